@@ -1,0 +1,1 @@
+//! fastpath-io

@@ -1,0 +1,289 @@
+//! A batch: up to [`BATCH_MAX`] packets moving through the pipeline together.
+//!
+//! Each slot holds a packet handle, its [`Meta`] and its [`Verdict`]. A bitmask of `Continue`
+//! slots ([`Lanes`]) lets stages loop over live packets only: `for i in b.live() { .. }` copies
+//! the mask first, so the loop body may change verdicts. Packets never leave a batch mid-pipeline;
+//! the executor acts on verdicts at the end.
+
+use crate::drop::DropReason;
+use crate::meta::Meta;
+use crate::pool::PktId;
+use crate::verdict::{PuntReason, Verdict};
+
+/// Most packets in one batch.
+pub const BATCH_MAX: usize = 256;
+const WORDS: usize = BATCH_MAX / 64;
+
+/// A set of batch slots (a 256-bit mask). Iterates set slots in ascending order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lanes(pub [u64; WORDS]);
+
+impl Lanes {
+    /// No slot.
+    pub const NONE: Lanes = Lanes([0; WORDS]);
+
+    /// Slots `0..n`.
+    #[inline]
+    pub fn first(n: usize) -> Lanes {
+        let mut m = [0u64; WORDS];
+        for (w, word) in m.iter_mut().enumerate() {
+            let lo = w * 64;
+            *word = if n >= lo + 64 {
+                u64::MAX
+            } else if n > lo {
+                (1u64 << (n - lo)) - 1
+            } else {
+                0
+            };
+        }
+        Lanes(m)
+    }
+    /// True when slot `i` is in the set.
+    #[inline]
+    pub fn contains(&self, i: usize) -> bool {
+        self.0[(i / 64) % WORDS] >> (i % 64) & 1 != 0
+    }
+    /// Adds slot `i`.
+    #[inline]
+    pub fn insert(&mut self, i: usize) {
+        self.0[(i / 64) % WORDS] |= 1 << (i % 64);
+    }
+    /// Removes slot `i`.
+    #[inline]
+    pub fn remove(&mut self, i: usize) {
+        self.0[(i / 64) % WORDS] &= !(1 << (i % 64));
+    }
+    /// Number of slots in the set.
+    #[inline]
+    pub fn count(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+    /// True when no slot is set.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+    /// Slots in both sets.
+    #[inline]
+    pub fn and(self, o: Lanes) -> Lanes {
+        let mut m = self.0;
+        for (a, b) in m.iter_mut().zip(o.0) {
+            *a &= b;
+        }
+        Lanes(m)
+    }
+    /// Slots in `self` but not in `o`.
+    #[inline]
+    pub fn and_not(self, o: Lanes) -> Lanes {
+        let mut m = self.0;
+        for (a, b) in m.iter_mut().zip(o.0) {
+            *a &= !b;
+        }
+        Lanes(m)
+    }
+}
+
+impl IntoIterator for Lanes {
+    type Item = usize;
+    type IntoIter = LaneIter;
+    #[inline]
+    fn into_iter(self) -> LaneIter {
+        LaneIter { m: self.0, w: 0 }
+    }
+}
+
+/// Iterator over the slots of a [`Lanes`].
+pub struct LaneIter {
+    m: [u64; WORDS],
+    w: usize,
+}
+
+impl Iterator for LaneIter {
+    type Item = usize;
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        while self.w < WORDS {
+            let word = self.m[self.w];
+            if word != 0 {
+                self.m[self.w] = word & (word - 1);
+                return Some(self.w * 64 + word.trailing_zeros() as usize);
+            }
+            self.w += 1;
+        }
+        None
+    }
+}
+
+/// Up to [`BATCH_MAX`] packets with their metadata and verdicts.
+pub struct Batch {
+    len: usize,
+    live: Lanes,
+    pkts: [PktId; BATCH_MAX],
+    meta: [Meta; BATCH_MAX],
+    verdict: [Verdict; BATCH_MAX],
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Batch {
+    /// An empty batch. About 18 KiB: keep it in a long-lived place (a worker's state), not on a
+    /// per-call stack.
+    pub fn new() -> Batch {
+        Batch {
+            len: 0,
+            live: Lanes::NONE,
+            pkts: [PktId(0); BATCH_MAX],
+            meta: [Meta::default(); BATCH_MAX],
+            verdict: [Verdict::Continue; BATCH_MAX],
+        }
+    }
+
+    /// Number of packets.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when the batch holds no packet.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// True when no more packets fit.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.len == BATCH_MAX
+    }
+    /// Empties the batch (does not free packets: the caller owns them).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.live = Lanes::NONE;
+    }
+
+    /// Appends a packet that arrived on `port`, live, with fresh metadata. Returns false (and
+    /// does nothing) when the batch is full.
+    #[inline]
+    pub fn push(&mut self, h: PktId, port: u16) -> bool {
+        let i = self.len;
+        if i >= BATCH_MAX {
+            return false;
+        }
+        self.pkts[i] = h;
+        self.meta[i] = Meta::arrived(port);
+        self.verdict[i] = Verdict::Continue;
+        self.live.insert(i);
+        self.len = i + 1;
+        true
+    }
+
+    /// The slots still marked `Continue` (a copy: safe to change verdicts while iterating).
+    #[inline]
+    pub fn live(&self) -> Lanes {
+        self.live
+    }
+    /// True when slot `i` is still `Continue`.
+    #[inline]
+    pub fn is_live(&self, i: usize) -> bool {
+        self.live.contains(i)
+    }
+    /// Packet handle of slot `i`.
+    #[inline]
+    pub fn handle(&self, i: usize) -> PktId {
+        self.pkts[i]
+    }
+    /// All packet handles, in slot order.
+    #[inline]
+    pub fn handles(&self) -> &[PktId] {
+        &self.pkts[..self.len]
+    }
+    /// Metadata of slot `i`.
+    #[inline]
+    pub fn meta(&self, i: usize) -> &Meta {
+        &self.meta[i]
+    }
+    /// Metadata of slot `i`, writable.
+    #[inline]
+    pub fn meta_mut(&mut self, i: usize) -> &mut Meta {
+        &mut self.meta[i]
+    }
+    /// Verdict of slot `i`.
+    #[inline]
+    pub fn verdict(&self, i: usize) -> Verdict {
+        self.verdict[i]
+    }
+    /// All verdicts, in slot order.
+    #[inline]
+    pub fn verdicts(&self) -> &[Verdict] {
+        &self.verdict[..self.len]
+    }
+
+    /// Sets slot `i`'s verdict; it is no longer live unless the verdict is `Continue`.
+    #[inline]
+    pub fn set_verdict(&mut self, i: usize, v: Verdict) {
+        self.verdict[i] = v;
+        if v == Verdict::Continue {
+            self.live.insert(i);
+        } else {
+            self.live.remove(i);
+        }
+    }
+    /// Drops slot `i` for `reason`.
+    #[inline]
+    pub fn drop(&mut self, i: usize, reason: DropReason) {
+        self.set_verdict(i, Verdict::Drop(reason));
+    }
+    /// Sends slot `i` out of `port`.
+    #[inline]
+    pub fn tx(&mut self, i: usize, port: u16) {
+        self.set_verdict(i, Verdict::Tx(port));
+    }
+    /// Sends slot `i` to the control plane.
+    #[inline]
+    pub fn punt(&mut self, i: usize, reason: PuntReason) {
+        self.set_verdict(i, Verdict::Punt(reason));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_first_and_iterate() {
+        for n in [0usize, 1, 63, 64, 65, 128, 255, 256] {
+            let l = Lanes::first(n);
+            assert_eq!(l.count(), n);
+            assert_eq!(l.into_iter().collect::<Vec<_>>(), (0..n).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn verdicts_remove_from_live() {
+        let mut b = Batch::new();
+        for k in 0..5 {
+            assert!(b.push(PktId(k), 1));
+        }
+        b.drop(1, DropReason::NotIp);
+        b.tx(3, 7);
+        assert_eq!(b.live().into_iter().collect::<Vec<_>>(), vec![0, 2, 4]);
+        assert_eq!(b.verdict(3), Verdict::Tx(7));
+        b.set_verdict(3, Verdict::Continue);
+        assert!(b.is_live(3));
+        assert_eq!(b.meta(0).in_port, 1);
+    }
+
+    #[test]
+    fn push_stops_at_capacity() {
+        let mut b = Batch::new();
+        for k in 0..BATCH_MAX as u32 {
+            assert!(b.push(PktId(k), 0));
+        }
+        assert!(!b.push(PktId(0), 0));
+        assert!(b.is_full());
+        assert_eq!(b.live().count(), BATCH_MAX);
+    }
+}

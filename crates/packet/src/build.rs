@@ -1,0 +1,1 @@
+//! Frame builders for tests, fixtures and traffic generators (owned `Repr`s written into buffers).

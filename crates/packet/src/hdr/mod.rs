@@ -1,0 +1,1 @@
+//! Typed zero-copy header views, one protocol per file.

@@ -1,0 +1,37 @@
+//! fastpath-packet: the packet's memory and its view of itself.
+//!
+//! Owns the buffer pool (one pre-allocated region of fixed-size buffers with headroom), packet
+//! handles (`PktId`, a `u32` index), the `Batch` of up to [`BATCH_MAX`] packets with per-packet
+//! [`Meta`] and [`Verdict`], the drop-reason table, checksums, and typed zero-copy header views
+//! (`hdr`). Depends on nothing else in fastpath.
+//!
+//! Invariants: nothing here allocates after a pool is built; a parsed header view never panics;
+//! packet bytes never cause a panic anywhere in this crate.
+//!
+//! ```
+//! use fastpath_packet::{Pool, Batch, Verdict};
+//! let mut pool = Pool::new(64);
+//! let h = pool.alloc().unwrap();
+//! pool.set_data(h, &[0u8; 60]);
+//! let mut b = Batch::new();
+//! b.push(h, 0);
+//! assert_eq!(b.len(), 1);
+//! assert_eq!(b.verdict(0), Verdict::Continue);
+//! ```
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod batch;
+pub mod build;
+pub mod csum;
+pub mod drop;
+pub mod hdr;
+pub mod meta;
+pub mod pool;
+pub mod prefetch;
+pub mod verdict;
+
+pub use batch::{Batch, Lanes, BATCH_MAX};
+pub use drop::DropReason;
+pub use meta::{Hdr, HdrSet, Meta, Slot};
+pub use pool::{PktId, Pool, BUF_SIZE, HEADROOM};
+pub use verdict::{PuntReason, Verdict};

@@ -1,0 +1,21 @@
+//! fastpath-tables: the lookup structures of the data path.
+//!
+//! Owns exact-match hashing (`exact`), longest-prefix match (`lpm`), the multi-field ACL
+//! classifier (`acl`, with the ClassBench loader and generator), the connection-tracking flow
+//! table (`flow`), per-worker counters (`counter`) and RFC 2697/2698 meters (`meter`), plus naive
+//! reference twins (`reference`) that the fast structures are property-tested against. Depends
+//! only on `fastpath-packet`.
+//!
+//! Invariants: lookups never allocate, never lock and never read a clock (time is passed in as
+//! `now_ns`); builders reject bad input with a typed error naming the offending rule.
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod acl;
+pub mod counter;
+pub mod exact;
+pub mod flow;
+pub mod hash;
+pub mod lpm;
+pub mod meter;
+pub mod reference;
