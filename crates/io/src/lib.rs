@@ -1,1 +1,21 @@
-//! fastpath-io
+//! fastpath-io: ports and the run-to-completion worker loop.
+//!
+//! Owns the [`Port`] trait and its implementations: `mem` (synthetic source and sink that behave
+//! like a NIC ring), `pcap` (capture files in and out), `af_packet` (TPACKET_V3 rings) and
+//! `af_xdp` (XSK sockets whose UMEM is the packet pool); and `worker`, which moves batches from
+//! ports through a [`worker::Processor`] (the pipeline, glued in by the binary) and back out.
+//! Depends only on `fastpath-packet`.
+//!
+//! `unsafe` lives only in `af_xdp` and `af_packet` (syscalls, mmap'd rings).
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+pub mod af_packet;
+#[allow(unsafe_code)]
+pub mod af_xdp;
+pub mod mem;
+pub mod pcap;
+pub mod port;
+pub mod worker;
+
+pub use port::{Port, PortStats};

@@ -1,0 +1,1 @@
+//! AF_PACKET (TPACKET_V3) ports.
