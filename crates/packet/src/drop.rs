@@ -79,6 +79,7 @@ drop_reasons! {
     NoHeadroom       "no_headroom"       Warn  "no headroom left in the buffer to encapsulate";
     PortDown         "port_down"         Warn  "the output port does not exist or is down";
     TxFailed         "tx_failed"         Warn  "the port's transmit ring had no room";
+    NoVerdict        "no_verdict"        Info  "the pipeline ended without forwarding or dropping the packet";
     PuntFull         "punt_full"         Warn  "the control-plane queue had no room";
 }
 

@@ -166,8 +166,11 @@ impl Slot {
     pub const COUNT: usize = 9;
 }
 
+/// `Meta::out_port` of a packet no action has forwarded yet.
+pub const NO_PORT: u16 = u16::MAX;
+
 /// Number of 32-bit user registers per packet (spec `metadata` fields live here).
-pub const REGS: usize = 6;
+pub const REGS: usize = 5;
 
 /// Per-packet metadata, 64 bytes: one cache line per packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -193,6 +196,11 @@ pub struct Meta {
     pub hits: u32,
     /// User metadata registers (spec `metadata` fields, action results).
     pub regs: [u32; REGS],
+    /// Output port chosen by `forward` ([`NO_PORT`] until one is); becomes `Verdict::Tx` at the
+    /// end of the pipeline, so egress stages still see the packet.
+    pub out_port: u16,
+    /// Spare, keeps the struct at 64 bytes.
+    pub reserved: u16,
     /// Index of the packet's flow-table entry (connection tracking), `u32::MAX` for none.
     pub flow: u32,
 }
@@ -201,7 +209,7 @@ impl Meta {
     /// Metadata of a packet that just arrived on `port`.
     #[inline]
     pub fn arrived(port: u16) -> Meta {
-        Meta { in_port: port, flow: u32::MAX, ..Meta::default() }
+        Meta { in_port: port, out_port: NO_PORT, flow: u32::MAX, ..Meta::default() }
     }
 
     /// Offset of a header layer.
