@@ -1,1 +1,3 @@
 //! AF_XDP ports.
+
+pub mod bpf;
