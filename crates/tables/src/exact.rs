@@ -1,1 +1,731 @@
-//! exact
+//! Exact-match hash table: bucketised cuckoo hashing with 16-bit signatures (DPDK `rte_hash`,
+//! VPP `bihash`; Fan, Andersen, Kaminsky, "MemC3", NSDI 2013 for the signature + BFS scheme).
+//!
+//! ```text
+//!   key ──hash──▶ h ─┬─ low bits ──▶ primary bucket p = h & mask
+//!                    └─ top 16 bits ▶ signature s (never 0; 0 marks an empty slot)
+//!   alternate bucket a = p ^ f(s)      (f(s) odd, so a != p; and p = a ^ f(s): a slot can be
+//!                                       moved to its other bucket without the key)
+//!
+//!   bucket (one 64-byte line):  sig[0..8]: u16 | idx[0..8]: u32 | pad
+//!   entries (separate array):   idx ──▶ { key, value }
+//! ```
+//!
+//! A lookup touches at most two bucket lines plus one entry line per signature match (false
+//! signature matches are 8/65536 per bucket). [`ExactTable::lookup_batch`] runs the lookup as
+//! passes over a window of keys — hash all and prefetch both buckets; compare signatures and
+//! prefetch the candidate entries; compare keys — so the DRAM misses of one key overlap with
+//! the work on the others.
+//!
+//! Insert puts the key in a free slot of either bucket; when both are full it searches
+//! breadth-first (at most [`BFS_NODES`] buckets, about four levels) for a chain of entries each
+//! of which can move to its alternate bucket, ending at a bucket with a free slot, then moves
+//! the chain from the far end (each move writes the destination slot before clearing the
+//! source, so the key being moved is never absent). If no chain exists it fails with
+//! [`InsertError::Full`]; it never loops.
+//!
+//! Sizing: `with_capacity(n)` allocates `n` entries and the smallest power-of-two number of
+//! buckets with at least `n / 0.9` slots, so the bucket array is at most 90 % full (bucketised
+//! 2-choice cuckoo with 8-slot buckets fills past 95 % before BFS fails). Memory per entry:
+//! `64 / 8 = 8` bytes per slot × between 1.1 and 2.2 slots per entry (9–18 bytes), plus
+//! `size_of::<(K, V)>()` (16 bytes for `u64 → u32`): 25–34 bytes per entry for `u64` keys;
+//! 10 M `u64 → u32` entries take 268 MB of buckets (2 M buckets) and 160 MB of entries.
+//!
+//! Control path (`insert`, `remove`, `get_mut`) takes `&mut self`; readers share `&self`
+//! snapshots (the pipeline swaps whole tables RCU-style). Lookups never allocate.
+
+use fastpath_packet::batch::{Lanes, BATCH_MAX};
+use fastpath_packet::prefetch::prefetch_read;
+
+use crate::hash::{hash_bytes, hash_u128, hash_u64, hash_words};
+
+/// Slots per bucket: 8 × (2-byte signature + 4-byte index) fit one 64-byte line.
+pub const SLOTS: usize = 8;
+/// Most buckets the cuckoo breadth-first search visits before giving up.
+pub const BFS_NODES: usize = 512;
+/// Keys per prefetch window in [`ExactTable::lookup_batch`].
+pub const WINDOW: usize = 32;
+
+/// A key the table can hold: copyable, comparable, hashable with [`crate::hash`].
+pub trait Key: Copy + Eq {
+    /// 64-bit hash of the key; the low bits pick the bucket, the top 16 the signature.
+    fn hash(&self) -> u64;
+}
+
+impl Key for u16 {
+    #[inline]
+    fn hash(&self) -> u64 {
+        hash_u64(u64::from(*self))
+    }
+}
+impl Key for u32 {
+    #[inline]
+    fn hash(&self) -> u64 {
+        hash_u64(u64::from(*self))
+    }
+}
+impl Key for u64 {
+    #[inline]
+    fn hash(&self) -> u64 {
+        hash_u64(*self)
+    }
+}
+impl Key for u128 {
+    #[inline]
+    fn hash(&self) -> u64 {
+        hash_u128(*self)
+    }
+}
+impl<const N: usize> Key for [u8; N] {
+    #[inline]
+    fn hash(&self) -> u64 {
+        hash_bytes(self)
+    }
+}
+impl<const N: usize> Key for [u64; N] {
+    #[inline]
+    fn hash(&self) -> u64 {
+        hash_words(self)
+    }
+}
+
+/// Why an insert failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsertError {
+    /// All entries are used, or no cuckoo chain reaches a free slot. The table is unchanged.
+    Full,
+}
+
+impl core::fmt::Display for InsertError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            InsertError::Full => f.write_str("exact-match table is full"),
+        }
+    }
+}
+impl std::error::Error for InsertError {}
+
+/// One cache line: 8 signatures and 8 entry indices. Signature 0 marks an empty slot.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Bucket {
+    sig: [u16; SLOTS],
+    idx: [u32; SLOTS],
+}
+
+impl Bucket {
+    /// Bit `i` set when slot `i` holds signature `s` (written so LLVM emits one compare).
+    #[inline]
+    fn matches(&self, s: u16) -> u32 {
+        let mut m = 0u32;
+        for (i, &x) in self.sig.iter().enumerate() {
+            m |= u32::from(x == s) << i;
+        }
+        m
+    }
+    /// First empty slot.
+    #[inline]
+    fn free_slot(&self) -> Option<usize> {
+        let m = self.matches(0);
+        (m != 0).then(|| m.trailing_zeros() as usize)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Entry<K, V> {
+    key: K,
+    val: V,
+}
+
+/// A node of the cuckoo breadth-first search: a bucket reached by moving `slot` of the
+/// parent node's bucket to its alternate bucket.
+#[derive(Clone, Copy)]
+struct Node {
+    bucket: u32,
+    parent: u32,
+    slot: u8,
+}
+const ROOT: u32 = u32::MAX;
+
+/// Signature of a hash: its top 16 bits, with 0 (the empty mark) mapped to 1.
+#[inline]
+fn sig(h: u64) -> u16 {
+    let s = (h >> 48) as u16;
+    s | u16::from(s == 0)
+}
+
+/// The other bucket of a slot in bucket `b` holding signature `s` (an involution).
+#[inline]
+fn alt(b: usize, s: u16, mask: usize) -> usize {
+    let f = (u64::from(s).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) | 1;
+    (b ^ f as usize) & mask
+}
+
+/// Exact-match table from `K` to `V` (see the module doc for the layout and the algorithm).
+#[derive(Clone)]
+pub struct ExactTable<K, V> {
+    buckets: Box<[Bucket]>,
+    mask: usize,
+    entries: Vec<Entry<K, V>>,
+    free: Vec<u32>,
+    capacity: usize,
+    len: usize,
+    bfs: Vec<Node>,
+}
+
+impl<K: Key, V: Copy> ExactTable<K, V> {
+    /// An empty table that holds up to `n` entries (at least 1; `n` ≤ 2^31). Control thread.
+    pub fn with_capacity(n: usize) -> Self {
+        let n = n.clamp(1, 1 << 31);
+        let slots = n + n / 9 + 1;
+        let nb = slots.div_ceil(SLOTS).next_power_of_two();
+        ExactTable {
+            buckets: vec![Bucket::default(); nb].into_boxed_slice(),
+            mask: nb - 1,
+            entries: Vec::with_capacity(n),
+            free: Vec::new(),
+            capacity: n,
+            len: 0,
+            bfs: Vec::new(),
+        }
+    }
+
+    /// Number of entries.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when the table holds no entry.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Most entries the table can hold.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    /// Number of 64-byte buckets.
+    #[inline]
+    pub fn buckets(&self) -> usize {
+        self.buckets.len()
+    }
+    /// Bytes of memory held (buckets plus the entry array's allocation).
+    pub fn memory_bytes(&self) -> usize {
+        self.buckets.len() * core::mem::size_of::<Bucket>()
+            + self.entries.capacity() * core::mem::size_of::<Entry<K, V>>()
+            + self.free.capacity() * 4
+    }
+
+    /// The hash a key is looked up with; pass it to [`Self::prefetch`] and
+    /// [`Self::lookup_hashed`] to pipeline lookups by hand.
+    #[inline]
+    pub fn hash(&self, k: &K) -> u64 {
+        k.hash()
+    }
+
+    /// Prefetches both candidate buckets of hash `h`. Worker; never panics.
+    #[inline]
+    pub fn prefetch(&self, h: u64) {
+        let p = h as usize & self.mask;
+        if let Some(b) = self.buckets.get(p) {
+            prefetch_read(b);
+        }
+        if let Some(b) = self.buckets.get(alt(p, sig(h), self.mask)) {
+            prefetch_read(b);
+        }
+    }
+
+    /// The value stored for `k`. Worker; never panics, never allocates.
+    #[inline]
+    pub fn lookup(&self, k: &K) -> Option<V> {
+        self.lookup_hashed(k, k.hash())
+    }
+
+    /// The value stored for `k`, whose hash `h` the caller computed with [`Self::hash`].
+    #[inline]
+    pub fn lookup_hashed(&self, k: &K, h: u64) -> Option<V> {
+        let s = sig(h);
+        let p = h as usize & self.mask;
+        let a = alt(p, s, self.mask);
+        self.probe(p, s, k).or_else(|| self.probe(a, s, k))
+    }
+
+    /// Searches bucket `b` for key `k` with signature `s`.
+    #[inline]
+    fn probe(&self, b: usize, s: u16, k: &K) -> Option<V> {
+        let bucket = self.buckets.get(b)?;
+        let mut m = bucket.matches(s);
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some(e) = self.entries.get(bucket.idx[i % SLOTS] as usize) {
+                if e.key == *k {
+                    return Some(e.val);
+                }
+            }
+        }
+        None
+    }
+
+    /// Looks up every key: `out[i] = lookup(&keys[i])` for `i < min(keys.len(), out.len())`.
+    /// Returns the number of hits. Runs in windows of [`WINDOW`] keys: hash and prefetch both
+    /// buckets, compare signatures and prefetch entries, compare keys. Worker; never panics,
+    /// never allocates.
+    #[inline]
+    pub fn lookup_batch(&self, keys: &[K], out: &mut [Option<V>]) -> u64 {
+        self.lookup_batch_window::<WINDOW>(keys, out)
+    }
+
+    /// [`Self::lookup_batch`] with a chosen window size `W` (for benchmarks).
+    #[doc(hidden)]
+    pub fn lookup_batch_window<const W: usize>(&self, keys: &[K], out: &mut [Option<V>]) -> u64 {
+        let n = keys.len().min(out.len());
+        let mut hits = 0;
+        for (kc, oc) in keys[..n].chunks(W).zip(out[..n].chunks_mut(W)) {
+            hits += self.window::<W>(kc, oc);
+        }
+        hits
+    }
+
+    /// The three passes over one window of at most `W` keys (`keys.len() == out.len()`).
+    #[inline]
+    fn window<const W: usize>(&self, keys: &[K], out: &mut [Option<V>]) -> u64 {
+        let mut hs = [0u64; W];
+        let mut cand = [0u16; W];
+        let mask = self.mask;
+        // Pass 1: hash, prefetch both buckets.
+        for (h, k) in hs.iter_mut().zip(keys) {
+            *h = k.hash();
+            self.prefetch(*h);
+        }
+        // Pass 2: signature compare in both buckets, prefetch the first candidate entry.
+        for (c, &h) in cand.iter_mut().zip(&hs).take(keys.len()) {
+            let s = sig(h);
+            let p = h as usize & mask;
+            let (Some(bp), Some(ba)) = (self.buckets.get(p), self.buckets.get(alt(p, s, mask)))
+            else {
+                continue;
+            };
+            let m = bp.matches(s) | ba.matches(s) << SLOTS;
+            *c = m as u16;
+            if m != 0 {
+                let i = m.trailing_zeros() as usize;
+                let b = if i < SLOTS { bp } else { ba };
+                if let Some(e) = self.entries.get(b.idx[i % SLOTS] as usize) {
+                    prefetch_read(e);
+                }
+            }
+        }
+        // Pass 3: key compare on the candidates.
+        let mut hits = 0;
+        for ((o, k), (&h, &c)) in out.iter_mut().zip(keys).zip(hs.iter().zip(&cand)) {
+            *o = None;
+            let mut m = u32::from(c);
+            if m == 0 {
+                continue;
+            }
+            let s = sig(h);
+            let p = h as usize & mask;
+            let a = alt(p, s, mask);
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let b = if i < SLOTS { p } else { a };
+                let Some(bucket) = self.buckets.get(b) else { break };
+                if let Some(e) = self.entries.get(bucket.idx[i % SLOTS] as usize) {
+                    if e.key == *k {
+                        *o = Some(e.val);
+                        hits += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        hits
+    }
+
+    /// Looks up `keys[i]` for each slot `i` in `lanes`, writing `out[i]`; other slots of `out`
+    /// are untouched. Returns the number of hits. Worker; never panics, never allocates.
+    pub fn lookup_lanes(
+        &self,
+        keys: &[K; BATCH_MAX],
+        lanes: Lanes,
+        out: &mut [Option<V>; BATCH_MAX],
+    ) -> u64 {
+        let mut hs = [0u64; BATCH_MAX];
+        for i in lanes {
+            hs[i] = keys[i].hash();
+            self.prefetch(hs[i]);
+        }
+        let mut hits = 0;
+        for i in lanes {
+            out[i] = self.lookup_hashed(&keys[i], hs[i]);
+            hits += u64::from(out[i].is_some());
+        }
+        hits
+    }
+
+    /// Finds `k`: (bucket, slot, entry index).
+    fn find(&self, k: &K, h: u64) -> Option<(usize, usize, usize)> {
+        let s = sig(h);
+        let p = h as usize & self.mask;
+        for b in [p, alt(p, s, self.mask)] {
+            let bucket = self.buckets.get(b)?;
+            let mut m = bucket.matches(s);
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let idx = bucket.idx[i % SLOTS] as usize;
+                if self.entries.get(idx).is_some_and(|e| e.key == *k) {
+                    return Some((b, i, idx));
+                }
+            }
+        }
+        None
+    }
+
+    /// The value of `k`, writable (update in place). Control thread.
+    pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        let (_, _, idx) = self.find(k, k.hash())?;
+        self.entries.get_mut(idx).map(|e| &mut e.val)
+    }
+
+    /// Inserts `k → v`, or updates the value in place if `k` is present; returns the old value.
+    /// Control thread.
+    ///
+    /// # Errors
+    /// [`InsertError::Full`] when all `capacity` entries are used or no cuckoo chain of at most
+    /// [`BFS_NODES`] buckets frees a slot; the table is then unchanged.
+    pub fn insert(&mut self, k: K, v: V) -> Result<Option<V>, InsertError> {
+        let h = k.hash();
+        if let Some((_, _, idx)) = self.find(&k, h) {
+            let e = self.entries.get_mut(idx).ok_or(InsertError::Full)?;
+            return Ok(Some(core::mem::replace(&mut e.val, v)));
+        }
+        if self.len >= self.capacity {
+            return Err(InsertError::Full);
+        }
+        let s = sig(h);
+        let p = h as usize & self.mask;
+        let a = alt(p, s, self.mask);
+        let (b, slot) = match (self.buckets[p].free_slot(), self.buckets[a].free_slot()) {
+            (Some(i), _) => (p, i),
+            (None, Some(i)) => (a, i),
+            (None, None) => self.cuckoo(p, a).ok_or(InsertError::Full)?,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = Entry { key: k, val: v };
+                i
+            }
+            None => {
+                self.entries.push(Entry { key: k, val: v });
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let bucket = &mut self.buckets[b];
+        bucket.idx[slot] = idx;
+        bucket.sig[slot] = s;
+        self.len += 1;
+        Ok(None)
+    }
+
+    /// Breadth-first search for a displacement chain from bucket `p` or `a` to a free slot;
+    /// performs the moves and returns the freed (bucket, slot) in `p` or `a`.
+    fn cuckoo(&mut self, p: usize, a: usize) -> Option<(usize, usize)> {
+        let mask = self.mask;
+        let mut q = core::mem::take(&mut self.bfs);
+        q.clear();
+        q.push(Node { bucket: p as u32, parent: ROOT, slot: 0 });
+        if a != p {
+            q.push(Node { bucket: a as u32, parent: ROOT, slot: 0 });
+        }
+        let mut found = None;
+        let mut head = 0;
+        'search: while head < q.len() && q.len() < BFS_NODES {
+            let node = q[head];
+            let bucket = self.buckets[node.bucket as usize];
+            for (slot, &s) in bucket.sig.iter().enumerate() {
+                let to = alt(node.bucket as usize, s, mask);
+                if to == node.bucket as usize || on_path(&q, head as u32, to as u32) {
+                    continue;
+                }
+                q.push(Node { bucket: to as u32, parent: head as u32, slot: slot as u8 });
+                if let Some(free) = self.buckets[to].free_slot() {
+                    found = Some((q.len() - 1, free));
+                    break 'search;
+                }
+            }
+            head += 1;
+        }
+        let result = found.map(|(mut cur, mut empty)| loop {
+            let node = q[cur];
+            if node.parent == ROOT {
+                break (node.bucket as usize, empty);
+            }
+            let from = q[node.parent as usize].bucket as usize;
+            let i = node.slot as usize;
+            let (s, idx) = (self.buckets[from].sig[i], self.buckets[from].idx[i]);
+            let dst = &mut self.buckets[node.bucket as usize];
+            dst.idx[empty] = idx;
+            dst.sig[empty] = s;
+            self.buckets[from].sig[i] = 0;
+            empty = i;
+            cur = node.parent as usize;
+        });
+        self.bfs = q;
+        result
+    }
+
+    /// Removes `k`, returning its value. Control thread.
+    pub fn remove(&mut self, k: &K) -> Option<V> {
+        let (b, slot, idx) = self.find(k, k.hash())?;
+        let bucket = &mut self.buckets[b];
+        bucket.sig[slot] = 0;
+        bucket.idx[slot] = 0;
+        self.free.push(idx as u32);
+        self.len -= 1;
+        self.entries.get(idx).map(|e| e.val)
+    }
+
+    /// Removes every entry. Control thread.
+    pub fn clear(&mut self) {
+        self.buckets.fill(Bucket::default());
+        self.entries.clear();
+        self.free.clear();
+        self.len = 0;
+    }
+
+    /// Every (key, value), in bucket order. Control thread.
+    pub fn iter(&self) -> impl Iterator<Item = (K, V)> + '_ {
+        self.buckets.iter().flat_map(move |b| {
+            (0..SLOTS).filter(move |&i| b.sig[i] != 0).filter_map(move |i| {
+                self.entries.get(b.idx[i] as usize).map(|e| (e.key, e.val))
+            })
+        })
+    }
+}
+
+/// True when bucket `b` is already on the path from node `n` back to a root.
+fn on_path(q: &[Node], mut n: u32, b: u32) -> bool {
+    while let Some(node) = q.get(n as usize) {
+        if node.bucket == b {
+            return true;
+        }
+        n = node.parent;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::exact::RefExact;
+    use proptest::prelude::*;
+
+    #[test]
+    fn bucket_is_one_cache_line() {
+        assert_eq!(core::mem::size_of::<Bucket>(), 64);
+        assert_eq!(core::mem::align_of::<Bucket>(), 64);
+    }
+
+    #[test]
+    fn alt_is_an_involution_and_differs() {
+        for mask in [1usize, 7, 1023, (1 << 21) - 1] {
+            for s in 1..=u16::MAX {
+                let b = (usize::from(s) * 7919) & mask;
+                let a = alt(b, s, mask);
+                assert_ne!(a, b);
+                assert_eq!(alt(a, s, mask), b);
+            }
+        }
+    }
+
+    #[test]
+    fn insert_lookup_update_remove() {
+        let mut t = ExactTable::<u64, u32>::with_capacity(100);
+        assert_eq!(t.lookup(&5), None);
+        assert_eq!(t.insert(5, 50), Ok(None));
+        assert_eq!(t.insert(6, 60), Ok(None));
+        assert_eq!(t.lookup(&5), Some(50));
+        assert_eq!(t.insert(5, 51), Ok(Some(50)));
+        assert_eq!(t.lookup(&5), Some(51));
+        *t.get_mut(&6).unwrap_or(&mut 0) = 61;
+        assert_eq!(t.lookup(&6), Some(61));
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.remove(&5), Some(51));
+        assert_eq!(t.remove(&5), None);
+        assert_eq!(t.lookup(&5), None);
+        assert_eq!(t.len(), 1);
+        let mut all: Vec<_> = t.iter().collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![(6, 61)]);
+        t.clear();
+        assert!(t.is_empty());
+        assert_eq!(t.lookup(&6), None);
+    }
+
+    /// Filling to the stated capacity succeeds (the bucket array is then ≤ 90 % full, which
+    /// needs cuckoo moves), one more fails with `Full`, and every key is still found.
+    #[test]
+    fn fills_to_capacity_then_reports_full() {
+        for n in [1usize, 8, 100, 4096, 200_000] {
+            let mut t = ExactTable::<u32, u32>::with_capacity(n);
+            for k in 0..n as u32 {
+                assert_eq!(t.insert(k.wrapping_mul(0x9E37_79B9), k), Ok(None), "n={n} k={k}");
+            }
+            assert_eq!(t.insert(u32::MAX, 0), Err(InsertError::Full));
+            assert_eq!(t.len(), n);
+            for k in 0..n as u32 {
+                assert_eq!(t.lookup(&k.wrapping_mul(0x9E37_79B9)), Some(k));
+            }
+            // Remove one, and the slot is reusable.
+            assert_eq!(t.remove(&0), Some(0));
+            assert_eq!(t.insert(u32::MAX, 7), Ok(None));
+            assert_eq!(t.lookup(&u32::MAX), Some(7));
+        }
+    }
+
+    /// With more keys than slots in two buckets' worth of space, insert fails cleanly (no
+    /// loop) and leaves every earlier key in place.
+    #[test]
+    fn bucket_array_full_fails_without_losing_keys() {
+        // Capacity above the slot count: the bucket array itself runs out.
+        let mut t = ExactTable::<u64, u64>::with_capacity(64);
+        t.capacity = usize::MAX; // white-box: allow more entries than slots
+        let slots = t.buckets() * SLOTS;
+        let mut stored = Vec::new();
+        for k in 0..(slots as u64 * 2) {
+            match t.insert(k, !k) {
+                Ok(_) => stored.push(k),
+                Err(InsertError::Full) => {}
+            }
+        }
+        assert!(stored.len() <= slots);
+        assert!(stored.len() * 100 >= slots * 90, "load {} of {slots}", stored.len());
+        for k in &stored {
+            assert_eq!(t.lookup(k), Some(!k));
+        }
+        assert_eq!(t.iter().count(), stored.len());
+    }
+
+    #[test]
+    fn key_types() {
+        let mut a = ExactTable::<[u8; 6], u16>::with_capacity(16);
+        a.insert([1, 2, 3, 4, 5, 6], 9).ok();
+        assert_eq!(a.lookup(&[1, 2, 3, 4, 5, 6]), Some(9));
+        assert_eq!(a.lookup(&[1, 2, 3, 4, 5, 7]), None);
+        let mut b = ExactTable::<[u64; 4], u8>::with_capacity(16);
+        b.insert([1, 2, 3, 4], 1).ok();
+        assert_eq!(b.lookup(&[1, 2, 3, 4]), Some(1));
+        assert_eq!(b.lookup(&[1, 2, 3, 5]), None);
+        let mut c = ExactTable::<u128, u8>::with_capacity(16);
+        c.insert(1 << 100, 3).ok();
+        assert_eq!(c.lookup(&(1 << 100)), Some(3));
+        let mut d = ExactTable::<u16, u8>::with_capacity(16);
+        d.insert(7, 7).ok();
+        assert_eq!(d.lookup(&7), Some(7));
+    }
+
+    #[test]
+    fn lanes_lookup_only_touches_lanes() {
+        let mut t = ExactTable::<u64, u32>::with_capacity(1000);
+        for k in 0..500u64 {
+            t.insert(k * 2, k as u32).ok();
+        }
+        let mut keys = [0u64; BATCH_MAX];
+        for (i, k) in keys.iter_mut().enumerate() {
+            *k = i as u64;
+        }
+        let mut lanes = Lanes::first(BATCH_MAX);
+        lanes.remove(4);
+        lanes.remove(5);
+        let mut out = [Some(u32::MAX); BATCH_MAX];
+        let hits = t.lookup_lanes(&keys, lanes, &mut out);
+        assert_eq!(hits, 127);
+        assert_eq!(out[4], Some(u32::MAX));
+        assert_eq!(out[5], Some(u32::MAX));
+        assert_eq!(out[6], Some(3));
+        assert_eq!(out[7], None);
+    }
+
+    /// 10 M entries (the stated scale). Slow in the test profile: run with `--ignored`.
+    #[test]
+    #[ignore]
+    fn ten_million_entries() {
+        let n = 10_000_000u64;
+        let mut t = ExactTable::<u64, u32>::with_capacity(n as usize);
+        for k in 0..n {
+            assert_eq!(t.insert(hash_u64(k), k as u32), Ok(None));
+        }
+        let keys: Vec<u64> = (0..n).map(hash_u64).collect();
+        let mut out = vec![None; keys.len()];
+        assert_eq!(t.lookup_batch(&keys, &mut out), n);
+        assert!(out.iter().enumerate().all(|(i, o)| *o == Some(i as u32)));
+        eprintln!("10M u64->u32: {} MB", t.memory_bytes() >> 20);
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u16, u32),
+        Remove(u16),
+        Batch(Vec<u16>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (any::<u16>(), any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
+            2 => any::<u16>().prop_map(Op::Remove),
+            1 => prop_oneof![
+                Just(0usize), Just(1), Just(255), Just(256), 0usize..=256
+            ].prop_flat_map(|n| proptest::collection::vec(any::<u16>(), n)).prop_map(Op::Batch),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Random inserts, removes and batch lookups (every batch length 0..=256 is
+        /// reachable; 0, 1, 255, 256 are weighted in) agree with the `HashMap` twin. Keys are
+        /// drawn from a small space so hits, updates and removals of present keys are common;
+        /// the small capacity forces cuckoo moves and `Full`.
+        #[test]
+        fn matches_reference(cap in 1usize..600, ops in proptest::collection::vec(op(), 1..300)) {
+            let mut t = ExactTable::<u64, u32>::with_capacity(cap);
+            let mut r = RefExact::<u64, u32>::new();
+            let space = 1u64 << 10;
+            for op in ops {
+                match op {
+                    Op::Insert(k, v) => {
+                        let k = u64::from(k) % space;
+                        match t.insert(k, v) {
+                            Ok(old) => prop_assert_eq!(old, r.insert(k, v)),
+                            Err(InsertError::Full) => {
+                                prop_assert!(r.lookup(&k).is_none());
+                                // At most 90 % of slots are ever used: Full only at capacity.
+                                prop_assert_eq!(r.len(), cap);
+                            }
+                        }
+                    }
+                    Op::Remove(k) => {
+                        let k = u64::from(k) % space;
+                        prop_assert_eq!(t.remove(&k), r.remove(&k));
+                    }
+                    Op::Batch(ks) => {
+                        let ks: Vec<u64> = ks.into_iter().map(|k| u64::from(k) % space).collect();
+                        let mut out = vec![Some(7); ks.len()];
+                        let mut want = vec![None; ks.len()];
+                        let hits = t.lookup_batch(&ks, &mut out);
+                        let want_hits = r.lookup_batch(&ks, &mut want);
+                        prop_assert_eq!(hits, want_hits);
+                        prop_assert_eq!(&out, &want);
+                        for (k, w) in ks.iter().zip(&want) {
+                            prop_assert_eq!(t.lookup(k), *w);
+                        }
+                    }
+                }
+                prop_assert_eq!(t.len(), r.len());
+            }
+        }
+    }
+}
