@@ -49,4 +49,10 @@ pub trait Port: Send {
 
     /// The port's counters.
     fn stats(&self) -> PortStats;
+
+    /// What stopped the port early (a damaged capture file, a failed write), so the caller can
+    /// report it after a run. `None` when all is well.
+    fn error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        None
+    }
 }
