@@ -75,6 +75,7 @@ drop_reasons! {
     AclDeny          "acl_deny"          Info  "a deny rule matched";
     MeterRed         "meter_red"         Info  "a meter coloured the packet red";
     FlowTableFull    "flow_table_full"   Warn  "a new connection found the flow table full";
+    ConntrackInvalid "conntrack_invalid" Info  "connection tracking refused the packet (out of window, unexpected TCP flags, not a SYN)";
     QueueFull        "queue_full"        Warn  "egress queue or shared buffer had no room";
     NoHeadroom       "no_headroom"       Warn  "no headroom left in the buffer to encapsulate";
     PortDown         "port_down"         Warn  "the output port does not exist or is down";
