@@ -1,1 +1,579 @@
-//! AF_PACKET (TPACKET_V3) ports.
+//! AF_PACKET ports: a TPACKET_V3 receive ring and `sendmmsg` transmit (packet(7)).
+//!
+//! ```text
+//!  rx ring (mmap, block_nr blocks of block_size bytes, owned alternately by kernel and us)
+//!  ┌ block 0 ─────────────────────────────┬ block 1 ──── …
+//!  │ tpacket_block_desc │ pkt │ pkt │ … ──▶│ status: TP_STATUS_KERNEL (0) / TP_STATUS_USER (1)
+//!  └──────────────────────────────────────┴───────────── …
+//! ```
+//! TPACKET_V3 (kernel `Documentation/networking/packet_mmap.rst`) hands whole blocks to user
+//! space: a block is ours once its status has `TP_STATUS_USER`, and goes back to the kernel when
+//! we store `TP_STATUS_KERNEL`. Frames inside a block are chained by `tp_next_offset`. A block
+//! is retired to us when full or after `retire_blk_tov_ms`. Each frame is copied into a pool
+//! buffer (the ring is not the pool, so this copy is unavoidable); a VLAN tag the kernel moved
+//! into the metadata (`TP_STATUS_VLAN_VALID`) is put back into the frame. Our own transmitted
+//! frames are not looped back (`PACKET_IGNORE_OUTGOING`).
+//!
+//! Transmit copies each frame into the kernel with one `sendmmsg` per burst. `PACKET_QDISC_BYPASS`
+//! skips the qdisc layer; `PACKET_FANOUT` (hash mode) spreads flows over the sockets of a group,
+//! one socket per worker, so one flow stays on one worker.
+//!
+//! This module also holds the few other `unsafe` helpers io needs: [`enter_netns`] and
+//! [`pin_to_core`], and a plain [`RawSocket`] for tests and generators.
+//!
+//! Thread: open on the control path (in the interface's network namespace); bursts on the
+//! owning worker.
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, HEADROOM};
+
+use crate::port::{Port, PortStats};
+
+const SOL_PACKET: i32 = 263;
+const PACKET_RX_RING: i32 = 5;
+const PACKET_STATISTICS: i32 = 6;
+const PACKET_VERSION: i32 = 10;
+const PACKET_FANOUT: i32 = 18;
+const PACKET_QDISC_BYPASS: i32 = 20;
+const PACKET_IGNORE_OUTGOING: i32 = 23;
+const TPACKET_V3: i32 = 2;
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+const ETH_P_ALL: u16 = 0x0003;
+const ETH_P_8021Q: u16 = 0x8100;
+/// Fanout by flow hash (`PACKET_FANOUT_HASH`).
+pub const PACKET_FANOUT_HASH: u16 = 0;
+
+// struct tpacket_block_desc / tpacket_hdr_v1 field offsets.
+const BLK_STATUS: usize = 8;
+const BLK_NUM_PKTS: usize = 12;
+const BLK_FIRST_PKT: usize = 16;
+// struct tpacket3_hdr field offsets.
+const PKT_NEXT: usize = 0;
+const PKT_SNAPLEN: usize = 12;
+const PKT_LEN: usize = 16;
+const PKT_STATUS: usize = 20;
+const PKT_MAC: usize = 24;
+const PKT_VLAN_TCI: usize = 28;
+const PKT_VLAN_TPID: usize = 32;
+
+/// How to open an AF_PACKET port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AfPacketConfig {
+    /// Join fanout group `(id, mode)` (mode [`PACKET_FANOUT_HASH`] keeps a flow on one socket).
+    pub fanout: Option<(u16, u16)>,
+    /// Bypass the qdisc layer on transmit.
+    pub qdisc_bypass: bool,
+    /// Bytes per ring block (a multiple of the page size).
+    pub block_size: u32,
+    /// Number of ring blocks.
+    pub block_nr: u32,
+    /// Frame slot size (a multiple of 16); bounds the largest frame received.
+    pub frame_size: u32,
+    /// Milliseconds after which a partly filled block is handed to us anyway.
+    pub retire_blk_tov_ms: u32,
+}
+
+impl Default for AfPacketConfig {
+    fn default() -> Self {
+        AfPacketConfig {
+            fanout: None,
+            qdisc_bypass: true,
+            block_size: 1 << 18,
+            block_nr: 16,
+            frame_size: 2048,
+            retire_blk_tov_ms: 1,
+        }
+    }
+}
+
+/// Why an AF_PACKET port could not open. Each message says what to try.
+#[derive(Debug, thiserror::Error)]
+pub enum AfPacketError {
+    /// The interface does not exist (in this network namespace).
+    #[error("af_packet: no such interface `{iface}` (check `ip link`; is it in another network namespace?)")]
+    NoSuchInterface {
+        /// Interface name.
+        iface: String,
+    },
+    /// Not allowed to open packet sockets.
+    #[error("af_packet on `{iface}`: permission denied ({what}): run as root or grant CAP_NET_RAW")]
+    NotPermitted {
+        /// Interface name.
+        iface: String,
+        /// The step that was refused.
+        what: &'static str,
+    },
+    /// Any other failed system call.
+    #[error("af_packet on `{iface}`: {what}: {err}")]
+    Sys {
+        /// Interface name.
+        iface: String,
+        /// The step that failed.
+        what: &'static str,
+        /// The OS error.
+        err: io::Error,
+    },
+}
+
+fn sys_err(iface: &str, what: &'static str, err: io::Error) -> AfPacketError {
+    match err.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => AfPacketError::NotPermitted { iface: iface.into(), what },
+        _ => AfPacketError::Sys { iface: iface.into(), what, err },
+    }
+}
+
+fn setsockopt<T>(fd: RawFd, level: i32, opt: i32, v: &T) -> io::Result<()> {
+    // SAFETY: `v` points at a live `T` of the size passed.
+    let r = unsafe { libc::setsockopt(fd, level, opt, (v as *const T).cast(), std::mem::size_of::<T>() as u32) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Opens a raw packet socket for all protocols (bound later).
+fn packet_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, i32::from(ETH_P_ALL.to_be())) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new socket nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn bind_ll(fd: RawFd, ifindex: u32) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sa.sll_family = libc::AF_PACKET as u16;
+    sa.sll_protocol = ETH_P_ALL.to_be();
+    sa.sll_ifindex = ifindex as i32;
+    // SAFETY: `sa` is a live sockaddr_ll and its size is passed.
+    let r = unsafe { libc::bind(fd, (&sa as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `struct tpacket_req3`.
+#[repr(C)]
+#[derive(Default)]
+struct TpacketReq3 {
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    frame_nr: u32,
+    retire_blk_tov: u32,
+    sizeof_priv: u32,
+    feature_req_word: u32,
+}
+
+/// `struct tpacket_stats_v3`.
+#[repr(C)]
+#[derive(Default)]
+struct TpacketStatsV3 {
+    packets: u32,
+    drops: u32,
+    freeze_q_cnt: u32,
+}
+
+/// The mapped TPACKET_V3 rx ring.
+struct RxRing {
+    base: NonNull<u8>,
+    len: usize,
+    block_size: usize,
+    block_nr: usize,
+}
+
+// SAFETY: a private mapping owned by this value, unmapped on drop; the kernel synchronises
+// through the block status words. It moves with its port to the worker thread.
+unsafe impl Send for RxRing {}
+
+impl RxRing {
+    #[inline]
+    fn block(&self, b: usize) -> *mut u8 {
+        // SAFETY: `b < block_nr`, so the block lies inside the mapping.
+        unsafe { self.base.as_ptr().add(b * self.block_size) }
+    }
+    #[inline]
+    fn status(&self, b: usize) -> &AtomicU32 {
+        // SAFETY: the status word of block `b` is 4-byte aligned inside the mapping (blocks are
+        // page aligned); AtomicU32 has u32's layout.
+        unsafe { &*(self.block(b).add(BLK_STATUS).cast::<AtomicU32>()) }
+    }
+    #[inline]
+    fn read_u32(&self, b: usize, off: usize) -> u32 {
+        if off + 4 > self.block_size {
+            return 0;
+        }
+        // SAFETY: `off + 4 <= block_size`: inside block `b`; unaligned read is allowed.
+        unsafe { self.block(b).add(off).cast::<u32>().read_unaligned() }
+    }
+    #[inline]
+    fn read_u16(&self, b: usize, off: usize) -> u16 {
+        if off + 2 > self.block_size {
+            return 0;
+        }
+        // SAFETY: as in `read_u32`.
+        unsafe { self.block(b).add(off).cast::<u16>().read_unaligned() }
+    }
+    /// Bytes `off..off+len` of block `b`, or `None` when they do not lie inside it.
+    #[inline]
+    fn bytes(&self, b: usize, off: usize, len: usize) -> Option<&[u8]> {
+        if off.checked_add(len)? > self.block_size {
+            return None;
+        }
+        // SAFETY: inside block `b`, which the kernel handed to us (status USER) and will not
+        // write until we give it back.
+        Some(unsafe { std::slice::from_raw_parts(self.block(b).add(off), len) })
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `open`.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// An AF_PACKET port (TPACKET_V3 rx ring, `sendmmsg` tx). Implements [`Port`].
+pub struct PacketPort {
+    ring: RxRing,
+    fd: OwnedFd,
+    name: String,
+    /// Block being read, packets left in it, offset of the next packet.
+    cur_block: usize,
+    pkts_left: u32,
+    next_off: usize,
+    stats: PortStats,
+    kernel_drops: Cell<u64>,
+}
+
+impl PacketPort {
+    /// Opens a TPACKET_V3 socket on `iface`. Must be called from a thread in the interface's
+    /// network namespace.
+    ///
+    /// # Errors
+    /// No such interface; permission denied (needs CAP_NET_RAW); ring sizes the kernel refuses;
+    /// a fanout group whose mode differs from an existing one.
+    pub fn open(iface: &str, cfg: &AfPacketConfig) -> Result<PacketPort, AfPacketError> {
+        let idx = crate::af_xdp::ifindex(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
+        let fd = packet_socket().map_err(|e| sys_err(iface, "creating the packet socket", e))?;
+        let raw = fd.as_raw_fd();
+        setsockopt(raw, SOL_PACKET, PACKET_VERSION, &TPACKET_V3).map_err(|e| sys_err(iface, "selecting TPACKET_V3", e))?;
+        let frame_nr = cfg.block_size / cfg.frame_size.max(16) * cfg.block_nr;
+        let req = TpacketReq3 {
+            block_size: cfg.block_size,
+            block_nr: cfg.block_nr,
+            frame_size: cfg.frame_size,
+            frame_nr,
+            retire_blk_tov: cfg.retire_blk_tov_ms,
+            ..Default::default()
+        };
+        setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req)
+            .map_err(|e| sys_err(iface, "creating the rx ring (check block/frame sizes)", e))?;
+        let len = cfg.block_size as usize * cfg.block_nr as usize;
+        // SAFETY: maps the ring just created on this socket; the kernel picks the address.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE, raw, 0)
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys_err(iface, "mapping the rx ring", io::Error::last_os_error()));
+        }
+        let Some(base) = NonNull::new(p.cast::<u8>()) else {
+            return Err(sys_err(iface, "mapping the rx ring", io::Error::from(io::ErrorKind::Other)));
+        };
+        let ring = RxRing { base, len, block_size: cfg.block_size as usize, block_nr: cfg.block_nr as usize };
+        // Not fatal on kernels before 4.20: outgoing frames are then filtered by nobody, and the
+        // pipeline sees its own transmissions. Every supported kernel has it.
+        setsockopt(raw, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32).map_err(|e| sys_err(iface, "PACKET_IGNORE_OUTGOING", e))?;
+        if cfg.qdisc_bypass {
+            setsockopt(raw, SOL_PACKET, PACKET_QDISC_BYPASS, &1i32).map_err(|e| sys_err(iface, "PACKET_QDISC_BYPASS", e))?;
+        }
+        bind_ll(raw, idx).map_err(|e| sys_err(iface, "binding to the interface", e))?;
+        if let Some((id, mode)) = cfg.fanout {
+            let v: i32 = i32::from(id) | (i32::from(mode) << 16);
+            setsockopt(raw, SOL_PACKET, PACKET_FANOUT, &v)
+                .map_err(|e| sys_err(iface, "joining the fanout group (same id with another mode?)", e))?;
+        }
+        Ok(PacketPort {
+            ring,
+            fd,
+            name: iface.to_string(),
+            cur_block: 0,
+            pkts_left: 0,
+            next_off: 0,
+            stats: PortStats::default(),
+            kernel_drops: Cell::new(0),
+        })
+    }
+
+    /// Copies one frame at `off` in block `b` into a pool buffer; returns its handle and length.
+    fn take_frame(&mut self, pool: &mut Pool, b: usize, off: usize) -> Option<(PktId, usize)> {
+        let snaplen = self.ring.read_u32(b, off + PKT_SNAPLEN) as usize;
+        let wire_len = self.ring.read_u32(b, off + PKT_LEN) as usize;
+        let status = self.ring.read_u32(b, off + PKT_STATUS);
+        let mac = self.ring.read_u16(b, off + PKT_MAC) as usize;
+        let vlan = status & TP_STATUS_VLAN_VALID != 0;
+        let tag_len = if vlan { 4 } else { 0 };
+        if snaplen < wire_len || snaplen < 12 || snaplen + tag_len > fastpath_packet::pool::MAX_FRAME {
+            self.stats.rx_dropped += 1;
+            return None;
+        }
+        let Some(src) = self.ring.bytes(b, off + mac, snaplen) else {
+            self.stats.errors += 1;
+            return None;
+        };
+        let Some(h) = pool.alloc() else {
+            self.stats.rx_dropped += 1;
+            return None;
+        };
+        let len = snaplen + tag_len;
+        let buf = &mut pool.buffer_mut(h)[HEADROOM..HEADROOM + len];
+        if vlan {
+            let tci = self.ring.read_u32(b, off + PKT_VLAN_TCI) as u16;
+            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 { self.ring.read_u16(b, off + PKT_VLAN_TPID) } else { ETH_P_8021Q };
+            buf[..12].copy_from_slice(&src[..12]);
+            buf[12..14].copy_from_slice(&tpid.to_be_bytes());
+            buf[14..16].copy_from_slice(&tci.to_be_bytes());
+            buf[16..].copy_from_slice(&src[12..]);
+        } else {
+            buf.copy_from_slice(src);
+        }
+        pool.set_bounds(h, HEADROOM, len);
+        Some((h, len))
+    }
+}
+
+impl Port for PacketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(&mut self, pool: &mut Pool, batch: &mut Batch, port_id: u16) -> usize {
+        let mut got = 0usize;
+        let mut bytes = 0u64;
+        // Bounded: at most every block once per burst.
+        for _ in 0..=self.ring.block_nr {
+            if batch.is_full() {
+                break;
+            }
+            let b = self.cur_block;
+            if self.pkts_left == 0 {
+                if self.ring.status(b).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+                    break;
+                }
+                self.pkts_left = self.ring.read_u32(b, BLK_NUM_PKTS);
+                self.next_off = self.ring.read_u32(b, BLK_FIRST_PKT) as usize;
+            }
+            while self.pkts_left > 0 && !batch.is_full() {
+                let off = self.next_off;
+                if let Some((h, len)) = self.take_frame(pool, b, off) {
+                    batch.push(h, port_id);
+                    got += 1;
+                    bytes += len as u64;
+                }
+                self.next_off = off + self.ring.read_u32(b, off + PKT_NEXT) as usize;
+                self.pkts_left -= 1;
+            }
+            if self.pkts_left == 0 {
+                self.ring.status(b).store(TP_STATUS_KERNEL, Ordering::Release);
+                self.cur_block = (b + 1) % self.ring.block_nr;
+            }
+        }
+        self.stats.rx_pkts += got as u64;
+        self.stats.rx_bytes += bytes;
+        got
+    }
+
+    fn tx_burst(&mut self, pool: &mut Pool, pkts: &[PktId]) -> usize {
+        let n = pkts.len().min(BATCH_MAX);
+        if n == 0 {
+            return 0;
+        }
+        // SAFETY: iovec and mmsghdr are plain old data; all-zero is valid (null pointers, 0 lengths).
+        let mut iov: [libc::iovec; BATCH_MAX] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; BATCH_MAX] = unsafe { std::mem::zeroed() };
+        let mut bytes = [0u32; BATCH_MAX];
+        for i in 0..n {
+            let d = pool.data(pkts[i]);
+            iov[i] = libc::iovec { iov_base: d.as_ptr() as *mut libc::c_void, iov_len: d.len() };
+            bytes[i] = d.len() as u32;
+            msgs[i].msg_hdr.msg_iov = &mut iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: `msgs[..n]` point at `iov[..n]`, which point at pool buffers that stay alive
+        // and unmodified for the call (we hold `&mut Pool`). The kernel only reads them.
+        let r = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+        let sent = if r < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
+                _ => self.stats.errors += 1,
+            }
+            0
+        } else {
+            r as usize
+        };
+        // The kernel copied the frames: the buffers are free again.
+        pool.free_bulk(&pkts[..sent]);
+        self.stats.tx_pkts += sent as u64;
+        self.stats.tx_bytes += bytes[..sent].iter().map(|&b| u64::from(b)).sum::<u64>();
+        sent
+    }
+
+    fn stats(&self) -> PortStats {
+        let mut st = TpacketStatsV3::default();
+        let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
+        // SAFETY: `st` is a live, writable tpacket_stats_v3; `len` is its size.
+        let r = unsafe {
+            libc::getsockopt(self.fd.as_raw_fd(), SOL_PACKET, PACKET_STATISTICS, (&mut st as *mut TpacketStatsV3).cast(), &mut len)
+        };
+        if r == 0 {
+            // Reading resets the kernel's counters: accumulate.
+            self.kernel_drops.set(self.kernel_drops.get() + u64::from(st.drops));
+        }
+        PortStats { rx_dropped: self.stats.rx_dropped + self.kernel_drops.get(), ..self.stats }
+    }
+}
+
+impl std::fmt::Debug for PacketPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PacketPort").field("name", &self.name).finish()
+    }
+}
+
+/// A plain (non-ring) packet socket bound to one interface: send and receive whole frames.
+/// For tests and simple generators, not the data path (one syscall per frame).
+#[derive(Debug)]
+pub struct RawSocket {
+    fd: OwnedFd,
+}
+
+impl RawSocket {
+    /// Opens a raw socket on `iface`, in the calling thread's network namespace, that does not
+    /// see its own transmissions.
+    ///
+    /// # Errors
+    /// No such interface; permission denied.
+    pub fn open(iface: &str) -> Result<RawSocket, AfPacketError> {
+        let idx = crate::af_xdp::ifindex(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
+        let fd = packet_socket().map_err(|e| sys_err(iface, "creating the packet socket", e))?;
+        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32).map_err(|e| sys_err(iface, "PACKET_IGNORE_OUTGOING", e))?;
+        bind_ll(fd.as_raw_fd(), idx).map_err(|e| sys_err(iface, "binding to the interface", e))?;
+        Ok(RawSocket { fd })
+    }
+
+    /// Sends one frame.
+    ///
+    /// # Errors
+    /// The OS error of `send`.
+    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        // SAFETY: `frame` is a live buffer of the length passed.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Receives one frame into `buf`, waiting at most `timeout_ms`. `Ok(None)` on timeout.
+    ///
+    /// # Errors
+    /// The OS error of `poll`/`recv`.
+    pub fn recv(&self, buf: &mut [u8], timeout_ms: i32) -> io::Result<Option<usize>> {
+        let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one live pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        // SAFETY: `buf` is a live, writable buffer of the length passed.
+        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) };
+        }
+        Ok(Some(n as usize))
+    }
+}
+
+/// Moves the calling thread into the network namespace at `path` (e.g. `/var/run/netns/NAME`).
+/// Sockets it opens afterwards live in that namespace, wherever they are used later.
+///
+/// # Errors
+/// The namespace file does not exist; `EPERM` without CAP_SYS_ADMIN.
+pub fn enter_netns(path: &std::path::Path) -> io::Result<()> {
+    let f = std::fs::File::open(path)?;
+    // SAFETY: `f` is an open namespace file; setns only changes the calling thread's namespace.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Pins the calling thread to CPU `core`.
+///
+/// # Errors
+/// `EINVAL` when the core does not exist or is not allowed for this process.
+pub fn pin_to_core(core: usize) -> io::Result<()> {
+    if core >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: cpu_set_t is plain old data; CPU_ZERO/CPU_SET only write inside it (core checked
+    // above); sched_setaffinity(0) affects only the calling thread.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Number of CPUs this process may run on.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_interface_is_named_in_the_error() {
+        let e = PacketPort::open("fp-nonexistent0", &AfPacketConfig::default()).unwrap_err();
+        assert!(matches!(e, AfPacketError::NoSuchInterface { .. }));
+        assert!(e.to_string().contains("no such interface `fp-nonexistent0`"), "{e}");
+    }
+
+    #[test]
+    fn struct_sizes_match_the_kernel() {
+        assert_eq!(std::mem::size_of::<TpacketReq3>(), 28);
+        assert_eq!(std::mem::size_of::<TpacketStatsV3>(), 12);
+    }
+
+    #[test]
+    fn pin_to_core_accepts_core_0_and_refuses_nonsense() {
+        pin_to_core(0).unwrap();
+        assert!(pin_to_core(1 << 20).is_err());
+    }
+}

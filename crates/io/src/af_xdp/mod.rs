@@ -1,3 +1,776 @@
-//! AF_XDP ports.
+//! AF_XDP ports: XSK sockets whose UMEM is the worker's packet pool.
+//!
+//! ```text
+//!          pool region (UMEM): buffer i at i * 2048
+//!   fill ring ──▶ kernel writes frames ──▶ rx ring ──▶ rx_burst: PktId(addr / 2048), off, len
+//!   tx_burst: (i * 2048 + off, len) ──▶ tx ring ──▶ kernel sends ──▶ completion ring ──▶ pool.free
+//! ```
+//!
+//! The XDP program (`bpf_redirect_map(&xsks, rx_queue_index, XDP_PASS)`, see
+//! [`bpf::xsk_redirect_insns`]) is loaded and attached by us through `BPF_LINK_CREATE`, once per
+//! interface and network namespace; each port puts its socket into the XSKMAP at its queue
+//! index. The link is closed with the last port of the interface, and by the kernel if the
+//! process dies, so no program is left behind.
+//!
+//! All ports opened on one [`Pool`] share one UMEM registration (`XDP_SHARED_UMEM`): the first
+//! socket registers the pool's region, later sockets bind with `sxdp_shared_umem_fd` and their
+//! own fill/completion rings, as the kernel requires for a different device or queue
+//! (`Documentation/networking/af_xdp.rst`, "XDP_SHARED_UMEM bind flag"). Zero copy is used
+//! where the driver offers it (`ZeroCopy::Auto` tries it, then falls back to copy mode; veth
+//! is copy only). With need_wakeup, the kernel says on the ring flags when a `sendto`/`recvfrom`
+//! is required; copy-mode transmit always needs `sendto`, which sends up to 32 frames per call
+//! (the kernel's `TX_BATCH_SIZE`), so a burst kicks until the tx ring is drained or the kernel
+//! stops accepting.
+//!
+//! Contract: a pool with AF_XDP ports must outlive them (the kernel writes into the pool's pages
+//! while a socket is open). Buffers sitting in the fill ring or in flight when a port is dropped
+//! are not returned to the pool.
+//!
+//! Thread: open/drop on the control path (any thread in the right network namespace); bursts
+//! on the worker that owns the port.
 
 pub mod bpf;
+mod ring;
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex, Weak};
+
+use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, BUF_SIZE};
+
+use crate::port::{Port, PortStats};
+use bpf::{BpfError, Link, Map, MapType, Prog, ProgType, XdpAttachMode};
+use ring::{MmapOffsets, Ring, XdpDesc};
+
+const AF_XDP: i32 = 44;
+const SOL_XDP: i32 = 283;
+const XDP_MMAP_OFFSETS: i32 = 1;
+const XDP_RX_RING: i32 = 2;
+const XDP_TX_RING: i32 = 3;
+const XDP_UMEM_REG: i32 = 4;
+const XDP_UMEM_FILL_RING: i32 = 5;
+const XDP_UMEM_COMPLETION_RING: i32 = 6;
+const XDP_STATISTICS: i32 = 7;
+const XDP_OPTIONS: i32 = 8;
+const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+const XDP_PGOFF_RX_RING: i64 = 0;
+const XDP_PGOFF_TX_RING: i64 = 0x8000_0000;
+const XDP_UMEM_PGOFF_FILL_RING: i64 = 0x1_0000_0000;
+const XDP_UMEM_PGOFF_COMPLETION_RING: i64 = 0x1_8000_0000;
+const XDP_SHARED_UMEM: u16 = 1 << 0;
+const XDP_COPY: u16 = 1 << 1;
+const XDP_ZEROCOPY: u16 = 1 << 2;
+const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+/// Queues an interface's XSKMAP can address.
+const MAX_QUEUES: u32 = 256;
+/// Bytes the kernel reserves in front of every received frame (`XDP_PACKET_HEADROOM`).
+pub const XDP_PACKET_HEADROOM: usize = 256;
+
+/// `struct xdp_umem_reg`.
+#[repr(C)]
+#[derive(Default)]
+struct UmemReg {
+    addr: u64,
+    len: u64,
+    chunk_size: u32,
+    headroom: u32,
+    flags: u32,
+    tx_metadata_len: u32,
+}
+
+/// `struct sockaddr_xdp`.
+#[repr(C)]
+#[derive(Default)]
+struct SockaddrXdp {
+    family: u16,
+    flags: u16,
+    ifindex: u32,
+    queue_id: u32,
+    shared_umem_fd: u32,
+}
+
+/// `struct xdp_statistics`.
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+struct XdpStatistics {
+    rx_dropped: u64,
+    rx_invalid_descs: u64,
+    tx_invalid_descs: u64,
+    rx_ring_full: u64,
+    rx_fill_ring_empty_descs: u64,
+    tx_ring_empty_descs: u64,
+}
+
+/// Where the XDP program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum XdpMode {
+    /// Driver mode if the driver has it, else skb (generic) mode.
+    #[default]
+    Auto,
+    /// Driver (native) mode only.
+    Native,
+    /// Generic (skb) mode: works on every device, slower.
+    Skb,
+}
+
+/// Whether the socket may use zero copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ZeroCopy {
+    /// Zero copy when the driver supports it, else copy mode.
+    #[default]
+    Auto,
+    /// Zero copy or fail.
+    Yes,
+    /// Copy mode.
+    No,
+}
+
+/// How to open an AF_XDP port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// XDP attach mode.
+    pub mode: XdpMode,
+    /// Zero-copy policy.
+    pub zero_copy: ZeroCopy,
+    /// Use `XDP_USE_NEED_WAKEUP` (syscalls only when the kernel asks for them).
+    pub need_wakeup: bool,
+    /// Rx ring slots (power of two).
+    pub rx_size: u32,
+    /// Tx ring slots (power of two).
+    pub tx_size: u32,
+    /// Fill ring slots (power of two); this many pool buffers are lent to the kernel.
+    pub fill_size: u32,
+    /// Completion ring slots (power of two), at least `tx_size`.
+    pub comp_size: u32,
+    /// Extra UMEM headroom in bytes on top of the kernel's 256 (only the first port of a pool
+    /// sets it).
+    pub frame_headroom: u32,
+}
+
+impl Default for XdpConfig {
+    fn default() -> Self {
+        XdpConfig {
+            mode: XdpMode::Auto,
+            zero_copy: ZeroCopy::Auto,
+            need_wakeup: true,
+            rx_size: 2048,
+            tx_size: 2048,
+            fill_size: 2048,
+            comp_size: 2048,
+            frame_headroom: 0,
+        }
+    }
+}
+
+/// Why an AF_XDP port could not open. Each message says what to try.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    /// The interface does not exist (in this network namespace).
+    #[error("af_xdp: no such interface `{iface}` (check `ip link`; is it in another network namespace?)")]
+    NoSuchInterface {
+        /// Interface name.
+        iface: String,
+    },
+    /// Not allowed to create AF_XDP sockets or BPF objects.
+    #[error("af_xdp on `{iface}`: permission denied ({what}): run as root, or grant CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF")]
+    NotPermitted {
+        /// Interface name.
+        iface: String,
+        /// The step that was refused.
+        what: &'static str,
+    },
+    /// The kernel refused to attach the XDP program.
+    #[error("af_xdp on `{iface}`: XDP program refused in {mode} mode: {err}; {hint}")]
+    XdpRefused {
+        /// Interface name.
+        iface: String,
+        /// `driver` or `skb`.
+        mode: &'static str,
+        /// The kernel's error.
+        err: BpfError,
+        /// What to try.
+        hint: &'static str,
+    },
+    /// Zero copy was required but the driver does not offer it.
+    #[error("af_xdp on `{iface}` queue {queue}: zero-copy refused ({err}); try `--zero-copy no`")]
+    ZeroCopyUnavailable {
+        /// Interface name.
+        iface: String,
+        /// Queue index.
+        queue: u32,
+        /// The kernel's error.
+        err: io::Error,
+    },
+    /// The queue index is out of range for the device.
+    #[error("af_xdp on `{iface}`: queue {queue} does not exist ({err}); see `ethtool -l {iface}`")]
+    NoSuchQueue {
+        /// Interface name.
+        iface: String,
+        /// Queue index.
+        queue: u32,
+        /// The kernel's error.
+        err: io::Error,
+    },
+    /// A configuration value the kernel cannot take.
+    #[error("af_xdp on `{iface}`: bad config: {what}")]
+    BadConfig {
+        /// Interface name.
+        iface: String,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// Any other failed system call.
+    #[error("af_xdp on `{iface}`: {what}: {err}")]
+    Sys {
+        /// Interface name.
+        iface: String,
+        /// The step that failed.
+        what: &'static str,
+        /// The OS error.
+        err: io::Error,
+    },
+}
+
+fn sys_err(iface: &str, what: &'static str, err: io::Error) -> XdpError {
+    match err.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => XdpError::NotPermitted { iface: iface.into(), what },
+        _ => XdpError::Sys { iface: iface.into(), what, err },
+    }
+}
+
+/// The interface index of `iface` in the calling thread's network namespace.
+///
+/// # Errors
+/// `NotFound` when there is no such interface.
+pub fn ifindex(iface: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(iface).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(io::Error::from(io::ErrorKind::NotFound));
+    }
+    Ok(idx)
+}
+
+/// Inode of the calling thread's network namespace: ifindexes are only unique within one.
+fn netns_id() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino()).unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-interface XDP program + XSKMAP, shared by the ports of that interface.
+
+/// The redirect program attached to one interface, with its XSKMAP.
+struct IfaceXdp {
+    map: Map,
+    _prog: Prog,
+    _link: Link,
+    mode: XdpAttachMode,
+}
+
+type IfaceKey = (u64, u32);
+static IFACES: Mutex<Vec<(IfaceKey, Weak<IfaceXdp>)>> = Mutex::new(Vec::new());
+
+fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp>, XdpError> {
+    let key = (netns_id(), ifindex);
+    let mut reg = IFACES.lock().unwrap_or_else(|p| p.into_inner());
+    reg.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(a) = reg.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
+        return Ok(a);
+    }
+    let bpf_err = |e: BpfError, what| {
+        if matches!(e.errno(), libc::EPERM | libc::EACCES) {
+            XdpError::NotPermitted { iface: iface.into(), what }
+        } else {
+            XdpError::Sys { iface: iface.into(), what, err: io::Error::other(e.to_string()) }
+        }
+    };
+    let map = Map::create(MapType::XSKMAP, 4, 4, MAX_QUEUES, "fp_xsks").map_err(|e| bpf_err(e, "creating the XSKMAP"))?;
+    let prog = Prog::load(ProgType::XDP, &bpf::xsk_redirect_insns(map.fd()), "GPL", bpf::BPF_XDP, "fp_xsk_redir")
+        .map_err(|e| bpf_err(e, "loading the XDP redirect program"))?;
+    let tries: &[XdpAttachMode] = match mode {
+        XdpMode::Auto => &[XdpAttachMode::Native, XdpAttachMode::Skb],
+        XdpMode::Native => &[XdpAttachMode::Native],
+        XdpMode::Skb => &[XdpAttachMode::Skb],
+    };
+    let mut last = None;
+    for &m in tries {
+        match Link::xdp(&prog, ifindex, m) {
+            Ok(link) => {
+                let a = Arc::new(IfaceXdp { map, _prog: prog, _link: link, mode: m });
+                reg.push((key, Arc::downgrade(&a)));
+                return Ok(a);
+            }
+            Err(e) => last = Some((m, e)),
+        }
+    }
+    let Some((m, err)) = last else {
+        return Err(XdpError::BadConfig { iface: iface.into(), what: "no XDP mode to try" });
+    };
+    if matches!(err.errno(), libc::EPERM | libc::EACCES) {
+        return Err(XdpError::NotPermitted { iface: iface.into(), what: "attaching the XDP program" });
+    }
+    let hint = match (m, err.errno()) {
+        (_, libc::EBUSY) | (_, libc::EEXIST) => {
+            "another XDP program is attached: see `ip link show`, remove it with `ip link set dev IFACE xdp off`"
+        }
+        (XdpAttachMode::Native, _) => "the driver may lack native XDP: try `--mode skb`",
+        (XdpAttachMode::Skb, _) => "check that the device is up and XDP is enabled in the kernel",
+    };
+    Err(XdpError::XdpRefused { iface: iface.into(), mode: m.name(), err, hint })
+}
+
+// ---------------------------------------------------------------------------------------------
+// UMEM registration, one per pool.
+
+/// The socket that registered a pool's region as UMEM; later sockets share it by its fd.
+struct Umem {
+    fd: OwnedFd,
+    base: usize,
+    zero_copy: bool,
+    need_wakeup: bool,
+}
+
+static UMEMS: Mutex<Vec<(usize, Weak<Umem>)>> = Mutex::new(Vec::new());
+
+fn xsk_socket(iface: &str) -> Result<OwnedFd, XdpError> {
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EAFNOSUPPORT) {
+            return Err(XdpError::Sys { iface: iface.into(), what: "kernel has no AF_XDP (CONFIG_XDP_SOCKETS)", err: e });
+        }
+        return Err(sys_err(iface, "creating the AF_XDP socket", e));
+    }
+    // SAFETY: `fd` is a new socket that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn setsockopt<T>(fd: RawFd, opt: i32, v: &T) -> io::Result<()> {
+    // SAFETY: `v` points at a live `T` of the size passed.
+    let r = unsafe { libc::setsockopt(fd, SOL_XDP, opt, (v as *const T).cast(), std::mem::size_of::<T>() as u32) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn getsockopt<T: Default>(fd: RawFd, opt: i32) -> io::Result<T> {
+    let mut v = T::default();
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `v` is a live, writable `T`; `len` says how many bytes the kernel may write.
+    let r = unsafe { libc::getsockopt(fd, SOL_XDP, opt, (&mut v as *mut T).cast(), &mut len) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v)
+}
+
+/// The mode a port actually obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpModeInfo {
+    /// Where the XDP program runs.
+    pub attach: XdpAttachMode,
+    /// True for zero copy, false for copy mode.
+    pub zero_copy: bool,
+    /// True when need_wakeup is in use.
+    pub need_wakeup: bool,
+    /// True when this socket shares a UMEM registered by another port of the same pool.
+    pub shared_umem: bool,
+}
+
+/// An AF_XDP port on one queue of one interface. Implements [`Port`].
+pub struct XdpPort {
+    // Field order is drop order: rings unmapped first, then our socket, then the UMEM owner
+    // (if we were the last user), then the interface's program (if we were its last port).
+    rx: Ring<XdpDesc>,
+    tx: Ring<XdpDesc>,
+    fill: Ring<u64>,
+    comp: Ring<u64>,
+    _own_fd: Option<OwnedFd>,
+    fd: RawFd,
+    umem: Arc<Umem>,
+    attach: Arc<IfaceXdp>,
+    name: String,
+    queue: u32,
+    info: XdpModeInfo,
+    pool_base: usize,
+    pool_cap: usize,
+    stats: PortStats,
+}
+
+impl XdpPort {
+    /// Opens an AF_XDP socket on `iface` queue `queue`, with `pool`'s region as UMEM (shared with
+    /// every other port already open on `pool`), loads and attaches the redirect program if
+    /// this is the interface's first port, and lends `fill_size` buffers to the kernel. Prints
+    /// the mode obtained to stderr.
+    ///
+    /// Must be called from a thread in the interface's network namespace. `pool` must outlive
+    /// the port.
+    ///
+    /// # Errors
+    /// [`XdpError`]: no such interface or queue, not permitted, XDP refused (try `--mode skb`),
+    /// zero copy refused (try `--zero-copy no`), bad ring sizes.
+    pub fn open(iface: &str, queue: u32, cfg: &XdpConfig, pool: &mut Pool) -> Result<XdpPort, XdpError> {
+        for s in [cfg.rx_size, cfg.tx_size, cfg.fill_size, cfg.comp_size] {
+            if !s.is_power_of_two() {
+                return Err(XdpError::BadConfig { iface: iface.into(), what: "ring sizes must be powers of two" });
+            }
+        }
+        if cfg.comp_size < cfg.tx_size {
+            return Err(XdpError::BadConfig { iface: iface.into(), what: "comp_size must be at least tx_size" });
+        }
+        if queue >= MAX_QUEUES {
+            return Err(XdpError::BadConfig { iface: iface.into(), what: "queue index above 255" });
+        }
+        let idx = ifindex(iface).map_err(|_| XdpError::NoSuchInterface { iface: iface.into() })?;
+        let attach = attach_iface(iface, idx, cfg.mode)?;
+        let (base, len) = pool.region_raw();
+        let base = base as usize;
+        let mut port = match cfg.zero_copy {
+            ZeroCopy::Yes => Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_ZEROCOPY),
+            ZeroCopy::No => Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_COPY),
+            ZeroCopy::Auto => match Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_ZEROCOPY) {
+                Err(XdpError::ZeroCopyUnavailable { .. }) => {
+                    Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_COPY)
+                }
+                r => r,
+            },
+        }?;
+        port.pool_base = base;
+        port.pool_cap = len / BUF_SIZE;
+        // Publish the socket to the XDP program.
+        let fd = port.fd as u32;
+        attach.map.update(&queue.to_ne_bytes(), &fd.to_ne_bytes()).map_err(|e| XdpError::Sys {
+            iface: iface.into(),
+            what: "adding the socket to the XSKMAP",
+            err: e.err,
+        })?;
+        port.refill(pool);
+        let i = port.info;
+        eprintln!(
+            "fastpath: af_xdp {iface} queue {queue}: XDP {} mode, {}, need_wakeup {}{}",
+            i.attach.name(),
+            if i.zero_copy { "zero-copy" } else { "copy mode" },
+            if i.need_wakeup { "on" } else { "off" },
+            if i.shared_umem { ", shared UMEM" } else { "" },
+        );
+        Ok(port)
+    }
+
+    fn try_open(
+        iface: &str,
+        ifindex: u32,
+        queue: u32,
+        cfg: &XdpConfig,
+        pool: &mut Pool,
+        attach: &Arc<IfaceXdp>,
+        copy_flag: u16,
+    ) -> Result<XdpPort, XdpError> {
+        let (base_ptr, len) = pool.region_raw();
+        let base = base_ptr as usize;
+        let mut umems = UMEMS.lock().unwrap_or_else(|p| p.into_inner());
+        umems.retain(|(_, w)| w.strong_count() > 0);
+        let existing = umems.iter().find(|(b, _)| *b == base).and_then(|(_, w)| w.upgrade());
+
+        let sock = xsk_socket(iface)?;
+        let fd = sock.as_raw_fd();
+        let e = |what| move |err| sys_err(iface, what, err);
+        if existing.is_none() {
+            let reg = UmemReg {
+                addr: base as u64,
+                len: len as u64,
+                chunk_size: BUF_SIZE as u32,
+                headroom: cfg.frame_headroom,
+                ..Default::default()
+            };
+            setsockopt(fd, XDP_UMEM_REG, &reg).map_err(e("registering the pool as UMEM (XDP_UMEM_REG)"))?;
+        }
+        setsockopt(fd, XDP_UMEM_FILL_RING, &cfg.fill_size).map_err(e("sizing the fill ring"))?;
+        setsockopt(fd, XDP_UMEM_COMPLETION_RING, &cfg.comp_size).map_err(e("sizing the completion ring"))?;
+        setsockopt(fd, XDP_RX_RING, &cfg.rx_size).map_err(e("sizing the rx ring"))?;
+        setsockopt(fd, XDP_TX_RING, &cfg.tx_size).map_err(e("sizing the tx ring"))?;
+        let off: MmapOffsets = getsockopt(fd, XDP_MMAP_OFFSETS).map_err(e("reading XDP_MMAP_OFFSETS"))?;
+        let rx = Ring::map(fd, XDP_PGOFF_RX_RING, &off.rx, cfg.rx_size).map_err(e("mapping the rx ring"))?;
+        let tx = Ring::map(fd, XDP_PGOFF_TX_RING, &off.tx, cfg.tx_size).map_err(e("mapping the tx ring"))?;
+        let fill = Ring::map(fd, XDP_UMEM_PGOFF_FILL_RING, &off.fr, cfg.fill_size).map_err(e("mapping the fill ring"))?;
+        let comp = Ring::map(fd, XDP_UMEM_PGOFF_COMPLETION_RING, &off.cr, cfg.comp_size)
+            .map_err(e("mapping the completion ring"))?;
+
+        let mut sa = SockaddrXdp { family: AF_XDP as u16, ifindex, queue_id: queue, ..Default::default() };
+        match &existing {
+            Some(u) => {
+                sa.flags = XDP_SHARED_UMEM;
+                sa.shared_umem_fd = u.fd.as_raw_fd() as u32;
+            }
+            None => {
+                sa.flags = copy_flag | if cfg.need_wakeup { XDP_USE_NEED_WAKEUP } else { 0 };
+            }
+        }
+        // SAFETY: `sa` is a live sockaddr_xdp and its exact size is passed.
+        let r = unsafe {
+            libc::bind(fd, (&sa as *const SockaddrXdp).cast(), std::mem::size_of::<SockaddrXdp>() as u32)
+        };
+        if r < 0 {
+            let err = io::Error::last_os_error();
+            let errno = err.raw_os_error().unwrap_or(0);
+            return Err(if copy_flag == XDP_ZEROCOPY && existing.is_none() && errno != libc::EBUSY {
+                XdpError::ZeroCopyUnavailable { iface: iface.into(), queue, err }
+            } else if errno == libc::EINVAL {
+                XdpError::NoSuchQueue { iface: iface.into(), queue, err }
+            } else if errno == libc::EBUSY {
+                XdpError::Sys { iface: iface.into(), what: "binding (another AF_XDP socket owns this queue)", err }
+            } else {
+                sys_err(iface, "binding the AF_XDP socket", err)
+            });
+        }
+        let opts: u32 = getsockopt(fd, XDP_OPTIONS).unwrap_or(0);
+        let zero_copy = opts & XDP_OPTIONS_ZEROCOPY != 0;
+        let (umem, own_fd, shared) = match existing {
+            Some(u) => (u, Some(sock), true),
+            None => {
+                let u = Arc::new(Umem { fd: sock, base, zero_copy, need_wakeup: cfg.need_wakeup });
+                umems.push((base, Arc::downgrade(&u)));
+                (u, None, false)
+            }
+        };
+        let info = XdpModeInfo { attach: attach.mode, zero_copy: umem.zero_copy && zero_copy, need_wakeup: umem.need_wakeup, shared_umem: shared };
+        Ok(XdpPort {
+            rx,
+            tx,
+            fill,
+            comp,
+            _own_fd: own_fd,
+            fd,
+            umem,
+            attach: Arc::clone(attach),
+            name: iface.to_string(),
+            queue,
+            info,
+            pool_base: base,
+            pool_cap: len / BUF_SIZE,
+            stats: PortStats::default(),
+        })
+    }
+
+    /// The mode obtained (driver/skb, copy/zero copy, need_wakeup, shared UMEM).
+    pub fn mode_info(&self) -> XdpModeInfo {
+        self.info
+    }
+
+    /// The queue index the socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// True when `pool` is the pool this port's UMEM is.
+    #[inline]
+    fn same_pool(&self, pool: &mut Pool) -> bool {
+        pool.region_raw().0 as usize == self.pool_base && self.umem.base == self.pool_base
+    }
+
+    /// Tops the fill ring up with free pool buffers.
+    fn refill(&mut self, pool: &mut Pool) {
+        let mut ids = [PktId(0); BATCH_MAX];
+        loop {
+            let free = self.fill.prod_free(self.fill.size()) as usize;
+            let want = free.min(BATCH_MAX).min(pool.available());
+            if want == 0 {
+                return;
+            }
+            let n = pool.alloc_burst(&mut ids[..want]);
+            for (i, h) in ids[..n].iter().enumerate() {
+                self.fill.prod_write(i as u32, (h.index() * BUF_SIZE) as u64);
+            }
+            self.fill.prod_submit(n as u32);
+            if n < BATCH_MAX {
+                return;
+            }
+        }
+    }
+
+    /// Frees transmitted buffers back to the pool.
+    fn reap_completions(&mut self, pool: &mut Pool) {
+        loop {
+            let n = self.comp.cons_avail(BATCH_MAX as u32);
+            if n == 0 {
+                return;
+            }
+            let mut ids = [PktId(0); BATCH_MAX];
+            for i in 0..n {
+                let idx = self.comp.cons_read(i) as usize / BUF_SIZE;
+                ids[i as usize] = PktId(idx as u32);
+            }
+            self.comp.cons_release(n);
+            pool.free_bulk(&ids[..n as usize]);
+        }
+    }
+
+    /// Asks the kernel to send what is in the tx ring. Copy mode sends at most 32 frames per
+    /// call, so this kicks until the ring is drained or the kernel stops making progress.
+    fn kick_tx(&mut self) {
+        if self.info.need_wakeup && !self.tx.needs_wakeup() {
+            return;
+        }
+        let max_kicks = self.tx.size() / 32 + 2;
+        for _ in 0..max_kicks {
+            if self.tx.prod_pending() == 0 {
+                return;
+            }
+            // SAFETY: sendto with no buffer and no address: a wakeup on our own socket.
+            let r = unsafe { libc::sendto(self.fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+            if r < 0 {
+                match io::Error::last_os_error().raw_os_error() {
+                    // More to send (budget used up): kick again.
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
+                    // Device busy or completion ring full: try on the next burst.
+                    Some(libc::EBUSY) | Some(libc::ENOBUFS) => return,
+                    _ => {
+                        self.stats.errors += 1;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn read_xdp_stats(&self) -> XdpStatistics {
+        getsockopt(self.fd, XDP_STATISTICS).unwrap_or_default()
+    }
+}
+
+impl Port for XdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(&mut self, pool: &mut Pool, batch: &mut Batch, port_id: u16) -> usize {
+        if !self.same_pool(pool) {
+            self.stats.errors += 1;
+            return 0;
+        }
+        self.reap_completions(pool);
+        let room = (BATCH_MAX - batch.len()) as u32;
+        let n = self.rx.cons_avail(room);
+        let mut bytes = 0u64;
+        let mut got = 0usize;
+        for i in 0..n {
+            let d = self.rx.cons_read(i);
+            let idx = d.addr as usize / BUF_SIZE;
+            let off = d.addr as usize % BUF_SIZE;
+            if idx >= self.pool_cap {
+                // Cannot happen with a well-behaved kernel; never index the pool with it.
+                self.stats.errors += 1;
+                continue;
+            }
+            let h = PktId(idx as u32);
+            if !pool.set_bounds(h, off, d.len as usize) {
+                self.stats.errors += 1;
+                pool.free(h);
+                continue;
+            }
+            batch.push(h, port_id);
+            bytes += u64::from(d.len);
+            got += 1;
+        }
+        if n > 0 {
+            self.rx.cons_release(n);
+        }
+        self.refill(pool);
+        if n == 0 && self.info.need_wakeup && self.fill.needs_wakeup() {
+            // SAFETY: recvfrom with no buffer: a wakeup on our own socket.
+            unsafe {
+                libc::recvfrom(self.fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut());
+            }
+        }
+        self.stats.rx_pkts += got as u64;
+        self.stats.rx_bytes += bytes;
+        got
+    }
+
+    fn tx_burst(&mut self, pool: &mut Pool, pkts: &[PktId]) -> usize {
+        if !self.same_pool(pool) {
+            self.stats.errors += 1;
+            return 0;
+        }
+        self.reap_completions(pool);
+        let n = (pkts.len() as u32).min(self.tx.prod_free(pkts.len() as u32));
+        let mut bytes = 0u64;
+        for (i, &h) in pkts[..n as usize].iter().enumerate() {
+            let len = pool.len(h);
+            let addr = (h.index() * BUF_SIZE + pool.headroom(h)) as u64;
+            self.tx.prod_write(i as u32, XdpDesc { addr, len: len as u32, options: 0 });
+            bytes += len as u64;
+        }
+        if n > 0 {
+            self.tx.prod_submit(n);
+        }
+        self.kick_tx();
+        self.stats.tx_pkts += u64::from(n);
+        self.stats.tx_bytes += bytes;
+        n as usize
+    }
+
+    fn flush(&mut self, pool: &mut Pool) -> io::Result<()> {
+        if self.same_pool(pool) {
+            self.kick_tx();
+            self.reap_completions(pool);
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> PortStats {
+        let k = self.read_xdp_stats();
+        PortStats {
+            rx_dropped: k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs,
+            tx_dropped: k.tx_invalid_descs,
+            ..self.stats
+        }
+    }
+}
+
+impl Drop for XdpPort {
+    fn drop(&mut self) {
+        // Stop the program redirecting into a socket nobody reads. An error here means the map
+        // entry is already gone.
+        let _ = self.attach.map.delete(&self.queue.to_ne_bytes());
+    }
+}
+
+impl std::fmt::Debug for XdpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpPort").field("name", &self.name).field("queue", &self.queue).field("info", &self.info).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_struct_sizes() {
+        assert_eq!(std::mem::size_of::<UmemReg>(), 32);
+        assert_eq!(std::mem::size_of::<SockaddrXdp>(), 16);
+        assert_eq!(std::mem::size_of::<XdpDesc>(), 16);
+        assert_eq!(std::mem::size_of::<MmapOffsets>(), 128);
+        assert_eq!(std::mem::size_of::<XdpStatistics>(), 48);
+    }
+
+    #[test]
+    fn missing_interface_is_named_in_the_error() {
+        let mut pool = Pool::new(64);
+        let e = XdpPort::open("fp-nonexistent0", 0, &XdpConfig::default(), &mut pool).unwrap_err();
+        assert!(matches!(e, XdpError::NoSuchInterface { .. }), "{e}");
+        assert!(e.to_string().contains("no such interface `fp-nonexistent0`"), "{e}");
+    }
+
+    #[test]
+    fn bad_ring_size_is_refused_before_any_syscall() {
+        let mut pool = Pool::new(64);
+        let cfg = XdpConfig { rx_size: 1000, ..XdpConfig::default() };
+        let e = XdpPort::open("lo", 0, &cfg, &mut pool).unwrap_err();
+        assert!(matches!(e, XdpError::BadConfig { .. }), "{e}");
+    }
+}
