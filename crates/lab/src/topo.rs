@@ -1,0 +1,430 @@
+//! The lab topology: generator ▸ DUT ▸ sink, three network namespaces joined by two veth pairs.
+//!
+//! ```text
+//!   ns fp-gen-P-N            ns fp-dut-P-N                 ns fp-sink-P-N
+//!  ┌──────────────┐        ┌──────────────────────┐       ┌──────────────┐
+//!  │ gen0         ├─veth───┤ dut0   [DUT]   dut1  ├─veth──┤ sink0        │
+//!  │ 198.18.0.1/24│        │ (no addresses)       │       │ 198.18.0.2/24│
+//!  └──────────────┘        └──────────────────────┘       └──────────────┘
+//! ```
+//!
+//! Names carry the process id and a per-process counter, so parallel tests and concurrent lab
+//! runs never collide, and a crashed run's leftovers can be recognised ([`cleanup_stale`]).
+//! Addresses come from 198.18.0.0/15, the benchmarking range of RFC 2544 §C.2.2; IPv6 is
+//! switched off in every namespace so no router solicitations or DAD probes disturb counts.
+//! Everything is created with `ip` (iproute2) and removed by [`Topology::teardown`], which runs
+//! on `Drop` — after a panic in the run too — and kills by PID any process still inside the
+//! namespaces (they can only be processes the lab started there). SIGINT/SIGTERM set a flag
+//! ([`install_ctrlc`]); runners check it between trials and return [`LabError::Interrupted`], so
+//! the guard still runs.
+
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::{sys, LabError};
+
+/// Namespace name prefix of everything the lab creates.
+pub const PREFIX: &str = "fp-";
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// Options for [`Topology::create`].
+#[derive(Clone, Debug)]
+pub struct TopoConfig {
+    /// MTU of all four veth ends (bytes of L3 payload).
+    pub mtu: u32,
+    /// Enable GRO on the DUT-facing veths. A veth receives XDP-redirected frames (the
+    /// generator's live frames) only when it has GRO on or an XDP program attached.
+    pub gro: bool,
+}
+
+impl Default for TopoConfig {
+    fn default() -> TopoConfig {
+        TopoConfig {
+            mtu: 1500,
+            gro: true,
+        }
+    }
+}
+
+/// A created generator ▸ DUT ▸ sink topology. Dropping it tears it down.
+#[derive(Debug)]
+pub struct Topology {
+    /// Generator namespace.
+    pub gen_ns: String,
+    /// DUT namespace.
+    pub dut_ns: String,
+    /// Sink namespace.
+    pub sink_ns: String,
+    /// Generator interface (in `gen_ns`).
+    pub gen_if: &'static str,
+    /// DUT ingress interface, peer of `gen_if` (in `dut_ns`).
+    pub dut_in: &'static str,
+    /// DUT egress interface, peer of `sink_if` (in `dut_ns`).
+    pub dut_out: &'static str,
+    /// Sink interface (in `sink_ns`).
+    pub sink_if: &'static str,
+    /// Generator address.
+    pub gen_ip: Ipv4Addr,
+    /// Sink address.
+    pub sink_ip: Ipv4Addr,
+    /// Generator MAC (source of generated frames).
+    pub gen_mac: [u8; 6],
+    /// Sink MAC (destination of generated frames).
+    pub sink_mac: [u8; 6],
+    live: Vec<String>,
+}
+
+/// Runs `cmd args…` and returns its stdout.
+///
+/// # Errors
+/// [`LabError::Cmd`] with the command line, exit status and stderr when it fails or cannot start.
+pub fn run_cmd(cmd: &str, args: &[&str]) -> Result<String, LabError> {
+    let line = || format!("{cmd} {}", args.join(" "));
+    let out = Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| LabError::Cmd {
+            cmd: line(),
+            status: -1,
+            stderr: e.to_string(),
+        })?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        return Err(LabError::Cmd {
+            cmd: line(),
+            status: out.status.code().unwrap_or(-1),
+            stderr,
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `args` inside namespace `ns` (`ip netns exec`) and returns stdout.
+///
+/// # Errors
+/// As [`run_cmd`].
+pub fn ns_exec(ns: &str, args: &[&str]) -> Result<String, LabError> {
+    let mut a = vec!["netns", "exec", ns];
+    a.extend_from_slice(args);
+    run_cmd("ip", &a)
+}
+
+/// Runs `f` on a new thread that has entered network namespace `ns`, and returns its result.
+///
+/// # Errors
+/// [`LabError::Io`] when the namespace cannot be entered; a panic in `f` is re-raised.
+pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T, LabError> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::scope(|s| {
+        let h = s.spawn(move || -> Result<T, LabError> {
+            sys::setns_net(&path).map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))?;
+            Ok(f())
+        });
+        match h.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    })
+}
+
+/// Enters namespace `ns` on the calling thread, for threads that live inside one namespace.
+///
+/// # Errors
+/// [`LabError::Io`] when the namespace cannot be entered.
+pub fn enter_netns(ns: &str) -> Result<(), LabError> {
+    sys::setns_net(&format!("/run/netns/{ns}"))
+        .map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))
+}
+
+/// Installs SIGINT/SIGTERM handlers that set the lab's interrupted flag (checked by runners).
+pub fn install_ctrlc() {
+    sys::install_signal_flag();
+}
+
+/// True once Ctrl-C (SIGINT) or SIGTERM arrived after [`install_ctrlc`].
+pub fn interrupted() -> bool {
+    sys::interrupted()
+}
+
+/// Sets or clears the interrupted flag by hand (tests inject a Ctrl-C with it).
+pub fn set_interrupted(v: bool) {
+    sys::set_interrupted(v);
+}
+
+/// Namespaces currently present whose name starts with `prefix`.
+pub fn namespaces(prefix: &str) -> Vec<String> {
+    let Ok(out) = run_cmd("ip", &["netns", "list"]) else {
+        return Vec::new();
+    };
+    out.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// PIDs of processes running inside namespace `ns`.
+pub fn ns_pids(ns: &str) -> Vec<i32> {
+    run_cmd("ip", &["netns", "pids", ns])
+        .map(|o| {
+            o.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes lab namespaces left behind by lab processes that no longer exist (a crash or
+/// SIGKILL). Returns the names it removed.
+pub fn cleanup_stale() -> Vec<String> {
+    let mut removed = Vec::new();
+    for ns in namespaces(PREFIX) {
+        // fp-<role>-<pid>-<n>
+        let pid: Option<u32> = ns.split('-').nth(2).and_then(|p| p.parse().ok());
+        if let Some(pid) = pid {
+            if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            {
+                kill_all(&ns);
+                if run_cmd("ip", &["netns", "del", &ns]).is_ok() {
+                    removed.push(ns);
+                }
+            }
+        }
+    }
+    removed
+}
+
+fn kill_all(ns: &str) {
+    for pid in ns_pids(ns) {
+        // Only processes inside a namespace the lab created: the lab started them.
+        let _ = run_cmd("kill", &["-KILL", &pid.to_string()]);
+    }
+}
+
+/// Reads an interface counter (`rx_packets`, `tx_bytes`, ...) of `ifname` inside `ns`.
+///
+/// # Errors
+/// [`LabError::Cmd`] when the interface or counter does not exist.
+pub fn if_counter(ns: &str, ifname: &str, counter: &str) -> Result<u64, LabError> {
+    let out = ns_exec(
+        ns,
+        &[
+            "cat",
+            &format!("/sys/class/net/{ifname}/statistics/{counter}"),
+        ],
+    )?;
+    out.trim()
+        .parse()
+        .map_err(|_| LabError::Io(format!("bad counter {counter} of {ifname}: {out}")))
+}
+
+fn mac_of(ns: &str, ifname: &str) -> Result<[u8; 6], LabError> {
+    let out = ns_exec(ns, &["cat", &format!("/sys/class/net/{ifname}/address")])?;
+    let mut mac = [0u8; 6];
+    let parts: Vec<&str> = out.trim().split(':').collect();
+    if parts.len() != 6 {
+        return Err(LabError::Io(format!("bad MAC of {ifname}: {out}")));
+    }
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16).map_err(|_| LabError::Io(format!("bad MAC {out}")))?;
+    }
+    Ok(mac)
+}
+
+impl Topology {
+    /// Creates the three namespaces, both veth pairs, addresses and routes; all links up.
+    ///
+    /// # Errors
+    /// [`LabError::NotRoot`] without root; [`LabError::Cmd`] for a failing `ip` command (what
+    /// was created so far is removed again).
+    pub fn create(cfg: &TopoConfig) -> Result<Topology, LabError> {
+        if !fastpath_io::af_xdp::bpf::is_root() {
+            return Err(LabError::NotRoot);
+        }
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut t = Topology {
+            gen_ns: format!("{PREFIX}gen-{id}"),
+            dut_ns: format!("{PREFIX}dut-{id}"),
+            sink_ns: format!("{PREFIX}sink-{id}"),
+            gen_if: "gen0",
+            dut_in: "dut0",
+            dut_out: "dut1",
+            sink_if: "sink0",
+            gen_ip: Ipv4Addr::new(198, 18, 0, 1),
+            sink_ip: Ipv4Addr::new(198, 18, 0, 2),
+            gen_mac: [0; 6],
+            sink_mac: [0; 6],
+            live: Vec::new(),
+        };
+        // On error `t` drops here and removes what exists.
+        t.build(cfg)?;
+        Ok(t)
+    }
+
+    fn build(&mut self, cfg: &TopoConfig) -> Result<(), LabError> {
+        for ns in [
+            self.gen_ns.clone(),
+            self.dut_ns.clone(),
+            self.sink_ns.clone(),
+        ] {
+            run_cmd("ip", &["netns", "add", &ns])?;
+            self.live.push(ns.clone());
+            // No IPv6 on test links: no RS/DAD/MLD packets in the counts.
+            ns_exec(&ns, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
+            ns_exec(
+                &ns,
+                &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
+            )?;
+            ns_exec(&ns, &["ip", "link", "set", "lo", "up"])?;
+        }
+        let mtu = cfg.mtu.to_string();
+        for (a, ans, b, bns) in [
+            (self.gen_if, &self.gen_ns, self.dut_in, &self.dut_ns),
+            (self.dut_out, &self.dut_ns, self.sink_if, &self.sink_ns),
+        ] {
+            run_cmd(
+                "ip",
+                &[
+                    "link", "add", a, "netns", ans, "mtu", &mtu, "type", "veth", "peer", "name", b,
+                    "netns", bns, "mtu", &mtu,
+                ],
+            )?;
+        }
+        for (ns, ifn) in self.links() {
+            ns_exec(&ns, &["ip", "link", "set", ifn, "up"])?;
+        }
+        ns_exec(
+            &self.gen_ns,
+            &[
+                "ip",
+                "addr",
+                "add",
+                &format!("{}/24", self.gen_ip),
+                "dev",
+                self.gen_if,
+            ],
+        )?;
+        ns_exec(
+            &self.sink_ns,
+            &[
+                "ip",
+                "addr",
+                "add",
+                &format!("{}/24", self.sink_ip),
+                "dev",
+                self.sink_if,
+            ],
+        )?;
+        if cfg.gro {
+            for (ns, ifn) in self.links() {
+                // Needs ethtool; without GRO a veth drops XDP-redirected frames, which only the
+                // XDP generator sends (the DUTs that attach XDP programs do not need it).
+                let _ = ns_exec(&ns, &["ethtool", "-K", ifn, "gro", "on"]);
+            }
+        }
+        self.gen_mac = mac_of(&self.gen_ns, self.gen_if)?;
+        self.sink_mac = mac_of(&self.sink_ns, self.sink_if)?;
+        // Static neighbours: no ARP in the counted traffic.
+        let (gm, sm) = (fmt_mac(&self.gen_mac), fmt_mac(&self.sink_mac));
+        ns_exec(
+            &self.gen_ns,
+            &[
+                "ip",
+                "neigh",
+                "replace",
+                &self.sink_ip.to_string(),
+                "lladdr",
+                &sm,
+                "dev",
+                self.gen_if,
+                "nud",
+                "permanent",
+            ],
+        )?;
+        ns_exec(
+            &self.sink_ns,
+            &[
+                "ip",
+                "neigh",
+                "replace",
+                &self.gen_ip.to_string(),
+                "lladdr",
+                &gm,
+                "dev",
+                self.sink_if,
+                "nud",
+                "permanent",
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The four (namespace, interface) pairs.
+    pub fn links(&self) -> [(String, &'static str); 4] {
+        [
+            (self.gen_ns.clone(), self.gen_if),
+            (self.dut_ns.clone(), self.dut_in),
+            (self.dut_ns.clone(), self.dut_out),
+            (self.sink_ns.clone(), self.sink_if),
+        ]
+    }
+
+    /// The namespaces this topology created and still owns.
+    pub fn namespaces(&self) -> &[String] {
+        &self.live
+    }
+
+    /// Kills any process left inside the namespaces (by PID) and deletes the namespaces, which
+    /// deletes the veth pairs with them. Idempotent.
+    ///
+    /// # Errors
+    /// [`LabError::Cmd`] when a namespace cannot be deleted (it is still attempted for the rest).
+    pub fn teardown(&mut self) -> Result<(), LabError> {
+        let mut first = None;
+        for ns in std::mem::take(&mut self.live).into_iter().rev() {
+            kill_all(&ns);
+            if let Err(e) = run_cmd("ip", &["netns", "del", &ns]) {
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// What of this topology still exists on the machine: namespaces, and processes in them.
+    /// Empty after a clean teardown.
+    pub fn leftovers(&self) -> Vec<String> {
+        let all = namespaces(PREFIX);
+        let mut left = Vec::new();
+        for ns in [&self.gen_ns, &self.dut_ns, &self.sink_ns] {
+            if all.contains(ns) {
+                left.push(format!("netns {ns}"));
+                left.extend(ns_pids(ns).into_iter().map(|p| format!("pid {p} in {ns}")));
+            }
+        }
+        left
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn fmt_mac(m: &[u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the fastpath lab uses: traffic programs (iperf3, iperf 2), the
+# baseline DUTs (DPDK testpmd, Open vSwitch userspace datapath), and the tools the topology needs
+# (iproute2, ethtool, procps for sysctl, util-linux for taskset).
+#
+# Idempotent: packages already installed are skipped; `apt-get update` runs at most once, and only
+# when something is missing. Noninteractive. Needs root. A package that cannot be installed is
+# reported and skipped (the lab then skips the DUT that needs it, with a message).
+set -u
+
+want=(iproute2 ethtool iperf3 iperf dpdk openvswitch-switch procps util-linux iputils-ping)
+missing=()
+for p in "${want[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup-lab: all packages present"
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "setup-lab: missing ${missing[*]} and not root; run as root" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+echo "setup-lab: installing ${missing[*]}"
+apt-get update -qq
+# iperf3 asks whether to start a daemon; answer no.
+echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
+failed=()
+if ! apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+    # Retry one by one so one broken package does not block the others.
+    for p in "${missing[@]}"; do
+        apt-get install -y -qq --no-install-recommends "$p" || failed+=("$p")
+    done
+fi
+# openvswitch-switch starts its system daemons; the lab runs its own instances in a temp dir.
+if command -v systemctl >/dev/null 2>&1; then
+    systemctl stop openvswitch-switch ovs-vswitchd ovsdb-server >/dev/null 2>&1 || true
+fi
+if [ ${#failed[@]} -ne 0 ]; then
+    echo "setup-lab: could not install: ${failed[*]} (the lab skips the DUTs that need them)" >&2
+fi
+echo "setup-lab: done"
