@@ -10,11 +10,9 @@
 //!
 //! Invariants: traffic only inside namespaces the lab created, addresses from 198.18.0.0/15;
 //! everything created is removed on drop (also after a panic); processes are killed by PID only.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod report;
-#[allow(unsafe_code)]
-mod sys;
 pub mod topo;
 
 /// Errors of the lab: rich, for the operator; none of them is on a packet path.

@@ -20,14 +20,15 @@
 
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use crate::{sys, LabError};
+use fastpath_io::netns::{Netns, VethPair};
+
+use crate::LabError;
 
 /// Namespace name prefix of everything the lab creates.
 pub const PREFIX: &str = "fp-";
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// Options for [`Topology::create`].
 #[derive(Clone, Debug)]
@@ -51,11 +52,11 @@ impl Default for TopoConfig {
 /// A created generator ▸ DUT ▸ sink topology. Dropping it tears it down.
 #[derive(Debug)]
 pub struct Topology {
-    /// Generator namespace.
+    /// Generator namespace name.
     pub gen_ns: String,
-    /// DUT namespace.
+    /// DUT namespace name.
     pub dut_ns: String,
-    /// Sink namespace.
+    /// Sink namespace name.
     pub sink_ns: String,
     /// Generator interface (in `gen_ns`).
     pub gen_if: &'static str,
@@ -73,7 +74,9 @@ pub struct Topology {
     pub gen_mac: [u8; 6],
     /// Sink MAC (destination of generated frames).
     pub sink_mac: [u8; 6],
-    live: Vec<String>,
+    /// Veths before namespaces: dropped in this order.
+    veths: Vec<VethPair>,
+    live: Vec<Netns>,
 }
 
 /// Runs `cmd args…` and returns its stdout.
@@ -112,15 +115,18 @@ pub fn ns_exec(ns: &str, args: &[&str]) -> Result<String, LabError> {
     run_cmd("ip", &a)
 }
 
+fn ns_path(ns: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from("/var/run/netns").join(ns)
+}
+
 /// Runs `f` on a new thread that has entered network namespace `ns`, and returns its result.
 ///
 /// # Errors
 /// [`LabError::Io`] when the namespace cannot be entered; a panic in `f` is re-raised.
 pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T, LabError> {
-    let path = format!("/run/netns/{ns}");
     std::thread::scope(|s| {
         let h = s.spawn(move || -> Result<T, LabError> {
-            sys::setns_net(&path).map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))?;
+            enter_netns(ns)?;
             Ok(f())
         });
         match h.join() {
@@ -135,23 +141,35 @@ pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T, La
 /// # Errors
 /// [`LabError::Io`] when the namespace cannot be entered.
 pub fn enter_netns(ns: &str) -> Result<(), LabError> {
-    sys::setns_net(&format!("/run/netns/{ns}"))
+    fastpath_io::af_packet::enter_netns(&ns_path(ns))
         .map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))
 }
 
-/// Installs SIGINT/SIGTERM handlers that set the lab's interrupted flag (checked by runners).
-pub fn install_ctrlc() {
-    sys::install_signal_flag();
+fn flag() -> &'static Arc<AtomicBool> {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)))
+}
+
+/// Installs SIGINT/SIGTERM handlers that set the lab's interrupted flag (checked by runners
+/// between trials, so the topology's drop guard still runs).
+///
+/// # Errors
+/// [`LabError::Io`] when the handler cannot be registered.
+pub fn install_ctrlc() -> Result<(), LabError> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(flag()))?;
+    }
+    Ok(())
 }
 
 /// True once Ctrl-C (SIGINT) or SIGTERM arrived after [`install_ctrlc`].
 pub fn interrupted() -> bool {
-    sys::interrupted()
+    flag().load(Ordering::SeqCst)
 }
 
 /// Sets or clears the interrupted flag by hand (tests inject a Ctrl-C with it).
 pub fn set_interrupted(v: bool) {
-    sys::set_interrupted(v);
+    flag().store(v, Ordering::SeqCst);
 }
 
 /// Namespaces currently present whose name starts with `prefix`.
@@ -241,18 +259,17 @@ impl Topology {
     /// [`LabError::NotRoot`] without root; [`LabError::Cmd`] for a failing `ip` command (what
     /// was created so far is removed again).
     pub fn create(cfg: &TopoConfig) -> Result<Topology, LabError> {
-        if !fastpath_io::af_xdp::bpf::is_root() {
+        if !fastpath_io::netns::is_root() {
             return Err(LabError::NotRoot);
         }
-        let id = format!(
-            "{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
+        // Each Netns is removed on drop, so an error part-way leaves nothing behind.
+        let gen = Netns::new(&format!("{PREFIX}gen"))?;
+        let dut = Netns::new(&format!("{PREFIX}dut"))?;
+        let sink = Netns::new(&format!("{PREFIX}sink"))?;
         let mut t = Topology {
-            gen_ns: format!("{PREFIX}gen-{id}"),
-            dut_ns: format!("{PREFIX}dut-{id}"),
-            sink_ns: format!("{PREFIX}sink-{id}"),
+            gen_ns: gen.name().to_owned(),
+            dut_ns: dut.name().to_owned(),
+            sink_ns: sink.name().to_owned(),
             gen_if: "gen0",
             dut_in: "dut0",
             dut_out: "dut1",
@@ -261,44 +278,29 @@ impl Topology {
             sink_ip: Ipv4Addr::new(198, 18, 0, 2),
             gen_mac: [0; 6],
             sink_mac: [0; 6],
+            veths: Vec::new(),
             live: Vec::new(),
         };
-        // On error `t` drops here and removes what exists.
+        t.veths.push(VethPair::new(&gen, t.gen_if, &dut, t.dut_in)?);
+        t.veths
+            .push(VethPair::new(&dut, t.dut_out, &sink, t.sink_if)?);
+        t.live = vec![gen, dut, sink];
         t.build(cfg)?;
         Ok(t)
     }
 
     fn build(&mut self, cfg: &TopoConfig) -> Result<(), LabError> {
-        for ns in [
-            self.gen_ns.clone(),
-            self.dut_ns.clone(),
-            self.sink_ns.clone(),
-        ] {
-            run_cmd("ip", &["netns", "add", &ns])?;
-            self.live.push(ns.clone());
-            // No IPv6 on test links: no RS/DAD/MLD packets in the counts.
-            ns_exec(&ns, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
-            ns_exec(
-                &ns,
-                &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
-            )?;
-            ns_exec(&ns, &["ip", "link", "set", "lo", "up"])?;
-        }
         let mtu = cfg.mtu.to_string();
-        for (a, ans, b, bns) in [
-            (self.gen_if, &self.gen_ns, self.dut_in, &self.dut_ns),
-            (self.dut_out, &self.dut_ns, self.sink_if, &self.sink_ns),
-        ] {
-            run_cmd(
-                "ip",
-                &[
-                    "link", "add", a, "netns", ans, "mtu", &mtu, "type", "veth", "peer", "name", b,
-                    "netns", bns, "mtu", &mtu,
-                ],
+        for ns in [&self.gen_ns, &self.dut_ns, &self.sink_ns] {
+            // No IPv6 anywhere in the lab namespaces: no RS/DAD/MLD packets in the counts.
+            ns_exec(ns, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
+            ns_exec(
+                ns,
+                &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
             )?;
         }
         for (ns, ifn) in self.links() {
-            ns_exec(&ns, &["ip", "link", "set", ifn, "up"])?;
+            ns_exec(&ns, &["ip", "link", "set", ifn, "mtu", &mtu, "up"])?;
         }
         ns_exec(
             &self.gen_ns,
@@ -333,13 +335,14 @@ impl Topology {
         self.sink_mac = mac_of(&self.sink_ns, self.sink_if)?;
         // Static neighbours: no ARP in the counted traffic.
         let (gm, sm) = (fmt_mac(&self.gen_mac), fmt_mac(&self.sink_mac));
+        let (gip, sip) = (self.gen_ip.to_string(), self.sink_ip.to_string());
         ns_exec(
             &self.gen_ns,
             &[
                 "ip",
                 "neigh",
                 "replace",
-                &self.sink_ip.to_string(),
+                &sip,
                 "lladdr",
                 &sm,
                 "dev",
@@ -354,7 +357,7 @@ impl Topology {
                 "ip",
                 "neigh",
                 "replace",
-                &self.gen_ip.to_string(),
+                &gip,
                 "lladdr",
                 &gm,
                 "dev",
@@ -377,8 +380,8 @@ impl Topology {
     }
 
     /// The namespaces this topology created and still owns.
-    pub fn namespaces(&self) -> &[String] {
-        &self.live
+    pub fn namespaces(&self) -> Vec<String> {
+        self.live.iter().map(|n| n.name().to_owned()).collect()
     }
 
     /// Kills any process left inside the namespaces (by PID) and deletes the namespaces, which
@@ -387,16 +390,23 @@ impl Topology {
     /// # Errors
     /// [`LabError::Cmd`] when a namespace cannot be deleted (it is still attempted for the rest).
     pub fn teardown(&mut self) -> Result<(), LabError> {
-        let mut first = None;
-        for ns in std::mem::take(&mut self.live).into_iter().rev() {
-            kill_all(&ns);
-            if let Err(e) = run_cmd("ip", &["netns", "del", &ns]) {
-                first.get_or_insert(e);
-            }
+        for ns in &self.live {
+            kill_all(ns.name());
         }
-        match first {
-            Some(e) => Err(e),
-            None => Ok(()),
+        self.veths.clear();
+        let names = self.namespaces();
+        self.live.clear(); // Netns::drop deletes each namespace
+        let left: Vec<String> = namespaces(PREFIX)
+            .into_iter()
+            .filter(|n| names.contains(n))
+            .collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(LabError::Io(format!(
+                "namespaces not deleted: {}",
+                left.join(", ")
+            )))
         }
     }
 

@@ -5,7 +5,7 @@ use fastpath_lab::topo::{self, ns_exec, TopoConfig, Topology};
 #[test]
 fn topology_links_up_and_teardown_leaves_nothing() {
     let mut t = Topology::create(&TopoConfig::default()).unwrap();
-    let names = t.namespaces().to_vec();
+    let names = t.namespaces();
     assert_eq!(names.len(), 3);
     for (ns, ifn) in t.links() {
         let out = ns_exec(&ns, &["ip", "-o", "link", "show", ifn]).unwrap();
@@ -51,7 +51,7 @@ fn panic_mid_run_still_tears_down() {
     let names = std::sync::Mutex::new(Vec::new());
     let r = std::panic::catch_unwind(|| {
         let t = Topology::create(&TopoConfig::default()).unwrap();
-        names.lock().unwrap().extend(t.namespaces().iter().cloned());
+        names.lock().unwrap().extend(t.namespaces());
         panic!("injected failure inside the run");
     });
     assert!(r.is_err());
@@ -73,4 +73,13 @@ fn in_netns_runs_inside_the_namespace() {
     .unwrap()
     .unwrap();
     assert!(out.contains("sink0") && !out.contains("gen0"), "{out}");
+}
+
+#[test]
+fn ctrl_c_sets_the_flag_instead_of_killing_the_process() {
+    topo::install_ctrlc().unwrap();
+    assert!(!topo::interrupted());
+    signal_hook::low_level::raise(signal_hook::consts::SIGINT).unwrap();
+    assert!(topo::interrupted(), "SIGINT must only set the flag");
+    topo::set_interrupted(false);
 }
