@@ -14,6 +14,7 @@ pub mod af_packet;
 #[allow(unsafe_code)]
 pub mod af_xdp;
 pub mod mem;
+pub mod multi;
 pub mod netns;
 pub mod pcap;
 pub mod port;

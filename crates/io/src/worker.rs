@@ -160,8 +160,10 @@ struct TxArray {
 
 /// One run-to-completion worker: a pool, its ports, a batch and a processor.
 pub struct Worker<P> {
-    pool: Pool,
+    // Ports before the pool: fields drop in order, and an AF_XDP port's UMEM is the pool's
+    // memory, so its socket must close before the pool's region is freed.
     ports: Vec<Box<dyn Port>>,
+    pool: Pool,
     batch: Box<Batch>,
     processor: P,
     tx: Vec<TxArray>,

@@ -55,12 +55,14 @@ pub fn frame(flow: u16, seq: u32, size: usize) -> Vec<u8> {
     f
 }
 
-/// The sequence number of a test frame, `None` for any other frame.
+/// The sequence number of a test frame (untagged or with one 802.1Q tag), `None` for any
+/// other frame.
 pub fn marked_seq(f: &[u8]) -> Option<u32> {
-    if f.get(PAYLOAD_OFF..PAYLOAD_OFF + 6)? != MARKER {
+    let off = if f.get(12..14)? == [0x81, 0x00] { PAYLOAD_OFF + 4 } else { PAYLOAD_OFF };
+    if f.get(off..off + 6)? != MARKER {
         return None;
     }
-    let s = f.get(PAYLOAD_OFF + 6..PAYLOAD_OFF + 10)?;
+    let s = f.get(off + 6..off + 10)?;
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
