@@ -53,6 +53,7 @@ drop_reasons! {
     EthTruncated     "eth_truncated"     Error "frame shorter than an Ethernet header";
     VlanTruncated    "vlan_truncated"    Error "802.1Q/802.1ad tag cut short";
     ArpTruncated     "arp_truncated"     Error "ARP packet shorter than its fixed part";
+    ArpUnsupported   "arp_unsupported"   Error "ARP address lengths are not Ethernet/IPv4 (6 and 4)";
     Ipv4Truncated    "ipv4_truncated"    Error "IPv4 header or payload shorter than its length fields";
     Ipv4Version      "ipv4_version"      Error "IPv4 version field is not 4";
     Ipv4BadIhl       "ipv4_bad_ihl"      Error "IPv4 IHL below 5 (20 bytes)";
