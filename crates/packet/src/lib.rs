@@ -28,6 +28,8 @@ pub mod hdr;
 pub mod meta;
 pub mod pool;
 pub mod prefetch;
+#[cfg(feature = "testutil")]
+pub mod testutil;
 pub mod verdict;
 
 pub use batch::{Batch, Lanes, BATCH_MAX};
