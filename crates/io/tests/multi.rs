@@ -39,6 +39,9 @@ impl Processor for FlowCount {
     }
 }
 
+/// Frames sent, frames received at the far end (sorted by sequence), and the runtime's report.
+type Driven = (Vec<Vec<u8>>, Vec<Vec<u8>>, MultiReport<[u64; FLOWS]>);
+
 /// Sends `n` frames over [`FLOWS`] flows into `tx` in chunks while the runtime forwards them,
 /// collects them on `rx`, then stops the runtime. Returns the received frames sorted by
 /// sequence number, and the report.
@@ -48,7 +51,7 @@ fn drive(
     specs: Vec<PortSpec>,
     pool_size: usize,
     n: u32,
-) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, MultiReport<[u64; FLOWS]>) {
+) -> Driven {
     let (tx, rx) = gen.run(|| (RawSocket::open("ga0").unwrap(), RawSocket::open("ga1").unwrap())).unwrap();
     let stop = AtomicBool::new(false);
     let cfg = MultiConfig { workers: 2, pin: true, netns: Some(dut.path()), idle_sleep_us: 50, ..MultiConfig::default() };
