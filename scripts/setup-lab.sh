@@ -8,7 +8,9 @@
 # reported and skipped (the lab then skips the DUT that needs it, with a message).
 set -u
 
-want=(iproute2 ethtool iperf3 iperf dpdk openvswitch-switch procps util-linux iputils-ping)
+# dpdk-testpmd ships in dpdk-dev on Debian 12; its AF_XDP/AF_PACKET drivers are separate packages.
+want=(iproute2 ethtool iperf3 iperf dpdk dpdk-dev librte-net-af-xdp23 librte-net-af-packet23
+      librte-mempool-ring23 openvswitch-switch procps util-linux iputils-ping)
 missing=()
 for p in "${want[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

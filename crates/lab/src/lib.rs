@@ -12,6 +12,7 @@
 //! everything created is removed on drop (also after a panic); processes are killed by PID only.
 #![forbid(unsafe_code)]
 
+pub mod dut;
 pub mod gen;
 pub mod report;
 pub mod topo;

@@ -1,0 +1,588 @@
+//! Devices under test, started inside the topology's DUT namespace between `dut0` and `dut1`.
+//!
+//! | name | what runs | ready when |
+//! |---|---|---|
+//! | `linux-bridge` | kernel bridge `br0`, defaults (receive work runs in the sender's softirq) | both ports forwarding |
+//! | `linux-bridge-tuned` | the same, threaded NAPI on both ports with the NAPI threads pinned to the DUT core, bridge netfilter calls off | as above |
+//! | `testpmd-afxdp` | `dpdk-testpmd --no-huge` io-forward between two `net_af_xdp` vdevs | "Press enter to exit" printed |
+//! | `testpmd-afpacket` | the same on `net_af_packet` vdevs (qdisc bypass) | as above |
+//! | `ovs-afxdp` | Open vSwitch userspace datapath (`datapath_type=netdev`) with `type=afxdp` ports, its own ovsdb in a temp dir | both ports have an OpenFlow port number and no error |
+//! | `fastpath` | a configurable command line (`{in}`/`{out}` replaced by the interface names) | an XDP program is attached to `dut0`, or 2 s alive |
+//!
+//! Processes are started with `ip netns exec` (which execs the program, so the child's PID is the
+//! program's), stopped with SIGTERM then SIGKILL by that PID, and a DUT whose program is not
+//! installed fails with [`LabError::Unavailable`] naming the setup script. Stopping runs on drop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::topo::{ns_exec, run_cmd, Topology};
+use crate::LabError;
+
+/// The kinds of DUT the lab can start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DutKind {
+    /// fastpath itself.
+    Fastpath,
+    /// Linux bridge, untuned.
+    LinuxBridge,
+    /// Linux bridge with threaded NAPI pinned to the DUT core and netfilter calls off.
+    LinuxBridgeTuned,
+    /// DPDK testpmd io-forward on AF_XDP vdevs.
+    TestpmdAfXdp,
+    /// DPDK testpmd io-forward on AF_PACKET vdevs.
+    TestpmdAfPacket,
+    /// Open vSwitch userspace datapath on AF_XDP ports.
+    OvsAfXdp,
+}
+
+impl DutKind {
+    /// Every kind, in report order.
+    pub const ALL: [DutKind; 6] = [
+        DutKind::Fastpath,
+        DutKind::LinuxBridge,
+        DutKind::LinuxBridgeTuned,
+        DutKind::TestpmdAfXdp,
+        DutKind::TestpmdAfPacket,
+        DutKind::OvsAfXdp,
+    ];
+
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            DutKind::Fastpath => "fastpath",
+            DutKind::LinuxBridge => "linux-bridge",
+            DutKind::LinuxBridgeTuned => "linux-bridge-tuned",
+            DutKind::TestpmdAfXdp => "testpmd-afxdp",
+            DutKind::TestpmdAfPacket => "testpmd-afpacket",
+            DutKind::OvsAfXdp => "ovs-afxdp",
+        }
+    }
+
+    /// Parses a name; `testpmd` means `testpmd-afxdp` and `ovs` means `ovs-afxdp`.
+    ///
+    /// # Errors
+    /// [`LabError::Config`] listing the valid names.
+    pub fn parse(s: &str) -> Result<DutKind, LabError> {
+        let s = match s {
+            "testpmd" => "testpmd-afxdp",
+            "ovs" => "ovs-afxdp",
+            "bridge" => "linux-bridge",
+            x => x,
+        };
+        DutKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = DutKind::ALL.iter().map(|k| k.name()).collect();
+                LabError::Config(format!(
+                    "unknown DUT \"{s}\" (one of: {})",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// How to start a DUT.
+#[derive(Clone, Debug)]
+pub struct DutConfig {
+    /// Which DUT.
+    pub kind: DutKind,
+    /// The CPU the DUT's forwarding runs on (testpmd's forwarding lcore, NAPI threads).
+    pub core: usize,
+    /// Command line of the `fastpath` DUT; `{in}` and `{out}` become the DUT's interfaces.
+    pub fastpath_cmd: Vec<String>,
+    /// How long to wait for the DUT to become ready.
+    pub ready_timeout: Duration,
+}
+
+impl DutConfig {
+    /// Defaults for `kind`: core 1, the l2fwd pipeline on AF_XDP ports for fastpath.
+    pub fn new(kind: DutKind) -> DutConfig {
+        let cmd = [
+            "fastpath",
+            "run",
+            "pipelines/l2fwd.toml",
+            "--port",
+            "p0=afxdp:{in}",
+            "--port",
+            "p1=afxdp:{out}",
+        ];
+        DutConfig {
+            kind,
+            core: 1,
+            fastpath_cmd: cmd.iter().map(|s| (*s).to_owned()).collect(),
+            ready_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// A running DUT. Stopped (processes killed by PID, temp files removed) on drop.
+#[derive(Debug)]
+pub struct Dut {
+    kind: DutKind,
+    ns: String,
+    children: Vec<(String, Child)>,
+    tmp: Option<PathBuf>,
+    napi_pids: Vec<u32>,
+}
+
+fn have(prog: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
+        .unwrap_or(false)
+        || Path::new(prog).is_file()
+}
+
+fn need(kind: DutKind, prog: &str) -> Result<(), LabError> {
+    if have(prog) {
+        Ok(())
+    } else {
+        Err(LabError::Unavailable {
+            dut: kind.name().to_owned(),
+            why: format!("`{prog}` is not installed (run scripts/setup-lab.sh as root)"),
+        })
+    }
+}
+
+fn tmp_dir(tag: &str) -> Result<PathBuf, LabError> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("fp-{tag}-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+/// Waits until `ok()` or the timeout; `what` names the condition in the error.
+fn wait_for(
+    kind: DutKind,
+    timeout: Duration,
+    what: &str,
+    mut ok: impl FnMut() -> Result<bool, LabError>,
+) -> Result<(), LabError> {
+    let t0 = Instant::now();
+    loop {
+        if ok()? {
+            return Ok(());
+        }
+        if t0.elapsed() > timeout {
+            return Err(LabError::Io(format!(
+                "{}: not ready after {:?}: {what}",
+                kind.name(),
+                timeout
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// PIDs of all NAPI kernel threads (`napi/<dev>-<id>`).
+fn napi_threads() -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(c) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+                if c.starts_with("napi/") {
+                    out.push(pid);
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Dut {
+    /// Starts the DUT in `t`'s DUT namespace and waits until it forwards.
+    ///
+    /// # Errors
+    /// [`LabError::Unavailable`] when its program is not installed; [`LabError::Cmd`] or
+    /// [`LabError::Io`] when it fails to start or to become ready (its log is in the message).
+    pub fn start(t: &Topology, cfg: &DutConfig) -> Result<Dut, LabError> {
+        let mut d = Dut {
+            kind: cfg.kind,
+            ns: t.dut_ns.clone(),
+            children: Vec::new(),
+            tmp: None,
+            napi_pids: Vec::new(),
+        };
+        match cfg.kind {
+            DutKind::LinuxBridge | DutKind::LinuxBridgeTuned => d.bridge(t, cfg)?,
+            DutKind::TestpmdAfXdp | DutKind::TestpmdAfPacket => d.testpmd(t, cfg)?,
+            DutKind::OvsAfXdp => d.ovs(t, cfg)?,
+            DutKind::Fastpath => d.fastpath(t, cfg)?,
+        }
+        Ok(d)
+    }
+
+    /// Which DUT this is.
+    pub fn kind(&self) -> DutKind {
+        self.kind
+    }
+
+    /// PIDs whose CPU time is the DUT's: its processes, or the NAPI threads of the tuned bridge
+    /// (empty for the untuned bridge, whose work runs in the senders' softirqs).
+    pub fn pids(&self) -> Vec<u32> {
+        let mut p: Vec<u32> = self.children.iter().map(|(_, c)| c.id()).collect();
+        p.extend(&self.napi_pids);
+        p
+    }
+
+    fn bridge(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
+        let ns = &t.dut_ns;
+        ns_exec(
+            ns,
+            &[
+                "ip",
+                "link",
+                "add",
+                "br0",
+                "type",
+                "bridge",
+                "forward_delay",
+                "0",
+                "stp_state",
+                "0",
+            ],
+        )?;
+        for p in [t.dut_in, t.dut_out] {
+            ns_exec(ns, &["ip", "link", "set", p, "master", "br0"])?;
+        }
+        ns_exec(ns, &["ip", "link", "set", "br0", "up"])?;
+        if cfg.kind == DutKind::LinuxBridgeTuned {
+            // Netfilter calls off (the sysctls exist only with br_netfilter loaded).
+            for k in ["iptables", "ip6tables", "arptables"] {
+                let _ = ns_exec(
+                    ns,
+                    &["sysctl", "-qw", &format!("net.bridge.bridge-nf-call-{k}=0")],
+                );
+            }
+            // Threaded NAPI: receive processing moves from the sender's softirq to kernel threads,
+            // which we pin to the DUT core.
+            let before = napi_threads();
+            for p in [t.dut_in, t.dut_out] {
+                ns_exec(
+                    ns,
+                    &["sh", "-c", &format!("echo 1 > /sys/class/net/{p}/threaded")],
+                )?;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            self.napi_pids = napi_threads()
+                .into_iter()
+                .filter(|p| !before.contains(p))
+                .collect();
+            for pid in &self.napi_pids {
+                let _ = run_cmd("taskset", &["-pc", &cfg.core.to_string(), &pid.to_string()]);
+            }
+        }
+        let kind = cfg.kind;
+        wait_for(kind, cfg.ready_timeout, "bridge ports forwarding", || {
+            let out = ns_exec(ns, &["bridge", "link", "show"])?;
+            Ok(out.matches("state forwarding").count() >= 2)
+        })
+    }
+
+    fn spawn(
+        &mut self,
+        label: &str,
+        ns: Option<&str>,
+        argv: &[String],
+        log: &Path,
+    ) -> Result<(), LabError> {
+        let logf = std::fs::File::create(log)?;
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).args(argv);
+                c
+            }
+            None => {
+                let mut c = Command::new(argv.first().map(String::as_str).unwrap_or("false"));
+                c.args(argv.iter().skip(1));
+                c
+            }
+        };
+        let child = cmd
+            .stdin(Stdio::piped()) // testpmd exits when its stdin reaches end-of-file
+            .stdout(logf.try_clone()?)
+            .stderr(logf)
+            .spawn()
+            .map_err(|e| LabError::Cmd {
+                cmd: argv.join(" "),
+                status: -1,
+                stderr: e.to_string(),
+            })?;
+        self.children.push((label.to_owned(), child));
+        Ok(())
+    }
+
+    fn alive(&mut self) -> Result<(), LabError> {
+        for (label, c) in &mut self.children {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Err(LabError::Io(format!("{label} exited early ({st})")));
+            }
+        }
+        Ok(())
+    }
+
+    fn testpmd(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
+        need(cfg.kind, "dpdk-testpmd")?;
+        let tmp = tmp_dir("testpmd")?;
+        self.tmp = Some(tmp.clone());
+        let (a, b) = (t.dut_in, t.dut_out);
+        let vdevs = if cfg.kind == DutKind::TestpmdAfXdp {
+            [
+                format!("net_af_xdp0,iface={a},start_queue=0,queue_count=1"),
+                format!("net_af_xdp1,iface={b},start_queue=0,queue_count=1"),
+            ]
+        } else {
+            [
+                format!("net_af_packet0,iface={a},qpairs=1,qdisc_bypass=1,blocksz=4096,framesz=2048,framecnt=512"),
+                format!("net_af_packet1,iface={b},qpairs=1,qdisc_bypass=1,blocksz=4096,framesz=2048,framecnt=512"),
+            ]
+        };
+        let main_core = if cfg.core == 0 { 1 } else { 0 };
+        let prefix = tmp
+            .file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or("fp-testpmd")
+            .to_owned();
+        // stdbuf: testpmd's stdout goes to a file, where it would be block-buffered and the
+        // "Press enter to exit" line (our ready signal) would never show.
+        let mut argv: Vec<String> = vec![
+            "stdbuf".into(),
+            "-oL".into(),
+            "dpdk-testpmd".into(),
+            "--no-huge".into(),
+            "-m".into(),
+            "512".into(),
+            "--no-pci".into(),
+            "--file-prefix".into(),
+            prefix,
+            "-l".into(),
+            format!("{main_core},{}", cfg.core),
+            "--main-lcore".into(),
+            main_core.to_string(),
+        ];
+        for v in vdevs {
+            argv.push("--vdev".into());
+            argv.push(v);
+        }
+        argv.extend(
+            [
+                "--",
+                "--forward-mode=io",
+                "--nb-cores=1",
+                "--auto-start",
+                "--rxq=1",
+                "--txq=1",
+                "--total-num-mbufs=16384",
+            ]
+            .map(String::from),
+        );
+        let log = tmp.join("testpmd.log");
+        self.spawn("dpdk-testpmd", Some(&t.dut_ns), &argv, &log)?;
+        let kind = cfg.kind;
+        let logp = log.clone();
+        let r = wait_for(kind, cfg.ready_timeout, "testpmd forwarding", || {
+            self.alive()?;
+            Ok(std::fs::read_to_string(&logp)
+                .map(|s| s.contains("Press enter to exit"))
+                .unwrap_or(false))
+        });
+        r.map_err(|e| with_log(e, &log))
+    }
+
+    fn ovs(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
+        for p in ["ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl"] {
+            need(cfg.kind, p)?;
+        }
+        let schema = [
+            "/usr/share/openvswitch/vswitch.ovsschema",
+            "/usr/local/share/openvswitch/vswitch.ovsschema",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .ok_or_else(|| LabError::Unavailable {
+            dut: "ovs-afxdp".into(),
+            why: "vswitch.ovsschema not found".into(),
+        })?;
+        let tmp = tmp_dir("ovs")?;
+        self.tmp = Some(tmp.clone());
+        let p = |f: &str| tmp.join(f).to_string_lossy().into_owned();
+        let db = p("conf.db");
+        run_cmd("ovsdb-tool", &["create", &db, schema])?;
+        let sock = format!("unix:{}", p("db.sock"));
+        let server: Vec<String> = vec![
+            "ovsdb-server".into(),
+            db,
+            format!("--remote=p{sock}"),
+            format!("--unixctl={}", p("ovsdb.ctl")),
+            format!("--pidfile={}", p("ovsdb.pid")),
+        ];
+        self.spawn("ovsdb-server", None, &server, &tmp.join("ovsdb.log"))?;
+        let vsctl = |args: &[&str]| -> Result<String, LabError> {
+            let mut a = vec!["--db", sock.as_str(), "--timeout=10"];
+            a.extend_from_slice(args);
+            run_cmd("ovs-vsctl", &a)
+        };
+        let kind = cfg.kind;
+        wait_for(kind, cfg.ready_timeout, "ovsdb-server socket", || {
+            Ok(Path::new(&p("db.sock")).exists())
+        })?;
+        vsctl(&["--no-wait", "init"])?;
+        vsctl(&[
+            "--no-wait",
+            "set",
+            "Open_vSwitch",
+            ".",
+            &format!("other_config:pmd-cpu-mask=0x{:x}", 1u64 << cfg.core),
+        ])?;
+        let vswitchd: Vec<String> = vec![
+            "ovs-vswitchd".into(),
+            sock.clone(),
+            format!("--unixctl={}", p("vswitchd.ctl")),
+            format!("--pidfile={}", p("vswitchd.pid")),
+        ];
+        let log = tmp.join("vswitchd.log");
+        self.spawn("ovs-vswitchd", Some(&t.dut_ns), &vswitchd, &log)?;
+        vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+        ])
+        .map_err(|e| with_log(e, &log))?;
+        for port in [t.dut_in, t.dut_out] {
+            vsctl(&[
+                "add-port",
+                "br0",
+                port,
+                "--",
+                "set",
+                "interface",
+                port,
+                "type=afxdp",
+            ])
+            .map_err(|e| with_log(e, &log))?;
+        }
+        let r = wait_for(kind, cfg.ready_timeout, "afxdp ports up", || {
+            self.alive()?;
+            let mut ok = true;
+            for port in [t.dut_in, t.dut_out] {
+                let ofport = vsctl(&["get", "interface", port, "ofport"])?;
+                let err = vsctl(&["get", "interface", port, "error"]).unwrap_or_default();
+                if err.trim() != "[]" && !err.trim().is_empty() {
+                    return Err(LabError::Io(format!("ovs port {port}: {}", err.trim())));
+                }
+                ok &= ofport.trim().parse::<i64>().map(|n| n > 0).unwrap_or(false);
+            }
+            Ok(ok)
+        });
+        r.map_err(|e| with_log(e, &log))
+    }
+
+    fn fastpath(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
+        let argv: Vec<String> = cfg
+            .fastpath_cmd
+            .iter()
+            .map(|a| a.replace("{in}", t.dut_in).replace("{out}", t.dut_out))
+            .collect();
+        let prog = argv.first().cloned().unwrap_or_default();
+        need(cfg.kind, &prog)?;
+        let tmp = tmp_dir("fastpath")?;
+        self.tmp = Some(tmp.clone());
+        let log = tmp.join("fastpath.log");
+        self.spawn("fastpath", Some(&t.dut_ns), &argv, &log)?;
+        let t0 = Instant::now();
+        let (ns, port) = (t.dut_ns.clone(), t.dut_in);
+        let r = wait_for(
+            cfg.kind,
+            cfg.ready_timeout,
+            "XDP program on the ingress port",
+            || {
+                self.alive()?;
+                let out = ns_exec(&ns, &["ip", "link", "show", port])?;
+                Ok(out.contains("xdp") || t0.elapsed() > Duration::from_secs(2))
+            },
+        );
+        r.map_err(|e| with_log(e, &log))
+    }
+
+    /// Stops the DUT: SIGTERM, then SIGKILL after 3 s, to each process it started (by PID);
+    /// removes the bridge and temp files. Idempotent.
+    pub fn stop(&mut self) {
+        for (_, c) in &mut self.children {
+            if let Ok(None) = c.try_wait() {
+                let _ = run_cmd("kill", &["-TERM", &c.id().to_string()]);
+            }
+        }
+        let t0 = Instant::now();
+        for (_, c) in &mut self.children {
+            loop {
+                match c.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if t0.elapsed() > Duration::from_secs(3) => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        }
+        self.children.clear();
+        if matches!(self.kind, DutKind::LinuxBridge | DutKind::LinuxBridgeTuned) {
+            let _ = ns_exec(&self.ns, &["ip", "link", "del", "br0"]);
+        }
+        if let Some(d) = self.tmp.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+impl Drop for Dut {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn with_log(e: LabError, log: &Path) -> LabError {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(15).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    LabError::Io(format!(
+        "{e}\n--- {} ---\n{}",
+        log.display(),
+        tail.join("\n")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_aliases() {
+        for k in DutKind::ALL {
+            assert_eq!(DutKind::parse(k.name()).unwrap(), k);
+        }
+        assert_eq!(DutKind::parse("testpmd").unwrap(), DutKind::TestpmdAfXdp);
+        assert_eq!(DutKind::parse("ovs").unwrap(), DutKind::OvsAfXdp);
+        let e = DutKind::parse("vpp").unwrap_err().to_string();
+        assert!(e.contains("vpp") && e.contains("linux-bridge-tuned"), "{e}");
+    }
+
+    #[test]
+    fn missing_program_is_unavailable_with_a_hint() {
+        let e = need(DutKind::Fastpath, "/nonexistent/fastpath-xyz").unwrap_err();
+        assert!(matches!(e, LabError::Unavailable { .. }));
+        assert!(e.to_string().contains("setup-lab.sh"), "{e}");
+    }
+}
