@@ -45,9 +45,7 @@ pub struct TxAll(pub u16);
 
 impl Processor for TxAll {
     fn process(&mut self, _pool: &mut Pool, batch: &mut Batch, _now_ns: u64) {
-        for i in batch.live() {
-            batch.tx(i, self.0);
-        }
+        batch.set_live_verdicts(Verdict::Tx(self.0));
     }
 }
 
@@ -279,6 +277,23 @@ impl<P: Processor> Worker<P> {
         let s = &mut self.stats;
         s.batches += 1;
         s.rx_pkts += b.len() as u64;
+        // Fast path: the whole batch leaves through one port (l2fwd, a single uplink). One
+        // compare per packet, then the batch's own handle array goes to tx_burst.
+        if let Some(&Verdict::Tx(q)) = b.verdicts().first() {
+            let v = Verdict::Tx(q);
+            if let Some(port) = self.ports.get_mut(usize::from(q)) {
+                if b.verdicts().iter().fold(true, |same, &x| same & (x == v)) {
+                    let pkts = b.handles();
+                    let sent = port.tx_burst(&mut self.pool, pkts).min(pkts.len());
+                    if sent < pkts.len() {
+                        self.pool.free_bulk(&pkts[sent..]);
+                        s.tx_dropped += (pkts.len() - sent) as u64;
+                    }
+                    s.tx_pkts += sent as u64;
+                    return;
+                }
+            }
+        }
         let mut nfree = 0;
         for (&h, (i, &v)) in b.handles().iter().zip(b.verdicts().iter().enumerate()) {
             match v {
