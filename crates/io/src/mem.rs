@@ -33,6 +33,10 @@
 //!
 //! Thread: worker only; nothing here allocates after construction.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use fastpath_packet::build::FrameBuilder;
+use fastpath_packet::hdr::{TcpFlags, VXLAN_PORT};
 use fastpath_packet::pool::MAX_FRAME;
 use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX};
 
@@ -117,6 +121,287 @@ pub trait TemplateGen {
 impl<F: Fn(u32, usize) -> Vec<u8>> TemplateGen for F {
     fn frame(&self, flow: u32, frame_len: usize) -> Vec<u8> {
         self(flow, frame_len)
+    }
+}
+
+/// The L4 protocol of a flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L4 {
+    /// UDP.
+    Udp,
+    /// TCP (flags from [`ProtoMix::tcp_flags`]).
+    Tcp,
+    /// ICMP / ICMPv6 echo request (id = source port, sequence = destination port).
+    Icmp,
+}
+
+/// An encapsulation applied to every flow of a profile, for pipelines that expect one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Encap {
+    /// Plain Ethernet.
+    None,
+    /// One 802.1Q tag (PCP 0).
+    Vlan {
+        /// VLAN id.
+        vid: u16,
+    },
+    /// 802.1ad Q-in-Q per subscriber: flow `i` gets S-VID `s_vid + i / c_per_s` and C-VID
+    /// `c_vid + i mod c_per_s` (IDs wrap within 1..=4094).
+    QinQ {
+        /// First S-VID.
+        s_vid: u16,
+        /// First C-VID.
+        c_vid: u16,
+        /// Subscribers (C-VIDs) per S-VID, at least 1.
+        c_per_s: u16,
+    },
+    /// VXLAN (RFC 7348) between two tunnel endpoints over IPv4: flow `i` has VNI
+    /// `vni + i mod vnis` and an outer UDP source port (49152..=65535) from its flow hash; the
+    /// inner frame is the flow's plain frame, and the frame size counts the outer headers.
+    Vxlan {
+        /// First VNI.
+        vni: u32,
+        /// Number of distinct VNIs, at least 1.
+        vnis: u32,
+        /// Outer source MAC.
+        outer_src_mac: [u8; 6],
+        /// Outer destination MAC.
+        outer_dst_mac: [u8; 6],
+        /// Outer (tunnel endpoint) source address.
+        outer_src: Ipv4Addr,
+        /// Outer (tunnel endpoint) destination address.
+        outer_dst: Ipv4Addr,
+    },
+}
+
+/// Which protocols a profile's flows use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtoMix {
+    /// Relative weight of UDP flows.
+    pub udp: u32,
+    /// Relative weight of TCP flows.
+    pub tcp: u32,
+    /// Relative weight of ICMP echo flows.
+    pub icmp: u32,
+    /// Percent (0..=100) of flows over IPv6; the rest use IPv4.
+    pub ipv6_percent: u8,
+    /// TCP flags of TCP frames (default ACK).
+    pub tcp_flags: TcpFlags,
+    /// Encapsulation of every frame.
+    pub encap: Encap,
+}
+
+impl Default for ProtoMix {
+    /// All UDP over IPv4, no encapsulation.
+    fn default() -> Self {
+        ProtoMix { udp: 1, tcp: 0, icmp: 0, ipv6_percent: 0, tcp_flags: TcpFlags::ACK, encap: Encap::None }
+    }
+}
+
+/// Base addresses of a profile. Defaults are the benchmarking ranges: IPv4 198.18.0.0/15
+/// (RFC 2544 App. C, sources in 198.18/16, destinations in 198.19/16) and IPv6 2001:2::/48
+/// (RFC 5180), and locally administered MACs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Addresses {
+    /// Source MAC of every frame.
+    pub src_mac: [u8; 6],
+    /// Destination MAC of every frame (the device under test).
+    pub dst_mac: [u8; 6],
+    /// First IPv4 source; flows use the 64k addresses from here.
+    pub src_v4: Ipv4Addr,
+    /// First IPv4 destination; flows use the 64k addresses from here.
+    pub dst_v4: Ipv4Addr,
+    /// First IPv6 source; flows vary its low 16 bits.
+    pub src_v6: Ipv6Addr,
+    /// First IPv6 destination; flows vary its low 16 bits.
+    pub dst_v6: Ipv6Addr,
+}
+
+impl Default for Addresses {
+    fn default() -> Self {
+        Addresses {
+            src_mac: [0x02, 0, 0, 0, 0, 0x01],
+            dst_mac: [0x02, 0, 0, 0, 0, 0x02],
+            src_v4: Ipv4Addr::new(198, 18, 0, 0),
+            dst_v4: Ipv4Addr::new(198, 19, 0, 0),
+            src_v6: Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 0),
+            dst_v6: Ipv6Addr::new(0x2001, 2, 0, 2, 0, 0, 0, 0),
+        }
+    }
+}
+
+/// A synthetic traffic profile: sizes, flows, protocols, addresses and a seed.
+///
+/// Flow `i` (of `flows`): with `lo = i mod 65536` and `hi = i / 65536`, its source and
+/// destination addresses are the bases plus two different seeded permutations of `lo`
+/// (`lo·a + b mod 2^16`, `a` odd), its source port is `1024 + (hi·7919 + c) mod 64512` and its
+/// destination port a seeded hash; so every flow below 65536 × 64512 has its own 5-tuple, and
+/// the first 65536 flows each have their own source and destination address. Protocol and IP
+/// version are drawn from the seeded hash of `i` by the mix's weights. Everything is a pure
+/// function of `(seed, i)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrafficProfile {
+    /// Frame sizes (FCS excluded).
+    pub frame_sizes: FrameSizes,
+    /// Number of flows (at least 1).
+    pub flows: u32,
+    /// Protocols and encapsulation.
+    pub proto: ProtoMix,
+    /// Base addresses.
+    pub addrs: Addresses,
+    /// Seed of every per-flow choice.
+    pub seed: u64,
+}
+
+impl Default for TrafficProfile {
+    /// 64-byte UDP/IPv4 frames of one flow.
+    fn default() -> Self {
+        TrafficProfile {
+            frame_sizes: FrameSizes::Fixed(64),
+            flows: 1,
+            proto: ProtoMix::default(),
+            addrs: Addresses::default(),
+            seed: 0,
+        }
+    }
+}
+
+/// One flow of a profile, as [`TrafficProfile::flow`] describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowSpec {
+    /// L4 protocol.
+    pub l4: L4,
+    /// Source address (inner, for VXLAN).
+    pub src: IpAddr,
+    /// Destination address (inner, for VXLAN).
+    pub dst: IpAddr,
+    /// Source port (ICMP: echo id).
+    pub src_port: u16,
+    /// Destination port (ICMP: echo sequence).
+    pub dst_port: u16,
+    /// Outer and inner VLAN ids (Q-in-Q: S-VID, C-VID; 802.1Q: the VID and `None`).
+    pub vlan: Option<(u16, Option<u16>)>,
+    /// VXLAN VNI and outer UDP source port.
+    pub vxlan: Option<(u32, u16)>,
+}
+
+/// splitmix64 (Steele, Lea, Flood 2014): a cheap, well-mixed hash of a counter.
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A VLAN id `base + k` kept within 1..=4094.
+fn vid(base: u16, k: u32) -> u16 {
+    ((u32::from(base).saturating_sub(1) + k) % 4094 + 1) as u16
+}
+
+impl TrafficProfile {
+    /// The addresses, ports, protocol and tags of flow `i`.
+    pub fn flow(&self, i: u32) -> FlowSpec {
+        let s = self.seed;
+        let (lo, hi) = (i & 0xffff, i >> 16);
+        let perm = |salt: u64| {
+            let a = (splitmix(s ^ salt) as u32 | 1) & 0xffff;
+            let b = splitmix(s ^ salt ^ 0x55) as u32 & 0xffff;
+            lo.wrapping_mul(a).wrapping_add(b) & 0xffff
+        };
+        let (so, dof) = (perm(0x5a1), perm(0xd57));
+        let h = splitmix(s ^ 0xf10 ^ u64::from(i).wrapping_mul(0x100_0000_01b3));
+        let c = (splitmix(s ^ 0x907) % 64512) as u32;
+        let src_port = (1024 + (hi.wrapping_mul(7919).wrapping_add(c)) % 64512) as u16;
+        let dst_port = (1024 + (h >> 16) % 64512) as u16;
+        let m = &self.proto;
+        let total = u64::from(m.udp) + u64::from(m.tcp) + u64::from(m.icmp);
+        let r = if total == 0 { 0 } else { h % total };
+        let l4 = if r < u64::from(m.udp) || total == 0 {
+            L4::Udp
+        } else if r < u64::from(m.udp) + u64::from(m.tcp) {
+            L4::Tcp
+        } else {
+            L4::Icmp
+        };
+        let v6 = (h >> 40) % 100 < u64::from(m.ipv6_percent);
+        let (src, dst) = if v6 {
+            (
+                IpAddr::V6(Ipv6Addr::from(u128::from(self.addrs.src_v6).wrapping_add(u128::from(so)))),
+                IpAddr::V6(Ipv6Addr::from(u128::from(self.addrs.dst_v6).wrapping_add(u128::from(dof)))),
+            )
+        } else {
+            (
+                IpAddr::V4(Ipv4Addr::from(u32::from(self.addrs.src_v4).wrapping_add(so))),
+                IpAddr::V4(Ipv4Addr::from(u32::from(self.addrs.dst_v4).wrapping_add(dof))),
+            )
+        };
+        let (vlan, vxlan) = match m.encap {
+            Encap::None => (None, None),
+            Encap::Vlan { vid: v } => (Some((vid(v, 0), None)), None),
+            Encap::QinQ { s_vid, c_vid, c_per_s } => {
+                let per = u32::from(c_per_s.max(1));
+                (Some((vid(s_vid, i / per), Some(vid(c_vid, i % per)))), None)
+            }
+            Encap::Vxlan { vni, vnis, .. } => {
+                let v = vni.wrapping_add(i % vnis.max(1)) & 0xff_ffff;
+                (None, Some((v, 49152 + (h >> 48) as u16 % 16384)))
+            }
+        };
+        FlowSpec { l4, src, dst, src_port, dst_port, vlan, vxlan }
+    }
+
+    /// Builds the profile's templates.
+    ///
+    /// # Errors
+    /// As [`Templates::build`].
+    pub fn templates(&self) -> Result<Templates, MemError> {
+        Templates::build(self, self.flows, &self.frame_sizes)
+    }
+}
+
+impl TemplateGen for TrafficProfile {
+    fn frame(&self, flow: u32, frame_len: usize) -> Vec<u8> {
+        let f = self.flow(flow);
+        let a = &self.addrs;
+        let mut b = match (&self.proto.encap, f.vxlan) {
+            (Encap::Vxlan { outer_src_mac, outer_dst_mac, outer_src, outer_dst, .. }, Some((vni, sport))) => {
+                FrameBuilder::eth(*outer_dst_mac, *outer_src_mac)
+                    .ipv4(*outer_src, *outer_dst)
+                    .udp(sport, VXLAN_PORT)
+                    .vxlan(vni)
+                    .inner_eth(a.dst_mac, a.src_mac)
+            }
+            _ => FrameBuilder::eth(a.dst_mac, a.src_mac),
+        };
+        b = match f.vlan {
+            Some((v, None)) => b.vlan(v, 0),
+            Some((s, Some(c))) => b.qinq(s, c),
+            None => b,
+        };
+        b = match (f.src, f.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => b.ipv4(s, d),
+            (IpAddr::V6(s), IpAddr::V6(d)) => b.ipv6(s, d),
+            _ => b, // never: a flow's two addresses share a family
+        };
+        b = match f.l4 {
+            L4::Udp => b.udp(f.src_port, f.dst_port),
+            L4::Tcp => b.tcp(f.src_port, f.dst_port, self.proto.tcp_flags, 1, 1),
+            L4::Icmp => b.icmp_echo(f.src_port, f.dst_port),
+        };
+        b.frame_len(frame_len).build()
+    }
+
+    fn header_len(&self) -> usize {
+        let m = &self.proto;
+        let l3 = if m.ipv6_percent > 0 { 40 } else { 20 };
+        let l4 = if m.tcp > 0 { 20 } else { 8 };
+        let outer = match m.encap {
+            Encap::None => 0,
+            Encap::Vlan { .. } => 4,
+            Encap::QinQ { .. } => 8,
+            Encap::Vxlan { .. } => 14 + 20 + 8 + 8,
+        };
+        14 + outer + l3 + l4
     }
 }
 
@@ -266,6 +551,14 @@ pub struct MemSource {
 }
 
 impl MemSource {
+    /// A source of `profile`'s traffic, unlimited.
+    ///
+    /// # Errors
+    /// The profile's templates cannot be built ([`Templates::build`]).
+    pub fn new(name: &str, profile: &TrafficProfile) -> Result<MemSource, MemError> {
+        Ok(MemSource::from_templates(name, profile.templates()?))
+    }
+
     /// A source over built templates, unlimited, giving up to a full batch per call.
     pub fn from_templates(name: &str, t: Templates) -> MemSource {
         MemSource {
