@@ -3,7 +3,9 @@
 //! Owns the [`Port`] trait and its implementations: `mem` (synthetic source and sink that behave
 //! like a NIC ring), `pcap` (capture files in and out), `af_packet` (TPACKET_V3 rings) and
 //! `af_xdp` (XSK sockets whose UMEM is the packet pool); and `worker`, which moves batches from
-//! ports through a [`worker::Processor`] (the pipeline, glued in by the binary) and back out.
+//! ports through a [`worker::Processor`] (the pipeline, glued in by the binary) and back out;
+//! `multi` runs one pinned worker per core with flows spread by hash; `netns` builds
+//! namespace/veth test topologies that clean up after themselves.
 //! Depends only on `fastpath-packet`.
 //!
 //! `unsafe` lives only in `af_xdp` and `af_packet` (syscalls, mmap'd rings).

@@ -399,6 +399,22 @@ mod tests {
     }
 
     #[test]
+    fn sigterm_sets_the_stop_flag_and_the_workers_drain_and_stop() {
+        let stop = stop_on_signals().unwrap();
+        assert!(!stop.load(Ordering::SeqCst));
+        let cfg = MultiConfig { workers: 2, pin: false, idle_sleep_us: 100, ..MultiConfig::default() };
+        let report = std::thread::scope(|s| {
+            let rt = s.spawn(|| run(&cfg, stop, |_| Ok(Worker::new(Pool::new(8), Vec::new(), TxAll(0))), |_, _| ()));
+            let pid = std::process::id().to_string();
+            let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+            assert!(status.success());
+            rt.join().unwrap()
+        });
+        assert!(stop.load(Ordering::SeqCst));
+        assert_eq!(report.unwrap().workers.len(), 2);
+    }
+
+    #[test]
     fn open_worker_ports_reports_the_failing_port() {
         let mut pool = Pool::new(64);
         let specs = [PortSpec::AfPacket { iface: "fp-nonexistent0".into(), cfg: AfPacketConfig::default(), fanout_group: 7 }];

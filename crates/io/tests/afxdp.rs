@@ -36,6 +36,15 @@ fn rx_marked(port: &mut XdpPort, pool: &mut Pool, n: usize) -> Vec<Vec<u8>> {
     out
 }
 
+/// Inserts an 802.1Q tag (TPID 0x8100, VLAN `vid`) after the MAC addresses.
+fn vlan_tagged(f: &[u8], vid: u16) -> Vec<u8> {
+    let mut t = f[..12].to_vec();
+    t.extend_from_slice(&0x8100u16.to_be_bytes());
+    t.extend_from_slice(&vid.to_be_bytes());
+    t.extend_from_slice(&f[12..]);
+    t
+}
+
 #[test]
 fn xdp_port_receives_exactly_the_frames_sent() {
     if skip_unless_root() {
@@ -55,7 +64,13 @@ fn xdp_port_receives_exactly_the_frames_sent() {
 
     let tx = a.run(|| RawSocket::open("xa0")).unwrap().unwrap();
     const N: u32 = 500;
-    let sent: Vec<Vec<u8>> = (0..N).map(|s| frame(0, s, 60 + (s as usize * 7) % 1400)).collect();
+    // Every third frame carries an 802.1Q tag: XDP sees frames as they are on the wire.
+    let sent: Vec<Vec<u8>> = (0..N)
+        .map(|s| {
+            let f = frame(0, s, 60 + (s as usize * 7) % 1400);
+            if s % 3 == 0 { vlan_tagged(&f, 200 + (s % 5) as u16) } else { f }
+        })
+        .collect();
     let mut got = Vec::new();
     for chunk in sent.chunks(100) {
         for f in chunk {
