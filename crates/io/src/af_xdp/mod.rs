@@ -89,16 +89,22 @@ struct SockaddrXdp {
     shared_umem_fd: u32,
 }
 
-/// `struct xdp_statistics`.
+/// The kernel's counters for one AF_XDP socket (`struct xdp_statistics`).
 #[repr(C)]
-#[derive(Default, Clone, Copy, Debug)]
-struct XdpStatistics {
-    rx_dropped: u64,
-    rx_invalid_descs: u64,
-    tx_invalid_descs: u64,
-    rx_ring_full: u64,
-    rx_fill_ring_empty_descs: u64,
-    tx_ring_empty_descs: u64,
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpStatistics {
+    /// Frames dropped for other reasons than a full rx ring (e.g. no fill buffer in copy mode).
+    pub rx_dropped: u64,
+    /// Invalid descriptors on the rx side.
+    pub rx_invalid_descs: u64,
+    /// Invalid descriptors we put on the tx ring.
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the rx ring was full (we did not poll fast enough).
+    pub rx_ring_full: u64,
+    /// Times the fill ring was empty when the kernel needed a buffer.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the tx ring was empty when the kernel looked.
+    pub tx_ring_empty_descs: u64,
 }
 
 /// Where the XDP program runs.
@@ -636,7 +642,9 @@ impl XdpPort {
         }
     }
 
-    fn read_xdp_stats(&self) -> XdpStatistics {
+    /// The kernel's counters for this socket (`XDP_STATISTICS`; zeros if it cannot be read).
+    /// Control path: one system call.
+    pub fn xdp_stats(&self) -> XdpStatistics {
         getsockopt(self.fd, XDP_STATISTICS).unwrap_or_default()
     }
 }
@@ -722,7 +730,7 @@ impl Port for XdpPort {
     }
 
     fn stats(&self) -> PortStats {
-        let k = self.read_xdp_stats();
+        let k = self.xdp_stats();
         PortStats {
             rx_dropped: k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs,
             tx_dropped: k.tx_invalid_descs,
