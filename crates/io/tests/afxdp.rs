@@ -180,3 +180,24 @@ fn open_errors_say_what_and_what_to_try() {
     let p = a.run(|| XdpPort::open("xe0", 0, &XdpConfig::default(), &mut pool)).unwrap();
     assert!(p.is_ok(), "{:?}", p.err());
 }
+
+#[test]
+fn queue_is_exclusive_and_reusable_after_close() {
+    if skip_unless_root() {
+        return;
+    }
+    let a = Netns::new("fp-xq").unwrap();
+    let b = Netns::new("fp-xq").unwrap();
+    let _v = VethPair::new(&a, "xq0", &b, "xq1").unwrap();
+    let mut pool = Pool::new(4096);
+    let mut other = Pool::new(4096);
+    let cfg = XdpConfig::default();
+    for _ in 0..3 {
+        let p = a.run(|| XdpPort::open("xq0", 0, &cfg, &mut pool)).unwrap().unwrap();
+        // A second socket (another pool, so another UMEM) cannot take the same queue.
+        let e = a.run(|| XdpPort::open("xq0", 0, &cfg, &mut other)).unwrap().unwrap_err();
+        assert!(matches!(e, XdpError::QueueBusy { .. }), "{e}");
+        assert!(e.to_string().contains("queue 0 is taken"), "{e}");
+        drop(p);
+    }
+}

@@ -217,6 +217,16 @@ pub enum XdpError {
         /// The kernel's error.
         err: io::Error,
     },
+    /// Another AF_XDP socket is bound to the queue.
+    #[error("af_xdp on `{iface}`: queue {queue} is taken by another AF_XDP socket ({err}); is another fastpath running?")]
+    QueueBusy {
+        /// Interface name.
+        iface: String,
+        /// Queue index.
+        queue: u32,
+        /// The kernel's error.
+        err: io::Error,
+    },
     /// A configuration value the kernel cannot take.
     #[error("af_xdp on `{iface}`: bad config: {what}")]
     BadConfig {
@@ -301,14 +311,25 @@ fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp
         XdpMode::Skb => &[XdpAttachMode::Skb],
     };
     let mut last = None;
-    for &m in tries {
-        match Link::xdp(&prog, ifindex, m) {
-            Ok(link) => {
-                let a = Arc::new(IfaceXdp { map, _prog: prog, _link: link, mode: m });
-                reg.push((key, Arc::downgrade(&a)));
-                return Ok(a);
+    // A program we detached a moment ago can still be attached while a forked child (any
+    // `Command` spawned by another thread) holds a copy of the link fd until it execs, so
+    // EBUSY/EEXIST is retried briefly before it is reported as a foreign program.
+    for _ in 0..25 {
+        for &m in tries {
+            match Link::xdp(&prog, ifindex, m) {
+                Ok(link) => {
+                    let a = Arc::new(IfaceXdp { map, _prog: prog, _link: link, mode: m });
+                    reg.push((key, Arc::downgrade(&a)));
+                    return Ok(a);
+                }
+                Err(e) => last = Some((m, e)),
             }
-            Err(e) => last = Some((m, e)),
+        }
+        match &last {
+            Some((_, e)) if matches!(e.errno(), libc::EBUSY | libc::EEXIST) => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => break,
         }
     }
     let Some((m, err)) = last else {
@@ -435,16 +456,28 @@ impl XdpPort {
         let attach = attach_iface(iface, idx, cfg.mode)?;
         let (base, len) = pool.region_raw();
         let base = base as usize;
-        let mut port = match cfg.zero_copy {
-            ZeroCopy::Yes => Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_ZEROCOPY),
-            ZeroCopy::No => Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_COPY),
-            ZeroCopy::Auto => match Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_ZEROCOPY) {
-                Err(XdpError::ZeroCopyUnavailable { .. }) => {
-                    Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_COPY)
+        // A socket closed a moment ago releases its queue asynchronously (the kernel defers the
+        // buffer pool's teardown to a workqueue), so a busy queue is retried briefly.
+        let mut tries = 0;
+        let mut port = loop {
+            let r = match cfg.zero_copy {
+                ZeroCopy::Yes => Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_ZEROCOPY),
+                ZeroCopy::No => Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_COPY),
+                ZeroCopy::Auto => match Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_ZEROCOPY) {
+                    Err(XdpError::ZeroCopyUnavailable { .. }) => {
+                        Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_COPY)
+                    }
+                    r => r,
+                },
+            };
+            match r {
+                Err(XdpError::QueueBusy { .. }) if tries < 25 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
                 }
-                r => r,
-            },
-        }?;
+                r => break r?,
+            }
+        };
         port.pool_base = base;
         port.pool_cap = len / BUF_SIZE;
         // Publish the socket to the XDP program.
@@ -527,7 +560,7 @@ impl XdpPort {
             } else if errno == libc::EINVAL {
                 XdpError::NoSuchQueue { iface: iface.into(), queue, err }
             } else if errno == libc::EBUSY {
-                XdpError::Sys { iface: iface.into(), what: "binding (another AF_XDP socket owns this queue)", err }
+                XdpError::QueueBusy { iface: iface.into(), queue, err }
             } else {
                 sys_err(iface, "binding the AF_XDP socket", err)
             });
