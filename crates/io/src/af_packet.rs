@@ -64,6 +64,29 @@ const PKT_MAC: usize = 24;
 const PKT_VLAN_TCI: usize = 32;
 const PKT_VLAN_TPID: usize = 36;
 
+/// Logs a port's failed system calls to stderr at most once a second (they are always counted
+/// in `PortStats::errors`; the log says which call and the OS error).
+#[derive(Debug, Default)]
+pub(crate) struct ErrorLog {
+    last: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl ErrorLog {
+    /// Records one failure of `what` on `port`; prints when a second has passed since the last
+    /// print. Reads the clock only on failures.
+    pub(crate) fn error(&mut self, port: &str, what: &str, err: &io::Error) {
+        let now = std::time::Instant::now();
+        if self.last.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
+            self.suppressed += 1;
+            return;
+        }
+        eprintln!("fastpath: port {port}: {what}: {err} ({} similar errors suppressed)", self.suppressed);
+        self.last = Some(now);
+        self.suppressed = 0;
+    }
+}
+
 /// How to open an AF_PACKET port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AfPacketConfig {
@@ -258,6 +281,7 @@ pub struct PacketPort {
     next_off: usize,
     stats: PortStats,
     kernel_drops: Cell<u64>,
+    errlog: ErrorLog,
 }
 
 impl PacketPort {
@@ -316,6 +340,7 @@ impl PacketPort {
             next_off: 0,
             stats: PortStats::default(),
             kernel_drops: Cell::new(0),
+            errlog: ErrorLog::default(),
         })
     }
 
@@ -418,9 +443,13 @@ impl Port for PacketPort {
         // and unmodified for the call (we hold `&mut Pool`). The kernel only reads them.
         let r = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
         let sent = if r < 0 {
-            match io::Error::last_os_error().raw_os_error() {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
-                _ => self.stats.errors += 1,
+                _ => {
+                    self.stats.errors += 1;
+                    self.errlog.error(&self.name, "sendmmsg", &e);
+                }
             }
             0
         } else {
@@ -598,6 +627,19 @@ mod tests {
         let e = PacketPort::open("fp-nonexistent0", &AfPacketConfig::default()).unwrap_err();
         assert!(matches!(e, AfPacketError::NoSuchInterface { .. }));
         assert!(e.to_string().contains("no such interface `fp-nonexistent0`"), "{e}");
+    }
+
+    #[test]
+    fn error_log_prints_at_most_once_a_second() {
+        let mut log = ErrorLog::default();
+        let e = io::Error::from_raw_os_error(libc::ENETDOWN);
+        log.error("p0", "sendmmsg", &e);
+        assert!(log.last.is_some());
+        assert_eq!(log.suppressed, 0);
+        for _ in 0..5 {
+            log.error("p0", "sendmmsg", &e);
+        }
+        assert_eq!(log.suppressed, 5);
     }
 
     #[test]

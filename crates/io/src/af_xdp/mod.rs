@@ -426,6 +426,7 @@ pub struct XdpPort {
     pool_base: usize,
     pool_cap: usize,
     stats: PortStats,
+    errlog: crate::af_packet::ErrorLog,
 }
 
 impl XdpPort {
@@ -591,6 +592,7 @@ impl XdpPort {
             pool_base: base,
             pool_cap: len / BUF_SIZE,
             stats: PortStats::default(),
+            errlog: crate::af_packet::ErrorLog::default(),
         })
     }
 
@@ -668,6 +670,7 @@ impl XdpPort {
                     Some(libc::EBUSY) | Some(libc::ENOBUFS) => return,
                     _ => {
                         self.stats.errors += 1;
+                        self.errlog.error(&self.name, "sendto (tx wakeup)", &io::Error::last_os_error());
                         return;
                     }
                 }
