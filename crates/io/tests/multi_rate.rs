@@ -156,3 +156,18 @@ fn rate_af_packet_forwarding() {
         true,
     );
 }
+
+#[test]
+#[ignore = "measurement: run with --release --ignored --nocapture"]
+fn rate_af_xdp_forwarding_busy_poll() {
+    if skip_unless_root() {
+        return;
+    }
+    let cfg = XdpConfig { busy_poll_us: 20, ..XdpConfig::default() };
+    measure(
+        "af_xdp busy-poll",
+        vec![PortSpec::AfXdp { iface: "da0".into(), cfg }, PortSpec::AfXdp { iface: "da1".into(), cfg }],
+        1,
+        false,
+    );
+}

@@ -61,6 +61,8 @@ const XDP_SHARED_UMEM: u16 = 1 << 0;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const SO_PREFER_BUSY_POLL: i32 = 69;
+const SO_BUSY_POLL_BUDGET: i32 = 70;
 /// Queues an interface's XSKMAP can address.
 const MAX_QUEUES: u32 = 256;
 /// Bytes the kernel reserves in front of every received frame (`XDP_PACKET_HEADROOM`).
@@ -151,6 +153,10 @@ pub struct XdpConfig {
     /// Extra UMEM headroom in bytes on top of the kernel's 256 (only the first port of a pool
     /// sets it).
     pub frame_headroom: u32,
+    /// Busy polling (`SO_PREFER_BUSY_POLL` + `SO_BUSY_POLL` µs, budget 64), 0 = off: the
+    /// device's NAPI then runs in the worker's `recvfrom`/`sendto` instead of softirq, on the
+    /// worker's core (kernel `Documentation/networking/napi.rst`, "busy polling").
+    pub busy_poll_us: u32,
 }
 
 impl Default for XdpConfig {
@@ -164,6 +170,7 @@ impl Default for XdpConfig {
             fill_size: 2048,
             comp_size: 2048,
             frame_headroom: 0,
+            busy_poll_us: 0,
         }
     }
 }
@@ -425,6 +432,7 @@ pub struct XdpPort {
     info: XdpModeInfo,
     pool_base: usize,
     pool_cap: usize,
+    busy_poll: bool,
     stats: PortStats,
     errlog: crate::af_packet::ErrorLog,
 }
@@ -566,6 +574,16 @@ impl XdpPort {
                 sys_err(iface, "binding the AF_XDP socket", err)
             });
         }
+        if cfg.busy_poll_us > 0 {
+            let sol = |opt: i32, v: i32| -> io::Result<()> {
+                // SAFETY: `v` is a live i32 and its size is passed.
+                let r = unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, opt, (&v as *const i32).cast(), 4) };
+                if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+            };
+            sol(SO_PREFER_BUSY_POLL, 1).map_err(e("SO_PREFER_BUSY_POLL"))?;
+            sol(libc::SO_BUSY_POLL, cfg.busy_poll_us as i32).map_err(e("SO_BUSY_POLL"))?;
+            sol(SO_BUSY_POLL_BUDGET, BATCH_MAX as i32 / 4).map_err(e("SO_BUSY_POLL_BUDGET"))?;
+        }
         let opts: u32 = getsockopt(fd, XDP_OPTIONS).unwrap_or(0);
         let zero_copy = opts & XDP_OPTIONS_ZEROCOPY != 0;
         let (umem, own_fd, shared) = match existing {
@@ -591,6 +609,7 @@ impl XdpPort {
             info,
             pool_base: base,
             pool_cap: len / BUF_SIZE,
+            busy_poll: cfg.busy_poll_us > 0,
             stats: PortStats::default(),
             errlog: crate::af_packet::ErrorLog::default(),
         })
@@ -723,7 +742,7 @@ impl Port for XdpPort {
             self.rx.cons_release(n);
         }
         self.refill(pool);
-        if n == 0 && self.info.need_wakeup && self.fill.needs_wakeup() {
+        if n == 0 && (self.busy_poll || (self.info.need_wakeup && self.fill.needs_wakeup())) {
             // SAFETY: recvfrom with no buffer: a wakeup on our own socket.
             unsafe {
                 libc::recvfrom(self.fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut());
