@@ -198,6 +198,14 @@ fn queue_is_exclusive_and_reusable_after_close() {
         let e = a.run(|| XdpPort::open("xq0", 0, &cfg, &mut other)).unwrap().unwrap_err();
         assert!(matches!(e, XdpError::QueueBusy { .. }), "{e}");
         assert!(e.to_string().contains("queue 0 is taken"), "{e}");
+        // Bursts with a pool that is not the port's UMEM do nothing and count an error.
+        let mut p = p;
+        let mut batch = Batch::new();
+        assert_eq!(p.rx_burst(&mut other, &mut batch, 0), 0);
+        let h = other.alloc().unwrap();
+        assert_eq!(p.tx_burst(&mut other, &[h]), 0);
+        other.free(h);
+        assert_eq!(p.stats().errors, 2);
         drop(p);
     }
 }
