@@ -44,7 +44,7 @@ pub const SLOTS: usize = 8;
 /// Most buckets the cuckoo breadth-first search visits before giving up.
 pub const BFS_NODES: usize = 512;
 /// Keys per prefetch window in [`ExactTable::lookup_batch`].
-pub const WINDOW: usize = 32;
+pub const WINDOW: usize = 64;
 
 /// A key the table can hold: copyable, comparable, hashable with [`crate::hash`].
 pub trait Key: Copy + Eq {
