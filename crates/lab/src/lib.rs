@@ -15,6 +15,7 @@
 pub mod dut;
 pub mod gen;
 pub mod report;
+pub mod tests;
 pub mod topo;
 
 /// Errors of the lab: rich, for the operator; none of them is on a packet path.

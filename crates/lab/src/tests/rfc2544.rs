@@ -1,0 +1,529 @@
+//! RFC 2544 throughput (§26.1) and latency (§26.2) through each DUT, per frame size and flow
+//! count, in one run so that the ratios between DUTs are measured under the same conditions.
+//!
+//! ```text
+//!  per DUT: topology ▸ start DUT ▸ attach generator + sink counter
+//!    per (frame size, flows):
+//!      trial at full generator speed ──pass──▶ throughput = offered rate
+//!        │ fail
+//!        ▼ binary search on the offered rate, first probe at the rate the DUT delivered
+//!      lo = 0 ≤ … ≤ hi = full speed; a trial passes when loss ≤ threshold and the generator
+//!      offered ≥ 95 % of the asked rate; stop when (hi − lo) / hi < resolution or after
+//!      max_trials
+//!      latency: probes at `latency_probe_pps` on top of `latency_fraction` × throughput
+//! ```
+//!
+//! RFC 2544 asks for 0 % loss; CSIT's MLRsearch also reports a partial-drop rate (0.5 %): set
+//! `loss_threshold` accordingly. Trials are shorter than the RFC's 60 s by default because veth
+//! on a shared 2-core machine is noisy well beyond what longer trials would fix; CI uses 1 s.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::dut::{Dut, DutConfig};
+use crate::gen::{self, FrameSpec, GenMode, Latency, ProbeConfig, Traffic, Trial, PROBE_PORT};
+use crate::report::{Chart, Report};
+use crate::topo::{self, TopoConfig, Topology};
+use crate::LabError;
+
+/// Configuration of an RFC 2544 run.
+#[derive(Clone, Debug)]
+pub struct Rfc2544Config {
+    /// DUTs, measured one after the other in the same run.
+    pub duts: Vec<DutConfig>,
+    /// Frame sizes (bytes, with FCS).
+    pub frame_sizes: Vec<u16>,
+    /// Flow counts (UDP source ports), e.g. `[1, 1024]`.
+    pub flows: Vec<u32>,
+    /// Highest acceptable loss ratio, 0..1 (0 = RFC 2544; 0.005 = 0.5 %).
+    pub loss_threshold: f64,
+    /// Seconds per trial.
+    pub trial_s: f64,
+    /// Stop the search when (hi − lo) / hi falls below this.
+    pub resolution: f64,
+    /// Most trials per (frame size, flows), the first full-speed one included.
+    pub max_trials: u32,
+    /// Background load of the latency test, as a fraction of the found throughput.
+    pub latency_fraction: f64,
+    /// Probe rate of the latency test, packets per second.
+    pub latency_probe_pps: u64,
+    /// Seconds of the latency test.
+    pub latency_s: f64,
+    /// How the generator sends.
+    pub mode: GenMode,
+}
+
+impl Default for Rfc2544Config {
+    fn default() -> Rfc2544Config {
+        Rfc2544Config {
+            duts: Vec::new(),
+            frame_sizes: gen::RFC2544_SIZES.to_vec(),
+            flows: vec![1, 1024],
+            loss_threshold: 0.0,
+            trial_s: 5.0,
+            resolution: 0.02,
+            max_trials: 10,
+            latency_fraction: 0.5,
+            latency_probe_pps: 1000,
+            latency_s: 3.0,
+            mode: GenMode::XdpLive,
+        }
+    }
+}
+
+/// Latency summary in the JSON output, microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LatencyUs {
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl From<Latency> for LatencyUs {
+    fn from(l: Latency) -> LatencyUs {
+        LatencyUs {
+            min: l.min,
+            mean: l.mean,
+            p50: l.p50,
+            p99: l.p99,
+            p999: l.p999,
+            max: l.max,
+        }
+    }
+}
+
+/// One result: a DUT at one frame size and flow count (one JSON line).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Rfc2544Row {
+    /// Test name, `rfc2544`.
+    pub test: &'static str,
+    /// DUT name.
+    pub dut: String,
+    /// Frame size, bytes with FCS.
+    pub frame_size: u16,
+    /// Flows.
+    pub flows: u32,
+    /// Loss threshold used, ratio 0..1.
+    pub loss_threshold: f64,
+    /// Highest offered rate that passed, Mpps.
+    pub throughput_mpps: f64,
+    /// The same in Gbps (frame bytes with FCS, no preamble or gap).
+    pub throughput_gbps: f64,
+    /// Loss ratio of the passing trial.
+    pub loss: f64,
+    /// What the DUT delivered when offered the generator's full speed, Mpps.
+    pub overload_rx_mpps: f64,
+    /// The generator's full speed in that trial, Mpps.
+    pub max_offered_mpps: f64,
+    /// Latency at `latency_load_mpps`.
+    pub latency_us: LatencyUs,
+    /// Background load during the latency test, Mpps.
+    pub latency_load_mpps: f64,
+    /// Probe loss ratio during the latency test.
+    pub latency_probe_loss: f64,
+    /// Probes that arrived out of order.
+    pub latency_reordered: u64,
+    /// Trials run.
+    pub trials: u32,
+    /// The full-speed trial already passed: the DUT was not saturated, the throughput is a
+    /// lower bound set by the generator (on veth the DUT's receive work may share its core).
+    pub generator_limited: bool,
+}
+
+/// Results of an RFC 2544 run.
+#[derive(Clone, Debug, Default)]
+pub struct Rfc2544Results {
+    /// One row per (DUT, frame size, flows).
+    pub rows: Vec<Rfc2544Row>,
+    /// DUTs that could not run, with the reason.
+    pub skipped: Vec<(String, String)>,
+    /// Latency samples (µs, sorted) of each row, for the distribution chart.
+    pub latency_samples: Vec<Vec<f64>>,
+}
+
+/// Runs RFC 2544 throughput and latency for every DUT, frame size and flow count.
+///
+/// # Errors
+/// [`LabError::NotRoot`], [`LabError::Interrupted`] (after tearing down), or the first
+/// generator/topology failure. A DUT that cannot start is skipped and listed in `skipped`.
+pub fn run(
+    cfg: &Rfc2544Config,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Rfc2544Results, LabError> {
+    if cfg.duts.is_empty() || cfg.frame_sizes.is_empty() || cfg.flows.is_empty() {
+        return Err(LabError::Config(
+            "rfc2544 needs at least one DUT, frame size and flow count".into(),
+        ));
+    }
+    if !(0.0..1.0).contains(&cfg.loss_threshold) {
+        return Err(LabError::Config(format!(
+            "loss threshold {} is not a ratio in 0..1",
+            cfg.loss_threshold
+        )));
+    }
+    let mut out = Rfc2544Results::default();
+    for dc in &cfg.duts {
+        let name = dc.kind.name();
+        let t = Topology::create(&TopoConfig::default())?;
+        let dut = match Dut::start(&t, dc) {
+            Ok(d) => d,
+            Err(e) => {
+                progress(&format!("{name}: skipped: {e}"));
+                out.skipped.push((name.to_owned(), e.to_string()));
+                continue;
+            }
+        };
+        progress(&format!("{name}: started in {}", t.dut_ns));
+        let traffic = Traffic::attach(&t, cfg.mode)?;
+        for &size in &cfg.frame_sizes {
+            for &flows in &cfg.flows {
+                let (row, samples) = measure(cfg, &t, &traffic, name, size, flows, progress)?;
+                progress(&format!(
+                    "{name} {size} B {flows} flow(s): {:.3} Mpps ({:.2} Gbps), latency p50 {:.1} µs p99 {:.1} µs",
+                    row.throughput_mpps, row.throughput_gbps, row.latency_us.p50, row.latency_us.p99
+                ));
+                out.rows.push(row);
+                out.latency_samples.push(samples);
+            }
+        }
+        drop(traffic);
+        drop(dut);
+        drop(t);
+    }
+    Ok(out)
+}
+
+fn check_interrupt() -> Result<(), LabError> {
+    if topo::interrupted() {
+        Err(LabError::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// Throughput search and latency for one (DUT, size, flows).
+fn measure(
+    cfg: &Rfc2544Config,
+    t: &Topology,
+    traffic: &Traffic,
+    name: &str,
+    size: u16,
+    flows: u32,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Rfc2544Row, Vec<f64>), LabError> {
+    let dur = Duration::from_secs_f64(cfg.trial_s);
+    let passes = |tr: &Trial| tr.loss() <= cfg.loss_threshold;
+    check_interrupt()?;
+    let full = traffic.trial(size, flows, 0, dur)?;
+    let mut trials = 1u32;
+    progress(&format!(
+        "  {name} {size} B: full speed offered {:.3} Mpps, delivered {:.3} Mpps (loss {:.2} %)",
+        full.offered_mpps(),
+        full.received_mpps(),
+        full.loss() * 100.0
+    ));
+    let mut best: Option<Trial> = if passes(&full) { Some(full) } else { None };
+    if best.is_none() {
+        let (mut lo, mut hi) = (0f64, full.offered_mpps() * 1e6);
+        // First guess: what the DUT delivered under overload.
+        let mut rate = (full.received_mpps() * 1e6).clamp(1000.0, hi.max(1000.0));
+        while trials < cfg.max_trials && hi > 0.0 && (hi - lo) / hi >= cfg.resolution {
+            check_interrupt()?;
+            let tr = traffic.trial(size, flows, rate as u64, dur)?;
+            trials += 1;
+            let offered_ok = tr.sent as f64 >= 0.95 * rate * cfg.trial_s;
+            let ok = passes(&tr) && offered_ok;
+            progress(&format!(
+                "  {name} {size} B: trial at {:.3} Mpps: sent {} received {} loss {:.3} % {}",
+                rate / 1e6,
+                tr.sent,
+                tr.received,
+                tr.loss() * 100.0,
+                if ok {
+                    "pass"
+                } else if !offered_ok {
+                    "fail (generator short)"
+                } else {
+                    "fail"
+                }
+            ));
+            if ok {
+                lo = rate;
+                best = Some(tr);
+            } else {
+                hi = rate;
+            }
+            rate = (lo + hi) / 2.0;
+        }
+    }
+    let best = best.unwrap_or_default();
+    let mpps = best.offered_mpps();
+    let bytes = if size == 0 { 362.0 } else { f64::from(size) };
+    // Latency at a fraction of the found rate.
+    check_interrupt()?;
+    let load_pps = (mpps * 1e6 * cfg.latency_fraction) as u64;
+    let (lat, samples) = latency(cfg, t, traffic, size, flows, load_pps)?;
+    let row = Rfc2544Row {
+        test: "rfc2544",
+        dut: name.to_owned(),
+        frame_size: size,
+        flows,
+        loss_threshold: cfg.loss_threshold,
+        throughput_mpps: mpps,
+        throughput_gbps: mpps * bytes * 8.0 / 1e3,
+        loss: best.loss(),
+        overload_rx_mpps: full.received_mpps(),
+        max_offered_mpps: full.offered_mpps(),
+        latency_us: lat.latency_us.map(LatencyUs::from).unwrap_or_default(),
+        latency_load_mpps: load_pps as f64 / 1e6,
+        latency_probe_loss: lat.loss_ratio,
+        latency_reordered: lat.reordered,
+        trials,
+        generator_limited: passes(&full),
+    };
+    Ok((row, samples))
+}
+
+/// Probes at `cfg.latency_probe_pps` on top of `load_pps` of background traffic.
+fn latency(
+    cfg: &Rfc2544Config,
+    t: &Topology,
+    traffic: &Traffic,
+    size: u16,
+    flows: u32,
+    load_pps: u64,
+) -> Result<(gen::StreamStats, Vec<f64>), LabError> {
+    let base = Instant::now();
+    let (stop_rx, stop_tx, ready) = (
+        AtomicBool::new(false),
+        AtomicBool::new(false),
+        AtomicBool::new(false),
+    );
+    let count = (cfg.latency_probe_pps as f64 * cfg.latency_s).max(1.0) as u64;
+    let probe = ProbeConfig {
+        iface: t.gen_if.to_owned(),
+        spec: FrameSpec::for_topology(t, PROBE_PORT),
+        frame_size: if size == 0 { 64 } else { size },
+        stream: 1,
+        count,
+        rate_pps: cfg.latency_probe_pps,
+    };
+    let (sink_ns, sink_if, sink_ip, gen_ns) =
+        (t.sink_ns.clone(), t.sink_if, t.sink_ip, t.gen_ns.clone());
+    let (sent, rx) = std::thread::scope(|s| -> Result<(u64, _), LabError> {
+        let rx = s.spawn(|| {
+            topo::in_netns(&sink_ns, || {
+                gen::receive_probes(
+                    sink_if,
+                    sink_ip,
+                    base,
+                    &stop_rx,
+                    &ready,
+                    Duration::from_millis(300),
+                )
+            })
+        });
+        let t0 = Instant::now();
+        while !ready.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let bg = s.spawn(|| {
+            if load_pps > 0 {
+                traffic
+                    .trial(
+                        size,
+                        flows,
+                        load_pps,
+                        Duration::from_secs_f64(cfg.latency_s),
+                    )
+                    .map(|_| ())
+            } else {
+                Ok(())
+            }
+        });
+        let sent = topo::in_netns(&gen_ns, || gen::send_probes(&probe, base, &stop_tx));
+        let bg = bg.join();
+        stop_rx.store(true, Ordering::SeqCst);
+        let rx = rx.join();
+        let sent = sent??;
+        match bg {
+            Ok(r) => r?,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+        let rx = match rx {
+            Ok(r) => r??,
+            Err(p) => std::panic::resume_unwind(p),
+        };
+        Ok((sent, rx))
+    })?;
+    let mut rx = rx;
+    let probes = rx.remove(&1);
+    let samples = probes
+        .as_ref()
+        .map(|s| s.latency_ns.iter().map(|&n| n as f64 / 1e3).collect())
+        .unwrap_or_default();
+    Ok((gen::stream_stats(1, sent, probes), samples))
+}
+
+impl Rfc2544Results {
+    /// One JSON object per line per (DUT, frame size, flows).
+    pub fn json_lines(&self) -> String {
+        let mut s = String::new();
+        for r in &self.rows {
+            if let Ok(j) = serde_json::to_string(r) {
+                s.push_str(&j);
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    /// Adds this run's sections to `report`: a table, throughput vs frame size (Mpps and Gbps)
+    /// per DUT and flow count, and the latency percentiles per DUT.
+    pub fn add_to(&self, report: &mut Report) {
+        report.heading("RFC 2544 throughput and latency");
+        if let Some(r) = self.rows.first() {
+            report.para(format!(
+                "Highest offered rate with loss ≤ {} % (binary search over trials), then one-way latency of \
+                 AF_PACKET probes sent on top of background load at a fraction of that rate (the \"load\" \
+                 column). Frame sizes include the FCS; Gbps counts frame bytes without preamble and gap.",
+                r.loss_threshold * 100.0
+            ));
+        }
+        for (d, why) in &self.skipped {
+            report.para(format!("{d} skipped: {why}"));
+        }
+        let rows = self
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.dut.clone(),
+                    r.frame_size.to_string(),
+                    r.flows.to_string(),
+                    format!(
+                        "{}{:.3}",
+                        if r.generator_limited { "≥ " } else { "" },
+                        r.throughput_mpps
+                    ),
+                    format!("{:.2}", r.throughput_gbps),
+                    format!("{:.3}", r.overload_rx_mpps),
+                    format!("{:.3}", r.latency_load_mpps),
+                    format!("{:.1}", r.latency_us.p50),
+                    format!("{:.1}", r.latency_us.p99),
+                    format!("{:.1}", r.latency_us.max),
+                    r.trials.to_string(),
+                ]
+            })
+            .collect();
+        report.table(
+            &[
+                "DUT",
+                "frame (B)",
+                "flows",
+                "Mpps",
+                "Gbps",
+                "overload rx Mpps",
+                "load Mpps",
+                "p50 (µs)",
+                "p99 (µs)",
+                "max (µs)",
+                "trials",
+            ],
+            rows,
+        );
+        let mut keys: Vec<(String, u32)> = Vec::new();
+        for r in &self.rows {
+            if !keys.contains(&(r.dut.clone(), r.flows)) {
+                keys.push((r.dut.clone(), r.flows));
+            }
+        }
+        let series = |f: &dyn Fn(&Rfc2544Row) -> f64| -> Vec<(String, Vec<(f64, f64)>)> {
+            keys.iter()
+                .map(|(d, fl)| {
+                    let pts = self
+                        .rows
+                        .iter()
+                        .filter(|r| &r.dut == d && r.flows == *fl && r.frame_size > 0)
+                        .map(|r| (f64::from(r.frame_size), f(r)))
+                        .collect();
+                    (
+                        format!("{d}, {fl} flow{}", if *fl == 1 { "" } else { "s" }),
+                        pts,
+                    )
+                })
+                .collect()
+        };
+        let sizes: Vec<f64> = gen::RFC2544_SIZES.iter().map(|&s| f64::from(s)).collect();
+        let mut c = Chart::new("Throughput vs frame size")
+            .x_label("frame size (bytes)")
+            .y_label("throughput (Mpps)")
+            .log_x()
+            .x_ticks(&sizes);
+        for (n, p) in series(&|r| r.throughput_mpps) {
+            c = c.series(n, p);
+        }
+        report.line_chart(c);
+        let mut c = Chart::new("Throughput vs frame size (bits)")
+            .x_label("frame size (bytes)")
+            .y_label("throughput (Gbps)")
+            .log_x()
+            .x_ticks(&sizes);
+        for (n, p) in series(&|r| r.throughput_gbps) {
+            c = c.series(n, p);
+        }
+        report.line_chart(c);
+        let mut c = Chart::new("Latency at a fraction of the throughput")
+            .x_label("percentile")
+            .y_label("one-way latency (µs)");
+        for r in &self.rows {
+            let l = r.latency_us;
+            c = c.bars(
+                format!("{} {} B {} fl", r.dut, r.frame_size, r.flows),
+                vec![
+                    ("min".into(), l.min),
+                    ("p50".into(), l.p50),
+                    ("p99".into(), l.p99),
+                    ("p99.9".into(), l.p999),
+                    ("max".into(), l.max),
+                ],
+            );
+        }
+        report.bar_chart(c);
+        // Latency distribution: percentile spectrum per row (x: percentile on a log scale of 1/(1−p)).
+        let mut c = Chart::new("Latency distribution")
+            .x_label("percentile (1 / (1 − p), log scale: 10 = p90, 100 = p99)")
+            .y_label("one-way latency (µs)")
+            .log_x();
+        for (r, s) in self.rows.iter().zip(&self.latency_samples) {
+            if s.is_empty() {
+                continue;
+            }
+            let mut s = s.clone();
+            s.sort_by(f64::total_cmp);
+            let n = s.len();
+            let mut pts = Vec::new();
+            for k in 0..60 {
+                let p = 1.0 - 10f64.powf(-(k as f64) / 15.0);
+                let idx = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+                pts.push((1.0 / (1.0 - p).max(1e-9), s[idx]));
+                if p * n as f64 >= n as f64 - 1.0 {
+                    break;
+                }
+            }
+            c = c.series(format!("{} {} B {} fl", r.dut, r.frame_size, r.flows), pts);
+        }
+        report.line_chart(c);
+    }
+}

@@ -1,0 +1,467 @@
+//! TCP throughput through each DUT with iperf3 or iperf 2, with 1 and N parallel streams,
+//! reported per second over time together with the CPU the DUT and the whole machine used.
+//!
+//! ```text
+//!  gen ns: iperf client ──▶ gen0 ─▶ DUT ─▶ sink0 ──▶ sink ns: iperf server
+//!  sampler thread, every second: /proc/stat (machine) and /proc/PID/stat of the DUT's processes
+//! ```
+//!
+//! CPU is given in percent of one core (so 2 busy cores = 200 %). The DUT's share counts its
+//! processes' user + system time; the untuned Linux bridge has no process of its own (it runs in
+//! the senders' softirqs), so for it only the machine figure means something.
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::dut::{Dut, DutConfig};
+use crate::report::{Chart, Report};
+use crate::topo::{self, run_cmd, TopoConfig, Topology};
+use crate::LabError;
+
+/// Which TCP benchmark program to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpTool {
+    /// iperf3 (JSON output).
+    Iperf3,
+    /// iperf 2 (CSV output), as the switch-server report used.
+    Iperf2,
+}
+
+impl TcpTool {
+    /// `iperf3` or `iperf2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TcpTool::Iperf3 => "iperf3",
+            TcpTool::Iperf2 => "iperf2",
+        }
+    }
+}
+
+/// Configuration of a TCP run.
+#[derive(Clone, Debug)]
+pub struct TcpConfig {
+    /// DUTs, one after the other.
+    pub duts: Vec<DutConfig>,
+    /// Parallel stream counts, e.g. `[1, 4]`.
+    pub streams: Vec<u32>,
+    /// Seconds per run.
+    pub duration_s: u32,
+    /// Programs to run.
+    pub tools: Vec<TcpTool>,
+}
+
+impl Default for TcpConfig {
+    fn default() -> TcpConfig {
+        TcpConfig {
+            duts: Vec::new(),
+            streams: vec![1, 4],
+            duration_s: 10,
+            tools: vec![TcpTool::Iperf3],
+        }
+    }
+}
+
+/// One TCP result (one JSON line).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TcpRow {
+    /// Test name, `tcp`.
+    pub test: &'static str,
+    /// DUT name.
+    pub dut: String,
+    /// `iperf3` or `iperf2`.
+    pub tool: &'static str,
+    /// Parallel streams.
+    pub streams: u32,
+    /// Mean throughput over the run, Gbps.
+    pub gbps: f64,
+    /// Throughput per interval: (seconds since start, Gbps).
+    pub gbps_over_time: Vec<(f64, f64)>,
+    /// Mean CPU of the DUT's processes, % of one core.
+    pub dut_cpu_pct: f64,
+    /// Mean CPU of the machine, % of one core.
+    pub machine_cpu_pct: f64,
+    /// DUT CPU per second: (seconds, %).
+    pub dut_cpu_over_time: Vec<(f64, f64)>,
+    /// Machine CPU per second: (seconds, %).
+    pub machine_cpu_over_time: Vec<(f64, f64)>,
+}
+
+/// Results of a TCP run.
+#[derive(Clone, Debug, Default)]
+pub struct TcpResults {
+    /// One per (DUT, tool, streams).
+    pub rows: Vec<TcpRow>,
+    /// DUTs that could not run, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Machine CPU counters: (busy ticks, total ticks) from the first line of `/proc/stat`.
+fn machine_ticks() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<u64> = s
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (total.saturating_sub(idle), total)
+}
+
+/// User + system ticks of a process (all its threads), from `/proc/PID/stat` fields 14 and 15.
+fn proc_ticks(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name (field 2) may contain spaces; fields after it start after the last ')'.
+    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let g = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    g(11) + g(12) // utime, stime are fields 14, 15 overall = 12th, 13th after the ')'
+}
+
+fn ncpus() -> f64 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as f64)
+        .unwrap_or(1.0)
+}
+
+/// Samples machine and DUT CPU once a second until `stop`; returns (t, dut %, machine %).
+fn sample_cpu(pids: &[u32], stop: &AtomicBool) -> Vec<(f64, f64, f64)> {
+    let hz = 100.0; // USER_HZ on Linux
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    let mut last_m = machine_ticks();
+    let mut last_p: u64 = pids.iter().map(|&p| proc_ticks(p)).sum();
+    let mut last_t = Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1000));
+        let m = machine_ticks();
+        let p: u64 = pids.iter().map(|&p| proc_ticks(p)).sum();
+        let dt = last_t.elapsed().as_secs_f64();
+        last_t = Instant::now();
+        let machine = if m.1 > last_m.1 {
+            (m.0 - last_m.0) as f64 / (m.1 - last_m.1) as f64 * ncpus() * 100.0
+        } else {
+            0.0
+        };
+        let dut = p.saturating_sub(last_p) as f64 / hz / dt * 100.0;
+        out.push((t0.elapsed().as_secs_f64(), dut, machine));
+        last_m = m;
+        last_p = p;
+    }
+    out
+}
+
+/// Parses iperf3 `-J` output into (interval end s, Gbps) and the mean Gbps at the receiver.
+fn parse_iperf3(json: &str) -> Result<(Vec<(f64, f64)>, f64), LabError> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| LabError::Io(format!("iperf3 JSON: {e}")))?;
+    if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+        return Err(LabError::Io(format!("iperf3: {e}")));
+    }
+    let mut series = Vec::new();
+    for i in v["intervals"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        let s = &i["sum"];
+        if let (Some(end), Some(bps)) = (s["end"].as_f64(), s["bits_per_second"].as_f64()) {
+            series.push((end, bps / 1e9));
+        }
+    }
+    let mean = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e9;
+    Ok((series, mean))
+}
+
+/// Parses iperf 2 `-y C` output: per-interval lines (the sum lines when several streams run),
+/// and the whole-run line last.
+fn parse_iperf2(csv: &str, streams: u32) -> (Vec<(f64, f64)>, f64) {
+    let mut series = Vec::new();
+    let mut mean = 0.0;
+    for l in csv.lines() {
+        let f: Vec<&str> = l.split(',').collect();
+        if f.len() < 9 {
+            continue;
+        }
+        let id: i64 = f[5].parse().unwrap_or(0);
+        if streams > 1 && id != -1 {
+            continue;
+        }
+        let (a, b) = f[6].split_once('-').unwrap_or(("0", "0"));
+        let (a, b): (f64, f64) = (a.parse().unwrap_or(0.0), b.parse().unwrap_or(0.0));
+        let bps: f64 = f[8].parse().unwrap_or(0.0);
+        if b - a > 1.5 {
+            mean = bps / 1e9; // the whole-run summary
+        } else {
+            series.push((b, bps / 1e9));
+        }
+    }
+    if mean == 0.0 && !series.is_empty() {
+        mean = series.iter().map(|x| x.1).sum::<f64>() / series.len() as f64;
+    }
+    (series, mean)
+}
+
+/// Runs the TCP test for every DUT, tool and stream count.
+///
+/// # Errors
+/// [`LabError::NotRoot`], [`LabError::Interrupted`], [`LabError::Unavailable`] when the tool is
+/// not installed, or an iperf failure.
+pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults, LabError> {
+    if cfg.duts.is_empty() || cfg.streams.is_empty() || cfg.tools.is_empty() {
+        return Err(LabError::Config(
+            "tcp needs at least one DUT, stream count and tool".into(),
+        ));
+    }
+    for tool in &cfg.tools {
+        let prog = if *tool == TcpTool::Iperf3 {
+            "iperf3"
+        } else {
+            "iperf"
+        };
+        if run_cmd("sh", &["-c", &format!("command -v {prog}")]).is_err() {
+            return Err(LabError::Unavailable {
+                dut: tool.name().into(),
+                why: format!("`{prog}` is not installed (run scripts/setup-lab.sh as root)"),
+            });
+        }
+    }
+    let mut out = TcpResults::default();
+    for dc in &cfg.duts {
+        let name = dc.kind.name();
+        let t = Topology::create(&TopoConfig::default())?;
+        let dut = match Dut::start(&t, dc) {
+            Ok(d) => d,
+            Err(e) => {
+                progress(&format!("{name}: skipped: {e}"));
+                out.skipped.push((name.to_owned(), e.to_string()));
+                continue;
+            }
+        };
+        for &tool in &cfg.tools {
+            for &n in &cfg.streams {
+                if topo::interrupted() {
+                    return Err(LabError::Interrupted);
+                }
+                let row = one(&t, &dut, tool, n, cfg.duration_s)?;
+                progress(&format!(
+                    "{name} {} {n} stream(s): {:.2} Gbps, DUT CPU {:.0} %, machine CPU {:.0} %",
+                    tool.name(),
+                    row.gbps,
+                    row.dut_cpu_pct,
+                    row.machine_cpu_pct
+                ));
+                out.rows.push(row);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn one(
+    t: &Topology,
+    dut: &Dut,
+    tool: TcpTool,
+    streams: u32,
+    secs: u32,
+) -> Result<TcpRow, LabError> {
+    let ip = t.sink_ip.to_string();
+    let (secs_s, n_s) = (secs.to_string(), streams.to_string());
+    let server_args: Vec<&str> = match tool {
+        TcpTool::Iperf3 => vec!["iperf3", "-s", "-1", "-B", &ip],
+        TcpTool::Iperf2 => vec!["iperf", "-s", "-B", &ip],
+    };
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &t.sink_ns])
+        .args(&server_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| LabError::Cmd {
+            cmd: server_args.join(" "),
+            status: -1,
+            stderr: e.to_string(),
+        })?;
+    // Wait for the server's listening socket.
+    let port = if tool == TcpTool::Iperf3 {
+        ":5201"
+    } else {
+        ":5001"
+    };
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let ss = topo::ns_exec(&t.sink_ns, &["ss", "-ltn"]).unwrap_or_default();
+        if ss.contains(port) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let client_args: Vec<&str> = match tool {
+        TcpTool::Iperf3 => vec![
+            "iperf3", "-c", &ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-J",
+        ],
+        TcpTool::Iperf2 => vec![
+            "iperf", "-c", &ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-y", "C",
+        ],
+    };
+    let stop = AtomicBool::new(false);
+    let pids = dut.pids();
+    let (client, cpu) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| sample_cpu(&pids, &stop));
+        let r = topo::ns_exec(&t.gen_ns, &client_args);
+        stop.store(true, Ordering::SeqCst);
+        (r, sampler.join().unwrap_or_default())
+    });
+    let _ = run_cmd("kill", &["-TERM", &server.id().to_string()]);
+    let _ = server.wait();
+    let client = client?;
+    let (series, gbps) = match tool {
+        TcpTool::Iperf3 => parse_iperf3(&client)?,
+        TcpTool::Iperf2 => parse_iperf2(&client, streams),
+    };
+    let mean = |v: &[(f64, f64)]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64
+        }
+    };
+    let dut_cpu: Vec<(f64, f64)> = cpu.iter().map(|c| (c.0, c.1)).collect();
+    let machine_cpu: Vec<(f64, f64)> = cpu.iter().map(|c| (c.0, c.2)).collect();
+    Ok(TcpRow {
+        test: "tcp",
+        dut: dut.kind().name().to_owned(),
+        tool: tool.name(),
+        streams,
+        gbps,
+        gbps_over_time: series,
+        dut_cpu_pct: mean(&dut_cpu),
+        machine_cpu_pct: mean(&machine_cpu),
+        dut_cpu_over_time: dut_cpu,
+        machine_cpu_over_time: machine_cpu,
+    })
+}
+
+impl TcpResults {
+    /// One JSON object per line per (DUT, tool, streams).
+    pub fn json_lines(&self) -> String {
+        let mut s = String::new();
+        for r in &self.rows {
+            if let Ok(j) = serde_json::to_string(r) {
+                s.push_str(&j);
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    /// Adds a table and the throughput-over-time and CPU-over-time charts to `report`.
+    pub fn add_to(&self, report: &mut Report) {
+        report.heading("TCP throughput and CPU");
+        report.para(
+            "iperf through the DUT between the generator and sink namespaces. CPU in % of one core, \
+             sampled every second from /proc/stat (machine) and /proc/PID/stat (the DUT's processes).",
+        );
+        for (d, why) in &self.skipped {
+            report.para(format!("{d} skipped: {why}"));
+        }
+        let rows = self
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.dut.clone(),
+                    r.tool.to_owned(),
+                    r.streams.to_string(),
+                    format!("{:.2}", r.gbps),
+                    format!("{:.0}", r.dut_cpu_pct),
+                    format!("{:.0}", r.machine_cpu_pct),
+                ]
+            })
+            .collect();
+        report.table(
+            &[
+                "DUT",
+                "tool",
+                "streams",
+                "Gbps",
+                "DUT CPU %",
+                "machine CPU %",
+            ],
+            rows,
+        );
+        let label = |r: &TcpRow| format!("{} {} ×{}", r.dut, r.tool, r.streams);
+        let mut c = Chart::new("TCP throughput over time")
+            .x_label("time (s)")
+            .y_label("throughput (Gbps)");
+        for r in &self.rows {
+            c = c.series(label(r), r.gbps_over_time.clone());
+        }
+        report.line_chart(c);
+        let mut c = Chart::new("Machine CPU over time")
+            .x_label("time (s)")
+            .y_label("CPU busy (% of one core)");
+        for r in &self.rows {
+            c = c.series(label(r), r.machine_cpu_over_time.clone());
+        }
+        report.line_chart(c);
+        let mut c = Chart::new("DUT CPU over time")
+            .x_label("time (s)")
+            .y_label("CPU of the DUT's processes (% of one core)");
+        for r in &self.rows {
+            c = c.series(label(r), r.dut_cpu_over_time.clone());
+        }
+        report.line_chart(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf2_csv_sums_and_summary() {
+        let csv = "20261122,198.18.0.1,5000,198.18.0.2,5001,-1,0.0-1.0,1250000000,10000000000\n\
+                   20261122,198.18.0.1,5000,198.18.0.2,5001,3,0.0-1.0,625000000,5000000000\n\
+                   20261122,198.18.0.1,5000,198.18.0.2,5001,-1,1.0-2.0,1500000000,12000000000\n\
+                   20261122,198.18.0.1,5000,198.18.0.2,5001,-1,0.0-2.0,2750000000,11000000000\n";
+        let (s, mean) = parse_iperf2(csv, 2);
+        assert_eq!(s, vec![(1.0, 10.0), (2.0, 12.0)]);
+        assert!((mean - 11.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn iperf3_json_intervals() {
+        let j = r#"{"intervals":[{"sum":{"end":1.0,"bits_per_second":2e10}},{"sum":{"end":2.0,"bits_per_second":3e10}}],
+                   "end":{"sum_received":{"bits_per_second":2.5e10}}}"#;
+        let (s, mean) = parse_iperf3(j).unwrap();
+        assert_eq!(s, vec![(1.0, 20.0), (2.0, 30.0)]);
+        assert!((mean - 25.0).abs() < 1e-9);
+        assert!(parse_iperf3(r#"{"error":"unable to connect"}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("unable"));
+    }
+
+    #[test]
+    fn proc_stat_of_self_counts() {
+        // Burn a little CPU, then our own utime+stime must be readable (not necessarily > 0 at
+        // 100 Hz ticks, but the machine counters must move).
+        let (b0, t0) = machine_ticks();
+        let mut x = 0u64;
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(50) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let (b1, t1) = machine_ticks();
+        assert!(t1 > t0 && b1 >= b0);
+        let _ = proc_ticks(std::process::id());
+    }
+}
