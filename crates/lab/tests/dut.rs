@@ -8,7 +8,11 @@ use fastpath_lab::dut::{Dut, DutConfig, DutKind};
 use fastpath_lab::gen::{GenMode, Traffic};
 use fastpath_lab::topo::{TopoConfig, Topology};
 
+/// One DUT at a time: testpmd and OVS busy-poll a core each.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn forwards(kind: DutKind) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let t = Topology::create(&TopoConfig::default()).unwrap();
     let dut =
         Dut::start(&t, &DutConfig::new(kind)).unwrap_or_else(|e| panic!("{}: {e}", kind.name()));

@@ -11,6 +11,14 @@ use fastpath_lab::tests::rfc2544::{self, Rfc2544Config};
 use fastpath_lab::tests::tcp::{self, TcpConfig, TcpTool};
 use fastpath_lab::topo::{self, ns_exec, TopoConfig, Topology};
 
+/// The tests here load both cores (TCP at Gbps, the generator); run them one at a time so the
+/// paced probe sender of the lossy-path test keeps its rate.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Sends `count` probes of `size` bytes at `pps` from gen to sink; returns (sent, seconds spent
 /// sending, what the receiver saw).
 fn probe_run(t: &Topology, count: u64, pps: u64, size: u16) -> (u64, f64, Option<StreamRx>) {
@@ -59,6 +67,7 @@ fn probe_run(t: &Topology, count: u64, pps: u64, size: u16) -> (u64, f64, Option
 
 #[test]
 fn loss_and_latency_accounting_on_a_known_lossy_path() {
+    let _serial = serial();
     let t = Topology::create(&TopoConfig::default()).unwrap();
     let _dut = Dut::start(&t, &DutConfig::new(DutKind::LinuxBridge)).unwrap();
     // Clean path first: everything arrives, in order.
@@ -111,6 +120,7 @@ fn loss_and_latency_accounting_on_a_known_lossy_path() {
 
 #[test]
 fn short_rfc2544_against_the_linux_bridge() {
+    let _serial = serial();
     let cfg = Rfc2544Config {
         duts: vec![DutConfig::new(DutKind::LinuxBridge)],
         frame_sizes: vec![64],
@@ -162,6 +172,7 @@ fn short_rfc2544_against_the_linux_bridge() {
 
 #[test]
 fn short_tcp_run_against_the_linux_bridge() {
+    let _serial = serial();
     let cfg = TcpConfig {
         duts: vec![DutConfig::new(DutKind::LinuxBridge)],
         streams: vec![1],
