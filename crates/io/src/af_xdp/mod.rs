@@ -134,6 +134,10 @@ pub enum ZeroCopy {
 }
 
 /// How to open an AF_XDP port.
+///
+/// Pool sizing: every port lends `fill_size` buffers to the kernel for as long as it is open,
+/// and up to `tx_size` more sit in its tx/completion rings, so a worker's pool needs at least
+/// `ports × (fill_size + tx_size) + 2 × BATCH_MAX` buffers (8192 for two default ports).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XdpConfig {
     /// XDP attach mode.
