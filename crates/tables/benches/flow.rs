@@ -120,6 +120,7 @@ fn churn_table(live: u32) -> FlowTable {
     let mut cfg = FlowConfig::with_capacity(live + live / 4);
     cfg.tick_shift = 20;
     cfg.timeouts.syn_recv_ns = u64::from(live / 256) << 20;
+    cfg.timeouts.syn_sent_ns = cfg.timeouts.syn_recv_ns;
     FlowTable::new(cfg).unwrap()
 }
 
