@@ -150,12 +150,6 @@ pub enum RunEnd {
     PoolEmpty,
 }
 
-/// Packets gathered for one output port during a batch.
-struct TxArray {
-    n: usize,
-    pkts: Box<[PktId; BATCH_MAX]>,
-}
-
 /// One run-to-completion worker: a pool, its ports, a batch and a processor.
 pub struct Worker<P> {
     // Ports before the pool: fields drop in order, and an AF_XDP port's UMEM is the pool's
@@ -164,7 +158,9 @@ pub struct Worker<P> {
     pool: Pool,
     batch: Box<Batch>,
     processor: P,
-    tx: Vec<TxArray>,
+    /// Packets gathered for output port `q` during a batch: `tx[q * BATCH_MAX..][..tx_n[q]]`.
+    tx: Box<[PktId]>,
+    tx_n: Box<[usize]>,
     free: Box<[PktId; BATCH_MAX]>,
     punt: Option<PuntRing>,
     clock: Box<dyn FnMut() -> u64 + Send>,
@@ -176,9 +172,8 @@ impl<P: Processor> Worker<P> {
     /// Allocates everything the loop needs; punted packets are freed until
     /// [`Worker::with_punt_ring`] is called. The clock is monotonic ns since this call.
     pub fn new(pool: Pool, ports: Vec<Box<dyn Port>>, processor: P) -> Worker<P> {
-        let tx = (0..ports.len())
-            .map(|_| TxArray { n: 0, pkts: Box::new([PktId(0); BATCH_MAX]) })
-            .collect();
+        let tx = vec![PktId(0); ports.len() * BATCH_MAX].into_boxed_slice();
+        let tx_n = vec![0; ports.len()].into_boxed_slice();
         let start = Instant::now();
         Worker {
             pool,
@@ -186,6 +181,7 @@ impl<P: Processor> Worker<P> {
             batch: Box::new(Batch::new()),
             processor,
             tx,
+            tx_n,
             free: Box::new([PktId(0); BATCH_MAX]),
             punt: None,
             clock: Box::new(move || start.elapsed().as_nanos() as u64),
@@ -294,57 +290,60 @@ impl<P: Processor> Worker<P> {
                 }
             }
         }
-        let mut nfree = 0;
-        for (&h, (i, &v)) in b.handles().iter().zip(b.verdicts().iter().enumerate()) {
-            match v {
-                Verdict::Tx(q) => match self.tx.get_mut(usize::from(q)) {
-                    Some(t) => {
-                        t.pkts[t.n] = h;
-                        t.n += 1;
+        // General path: gather per output port (one slot write per packet), free the rest.
+        // Counters add up in locals and are stored once per batch.
+        let (tx, tx_n, free) = (&mut self.tx[..], &mut self.tx_n[..], &mut self.free[..]);
+        let (mut nfree, mut dropped, mut bad_port, mut unfinished) = (0usize, 0u64, 0u64, 0u64);
+        let (mut punted, mut punt_dropped) = (0u64, 0u64);
+        for (i, (&h, &v)) in b.handles().iter().zip(b.verdicts()).enumerate() {
+            if let Verdict::Tx(q) = v {
+                let q = usize::from(q);
+                if let Some(n) = tx_n.get_mut(q) {
+                    // At most BATCH_MAX packets per batch, so `*n < BATCH_MAX` here.
+                    if let Some(slot) = tx.get_mut(q * BATCH_MAX + *n) {
+                        *slot = h;
+                        *n += 1;
                     }
-                    None => {
-                        self.free[nfree] = h;
-                        nfree += 1;
-                        s.tx_bad_port += 1;
-                    }
-                },
-                Verdict::Drop(_) => {
-                    self.free[nfree] = h;
-                    nfree += 1;
-                    s.dropped += 1;
+                    continue;
                 }
-                Verdict::Punt(reason) => {
-                    let p = Punted { pkt: h, reason, in_port: b.meta(i).in_port };
-                    if self.punt.as_mut().is_some_and(|r| r.push(p)) {
-                        s.punted += 1;
-                    } else {
-                        self.free[nfree] = h;
-                        nfree += 1;
-                        s.punt_dropped += 1;
-                    }
+                bad_port += 1;
+            } else if let Verdict::Punt(reason) = v {
+                let p = Punted { pkt: h, reason, in_port: b.meta(i).in_port };
+                if self.punt.as_mut().is_some_and(|r| r.push(p)) {
+                    punted += 1;
+                    continue;
                 }
-                Verdict::Continue => {
-                    self.free[nfree] = h;
-                    nfree += 1;
-                    s.unfinished += 1;
-                }
+                punt_dropped += 1;
+            } else if let Verdict::Drop(_) = v {
+                dropped += 1;
+            } else {
+                unfinished += 1;
+            }
+            if let Some(slot) = free.get_mut(nfree) {
+                *slot = h;
+                nfree += 1;
             }
         }
-        for (t, port) in self.tx.iter_mut().zip(self.ports.iter_mut()) {
-            if t.n == 0 {
+        s.dropped += dropped;
+        s.tx_bad_port += bad_port;
+        s.unfinished += unfinished;
+        s.punted += punted;
+        s.punt_dropped += punt_dropped;
+        for ((q, n), port) in tx_n.iter_mut().enumerate().zip(self.ports.iter_mut()) {
+            if *n == 0 {
                 continue;
             }
-            let pkts = &t.pkts[..t.n];
+            let pkts = &tx[q * BATCH_MAX..q * BATCH_MAX + *n];
             let sent = port.tx_burst(&mut self.pool, pkts).min(pkts.len());
             if sent < pkts.len() {
                 self.pool.free_bulk(&pkts[sent..]);
                 s.tx_dropped += (pkts.len() - sent) as u64;
             }
             s.tx_pkts += sent as u64;
-            t.n = 0;
+            *n = 0;
         }
         if nfree > 0 {
-            self.pool.free_bulk(&self.free[..nfree]);
+            self.pool.free_bulk(&free[..nfree]);
         }
     }
 

@@ -41,3 +41,27 @@ fn source_pipeline_sink() {
     assert_eq!(w.run_until_exhausted(), RunEnd::Exhausted);
     assert_eq!(w.stats().tx_pkts, pkts);
 }
+
+/// The general dispatch path: verdicts alternate between two sinks (no uniform fast path).
+#[test]
+#[ignore = "measurement harness for callgrind; see the module doc"]
+fn source_split_two_sinks() {
+    let pkts = env("MEMIO_PKTS", 1000);
+    let flows = env("MEMIO_FLOWS", 1) as u32;
+    let size = env("MEMIO_SIZE", 64) as usize;
+    let gen = |_: u32, len: usize| vec![0u8; len];
+    let t = Templates::build(&gen, flows, &FrameSizes::Fixed(size)).unwrap();
+    let ports: Vec<Box<dyn Port>> = vec![
+        Box::new(MemSource::from_templates("gen", t).with_limit(pkts)),
+        Box::new(MemSink::new("a")),
+        Box::new(MemSink::new("b")),
+    ];
+    let split = |_: &mut Pool, b: &mut fastpath_packet::Batch, _: u64| {
+        for i in 0..b.len() {
+            b.tx(i, 1 + (i & 1) as u16);
+        }
+    };
+    let mut w = Worker::new(Pool::new(4096), ports, split);
+    assert_eq!(w.run_until_exhausted(), RunEnd::Exhausted);
+    assert_eq!(w.stats().tx_pkts, pkts);
+}
