@@ -36,33 +36,28 @@
 #[inline]
 pub fn sum(data: &[u8]) -> u16 {
     let mut acc: u64 = 0;
-    let mut chunks = data.chunks_exact(32);
-    for c in &mut chunks {
-        let mut w = [0u32; 8];
-        for (x, b) in w.iter_mut().zip(c.chunks_exact(4)) {
-            *x = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
-        }
-        acc += w.iter().map(|&x| u64::from(x)).sum::<u64>();
-    }
-    let mut words = chunks.remainder().chunks_exact(4);
+    let mut words = data.chunks_exact(4);
     for b in &mut words {
         acc += u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
     }
-    let mut tail = [0u8; 4];
-    let rest = words.remainder();
-    tail[..rest.len()].copy_from_slice(rest);
-    acc += u64::from(u32::from_ne_bytes(tail));
-    let folded = fold(acc);
-    u16::from_be_bytes(folded.to_ne_bytes())
+    acc += u64::from(match *words.remainder() {
+        [a] => u32::from_ne_bytes([a, 0, 0, 0]),
+        [a, b] => u32::from_ne_bytes([a, b, 0, 0]),
+        [a, b, c] => u32::from_ne_bytes([a, b, c, 0]),
+        _ => 0,
+    });
+    u16::from_be_bytes(fold(acc).to_ne_bytes())
 }
 
-/// Folds a wide accumulator of 16-bit words to 16 bits with end-around carry.
+/// Folds a 64-bit accumulator of 16-bit words to 16 bits with end-around carry. Four fixed
+/// steps suffice: 64 → 33 bits → 17+ → 16 + a carry → 16.
 #[inline]
-fn fold(mut acc: u64) -> u16 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
+fn fold(acc: u64) -> u16 {
+    let a = (acc & 0xffff_ffff) + (acc >> 32);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    a as u16
 }
 
 /// Ones'-complement addition of two partial sums.
