@@ -13,6 +13,29 @@
 //! data that round-trips, not errors. Parse failures are one small `Copy` enum, [`Malformed`],
 //! whose every variant names exactly one [`DropReason`].
 //!
+//! For every view and setter here: **Panics:** never (packet bytes cannot cause one).
+//! **Thread:** any (views borrow a buffer; workers use them on the packet path). **Allocates:**
+//! never, except `Repr::from_view` of the IPv4/TCP/IPv6-extension Reprs that own option bytes
+//! (fixtures and control plane only). Lengths are in bytes; ports, addresses and sequence
+//! numbers are in host order in the API and network order on the wire.
+//!
+//! ```
+//! use fastpath_packet::build::FrameBuilder;
+//! use fastpath_packet::hdr::{Eth, EtherType, Ipv4, Ipv4Mut, Udp};
+//! let mut f = FrameBuilder::eth([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+//!     .ipv4([198, 18, 0, 1].into(), [198, 18, 0, 2].into())
+//!     .udp(1024, 4789)
+//!     .build();
+//! let eth = Eth::parse(&f).unwrap();
+//! assert_eq!(eth.ethertype(), EtherType::IPV4);
+//! let ip = Ipv4::parse(eth.payload()).unwrap();
+//! assert_eq!(Udp::parse(ip.payload()).unwrap().dst_port(), 4789);
+//! // Forwarding: decrement the TTL in place; the header checksum follows (RFC 1624).
+//! let mut ip = Ipv4Mut::parse(&mut f[14..]).unwrap();
+//! assert_eq!(ip.decrement_ttl(), Some(63));
+//! assert!(ip.as_view().checksum_ok());
+//! ```
+//!
 //! No `unsafe` here: zerocopy does the casting. Indexing with values from packet bytes is
 //! denied (`clippy::indexing_slicing`); the fuzz tests in `tests/fuzz_parsers.rs` enforce that
 //! parsed views never panic.
