@@ -132,16 +132,12 @@ pub fn tshark_fields(path: &Path, fields: &[&str]) -> io::Result<Vec<Fields>> {
         .collect())
 }
 
-/// Every problem tshark reports at `min_severity` or above, or as malformed, as
-/// `"frame N: message"` lines.
-///
-/// # Errors
-/// As [`tshark_fields`].
-pub fn tshark_problems(path: &Path, min_severity: u32) -> io::Result<Vec<String>> {
-    let rows = tshark_fields(
-        path,
-        &["frame.number", "_ws.malformed", "_ws.expert.severity", "_ws.expert.message"],
-    )?;
+/// Fields [`problems_in`] needs; [`tshark_check`] adds them to the caller's.
+const PROBLEM_FIELDS: &[&str] = &["frame.number", "_ws.malformed", "_ws.expert.severity", "_ws.expert.message"];
+
+/// The problems in rows that hold [`PROBLEM_FIELDS`]: every expert item at `min_severity` or
+/// above, and every malformed frame, as `"frame N: message"` lines.
+fn problems_in(rows: &[Fields], min_severity: u32) -> Vec<String> {
     let mut problems = Vec::new();
     for r in rows {
         let n = r.get("frame.number").and_then(|v| v.first()).cloned().unwrap_or_default();
@@ -157,7 +153,29 @@ pub fn tshark_problems(path: &Path, min_severity: u32) -> io::Result<Vec<String>
             problems.push(format!("frame {n}: malformed ({})", msg.join("; ")));
         }
     }
-    Ok(problems)
+    problems
+}
+
+/// Every problem tshark reports at `min_severity` or above ([`EXPERT_ERROR`],
+/// [`EXPERT_WARN`]), or as malformed, as `"frame N: message"` lines.
+///
+/// # Errors
+/// As [`tshark_fields`].
+pub fn tshark_problems(path: &Path, min_severity: u32) -> io::Result<Vec<String>> {
+    Ok(problems_in(&tshark_fields(path, PROBLEM_FIELDS)?, min_severity))
+}
+
+/// One tshark run for both checks: the requested `fields` per frame, and the error-level and
+/// malformed problems (as [`tshark_problems`] with [`EXPERT_ERROR`]).
+///
+/// # Errors
+/// As [`tshark_fields`].
+pub fn tshark_check(path: &Path, fields: &[&str]) -> io::Result<(Vec<Fields>, Vec<String>)> {
+    let mut all: Vec<&str> = fields.to_vec();
+    all.extend(PROBLEM_FIELDS.iter().filter(|f| !fields.contains(f)));
+    let rows = tshark_fields(path, &all)?;
+    let problems = problems_in(&rows, EXPERT_ERROR);
+    Ok((rows, problems))
 }
 
 /// Panics unless tshark, with checksum validation on, reads every frame of `path` with no

@@ -117,13 +117,8 @@ fn length_fields(f: &[u8]) -> Vec<(usize, usize)> {
     let mut frame = f;
     for _ in 0..2 {
         let Ok(e) = Eth::parse(frame) else { break };
-        let Ok((_, inner, off)) = parse_tags(e.ethertype(), e.payload()) else { break };
-        let et = match parse_tags(e.ethertype(), e.payload()) {
-            Ok((Some(o), None, _)) => o.ethertype(),
-            Ok((_, Some(i), _)) => i.ethertype(),
-            _ => e.ethertype(),
-        };
-        let _ = inner;
+        let Ok((outer, inner, off)) = parse_tags(e.ethertype(), e.payload()) else { break };
+        let et = inner.or(outer).map_or(e.ethertype(), |v| v.ethertype());
         let l3 = base + 14 + off;
         let Some(l3b) = f.get(l3..) else { break };
         let (proto, l4, l4b) = if et == EtherType::IPV4 {

@@ -35,12 +35,10 @@ fn check(name: &str, frames: &[Vec<u8>], fields: &[&str]) -> Option<Vec<Fields>>
     let dir = temp_dir(name);
     let path = dir.join("frames.pcap");
     testutil::write_pcap(&path, frames).unwrap_or_else(|e| panic!("writing pcap: {e}"));
-    let problems = testutil::tshark_problems(&path, testutil::EXPERT_ERROR);
-    let rows = testutil::tshark_fields(&path, fields);
+    let checked = testutil::tshark_check(&path, fields);
     let _ = std::fs::remove_dir_all(&dir);
-    let problems = problems.unwrap_or_else(|e| panic!("tshark: {e}"));
+    let (rows, problems) = checked.unwrap_or_else(|e| panic!("tshark: {e}"));
     assert!(problems.is_empty(), "{name}: tshark found problems:\n{}", problems.join("\n"));
-    let rows = rows.unwrap_or_else(|e| panic!("tshark: {e}"));
     assert_eq!(rows.len(), frames.len(), "{name}: tshark saw a different number of frames");
     Some(rows)
 }
