@@ -1,0 +1,240 @@
+//! Compiling a validated rule set: ranking, CutSplit-style partitioning and HyperSplit trees
+//! (the algorithm is described in the parent module's doc).
+
+use super::{Acl, AclConfig, AclRule, Node, Tree, END, LEAF};
+
+/// Smallest partition kept on its own; smaller ones join the wide partition.
+const MIN_PARTITION: usize = 32;
+/// Fields narrower than this never define a partition (a protocol byte separates little).
+const PARTITION_MIN_WIDTH: u8 = 16;
+
+/// Compiles rules that `validate` accepted.
+pub(super) fn build(cfg: &AclConfig, rules: &[AclRule]) -> Acl {
+    let nf = cfg.field_widths.len();
+    let mut order: Vec<usize> = (0..rules.len()).collect();
+    order.sort_by_key(|&i| (rules.get(i).map_or(0, |r| r.priority), i));
+
+    let n = rules.len();
+    let mut bounds = Vec::with_capacity(2 * nf * n);
+    let mut tern = Vec::with_capacity(2 * nf * n);
+    let mut has_tern = Vec::with_capacity(n);
+    let mut result = Vec::with_capacity(n);
+    for &i in &order {
+        let Some(r) = rules.get(i) else { continue };
+        let mut t = false;
+        for (f, &w) in r.fields.iter().zip(&cfg.field_widths) {
+            let (lo, hi) = f.bounds(w);
+            bounds.extend([lo, hi]);
+            match *f {
+                super::FieldMatch::Masked { value, mask } if !f.is_range(w) => {
+                    tern.extend([mask, value]);
+                    t = true;
+                }
+                _ => tern.extend([0, 0]),
+            }
+        }
+        has_tern.push(t);
+        result.push((r.action, i as u32));
+    }
+
+    let ctx = Ctx { cfg, nf, bounds: &bounds, has_tern: &has_tern };
+    let mut trees: Vec<Tree> =
+        partition(&ctx, n).into_iter().map(|part| build_tree(&ctx, part)).collect();
+    trees.sort_by_key(|t| t.min_rank);
+    Acl { nf, bounds, tern, has_tern, result, trees }
+}
+
+struct Ctx<'a> {
+    cfg: &'a AclConfig,
+    nf: usize,
+    bounds: &'a [u32],
+    has_tern: &'a [bool],
+}
+
+impl Ctx<'_> {
+    /// Bounding range of rule `rank` in field `d`.
+    #[inline]
+    fn range(&self, rank: u32, d: usize) -> (u32, u32) {
+        let at = 2 * (self.nf * rank as usize + d);
+        match self.bounds.get(at..at + 2) {
+            Some(&[lo, hi]) => (lo, hi),
+            _ => (0, u32::MAX),
+        }
+    }
+}
+
+/// Splits ranks `0..n` into partitions by most specific wide field (CutSplit), each ascending.
+fn partition(ctx: &Ctx<'_>, n: usize) -> Vec<Vec<u32>> {
+    let nf = ctx.nf;
+    if !ctx.cfg.partition {
+        return if n == 0 { Vec::new() } else { vec![(0..n as u32).collect()] };
+    }
+    let mut parts: Vec<Vec<u32>> = vec![Vec::new(); nf + 1];
+    for rank in 0..n as u32 {
+        let mut best: Option<(u32, usize)> = None;
+        for (d, &w) in ctx.cfg.field_widths.iter().enumerate() {
+            if w < PARTITION_MIN_WIDTH {
+                continue;
+            }
+            let (lo, hi) = ctx.range(rank, d);
+            let span = u64::from(hi - lo); // values - 1
+            let free = 64 - span.leading_zeros(); // ceil(log2(values))
+            let fixed = u32::from(w).saturating_sub(free);
+            if 2 * fixed >= u32::from(w) && best.is_none_or(|(b, _)| fixed > b) {
+                best = Some((fixed, d));
+            }
+        }
+        if let Some(p) = parts.get_mut(best.map_or(nf, |(_, d)| d)) {
+            p.push(rank);
+        }
+    }
+    let min = MIN_PARTITION.max(n / 64);
+    let mut wide = parts.pop().unwrap_or_default();
+    let mut out = Vec::new();
+    for p in parts {
+        if p.len() < min {
+            wide.extend(p);
+        } else {
+            out.push(p);
+        }
+    }
+    wide.sort_unstable();
+    out.push(wide);
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// Where a finished subtree's pointer goes.
+#[derive(Clone, Copy)]
+enum Slot {
+    Root,
+    Child(usize, usize),
+}
+
+struct Work {
+    ranks: Vec<u32>,
+    region: Vec<(u32, u32)>,
+    depth: usize,
+    slot: Slot,
+}
+
+/// Builds one HyperSplit tree over `ranks` (ascending), depth first.
+fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
+    let nf = ctx.nf;
+    let region: Vec<(u32, u32)> =
+        ctx.cfg.field_widths.iter().map(|&w| (0, super::width_max(w))).collect();
+    let min_rank = ranks.first().copied().unwrap_or(END);
+    let max_words = ctx.cfg.max_words.min(1 << 30);
+    let leaf_size = ctx.cfg.leaf_size.max(1);
+    let mut tree = Tree { root: LEAF, min_rank, nodes: Vec::new(), leaf_ranks: Vec::new(), depth: 0 };
+    let mut stack = vec![Work { ranks, region, depth: 0, slot: Slot::Root }];
+    while let Some(Work { mut ranks, region, depth, slot }) = stack.pop() {
+        // Redundancy removal: nothing after a rule that covers the whole box can win in it.
+        if let Some(cut) = ranks.iter().position(|&r| {
+            !ctx.has_tern.get(r as usize).copied().unwrap_or(true)
+                && (0..nf).all(|d| {
+                    let (lo, hi) = ctx.range(r, d);
+                    let (blo, bhi) = region.get(d).copied().unwrap_or((0, 0));
+                    lo <= blo && bhi <= hi
+                })
+        }) {
+            ranks.truncate(cut + 1);
+        }
+        let words = 4 * tree.nodes.len() + tree.leaf_ranks.len();
+        let split = if ranks.len() <= leaf_size
+            || depth >= ctx.cfg.max_depth
+            || words + ranks.len() + 1 >= max_words
+        {
+            None
+        } else {
+            best_split(ctx, &ranks, &region)
+        };
+        let ptr = match split {
+            None => {
+                let start = tree.leaf_ranks.len() as u32;
+                tree.leaf_ranks.extend_from_slice(&ranks);
+                tree.leaf_ranks.push(END);
+                tree.depth = tree.depth.max(depth);
+                LEAF | start
+            }
+            Some((d, t)) => {
+                let idx = tree.nodes.len();
+                tree.nodes.push(Node { thresh: t, field: d as u32, child: [LEAF, LEAF] });
+                let (left, right): (Vec<u32>, Vec<u32>) = (
+                    ranks.iter().copied().filter(|&r| ctx.range(r, d).0 <= t).collect(),
+                    ranks.iter().copied().filter(|&r| ctx.range(r, d).1 > t).collect(),
+                );
+                let (mut lreg, mut rreg) = (region.clone(), region);
+                if let (Some(l), Some(r)) = (lreg.get_mut(d), rreg.get_mut(d)) {
+                    l.1 = t;
+                    r.0 = t + 1;
+                }
+                // Right first so the left subtree is laid out right after its parent.
+                stack.push(Work { ranks: right, region: rreg, depth: depth + 1, slot: Slot::Child(idx, 1) });
+                stack.push(Work { ranks: left, region: lreg, depth: depth + 1, slot: Slot::Child(idx, 0) });
+                idx as u32
+            }
+        };
+        match slot {
+            Slot::Root => tree.root = ptr,
+            Slot::Child(p, side) => {
+                if let Some(c) = tree.nodes.get_mut(p).and_then(|n| n.child.get_mut(side)) {
+                    *c = ptr;
+                }
+            }
+        }
+    }
+    tree
+}
+
+/// The (field, threshold) minimising (max(L, R), L + R), where L and R count the rules that
+/// intersect `[lo, t]` and `[t + 1, hi]` of the box. `None` when no split shrinks both sides.
+fn best_split(ctx: &Ctx<'_>, ranks: &[u32], region: &[(u32, u32)]) -> Option<(usize, u32)> {
+    let n = ranks.len();
+    let mut best: Option<((usize, usize), usize, u32)> = None;
+    let mut los = Vec::with_capacity(n);
+    let mut his = Vec::with_capacity(n);
+    for (d, &(blo, bhi)) in region.iter().enumerate() {
+        if blo == bhi {
+            continue;
+        }
+        los.clear();
+        his.clear();
+        for &r in ranks {
+            let (lo, hi) = ctx.range(r, d);
+            los.push(lo.max(blo));
+            his.push(hi.min(bhi));
+        }
+        los.sort_unstable();
+        his.sort_unstable();
+        let mut consider = |t: u32| {
+            if t < blo || t >= bhi {
+                return;
+            }
+            let l = los.partition_point(|&x| x <= t);
+            let r = n - his.partition_point(|&x| x <= t);
+            let cost = (l.max(r), l + r);
+            if best.is_none_or(|(c, _, _)| cost < c) {
+                best = Some((cost, d, t));
+            }
+        };
+        let mut prev = None;
+        for &h in &his {
+            if prev != Some(h) {
+                consider(h);
+                prev = Some(h);
+            }
+        }
+        prev = None;
+        for &l in &los {
+            if l > blo && prev != Some(l) {
+                consider(l - 1);
+                prev = Some(l);
+            }
+        }
+    }
+    match best {
+        Some(((m, _), d, t)) if m < n => Some((d, t)),
+        _ => None,
+    }
+}

@@ -1,0 +1,713 @@
+//! Multi-field ACL classifier: prefixes, ranges and ternary fields with priorities.
+//!
+//! A rule has one [`FieldMatch`] per field (each field ≤ 32 bits; an IPv6 address is four
+//! fields): a `Range { lo, hi }` (prefixes, port ranges, exact values and wildcards all become
+//! ranges) or a ternary `Masked { value, mask }` (e.g. TCP flags). The lowest `priority` wins;
+//! ties go to the rule added first.
+//!
+//! # Algorithm: partitioned HyperSplit
+//!
+//! Lookup cost must not grow with the rule count, so the rules are compiled into binary
+//! decision trees over the field space — HyperSplit (Qi, Xu, Yang, Li; "Packet Classification
+//! Algorithms: From Theory to Practice", INFOCOM 2009), with CutSplit's pre-partitioning (Li,
+//! Li, Lu, Zheng, Xie; INFOCOM 2018) to keep memory bounded:
+//!
+//! 1. **Rank.** Rules are sorted by (priority, insertion index); a rule's position is its *rank*,
+//!    and "best match" becomes "smallest rank".
+//! 2. **Partition** (CutSplit). Each rule goes to the subset of its most *specific* wide field
+//!    (a field of ≥ 16 bits whose range fixes at least half its bits: an IPv4 prefix of length
+//!    ≥ 16, a port range of ≤ 256 ports); rules specific in no such field go to a "wide" subset.
+//!    Subsets smaller than `max(32, n/64)` rules join the wide one. Within a subset every rule is
+//!    narrow in one common field, so splitting on it separates rules without copying them into
+//!    both halves — the copying is what blows up a single tree on firewall-style rule sets.
+//! 3. **Split** (HyperSplit). Each subset is built into a binary tree. A node owns a box of the
+//!    field space and the rules that intersect it. For every field we try the thresholds `t` at
+//!    rule edges (inside the box) and count the rules that intersect each half, `L(t)` and
+//!    `R(t)`; we pick the field and `t` minimising `max(L, R)`, then `L + R` (least copying). A
+//!    node becomes a leaf when it holds ≤ `leaf_size` rules or no split makes progress.
+//!    Ternary fields take part in splitting through their bounding range; the leaf verifies
+//!    them exactly.
+//! 4. **Prune.** At every node, rules after the first (best) rule that covers the whole box
+//!    exactly can never win there and are dropped (HyperSplit's redundancy removal).
+//!
+//! ```text
+//!            [dip <= 10.255.255.255 ?]                 inner node: 16 bytes
+//!              /                  \                    (threshold, field, two children)
+//!   [dport <= 1023 ?]        leaf: ranks 3 7 9 ∎      leaf: ranks ascending, ∎ = u32::MAX
+//!     /          \
+//!  leaf: 0 4 ∎  leaf: 2 ∎
+//! ```
+//!
+//! **Lookup** walks each subset's tree (one compare per level) and scans its leaf in rank order,
+//! stopping at the first full match or at a rank no better than the best so far; trees are
+//! visited in order of their best rank and skipped when they cannot improve the result. Cost is
+//! O(depth + leaf_size) per tree, independent of the rule count for the rule sets measured
+//! (`benches/acl.rs`). The batch form walks 16 keys through a tree in lock step with prefetch,
+//! so the cache misses of different keys overlap.
+//!
+//! **Memory bound.** The build is depth-first and stops splitting once a tree holds
+//! `max_words` 32-bit words (nodes are 4 words, leaf entries 1); every node still pending
+//! becomes a leaf. A depth-first stack holds at most one pending sibling per level, so a tree is
+//! at most `max_words + max_depth × n` words. Past the budget lookups stay exact and only get
+//! slower (longer leaves). The reference twin is `reference::acl` (a linear scan).
+
+mod build;
+pub mod classbench;
+
+use std::fmt;
+
+/// How one field of a rule matches a key value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FieldMatch {
+    /// `lo <= v <= hi` (prefixes, ranges, exact values, wildcards).
+    Range {
+        /// Lowest matching value.
+        lo: u32,
+        /// Highest matching value.
+        hi: u32,
+    },
+    /// `v & mask == value` (ternary; `value` has no bits outside `mask`).
+    Masked {
+        /// Required bits.
+        value: u32,
+        /// Which bits are compared.
+        mask: u32,
+    },
+}
+
+impl FieldMatch {
+    /// Matches every value, in a field of any width (a ternary match with no bits compared).
+    pub const ANY: FieldMatch = FieldMatch::Masked { value: 0, mask: 0 };
+
+    /// Matches exactly `v`.
+    pub fn exact(v: u32) -> FieldMatch {
+        FieldMatch::Range { lo: v, hi: v }
+    }
+
+    /// Matches `lo..=hi`.
+    pub fn range(lo: u32, hi: u32) -> FieldMatch {
+        FieldMatch::Range { lo, hi }
+    }
+
+    /// The prefix `addr/len` of a `width`-bit field (host bits of `addr` are ignored).
+    pub fn prefix(addr: u32, len: u8, width: u8) -> FieldMatch {
+        let w = width.min(32);
+        let host = width_max(w).checked_shr(u32::from(len.min(w))).unwrap_or(0);
+        let lo = addr & !host & width_max(w);
+        FieldMatch::Range { lo, hi: lo | host }
+    }
+
+    /// True when `v` matches.
+    #[inline]
+    pub fn matches(&self, v: u32) -> bool {
+        match *self {
+            FieldMatch::Range { lo, hi } => lo <= v && v <= hi,
+            FieldMatch::Masked { value, mask } => v & mask == value,
+        }
+    }
+
+    /// The smallest range holding every value that matches, within a `width`-bit field.
+    pub fn bounds(&self, width: u8) -> (u32, u32) {
+        match *self {
+            FieldMatch::Range { lo, hi } => (lo, hi),
+            FieldMatch::Masked { value, mask } => (value, value | (!mask & width_max(width))),
+        }
+    }
+
+    /// True when the match is exactly its bounding range (a `Range`, or a mask whose don't-care
+    /// bits are the low bits of the field).
+    pub fn is_range(&self, width: u8) -> bool {
+        match *self {
+            FieldMatch::Range { .. } => true,
+            FieldMatch::Masked { mask, .. } => {
+                let free = !mask & width_max(width);
+                free & free.wrapping_add(1) == 0
+            }
+        }
+    }
+}
+
+/// All-ones value of a `width`-bit field.
+#[inline]
+pub(crate) fn width_max(width: u8) -> u32 {
+    if width >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << width) - 1
+    }
+}
+
+/// One classifier rule.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AclRule {
+    /// Lower wins; ties go to the rule added first.
+    pub priority: u32,
+    /// One match per field, in the order of [`AclConfig::field_widths`].
+    pub fields: Vec<FieldMatch>,
+    /// Opaque result returned on a match.
+    pub action: u32,
+}
+
+impl AclRule {
+    /// True when every field matches `key` (which must have one value per field).
+    pub fn matches(&self, key: &[u32]) -> bool {
+        self.fields.len() == key.len() && self.fields.iter().zip(key).all(|(f, &v)| f.matches(v))
+    }
+}
+
+/// Classifier layout and build knobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AclConfig {
+    /// Width in bits (1..=32) of each key field.
+    pub field_widths: Vec<u8>,
+    /// Rules a leaf may hold before it is split (default 8).
+    pub leaf_size: usize,
+    /// Pre-partition rules by their most specific field (default true).
+    pub partition: bool,
+    /// Deepest tree level (default 48).
+    pub max_depth: usize,
+    /// Per-tree memory budget in 32-bit words (default 2²⁴ = 64 MiB).
+    pub max_words: usize,
+}
+
+impl AclConfig {
+    /// Default knobs for keys of the given field widths.
+    pub fn new(field_widths: Vec<u8>) -> AclConfig {
+        AclConfig { field_widths, leaf_size: 8, partition: true, max_depth: 48, max_words: 1 << 24 }
+    }
+
+    /// The ClassBench 5-tuple: source and destination IPv4 address, source and destination
+    /// port, protocol (widths 32, 32, 16, 16, 8).
+    pub fn five_tuple() -> AclConfig {
+        AclConfig::new(classbench::FIELD_WIDTHS.to_vec())
+    }
+}
+
+/// Why a rule set was rejected; `rule` is the index in insertion order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuildError {
+    /// The config has no fields, or a field width outside 1..=32.
+    BadWidth {
+        /// Field index.
+        field: usize,
+    },
+    /// The rule has a different number of fields than the config.
+    FieldCount {
+        /// Rule index.
+        rule: usize,
+        /// Fields in the config.
+        expected: usize,
+        /// Fields in the rule.
+        got: usize,
+    },
+    /// A range with `lo > hi`.
+    RangeInverted {
+        /// Rule index.
+        rule: usize,
+        /// Field index.
+        field: usize,
+    },
+    /// A value or mask with bits above the field's width.
+    OutsideWidth {
+        /// Rule index.
+        rule: usize,
+        /// Field index.
+        field: usize,
+    },
+    /// A ternary `value` with bits outside its `mask` (could never match).
+    ValueOutsideMask {
+        /// Rule index.
+        rule: usize,
+        /// Field index.
+        field: usize,
+    },
+    /// More than 2³¹ − 1 rules.
+    TooManyRules,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BuildError::BadWidth { field } => write!(f, "field {field}: width must be 1..=32"),
+            BuildError::FieldCount { rule, expected, got } => {
+                write!(f, "rule {rule}: has {got} fields, the ACL has {expected}")
+            }
+            BuildError::RangeInverted { rule, field } => {
+                write!(f, "rule {rule}, field {field}: range low end above high end")
+            }
+            BuildError::OutsideWidth { rule, field } => {
+                write!(f, "rule {rule}, field {field}: value wider than the field")
+            }
+            BuildError::ValueOutsideMask { rule, field } => {
+                write!(f, "rule {rule}, field {field}: value has bits outside the mask")
+            }
+            BuildError::TooManyRules => f.write_str("more than 2^31 - 1 rules"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Collects rules, then compiles them into an [`Acl`]. Control thread only.
+#[derive(Clone, Debug)]
+pub struct AclBuilder {
+    cfg: AclConfig,
+    rules: Vec<AclRule>,
+}
+
+impl AclBuilder {
+    /// An empty builder.
+    pub fn new(cfg: AclConfig) -> AclBuilder {
+        AclBuilder { cfg, rules: Vec::new() }
+    }
+
+    /// Adds a rule and returns its index (the `rule_index` reported on a match).
+    pub fn push(&mut self, rule: AclRule) -> usize {
+        self.rules.push(rule);
+        self.rules.len() - 1
+    }
+
+    /// Adds many rules.
+    pub fn extend(&mut self, rules: impl IntoIterator<Item = AclRule>) {
+        self.rules.extend(rules);
+    }
+
+    /// The rules added so far.
+    pub fn rules(&self) -> &[AclRule] {
+        &self.rules
+    }
+
+    /// Validates every rule and compiles the classifier.
+    /// # Errors
+    /// The first invalid rule, as a [`BuildError`] naming its index and field.
+    pub fn build(&self) -> Result<Acl, BuildError> {
+        validate(&self.cfg, &self.rules)?;
+        Ok(build::build(&self.cfg, &self.rules))
+    }
+}
+
+fn validate(cfg: &AclConfig, rules: &[AclRule]) -> Result<(), BuildError> {
+    if cfg.field_widths.is_empty() {
+        return Err(BuildError::BadWidth { field: 0 });
+    }
+    if let Some(field) = cfg.field_widths.iter().position(|&w| w == 0 || w > 32) {
+        return Err(BuildError::BadWidth { field });
+    }
+    if rules.len() >= (1 << 31) {
+        return Err(BuildError::TooManyRules);
+    }
+    let nf = cfg.field_widths.len();
+    for (rule, r) in rules.iter().enumerate() {
+        if r.fields.len() != nf {
+            return Err(BuildError::FieldCount { rule, expected: nf, got: r.fields.len() });
+        }
+        for (field, (m, &w)) in r.fields.iter().zip(&cfg.field_widths).enumerate() {
+            let max = width_max(w);
+            match *m {
+                FieldMatch::Range { lo, hi } => {
+                    if lo > hi {
+                        return Err(BuildError::RangeInverted { rule, field });
+                    }
+                    if hi > max {
+                        return Err(BuildError::OutsideWidth { rule, field });
+                    }
+                }
+                FieldMatch::Masked { value, mask } => {
+                    if value > max || mask > max {
+                        return Err(BuildError::OutsideWidth { rule, field });
+                    }
+                    if value & !mask != 0 {
+                        return Err(BuildError::ValueOutsideMask { rule, field });
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Leaf marker in a child pointer: the rest is an index into `Tree::leaf_ranks`.
+const LEAF: u32 = 1 << 31;
+/// Ends every leaf's rank list; never a real rank.
+const END: u32 = u32::MAX;
+/// Keys walked through a tree together by the batch lookup.
+const LANES: usize = 16;
+
+/// Inner node: go to `child[key[field] > thresh]`.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    thresh: u32,
+    field: u32,
+    child: [u32; 2],
+}
+
+/// One partition's decision tree.
+#[derive(Clone, Debug)]
+struct Tree {
+    /// Root pointer (a node index, or `LEAF | leaf start`).
+    root: u32,
+    /// Best rank in the tree: the tree is skipped when it cannot beat the best match so far.
+    min_rank: u32,
+    nodes: Vec<Node>,
+    /// Leaves: ascending ranks, each list ended by `END`.
+    leaf_ranks: Vec<u32>,
+    depth: usize,
+}
+
+/// Size figures of a compiled classifier.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AclStats {
+    /// Rules compiled.
+    pub rules: usize,
+    /// Decision trees (partitions).
+    pub trees: usize,
+    /// Inner nodes over all trees.
+    pub nodes: usize,
+    /// Rule references in leaves (each rule appears ≥ once), without terminators.
+    pub leaf_refs: usize,
+    /// Deepest leaf.
+    pub max_depth: usize,
+    /// Heap bytes used by trees and rule tables.
+    pub bytes: usize,
+}
+
+/// A compiled, immutable classifier. `Send + Sync`: share it between workers.
+#[derive(Clone, Debug)]
+pub struct Acl {
+    nf: usize,
+    /// Per rank, per field: bounding `lo, hi`.
+    bounds: Vec<u32>,
+    /// Per rank, per field: `mask, value` (0, 0 where the field is a plain range).
+    tern: Vec<u32>,
+    /// Per rank: some field is ternary and must be checked with `tern`.
+    has_tern: Vec<bool>,
+    /// Per rank: (action, rule index).
+    result: Vec<(u32, u32)>,
+    trees: Vec<Tree>,
+}
+
+impl Acl {
+    /// Compiles `rules` with `cfg` (shorthand for an [`AclBuilder`]). Control thread only.
+    /// # Errors
+    /// As [`AclBuilder::build`].
+    pub fn build(cfg: &AclConfig, rules: &[AclRule]) -> Result<Acl, BuildError> {
+        validate(cfg, rules)?;
+        Ok(build::build(cfg, rules))
+    }
+
+    /// Number of key fields.
+    pub fn fields(&self) -> usize {
+        self.nf
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.result.len()
+    }
+
+    /// True when there are no rules (every lookup misses).
+    pub fn is_empty(&self) -> bool {
+        self.result.is_empty()
+    }
+
+    /// Size figures.
+    pub fn stats(&self) -> AclStats {
+        let nodes: usize = self.trees.iter().map(|t| t.nodes.len()).sum();
+        let slots: usize = self.trees.iter().map(|t| t.leaf_ranks.len()).sum();
+        let ends: usize = self
+            .trees
+            .iter()
+            .map(|t| t.leaf_ranks.iter().filter(|&&r| r == END).count())
+            .sum();
+        AclStats {
+            rules: self.len(),
+            trees: self.trees.len(),
+            nodes,
+            leaf_refs: slots - ends,
+            max_depth: self.trees.iter().map(|t| t.depth).max().unwrap_or(0),
+            bytes: nodes * std::mem::size_of::<Node>()
+                + slots * 4
+                + (self.bounds.len() + self.tern.len()) * 4
+                + self.has_tern.len()
+                + self.result.len() * 8,
+        }
+    }
+
+    /// The best rule matching `key` as `(action, rule_index)`, or `None`. A key whose length
+    /// is not the number of fields matches nothing. Worker; never panics, never allocates.
+    #[inline]
+    pub fn classify(&self, key: &[u32]) -> Option<(u32, u32)> {
+        if key.len() != self.nf {
+            return None;
+        }
+        let mut best = END;
+        for t in &self.trees {
+            if t.min_rank >= best {
+                break;
+            }
+            let mut c = t.root;
+            while c & LEAF == 0 {
+                let n = &self.node(t, c);
+                c = n.child[usize::from(key[n.field as usize] > n.thresh)];
+            }
+            best = self.scan(t, c & !LEAF, key, best);
+        }
+        self.result.get(best as usize).copied()
+    }
+
+    /// Classifies `min(keys.len(), out.len())` keys; returns how many. `N` must equal the
+    /// number of fields, else every result is `None`. Worker; never panics, never allocates.
+    pub fn classify_batch<const N: usize>(
+        &self,
+        keys: &[[u32; N]],
+        out: &mut [Option<(u32, u32)>],
+    ) -> usize {
+        let n = keys.len().min(out.len());
+        if N != self.nf {
+            out.iter_mut().take(n).for_each(|o| *o = None);
+            return n;
+        }
+        for (k, o) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
+            self.classify_lanes(k, o);
+        }
+        n
+    }
+
+    /// As [`classify_batch`](Self::classify_batch) for keys stored flat, `fields()` values
+    /// per key. Returns how many keys were classified.
+    pub fn classify_flat(&self, keys: &[u32], out: &mut [Option<(u32, u32)>]) -> usize {
+        let n = (keys.len() / self.nf.max(1)).min(out.len());
+        for (k, o) in keys.chunks_exact(self.nf.max(1)).zip(out.iter_mut()).take(n) {
+            *o = self.classify(k);
+        }
+        n
+    }
+
+    /// Up to `LANES` keys through every tree in lock step.
+    #[inline]
+    fn classify_lanes<const N: usize>(&self, keys: &[[u32; N]], out: &mut [Option<(u32, u32)>]) {
+        let m = keys.len().min(out.len()).min(LANES);
+        let mut best = [END; LANES];
+        let mut cur = [0u32; LANES];
+        for t in &self.trees {
+            let mut pending = 0u32;
+            for i in 0..m {
+                if t.min_rank >= best[i] {
+                    continue;
+                }
+                if t.root & LEAF != 0 {
+                    best[i] = self.scan(t, t.root & !LEAF, &keys[i], best[i]);
+                } else {
+                    cur[i] = t.root;
+                    pending |= 1 << i;
+                }
+            }
+            // One level per round for every lane still inside the tree; prefetch where it lands
+            // so the misses of different lanes overlap.
+            while pending != 0 {
+                let mut bits = pending;
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let n = self.node(t, cur[i]);
+                    let c = n.child[usize::from(keys[i][n.field as usize] > n.thresh)];
+                    cur[i] = c;
+                    if c & LEAF != 0 {
+                        pending &= !(1 << i);
+                        best[i] = self.scan(t, c & !LEAF, &keys[i], best[i]);
+                    } else if let Some(next) = t.nodes.get(c as usize) {
+                        fastpath_packet::prefetch::prefetch_read(next);
+                    }
+                }
+            }
+        }
+        for i in 0..m {
+            out[i] = self.result.get(best[i] as usize).copied();
+        }
+    }
+
+    /// Inner node `c` of tree `t` (the builder only emits valid indices).
+    #[inline]
+    fn node(&self, t: &Tree, c: u32) -> Node {
+        match t.nodes.get(c as usize) {
+            Some(n) => *n,
+            None => Node { thresh: 0, field: 0, child: [LEAF | 0, LEAF | 0] },
+        }
+    }
+
+    /// Scans the leaf starting at `start`; returns the best rank ≤ `best` that matches.
+    #[inline]
+    fn scan(&self, t: &Tree, start: u32, key: &[u32], best: u32) -> u32 {
+        for &rank in t.leaf_ranks.get(start as usize..).unwrap_or(&[]) {
+            if rank >= best {
+                break;
+            }
+            if self.rule_matches(rank, key) {
+                return rank;
+            }
+        }
+        best
+    }
+
+    /// Full check of rule `rank` against `key` (`key.len() == nf`).
+    #[inline]
+    fn rule_matches(&self, rank: u32, key: &[u32]) -> bool {
+        let r = rank as usize;
+        let nf = self.nf;
+        let Some(b) = self.bounds.get(2 * nf * r..2 * nf * (r + 1)) else { return false };
+        for (bd, &v) in b.chunks_exact(2).zip(key) {
+            if v < bd[0] || v > bd[1] {
+                return false;
+            }
+        }
+        if self.has_tern.get(r).copied().unwrap_or(false) {
+            let Some(t) = self.tern.get(2 * nf * r..2 * nf * (r + 1)) else { return false };
+            for (mv, &v) in t.chunks_exact(2).zip(key) {
+                if v & mv[0] != mv[1] {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Everything `fastpath bench acl` needs: a compiled classifier for a generated rule set of
+/// `kind`, a trace of `n_trace` keys for it, and the time the build took. Control thread only.
+pub fn bench_setup(
+    kind: classbench::Kind,
+    n_rules: usize,
+    n_trace: usize,
+    seed: u64,
+) -> (Acl, Vec<[u32; 5]>, std::time::Duration) {
+    let rules = classbench::generate(kind, n_rules, seed);
+    let trace = classbench::trace(&rules, n_trace, seed ^ 0x7ace);
+    let t0 = std::time::Instant::now();
+    // Generated rules are valid by construction; an empty classifier is the harmless fallback.
+    let acl = Acl::build(&AclConfig::five_tuple(), &rules)
+        .unwrap_or_else(|_| build::build(&AclConfig::five_tuple(), &[]));
+    (acl, trace, t0.elapsed())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use FieldMatch as F;
+
+    fn rule(priority: u32, fields: Vec<FieldMatch>, action: u32) -> AclRule {
+        AclRule { priority, fields, action }
+    }
+
+    #[test]
+    fn prefix_and_masks() {
+        assert_eq!(F::prefix(0xC612_3456, 16, 32), F::range(0xC612_0000, 0xC612_FFFF));
+        assert_eq!(F::prefix(0xC612_3456, 0, 32), F::range(0, u32::MAX));
+        assert_eq!(F::ANY.bounds(8), (0, 255));
+        assert!(F::ANY.is_range(32) && F::ANY.matches(u32::MAX));
+        assert_eq!(F::prefix(0xC612_3456, 32, 32), F::exact(0xC612_3456));
+        assert_eq!(F::prefix(0xAB, 4, 8), F::range(0xA0, 0xAF));
+        let proto = F::Masked { value: 6, mask: 0xff };
+        assert!(proto.is_range(8));
+        assert_eq!(proto.bounds(8), (6, 6));
+        let syn = F::Masked { value: 0x02, mask: 0x12 };
+        assert!(!syn.is_range(8));
+        assert_eq!(syn.bounds(8), (0x02, 0xEF));
+        assert!(syn.matches(0x02) && syn.matches(0xE3) && !syn.matches(0x12));
+        assert!(F::Masked { value: 0, mask: 0 }.is_range(16));
+    }
+
+    #[test]
+    fn build_errors_name_the_rule() {
+        let cfg = AclConfig::new(vec![8, 16]);
+        let good = rule(0, vec![F::ANY, F::exact(7)], 1);
+        let cases = [
+            (rule(0, vec![F::exact(1)], 0), BuildError::FieldCount { rule: 1, expected: 2, got: 1 }),
+            (rule(0, vec![F::range(5, 4), F::exact(1)], 0), BuildError::RangeInverted { rule: 1, field: 0 }),
+            (rule(0, vec![F::exact(1), F::exact(70_000)], 0), BuildError::OutsideWidth { rule: 1, field: 1 }),
+            (rule(0, vec![F::Masked { value: 0x100, mask: 0x1ff }, F::exact(1)], 0), BuildError::OutsideWidth { rule: 1, field: 0 }),
+            (rule(0, vec![F::exact(1), F::Masked { value: 3, mask: 1 }], 0), BuildError::ValueOutsideMask { rule: 1, field: 1 }),
+        ];
+        for (bad, want) in cases {
+            let mut b = AclBuilder::new(cfg.clone());
+            b.push(good.clone());
+            b.push(bad);
+            assert_eq!(b.build().err(), Some(want));
+        }
+        assert_eq!(Acl::build(&AclConfig::new(vec![8, 33]), &[]).err(), Some(BuildError::BadWidth { field: 1 }));
+        assert_eq!(Acl::build(&AclConfig::new(vec![]), &[]).err(), Some(BuildError::BadWidth { field: 0 }));
+        assert!(BuildError::RangeInverted { rule: 3, field: 1 }.to_string().contains("rule 3"));
+    }
+
+    #[test]
+    fn priority_then_insertion_order() {
+        let cfg = AclConfig::new(vec![16, 8]);
+        let rules = vec![
+            rule(5, vec![F::range(0, 100), F::range(0, 255)], 10),
+            rule(1, vec![F::range(50, 60), F::exact(6)], 11),
+            rule(1, vec![F::range(0, 65535), F::exact(6)], 12), // same priority, added later
+            rule(0, vec![F::exact(55), F::Masked { value: 0x10, mask: 0x10 }], 13),
+        ];
+        let acl = Acl::build(&cfg, &rules).unwrap();
+        assert_eq!(acl.classify(&[55, 6]), Some((11, 1)));
+        assert_eq!(acl.classify(&[55, 0x16]), Some((13, 3)));
+        assert_eq!(acl.classify(&[70, 6]), Some((12, 2)));
+        assert_eq!(acl.classify(&[70, 7]), Some((10, 0)));
+        assert_eq!(acl.classify(&[700, 7]), None);
+        assert_eq!(acl.classify(&[55]), None); // wrong key length
+        let keys = [[55, 6], [55, 0x16], [70, 6], [70, 7], [700, 7]];
+        let mut out = [Some((9, 9)); 5];
+        assert_eq!(acl.classify_batch(&keys, &mut out), 5);
+        assert_eq!(out, [Some((11, 1)), Some((13, 3)), Some((12, 2)), Some((10, 0)), None]);
+        let mut out3 = [None; 3];
+        assert_eq!(acl.classify_batch(&[[55, 6, 0]], &mut out3), 1);
+        assert_eq!(out3[0], None);
+        let flat: Vec<u32> = keys.iter().flatten().copied().collect();
+        let mut out = [None; 5];
+        assert_eq!(acl.classify_flat(&flat, &mut out), 5);
+        assert_eq!(out[2], Some((12, 2)));
+    }
+
+    #[test]
+    fn empty_acl_misses() {
+        let acl = Acl::build(&AclConfig::five_tuple(), &[]).unwrap();
+        assert!(acl.is_empty());
+        assert_eq!(acl.classify(&[1, 2, 3, 4, 5]), None);
+        let mut out = [Some((1, 1)); 2];
+        acl.classify_batch(&[[1, 2, 3, 4, 5]; 2], &mut out);
+        assert_eq!(out, [None, None]);
+    }
+
+    #[test]
+    fn many_rules_make_a_tree_not_a_list() {
+        // 4096 disjoint exact rules: a tree must be built, and lookups must find each rule.
+        let cfg = AclConfig::new(vec![32, 16]);
+        let rules: Vec<AclRule> =
+            (0..4096u32).map(|i| rule(i, vec![F::exact(i * 7919), F::ANY], i)).collect();
+        let acl = Acl::build(&cfg, &rules).unwrap();
+        let st = acl.stats();
+        assert!(st.nodes >= 4096 / cfg.leaf_size - 1, "{st:?}");
+        assert!(st.max_depth <= 16, "{st:?}");
+        assert!(st.leaf_refs < 2 * 4096, "{st:?}");
+        for i in (0..4096u32).step_by(97) {
+            assert_eq!(acl.classify(&[i * 7919, 80]), Some((i, i)));
+        }
+    }
+
+    #[test]
+    fn budget_exceeded_stays_exact() {
+        let mut cfg = AclConfig::five_tuple();
+        cfg.max_words = 64;
+        let (rules, trace) = {
+            let r = classbench::generate(classbench::Kind::Fw, 500, 3);
+            let t = classbench::trace(&r, 2000, 4);
+            (r, t)
+        };
+        let small = Acl::build(&cfg, &rules).unwrap();
+        let full = Acl::build(&AclConfig::five_tuple(), &rules).unwrap();
+        assert!(small.stats().nodes < full.stats().nodes);
+        for k in &trace {
+            assert_eq!(small.classify(k), full.classify(k));
+        }
+    }
+}
