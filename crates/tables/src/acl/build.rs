@@ -63,43 +63,50 @@ impl Ctx<'_> {
     }
 }
 
-/// Splits ranks `0..n` into partitions by most specific wide field (CutSplit), each ascending.
+/// Splits ranks `0..n` into partitions (CutSplit), each ascending. Level 1 groups rules by
+/// their most specific wide field among those with at least half their bits fixed; the rest
+/// go through level 2 with a quarter of the bits; what remains forms the wide partition.
+/// Partitions below `max(MIN_PARTITION, n / 64)` rules fall through to the next level.
 fn partition(ctx: &Ctx<'_>, n: usize) -> Vec<Vec<u32>> {
     let nf = ctx.nf;
     if !ctx.cfg.partition {
         return if n == 0 { Vec::new() } else { vec![(0..n as u32).collect()] };
     }
-    let mut parts: Vec<Vec<u32>> = vec![Vec::new(); nf + 1];
-    for rank in 0..n as u32 {
-        let mut best: Option<(u32, usize)> = None;
-        for (d, &w) in ctx.cfg.field_widths.iter().enumerate() {
-            if w < PARTITION_MIN_WIDTH {
-                continue;
-            }
-            let (lo, hi) = ctx.range(rank, d);
-            let span = u64::from(hi - lo); // values - 1
-            let free = 64 - span.leading_zeros(); // ceil(log2(values))
-            let fixed = u32::from(w).saturating_sub(free);
-            if 2 * fixed >= u32::from(w) && best.is_none_or(|(b, _)| fixed > b) {
-                best = Some((fixed, d));
-            }
-        }
-        if let Some(p) = parts.get_mut(best.map_or(nf, |(_, d)| d)) {
-            p.push(rank);
-        }
-    }
     let min = MIN_PARTITION.max(n / 64);
-    let mut wide = parts.pop().unwrap_or_default();
+    let mut rest: Vec<u32> = (0..n as u32).collect();
     let mut out = Vec::new();
-    for p in parts {
-        if p.len() < min {
-            wide.extend(p);
-        } else {
-            out.push(p);
+    for level in [2u32, 4] {
+        let mut parts: Vec<Vec<u32>> = vec![Vec::new(); nf];
+        let mut next = Vec::new();
+        for &rank in &rest {
+            let mut best: Option<(u32, usize)> = None;
+            for (d, &w) in ctx.cfg.field_widths.iter().enumerate() {
+                if w < PARTITION_MIN_WIDTH {
+                    continue;
+                }
+                let (lo, hi) = ctx.range(rank, d);
+                let free = 32 - (hi - lo).leading_zeros(); // ceil(log2(values))
+                let fixed = u32::from(w).saturating_sub(free);
+                if level * fixed >= u32::from(w) && best.is_none_or(|(b, _)| fixed > b) {
+                    best = Some((fixed, d));
+                }
+            }
+            match best.and_then(|(_, d)| parts.get_mut(d)) {
+                Some(p) => p.push(rank),
+                None => next.push(rank),
+            }
         }
+        for p in parts {
+            if p.len() < min {
+                next.extend(p);
+            } else {
+                out.push(p);
+            }
+        }
+        next.sort_unstable();
+        rest = next;
     }
-    wide.sort_unstable();
-    out.push(wide);
+    out.push(rest);
     out.retain(|p| !p.is_empty());
     out
 }
@@ -124,7 +131,8 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
     let region: Vec<(u32, u32)> =
         ctx.cfg.field_widths.iter().map(|&w| (0, super::width_max(w))).collect();
     let min_rank = ranks.first().copied().unwrap_or(END);
-    let max_words = ctx.cfg.max_words.min(1 << 30);
+    let nrules = ranks.len();
+    let max_words = ctx.cfg.max_words.min(ctx.cfg.words_per_rule.saturating_mul(nrules) + 4096).min(1 << 30);
     let leaf_size = ctx.cfg.leaf_size.max(1);
     let mut tree = Tree { root: LEAF, min_rank, nodes: Vec::new(), leaf_ranks: Vec::new(), depth: 0 };
     let mut stack = vec![Work { ranks, region, depth: 0, slot: Slot::Root }];

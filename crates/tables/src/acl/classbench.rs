@@ -320,6 +320,7 @@ fn gen_proto(rng: &mut Rng, dist: &ProtoDist) -> FieldMatch {
 }
 
 /// `n` ClassBench-like 5-field rules of family `kind`; rule `i` has priority and action `i`.
+/// Rules are ordered roughly from specific to broad (by bits fixed, with jitter).
 /// Deterministic in `seed`. Control thread / tests only.
 pub fn generate(kind: Kind, n: usize, seed: u64) -> Vec<AclRule> {
     let fam = match kind {
@@ -332,20 +333,34 @@ pub fn generate(kind: Kind, n: usize, seed: u64) -> Vec<AclRule> {
     let mut site_pool = |k: usize| -> Vec<u32> { (0..k.max(1)).map(|_| rng.u32()).collect() };
     let ssites = site_pool(n / 32 + 2);
     let dsites = site_pool(n / 16 + 2);
-    let mut out = Vec::with_capacity(n);
-    let mut i = 0u32;
-    while out.len() < n {
-        let fields = vec![
-            gen_prefix(&mut rng, fam.sip, &ssites),
-            gen_prefix(&mut rng, fam.dip, &dsites),
-            gen_port(&mut rng, &fam.sport),
-            gen_port(&mut rng, &fam.dport),
-            gen_proto(&mut rng, &fam.proto),
-        ];
-        out.push(AclRule { priority: i, fields, action: i });
-        i += 1;
-    }
-    out
+    let mut drawn: Vec<(u32, Vec<FieldMatch>)> = (0..n)
+        .map(|_| {
+            let fields = vec![
+                gen_prefix(&mut rng, fam.sip, &ssites),
+                gen_prefix(&mut rng, fam.dip, &dsites),
+                gen_port(&mut rng, &fam.sport),
+                gen_port(&mut rng, &fam.dport),
+                gen_proto(&mut rng, &fam.proto),
+            ];
+            let fixed: u32 = fields
+                .iter()
+                .zip(FIELD_WIDTHS)
+                .map(|(f, w)| {
+                    let (lo, hi) = f.bounds(w);
+                    u32::from(w).saturating_sub(32 - (hi - lo).leading_zeros())
+                })
+                .sum();
+            (fixed + rng.between(0, 15), fields)
+        })
+        .collect();
+    // Real rule sets list specific exceptions before broad policies; drawn in random order a
+    // broad rule would shadow most rules after it and make the set trivially small.
+    drawn.sort_by_key(|(fixed, _)| std::cmp::Reverse(*fixed));
+    drawn
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, fields))| AclRule { priority: i as u32, fields, action: i as u32 })
+        .collect()
 }
 
 /// `n` header tuples (sip, dip, sport, dport, proto) for `rules`: 9 in 10 are drawn inside a

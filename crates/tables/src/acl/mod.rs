@@ -168,12 +168,22 @@ pub struct AclConfig {
     pub max_depth: usize,
     /// Per-tree memory budget in 32-bit words (default 2²⁴ = 64 MiB).
     pub max_words: usize,
+    /// Per-tree memory budget per rule of the tree, in 32-bit words (default 64): a tree of
+    /// `n` rules gets `min(max_words, words_per_rule × n + 4096)`.
+    pub words_per_rule: usize,
 }
 
 impl AclConfig {
     /// Default knobs for keys of the given field widths.
     pub fn new(field_widths: Vec<u8>) -> AclConfig {
-        AclConfig { field_widths, leaf_size: 8, partition: true, max_depth: 48, max_words: 1 << 24 }
+        AclConfig {
+            field_widths,
+            leaf_size: 8,
+            partition: true,
+            max_depth: 48,
+            max_words: 1 << 24,
+            words_per_rule: 64,
+        }
     }
 
     /// The ClassBench 5-tuple: source and destination IPv4 address, source and destination
