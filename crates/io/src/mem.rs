@@ -33,6 +33,9 @@
 //!
 //! Thread: worker only; nothing here allocates after construction.
 
+// cost: source 30.1 instr/pkt (rx_burst incl. Batch::push_burst and Pool::write_head), sink
+// 0.6 instr/pkt; 64 B, 1 or 64k flows — tests/mem_cost.rs under callgrind, (Ir(2N)−Ir(N))/N,
+// N = 1M, commit eb0193d.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use fastpath_packet::build::FrameBuilder;

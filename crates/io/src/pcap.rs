@@ -4,6 +4,9 @@
 //! Both formats are parsed by hand here (about 300 lines) rather than through a crate, so that
 //! frames go straight from the file buffer into pool buffers with no per-packet allocation, and
 //! so that an error can say at which byte and after how many packets the file went wrong.
+//! (The `pcap-file` 2.0 crate, which the tests use as an independent writer and reader, reports
+//! no byte offsets, allocates an 8 MB buffer per reader, and rejects records longer than the
+//! file's snap length, which real captures contain.)
 //!
 //! **Classic pcap** (libpcap's format, described in draft-ietf-opsawg-pcap): a 24-byte file
 //! header (`magic`, version, `snaplen`, `linktype`), then records of a 16-byte header

@@ -17,6 +17,10 @@
 //!
 //! Thread: a `Worker` runs on one thread; it is `Send` so it can be moved onto that thread.
 
+// cost: dispatch ≈ 1.5 instr/pkt when the whole batch leaves through one port, ≈ 15 otherwise;
+// mem source + TxAll + dispatch + mem sink = 33.1 instr/pkt (64 B, 1 or 64k flows) —
+// tests/mem_cost.rs under callgrind, (Ir(2N)−Ir(N))/N, N = 1M, commit eb0193d.
+
 use std::time::Instant;
 
 use fastpath_packet::{Batch, PktId, Pool, PuntReason, Verdict, BATCH_MAX};
@@ -378,6 +382,12 @@ impl<P: Processor> Worker<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_can_move_to_its_thread() {
+        fn send<T: Send>() {}
+        send::<Worker<TxAll>>();
+    }
 
     #[test]
     fn punt_ring_is_fifo_and_bounded() {
