@@ -3,8 +3,12 @@
 //! different buckets, so the table is not cache-resident).
 //!
 //! `cargo bench -p fastpath-tables --bench exact`
+//!
+//! Instruction counts: `EXACT_BENCH_INSTR=<entries>,<batches>` skips criterion and runs
+//! `<batches>` batches of 256 hitting lookups; under `valgrind --tool=callgrind` with B and 2B
+//! batches, (Ir(2B) − Ir(B)) / (256·B) is instructions per lookup.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use fastpath_tables::exact::ExactTable;
 use fastpath_tables::hash::hash_u64;
 use std::hint::black_box;
@@ -32,7 +36,7 @@ fn bench(c: &mut Criterion) {
             t.memory_bytes() / n
         );
         let probes: Vec<u64> =
-            (0..PROBES as u64).map(|i| hash_u64(hash_u64(i) % n as u64 ^ 0x5555)).collect();
+            (0..PROBES as u64).map(|i| hash_u64((hash_u64(i) % n as u64) ^ 0x5555)).collect();
         let mut out = [None; BATCH];
         let mut at = 0usize;
         let mut next = || {
@@ -70,4 +74,32 @@ criterion_group! {
         .warm_up_time(Duration::from_secs(1));
     targets = bench
 }
-criterion_main!(benches);
+/// `EXACT_BENCH_INSTR=<entries>,<batches>`: plain loop for callgrind.
+fn instr_mode(spec: &str) {
+    let v: Vec<usize> = spec.split(',').map(|x| x.parse().unwrap_or(0)).collect();
+    let [n, batches] = v.as_slice() else {
+        eprintln!("EXACT_BENCH_INSTR=<entries>,<batches>");
+        std::process::exit(2);
+    };
+    let mut t = ExactTable::<u64, u32>::with_capacity(*n);
+    for i in 0..*n as u64 {
+        t.insert(hash_u64(i ^ 0x5555), i as u32).ok();
+    }
+    let probes: Vec<u64> =
+        (0..BATCH as u64 * 64).map(|i| hash_u64((hash_u64(i) % *n as u64) ^ 0x5555)).collect();
+    let mut out = [None; BATCH];
+    let mut hits = 0;
+    for b in 0..*batches {
+        hits += t.lookup_batch(black_box(&probes[(b % 64) * BATCH..][..BATCH]), &mut out);
+    }
+    println!("{hits} hits");
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("EXACT_BENCH_INSTR") {
+        instr_mode(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

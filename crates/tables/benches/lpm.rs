@@ -4,8 +4,13 @@
 //! Also prints the time to build the 1 M-route table.
 //!
 //! `cargo bench -p fastpath-tables --bench lpm`
+//!
+//! Instruction counts (stable on a noisy machine): `LPM_BENCH_INSTR=<v4|v4plain|v6>,<routes>,<batches>`
+//! skips criterion and runs `<batches>` batches of 256 random lookups. Run it under
+//! `valgrind --tool=callgrind` with B and 2B batches; (Ir(2B) − Ir(B)) / (256·B) is
+//! instructions per lookup, free of set-up.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, Criterion, Throughput};
 use fastpath_tables::lpm::{Lpm4, Lpm6};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -150,4 +155,56 @@ criterion_group! {
         .warm_up_time(Duration::from_secs(1));
     targets = bench
 }
-criterion_main!(benches);
+/// `LPM_BENCH_INSTR=<v4|v4plain|v6>,<routes>,<batches>`: plain loop for callgrind.
+fn instr_mode(spec: &str) {
+    let v: Vec<&str> = spec.split(',').collect();
+    let [what, routes, batches] = v.as_slice() else {
+        eprintln!("LPM_BENCH_INSTR=<v4|v4plain|v6>,<routes>,<batches>");
+        std::process::exit(2);
+    };
+    let (n, batches): (usize, usize) = (routes.parse().unwrap_or(0), batches.parse().unwrap_or(0));
+    let mut next = rng(99);
+    let mut out = [None; BATCH];
+    let mut hits = 0u64;
+    if what.starts_with("v4") {
+        let mut t = Lpm4::new();
+        for (p, l, v) in random_routes4(n, 7) {
+            t.insert(p, l, v).ok();
+        }
+        let probes: Vec<u32> = (0..BATCH * 64).map(|_| next() as u32).collect();
+        for b in 0..batches {
+            let c = &probes[(b % 64) * BATCH..][..BATCH];
+            hits += if *what == "v4plain" {
+                t.lookup_batch_plain(black_box(c), &mut out)
+            } else {
+                t.lookup_batch(black_box(c), &mut out)
+            };
+        }
+    } else {
+        let mut t = Lpm6::new();
+        for i in 0..n {
+            let p = (u128::from(next()) >> 3 | 1 << 125) & (u128::MAX << 80);
+            t.insert(p, [32u8, 40, 48][i % 3], i as u32).ok();
+        }
+        let routes: Vec<(u128, u8, u32)> = t.routes().collect();
+        let probes: Vec<u128> = (0..BATCH * 64)
+            .map(|_| {
+                let (p, l, _) = routes[next() as usize % routes.len().max(1)];
+                p | u128::from(next()) >> l.min(64)
+            })
+            .collect();
+        for b in 0..batches {
+            hits += t.lookup_batch(black_box(&probes[(b % 64) * BATCH..][..BATCH]), &mut out);
+        }
+    }
+    println!("{what}: {hits} hits");
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("LPM_BENCH_INSTR") {
+        instr_mode(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
