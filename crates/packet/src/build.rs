@@ -157,11 +157,11 @@ impl FrameBuilder {
     /// after the first two are `data` (zero-padded to the header's unit; zeros are Pad1
     /// options in hop-by-hop and destination options). Next header is filled in.
     pub fn ipv6_ext(self, kind: IpProto, data: &[u8]) -> Self {
-        self.push(Layer::Ipv6Ext(Ipv6ExtRepr { kind, next_header: IpProto::NO_NEXT, data: data.to_vec() }))
+        self.push(Layer::Ipv6Ext(Ipv6ExtRepr { kind, next_header: IpProto::EXPERIMENTAL, data: data.to_vec() }))
     }
     /// Adds an IPv6 fragment header.
     pub fn ipv6_frag(self, frag: Ipv6Frag) -> Self {
-        self.push(Layer::Ipv6Ext(Ipv6ExtRepr::fragment(IpProto::NO_NEXT, frag)))
+        self.push(Layer::Ipv6Ext(Ipv6ExtRepr::fragment(IpProto::EXPERIMENTAL, frag)))
     }
     /// Adds a UDP header.
     pub fn udp(self, src_port: u16, dst_port: u16) -> Self {
@@ -530,5 +530,125 @@ mod tests {
         assert_eq!((ip.ttl(), ip.dscp(), ip.ecn(), ip.ident(), ip.dont_frag()), (3, 46, 2, 99, true));
         assert_eq!((ip.protocol(), ip.header_len(), ip.payload()), (IpProto(200), 24, &[1u8, 2, 3][..]));
         assert!(ip.checksum_ok());
+    }
+
+    /// Parses a built frame with the views and checks every length and checksum; returns
+    /// (L3 kind, L4 protocol, payload bytes after the innermost header).
+    fn verify(f: &[u8], depth: u32) -> (EtherType, Option<IpProto>, usize) {
+        let e = Eth::parse(f).unwrap();
+        let (o, i, off) = crate::hdr::vlan::parse_tags(e.ethertype(), e.payload()).unwrap();
+        let et = i.or(o).map_or(e.ethertype(), |v| v.ethertype());
+        let l3 = &e.payload()[off..];
+        let (proto, l4, addrs): (IpProto, &[u8], Option<([u8; 16], [u8; 16])>) = if et == EtherType::IPV4 {
+            let ip = Ipv4::parse(l3).unwrap();
+            assert!(ip.checksum_ok());
+            assert_eq!(usize::from(ip.total_len()), l3.len());
+            (ip.protocol(), ip.payload(), None)
+        } else if et == EtherType::IPV6 {
+            let ip = Ipv6::parse(l3).unwrap();
+            assert_eq!(40 + usize::from(ip.payload_len()), l3.len());
+            (ip.upper_proto(), ip.upper_payload(), Some((ip.src_bytes(), ip.dst_bytes())))
+        } else if et == EtherType::ARP {
+            Arp::parse(l3).unwrap();
+            return (et, None, l3.len() - 28);
+        } else {
+            return (et, None, l3.len());
+        };
+        let v4 = |b: &[u8]| -> ([u8; 4], [u8; 4]) {
+            let ip = Ipv4::parse(b).unwrap();
+            (ip.src_bytes(), ip.dst_bytes())
+        };
+        match proto {
+            IpProto::UDP => {
+                let u = Udp::parse(l4).unwrap();
+                assert_eq!(usize::from(u.len()), l4.len());
+                match addrs {
+                    Some((s, d)) => assert!(u.checksum_ok_v6(s, d)),
+                    None => {
+                        let (s, d) = v4(l3);
+                        assert!(u.checksum() != 0 && u.checksum_ok_v4(s, d));
+                    }
+                }
+                if u.dst_port() == crate::hdr::VXLAN_PORT && depth == 0 {
+                    let x = Vxlan::parse(u.payload()).unwrap();
+                    return verify(x.payload(), 1);
+                }
+                (et, Some(proto), u.payload().len())
+            }
+            IpProto::TCP => {
+                let t = Tcp::parse(l4).unwrap();
+                match addrs {
+                    Some((s, d)) => assert!(t.checksum_ok_v6(s, d)),
+                    None => {
+                        let (s, d) = v4(l3);
+                        assert!(t.checksum_ok_v4(s, d));
+                    }
+                }
+                (et, Some(proto), t.payload().len())
+            }
+            IpProto::ICMP | IpProto::ICMPV6 => {
+                let m = Icmp::parse(l4).unwrap();
+                match addrs {
+                    Some((s, d)) => assert!(m.checksum_ok_v6(s, d)),
+                    None => assert!(m.checksum_ok_v4()),
+                }
+                (et, Some(proto), m.data().len())
+            }
+            _ => (et, Some(proto), l4.len()),
+        }
+    }
+
+    fn add_inner(fb: FrameBuilder, l2: u8, l3: u8, l4: u8, exts: u8) -> FrameBuilder {
+        let fb = match l2 {
+            1 => fb.vlan(7, 1),
+            2 => fb.qinq(8, 9),
+            _ => fb,
+        };
+        let fb = match l3 {
+            0 => return fb.arp(ArpRepr::request(SMAC, A, B)),
+            1 => fb.ipv4(A, B),
+            _ => {
+                let mut fb = fb.ipv6(v6("2001:db8::1"), v6("2001:db8::2"));
+                for k in 0..exts {
+                    fb = match k % 3 {
+                        0 => fb.ipv6_ext(IpProto::HOPOPT, &[1, 0]),
+                        1 => fb.ipv6_frag(Ipv6Frag { offset: 0, more: false, ident: u32::from(k) }),
+                        _ => fb.ipv6_ext(IpProto::DSTOPTS, &[0; 9]),
+                    };
+                }
+                fb
+            }
+        };
+        match l4 {
+            0 => fb.udp(1000, 2000),
+            1 => fb.tcp(3000, 4000, TcpFlags::PSH | TcpFlags::ACK, 1, 2),
+            2 => fb.icmp_echo(5, 6),
+            _ => fb,
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_stack_builds_valid_frames(
+            tunnel in proptest::bool::ANY, l2 in 0u8..3, l3 in 0u8..3, l4 in 0u8..4, exts in 0u8..4,
+            payload in proptest::collection::vec(proptest::num::u8::ANY, 0..100), pad_to in 0usize..300,
+        ) {
+            let mut fb = FrameBuilder::eth(DMAC, SMAC);
+            if tunnel {
+                fb = fb.ipv4(A, B).udp(4000, crate::hdr::VXLAN_PORT).vxlan(3).inner_eth(DMAC, SMAC);
+            }
+            let fb = add_inner(fb, l2, l3, l4, exts).payload(&payload).frame_len(pad_to);
+            let f = fb.build();
+            proptest::prop_assert_eq!(f.len(), fb.len());
+            proptest::prop_assert!(f.len() >= pad_to);
+            let (et, proto, rest) = verify(&f, 0);
+            let want_et = [EtherType::ARP, EtherType::IPV4, EtherType::IPV6][usize::from(l3)];
+            proptest::prop_assert_eq!(et, want_et);
+            if l3 != 0 {
+                let want = [IpProto::UDP, IpProto::TCP, if l3 == 1 { IpProto::ICMP } else { IpProto::ICMPV6 }, IpProto::EXPERIMENTAL];
+                proptest::prop_assert_eq!(proto, Some(want[usize::from(l4)]));
+                proptest::prop_assert!(rest >= payload.len());
+            }
+        }
     }
 }

@@ -220,6 +220,7 @@ impl ArpRepr {
 mod tests {
     #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
+    use proptest::prelude::*;
 
     /// Built by hand from RFC 826: who-has 198.18.0.2 tell 198.18.0.1, + 2 bytes of padding.
     const REQ: [u8; 30] = [
@@ -303,5 +304,24 @@ mod tests {
         let mut b = REQ;
         b[5] = 16; // plen 16 (IPv6-sized)
         assert_eq!(ArpMut::parse(&mut b).err(), Some(Malformed::ArpUnsupported));
+    }
+
+    proptest! {
+        #[test]
+        fn emit_then_parse(op in any::<u16>(), sha in any::<[u8; 6]>(), spa in any::<[u8; 4]>(),
+                           tha in any::<[u8; 6]>(), tpa in any::<[u8; 4]>()) {
+            let r = ArpRepr { op: ArpOp(op), sha, spa: spa.into(), tha, tpa: tpa.into() };
+            let mut buf = [0u8; 28];
+            r.emit(&mut buf).unwrap();
+            prop_assert_eq!(ArpRepr::from_view(&Arp::parse(&buf).unwrap()), r);
+        }
+
+        #[test]
+        fn parse_never_panics(data in proptest::collection::vec(any::<u8>(), 0..40)) {
+            if let Ok(a) = Arp::parse(&data) {
+                let _ = (a.htype(), a.ptype(), a.op(), a.sha(), a.spa(), a.tha(), a.tpa());
+                prop_assert!(data.len() >= 28);
+            }
+        }
     }
 }

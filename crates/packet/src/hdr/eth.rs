@@ -173,6 +173,7 @@ impl EthRepr {
 mod tests {
     #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
+    use proptest::prelude::*;
 
     /// Built by hand from IEEE 802.3 / RFC 894: an IPv4-carrying frame head + 2 payload bytes.
     const FRAME: [u8; 16] = [
@@ -238,5 +239,26 @@ mod tests {
     #[test]
     fn malformed_eth_truncated() {
         assert_eq!(Eth::parse(&[0u8; 13]).err(), Some(Malformed::EthTruncated));
+    }
+
+    proptest! {
+        #[test]
+        fn emit_then_parse(dst in any::<[u8; 6]>(), src in any::<[u8; 6]>(), t in any::<u16>(), extra in 0usize..20) {
+            let r = EthRepr { dst, src, ethertype: EtherType(t) };
+            let mut buf = vec![0u8; 14 + extra];
+            r.emit(&mut buf).unwrap();
+            let e = Eth::parse(&buf).unwrap();
+            prop_assert_eq!(EthRepr::from_view(&e), r);
+            prop_assert_eq!(e.payload().len(), extra);
+        }
+
+        #[test]
+        fn parse_never_panics(data in proptest::collection::vec(any::<u8>(), 0..40)) {
+            if let Ok(e) = Eth::parse(&data) {
+                prop_assert_eq!(e.header_len() + e.payload().len(), data.len());
+            } else {
+                prop_assert!(data.len() < 14);
+            }
+        }
     }
 }

@@ -213,7 +213,7 @@ impl<'a> Ipv4<'a> {
             Err(Malformed::Ipv4BadChecksum)
         }
     }
-    /// The UDP/TCP/ICMP-less pseudo-header partial sum for this packet's payload
+    /// The pseudo-header partial sum for this packet's UDP/TCP payload
     /// ([`csum::pseudo_v4`] with this header's addresses, protocol and payload length).
     #[inline]
     pub fn pseudo_sum(&self) -> u16 {

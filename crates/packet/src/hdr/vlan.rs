@@ -191,6 +191,7 @@ impl VlanRepr {
 mod tests {
     #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
+    use proptest::prelude::*;
 
     /// Built by hand from IEEE 802.1Q-2018 §9.6: TCI = PCP 5, DEI 1, VID 0x123, then IPv4.
     const TAG: [u8; 6] = [
@@ -269,5 +270,23 @@ mod tests {
     #[test]
     fn malformed_vlan_truncated() {
         assert_eq!(Vlan::parse(&[0x81]).err(), Some(Malformed::VlanTruncated));
+    }
+
+    proptest! {
+        #[test]
+        fn emit_then_parse(pcp in 0u8..8, dei in any::<bool>(), vid in 0u16..4096, t in any::<u16>()) {
+            let r = VlanRepr { pcp, dei, vid, ethertype: EtherType(t) };
+            let mut buf = [0u8; 4];
+            r.emit(&mut buf).unwrap();
+            prop_assert_eq!(VlanRepr::from_view(&Vlan::parse(&buf).unwrap()), r);
+        }
+
+        #[test]
+        fn parse_never_panics(first in any::<u16>(), data in proptest::collection::vec(any::<u8>(), 0..12)) {
+            if let Ok((o, i, off)) = parse_tags(EtherType(first), &data) {
+                prop_assert!(off <= data.len());
+                prop_assert!(i.is_none() || o.is_some());
+            }
+        }
     }
 }

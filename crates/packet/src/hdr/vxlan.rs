@@ -152,6 +152,7 @@ impl VxlanRepr {
 mod tests {
     #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
+    use proptest::prelude::*;
 
     /// Built by hand from RFC 7348 §5: I flag, VNI 0x123456, then 2 bytes of inner frame.
     const HDR: [u8; 10] = [
@@ -222,5 +223,25 @@ mod tests {
         b[0] = 0xf7; // every bit but I
         assert_eq!(Vxlan::parse(&b).err(), Some(Malformed::VxlanBadFlags));
         assert_eq!(VxlanMut::parse(&mut b).err(), Some(Malformed::VxlanBadFlags));
+    }
+
+    proptest! {
+        #[test]
+        fn emit_then_parse(vni in 0u32..=VNI_MAX, extra in 0usize..20) {
+            let r = VxlanRepr { vni };
+            let mut buf = vec![0u8; 8 + extra];
+            r.emit(&mut buf).unwrap();
+            let v = Vxlan::parse(&buf).unwrap();
+            prop_assert_eq!(VxlanRepr::from_view(&v), r);
+            prop_assert_eq!(v.payload().len(), extra);
+        }
+
+        #[test]
+        fn parse_never_panics(data in proptest::collection::vec(any::<u8>(), 0..20)) {
+            if let Ok(v) = Vxlan::parse(&data) {
+                prop_assert!(v.vni() <= VNI_MAX);
+                prop_assert_eq!(8 + v.payload().len(), data.len());
+            }
+        }
     }
 }
