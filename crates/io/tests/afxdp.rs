@@ -206,6 +206,10 @@ fn queue_is_exclusive_and_reusable_after_close() {
         assert_eq!(p.tx_burst(&mut other, &[h]), 0);
         other.free(h);
         assert_eq!(p.stats().errors, 2);
+        // An empty frame is refused (the kernel would never complete it).
+        let h = pool.alloc().unwrap();
+        assert_eq!(p.tx_burst(&mut pool, &[h]), 0);
+        pool.free(h);
         drop(p);
     }
 }

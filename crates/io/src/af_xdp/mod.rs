@@ -763,10 +763,16 @@ impl Port for XdpPort {
             return 0;
         }
         self.reap_completions(pool);
-        let n = (pkts.len() as u32).min(self.tx.prod_free(pkts.len() as u32));
+        let mut n = (pkts.len() as u32).min(self.tx.prod_free(pkts.len() as u32));
         let mut bytes = 0u64;
         for (i, &h) in pkts[..n as usize].iter().enumerate() {
             let len = pool.len(h);
+            if len == 0 {
+                // The kernel would count an empty descriptor invalid and never complete it, so
+                // the buffer would leak: refuse it (and the rest) and leave them to the caller.
+                n = i as u32;
+                break;
+            }
             let addr = (h.index() * BUF_SIZE + pool.headroom(h)) as u64;
             self.tx.prod_write(i as u32, XdpDesc { addr, len: len as u32, options: 0 });
             bytes += len as u64;
