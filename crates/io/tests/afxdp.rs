@@ -154,6 +154,10 @@ fn xdp_forwarding_between_two_ports_sharing_one_umem() {
         p1.flush(&mut pool).unwrap();
     }
     assert_eq!(pool.available(), 8192 - 4096);
+    // Closing the sharing port, then the UMEM owner, returns every lent buffer.
+    p1.close(&mut pool);
+    p0.close(&mut pool);
+    assert_eq!(pool.available(), 8192);
 }
 
 #[test]
@@ -210,6 +214,31 @@ fn queue_is_exclusive_and_reusable_after_close() {
         let h = pool.alloc().unwrap();
         assert_eq!(p.tx_burst(&mut pool, &[h]), 0);
         pool.free(h);
-        drop(p);
+        // Closing gives back every buffer the port lent to the kernel.
+        p.close(&mut pool);
+        assert_eq!(pool.available(), 4096);
     }
+}
+
+#[test]
+fn close_returns_received_queued_and_lent_buffers() {
+    if skip_unless_root() {
+        return;
+    }
+    let a = Netns::new("fp-xc").unwrap();
+    let b = Netns::new("fp-xc").unwrap();
+    let _v = VethPair::new(&a, "xc0", &b, "xc1").unwrap();
+    let mut pool = Pool::new(8192);
+    let cfg = XdpConfig::default();
+    let p0 = b.run(|| XdpPort::open("xc1", 0, &cfg, &mut pool)).unwrap().unwrap();
+    // Frames arrive and stay in the rx ring (never polled).
+    let tx = a.run(|| RawSocket::open("xc0")).unwrap().unwrap();
+    for s in 0..10 {
+        tx.send(&frame(0, s, 100)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(pool.available(), 8192 - 2048);
+    let back = p0.close(&mut pool);
+    assert_eq!(back, 2048, "fill ring leftovers plus the 10 frames in the rx ring");
+    assert_eq!(pool.available(), 8192);
 }

@@ -23,8 +23,9 @@
 //! stops accepting.
 //!
 //! Contract: a pool with AF_XDP ports must outlive them (the kernel writes into the pool's pages
-//! while a socket is open). Buffers sitting in the fill ring or in flight when a port is dropped
-//! are not returned to the pool.
+//! while a socket is open). [`XdpPort::close`] returns the buffers lent to the kernel (fill ring,
+//! unread rx, unsent tx, unreaped completions) to the pool; a plain drop leaves them lent out.
+//! Copy-mode frames the kernel had taken but not finished at close are lost to the pool.
 //!
 //! Thread: open/drop on the control path (any thread in the right network namespace); bursts
 //! on the worker that owns the port.
@@ -364,7 +365,8 @@ fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp
 
 /// The socket that registered a pool's region as UMEM; later sockets share it by its fd.
 struct Umem {
-    fd: OwnedFd,
+    /// `None` only after [`XdpPort::close`] closed the last user.
+    fd: Option<OwnedFd>,
     base: usize,
     zero_copy: bool,
     need_wakeup: bool,
@@ -525,7 +527,8 @@ impl XdpPort {
         let base = base_ptr as usize;
         let mut umems = UMEMS.lock().unwrap_or_else(|p| p.into_inner());
         umems.retain(|(_, w)| w.strong_count() > 0);
-        let existing = umems.iter().find(|(b, _)| *b == base).and_then(|(_, w)| w.upgrade());
+        let existing =
+            umems.iter().find(|(b, _)| *b == base).and_then(|(_, w)| w.upgrade()).filter(|u| u.fd.is_some());
 
         let sock = xsk_socket(iface)?;
         let fd = sock.as_raw_fd();
@@ -555,7 +558,7 @@ impl XdpPort {
         match &existing {
             Some(u) => {
                 sa.flags = XDP_SHARED_UMEM;
-                sa.shared_umem_fd = u.fd.as_raw_fd() as u32;
+                sa.shared_umem_fd = u.fd.as_ref().map_or(-1, |f| f.as_raw_fd()) as u32;
             }
             None => {
                 sa.flags = copy_flag | if cfg.need_wakeup { XDP_USE_NEED_WAKEUP } else { 0 };
@@ -593,7 +596,7 @@ impl XdpPort {
         let (umem, own_fd, shared) = match existing {
             Some(u) => (u, Some(sock), true),
             None => {
-                let u = Arc::new(Umem { fd: sock, base, zero_copy, need_wakeup: cfg.need_wakeup });
+                let u = Arc::new(Umem { fd: Some(sock), base, zero_copy, need_wakeup: cfg.need_wakeup });
                 umems.push((base, Arc::downgrade(&u)));
                 (u, None, false)
             }
@@ -699,6 +702,55 @@ impl XdpPort {
                 }
             }
         }
+    }
+
+    /// Closes the port and gives back to `pool` every buffer the kernel no longer holds: those
+    /// still in the fill ring, received but not taken, queued but not sent, and sent but not
+    /// yet reaped. Returns how many. (Plain `drop` leaves them lent out.) When other ports still
+    /// share this port's UMEM registration, its socket cannot close yet and only the
+    /// completion ring is reaped. Control path.
+    pub fn close(mut self, pool: &mut Pool) -> usize {
+        if !self.same_pool(pool) {
+            return 0;
+        }
+        let _ = self.attach.map.delete(&self.queue.to_ne_bytes());
+        // Quiesce: closing the socket unbinds it and waits for in-flight NAPI (the kernel's
+        // `xsk_release` calls `synchronize_net`), after which the rings are only ours.
+        let closed = match self._own_fd.take() {
+            Some(fd) => {
+                drop(fd);
+                true
+            }
+            None => match {
+                // `get_mut` needs the registry's weak reference gone too.
+                let mut umems = UMEMS.lock().unwrap_or_else(|p| p.into_inner());
+                if Arc::strong_count(&self.umem) == 1 {
+                    umems.retain(|(_, w)| !std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.umem)));
+                }
+                drop(umems);
+                Arc::get_mut(&mut self.umem)
+            } {
+                Some(u) => {
+                    u.fd = None;
+                    true
+                }
+                None => false,
+            },
+        };
+        let mut ids: Vec<PktId> = Vec::new();
+        let chunk = |addr: u64| PktId((addr as usize / BUF_SIZE) as u32);
+        let cap = self.pool_cap;
+        if closed {
+            self.fill.for_each_leftover(true, |a| ids.push(chunk(a)));
+            self.rx.for_each_leftover(false, |d| ids.push(chunk(d.addr)));
+            self.tx.for_each_leftover(true, |d| ids.push(chunk(d.addr)));
+            self.comp.for_each_leftover(false, |a| ids.push(chunk(a)));
+        } else {
+            self.reap_completions(pool);
+        }
+        ids.retain(|h| h.index() < cap);
+        pool.free_bulk(&ids);
+        ids.len()
     }
 
     /// The kernel's counters for this socket (`XDP_STATISTICS`; zeros if it cannot be read).

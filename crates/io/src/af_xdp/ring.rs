@@ -198,6 +198,26 @@ impl<T: Copy> Ring<T> {
     }
 }
 
+impl<T: Copy> Ring<T> {
+    /// After the kernel stopped using the ring (socket closed): calls `f` on every slot one
+    /// side published that the other never took. Producer side (fill, tx): ours, not consumed
+    /// by the kernel. Consumer side (rx, completion): the kernel's, not read by us.
+    pub(crate) fn for_each_leftover(&mut self, producer_side: bool, mut f: impl FnMut(T)) {
+        let (from, to) = if producer_side {
+            (self.cons().load(Ordering::Acquire), self.cached_prod)
+        } else {
+            (self.cached_cons, self.prod().load(Ordering::Acquire))
+        };
+        let n = to.wrapping_sub(from).min(self.size);
+        for i in 0..n {
+            let slot = (from.wrapping_add(i) & self.mask) as usize;
+            // SAFETY: `slot < size`, inside the descriptor array of our live mapping; the kernel
+            // no longer writes to it.
+            f(unsafe { self.descs.as_ptr().add(slot).read() });
+        }
+    }
+}
+
 impl<T> Drop for Ring<T> {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping made in `map`; nothing borrows it past this point.
