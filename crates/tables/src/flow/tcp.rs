@@ -380,7 +380,27 @@ impl Conn {
 
     /// Tracks one packet travelling `dir`. `window_check` turns on sequence-window validation.
     /// On `Accept` the state may change; on `Invalid` nothing changes. Never panics.
+    #[inline]
     pub fn step(&mut self, dir: Dir, seg: &Segment, window_check: bool) -> TcpVerdict {
+        // Fast path for the bulk of traffic: a plain ACK (with or without data) on an
+        // established connection changes no state; only the window moves. Same result as the
+        // general path (it would take the `Established => Established` arm).
+        if self.state == State::Established
+            && seg.tcp_flags & (flags::SYN | flags::FIN | flags::RST | flags::ACK) == flags::ACK
+        {
+            if window_check {
+                if let Err(e) = self.in_window(dir, seg) {
+                    return TcpVerdict::Invalid(e);
+                }
+            }
+            return TcpVerdict::Accept;
+        }
+        self.step_general(dir, seg, window_check)
+    }
+
+    /// Every other packet: the full state machine.
+    #[inline(never)]
+    fn step_general(&mut self, dir: Dir, seg: &Segment, window_check: bool) -> TcpVerdict {
         match self.proto {
             self::proto::TCP => match self.step_tcp(dir, seg, window_check) {
                 Ok(()) => TcpVerdict::Accept,
@@ -503,6 +523,7 @@ impl Conn {
     }
 
     /// The window test of the module doc, and the window update when it passes.
+    #[inline]
     fn in_window(&mut self, dir: Dir, seg: &Segment) -> Result<(), Invalid> {
         let s = dir as usize;
         let r = 1 - s;
