@@ -801,4 +801,29 @@ mod tests {
         assert!(t.of(State::SynSent) < t.of(State::Established));
         assert!(t.of(State::Unreplied) < t.of(State::Replied));
     }
+
+    proptest::proptest! {
+        /// The established-ACK fast path of `step` gives the same verdict and state as the
+        /// general state machine, on random segment sequences after a real handshake.
+        #[test]
+        fn fast_path_equals_general_path(
+            check: bool,
+            segs in proptest::collection::vec(
+                (proptest::bool::ANY,
+                 proptest::prop_oneof![proptest::strategy::Just(ACK), proptest::strategy::Just(ACK | PSH), proptest::strategy::Just(FIN | ACK), proptest::strategy::Just(RST), proptest::num::u8::ANY],
+                 0u32..200_000, 0u32..200_000, proptest::num::u16::ANY, 0u32..2000),
+                1..64),
+        ) {
+            let mut a = handshake(check);
+            let mut b = a;
+            for (orig, f, seq, ack, win, len) in segs {
+                let d = if orig { O } else { R };
+                let g = Segment::tcp(f, C_ISN.wrapping_add(seq), S_ISN.wrapping_add(ack), win, len);
+                let va = a.step(d, &g, check);
+                let vb = b.step_general(d, &g, check);
+                proptest::prop_assert_eq!(va, vb);
+                proptest::prop_assert_eq!(a, b);
+            }
+        }
+    }
 }
