@@ -716,26 +716,24 @@ impl XdpPort {
         let _ = self.attach.map.delete(&self.queue.to_ne_bytes());
         // Quiesce: closing the socket unbinds it and waits for in-flight NAPI (the kernel's
         // `xsk_release` calls `synchronize_net`), after which the rings are only ours.
-        let closed = match self._own_fd.take() {
-            Some(fd) => {
-                drop(fd);
-                true
+        let closed = if let Some(fd) = self._own_fd.take() {
+            drop(fd);
+            true
+        } else {
+            // We own the UMEM socket: close it if no other port shares it. `get_mut` needs the
+            // registry's weak reference gone too.
+            let mut umems = UMEMS.lock().unwrap_or_else(|p| p.into_inner());
+            if Arc::strong_count(&self.umem) == 1 {
+                umems.retain(|(_, w)| !std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.umem)));
             }
-            None => match {
-                // `get_mut` needs the registry's weak reference gone too.
-                let mut umems = UMEMS.lock().unwrap_or_else(|p| p.into_inner());
-                if Arc::strong_count(&self.umem) == 1 {
-                    umems.retain(|(_, w)| !std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.umem)));
-                }
-                drop(umems);
-                Arc::get_mut(&mut self.umem)
-            } {
+            drop(umems);
+            match Arc::get_mut(&mut self.umem) {
                 Some(u) => {
                     u.fd = None;
                     true
                 }
                 None => false,
-            },
+            }
         };
         let mut ids: Vec<PktId> = Vec::new();
         let chunk = |addr: u64| PktId((addr as usize / BUF_SIZE) as u32);
