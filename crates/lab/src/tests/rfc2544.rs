@@ -172,6 +172,11 @@ pub fn run(
             cfg.loss_threshold
         )));
     }
+    for ns in topo::cleanup_stale() {
+        progress(&format!(
+            "removed {ns}, left behind by a lab run that no longer exists"
+        ));
+    }
     let mut out = Rfc2544Results::default();
     for dc in &cfg.duts {
         let name = dc.kind.name();

@@ -231,6 +231,11 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
             });
         }
     }
+    for ns in topo::cleanup_stale() {
+        progress(&format!(
+            "removed {ns}, left behind by a lab run that no longer exists"
+        ));
+    }
     let mut out = TcpResults::default();
     for dc in &cfg.duts {
         let name = dc.kind.name();
