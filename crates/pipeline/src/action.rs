@@ -1,0 +1,292 @@
+//! Action primitives: the short sequences that table actions and control blocks run on a packet.
+//!
+//! A compiled [`Prim`] has every name resolved: fields are [`FieldRef`]s, parameters are indices
+//! into the entry's argument array, objects (meters, counters) are indices into [`Objects`].
+//! [`apply`] runs one primitive on one packet; callers loop over a batch's lanes.
+
+use crate::field::{FieldRef, Loc};
+use crate::objects::Objects;
+use fastpath_packet::{csum, Batch, DropReason, Hdr, PuntReason, Slot, Pool};
+
+/// Most parameters an action may take.
+pub const MAX_ARGS: usize = 6;
+
+/// An operand: a constant, an action parameter, or a packet field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    /// A constant from the spec.
+    Const(u128),
+    /// Parameter `n` of the table entry's action.
+    Arg(u8),
+    /// A field of the packet or its metadata.
+    Field(FieldRef),
+}
+
+impl Operand {
+    /// The operand's value for this packet (0 for a field the packet lacks).
+    #[inline]
+    pub fn value(&self, args: &[u128; MAX_ARGS], data: &[u8], m: &fastpath_packet::Meta) -> u128 {
+        match self {
+            Operand::Const(v) => *v,
+            Operand::Arg(a) => args[usize::from(*a) % MAX_ARGS],
+            Operand::Field(f) => f.read(data, m).unwrap_or(0),
+        }
+    }
+}
+
+/// One compiled primitive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Prim {
+    /// `forward P`: choose the output port (the packet goes on through the pipeline).
+    Forward(Operand),
+    /// `drop [reason]`.
+    Drop(DropReason),
+    /// `to_control`: punt to the control plane.
+    ToControl,
+    /// `set FIELD = VALUE`.
+    Set(FieldRef, Operand),
+    /// `swap A B` (fields of equal width).
+    Swap(FieldRef, FieldRef),
+    /// `ttl_dec`: IPv4 TTL or IPv6 hop limit minus one (RFC 1812 §5.3.1), dropping with
+    /// `ttl_expired` when it would reach zero; IPv4 checksum updated incrementally (RFC 1624).
+    TtlDec,
+    /// `push_vlan VID [PCP]`: insert an 802.1Q tag after the MAC addresses.
+    PushVlan(Operand, Operand),
+    /// `pop_vlan`: remove the outer 802.1Q / 802.1ad tag.
+    PopVlan,
+    /// `count COUNTERS INDEX`: add the packet and its bytes to a counter.
+    Count(u16, Operand),
+    /// `meter METERS INDEX`: colour the packet (`meta.color`); red is dropped (`meter_red`)
+    /// when `drop_red` is set (`meter … drop_red`), yellow remarked by the caller's spec.
+    Meter(u16, Operand, bool),
+    /// `vxlan_decap`: remove outer Ethernet/IP/UDP/VXLAN; inner headers become the outer ones.
+    VxlanDecap,
+}
+
+impl Prim {
+    /// The primitive's spec name (trace and `show plan`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Prim::Forward(_) => "forward",
+            Prim::Drop(_) => "drop",
+            Prim::ToControl => "to_control",
+            Prim::Set(..) => "set",
+            Prim::Swap(..) => "swap",
+            Prim::TtlDec => "ttl_dec",
+            Prim::PushVlan(..) => "push_vlan",
+            Prim::PopVlan => "pop_vlan",
+            Prim::Count(..) => "count",
+            Prim::Meter(..) => "meter",
+            Prim::VxlanDecap => "vxlan_decap",
+        }
+    }
+}
+
+/// Where an action runs: the packet's slot in the batch and the per-stage drop counters.
+pub struct Ctx<'a> {
+    /// Per-reason drop counters of the running stage.
+    pub drops: &'a mut [u64; DropReason::COUNT],
+    /// Meters and counters.
+    pub objects: &'a mut Objects,
+    /// Time of this batch.
+    pub now_ns: u64,
+}
+
+/// Runs `p` on slot `i`. Returns false when the packet stopped (dropped or punted).
+#[inline]
+pub fn apply(p: &Prim, args: &[u128; MAX_ARGS], pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut Ctx<'_>) -> bool {
+    let h = b.handle(i);
+    match p {
+        Prim::Forward(op) => {
+            let port = op.value(args, pool.data(h), b.meta(i));
+            b.meta_mut(i).out_port = port as u16;
+        }
+        Prim::Drop(r) => {
+            drop_pkt(b, i, *r, cx);
+            return false;
+        }
+        Prim::ToControl => {
+            b.punt(i, PuntReason::ACTION);
+            return false;
+        }
+        Prim::Set(f, op) => {
+            let v = op.value(args, pool.data(h), b.meta(i));
+            let mut m = *b.meta(i);
+            f.write(pool.data_mut(h), &mut m, v);
+            *b.meta_mut(i) = m;
+        }
+        Prim::Swap(x, y) => swap(x, y, pool.data_mut(h), b, i),
+        Prim::TtlDec => {
+            if !ttl_dec(pool.data_mut(h), b.meta(i)) {
+                drop_pkt(b, i, DropReason::TtlExpired, cx);
+                return false;
+            }
+        }
+        Prim::PushVlan(vid, pcp) => {
+            let data = pool.data(h);
+            let (vid, pcp) = (vid.value(args, data, b.meta(i)), pcp.value(args, data, b.meta(i)));
+            if !push_vlan(pool, h, b, i, vid as u16, pcp as u8) {
+                drop_pkt(b, i, DropReason::NoHeadroom, cx);
+                return false;
+            }
+        }
+        Prim::PopVlan => pop_vlan(pool, h, b, i),
+        Prim::Count(c, idx) => {
+            let k = idx.value(args, pool.data(h), b.meta(i)) as usize;
+            cx.objects.count(*c, k, pool.len(h) as u64);
+        }
+        Prim::Meter(mt, idx, drop_red) => {
+            let k = idx.value(args, pool.data(h), b.meta(i)) as usize;
+            let pre = b.meta(i).color;
+            let color = cx.objects.meter(*mt, k, cx.now_ns, pool.len(h) as u32, pre);
+            b.meta_mut(i).color = color;
+            if *drop_red && color == 2 {
+                drop_pkt(b, i, DropReason::MeterRed, cx);
+                return false;
+            }
+        }
+        Prim::VxlanDecap => {
+            if !vxlan_decap(pool, h, b, i) {
+                drop_pkt(b, i, DropReason::VxlanTruncated, cx);
+                return false;
+            }
+        }
+    }
+    true
+}
+
+#[inline]
+fn drop_pkt(b: &mut Batch, i: usize, r: DropReason, cx: &mut Ctx<'_>) {
+    b.drop(i, r);
+    cx.drops[r as usize] += 1;
+}
+
+fn swap(x: &FieldRef, y: &FieldRef, data: &mut [u8], b: &mut Batch, i: usize) {
+    // Ethernet MAC swap is the common case (l2fwd): six bytes each way, no checksum.
+    if let (Loc::Hdr { slot: Slot::Eth, byte: 0, .. }, Loc::Hdr { slot: Slot::Eth, byte: 6, .. })
+    | (Loc::Hdr { slot: Slot::Eth, byte: 6, .. }, Loc::Hdr { slot: Slot::Eth, byte: 0, .. }) = (x.loc, y.loc)
+    {
+        if x.width == 48 && y.width == 48 && b.meta(i).offset(Slot::Eth) == 0 {
+            if let Some(hdr) = data.get_mut(..12) {
+                let (d, s) = hdr.split_at_mut(6);
+                d.swap_with_slice(s);
+            }
+            return;
+        }
+    }
+    let mut m = *b.meta(i);
+    let (Some(a), Some(c)) = (x.read(data, &m), y.read(data, &m)) else { return };
+    x.write(data, &mut m, c);
+    y.write(data, &mut m, a);
+    *b.meta_mut(i) = m;
+}
+
+/// Decrements IPv4 TTL / IPv6 hop limit. False when it would reach zero (RFC 1812 §5.3.1: a
+/// router "MUST NOT forward" a packet whose TTL is 0 or becomes 0).
+#[inline]
+fn ttl_dec(data: &mut [u8], m: &fastpath_packet::Meta) -> bool {
+    let l3 = m.offset(Slot::L3);
+    if m.valid.has(Hdr::Ipv4) {
+        let Some(hdr) = data.get_mut(l3..l3 + 20) else { return false };
+        let ttl = hdr[8];
+        if ttl <= 1 {
+            return false;
+        }
+        hdr[8] = ttl - 1;
+        // RFC 1624 eqn. 3 on the 16-bit word holding TTL (high byte) and protocol.
+        let old = u16::from_be_bytes([ttl, hdr[9]]);
+        let c = u16::from_be_bytes([hdr[10], hdr[11]]);
+        let c = csum::update16(c, old, old - 0x0100);
+        hdr[10..12].copy_from_slice(&c.to_be_bytes());
+        true
+    } else if m.valid.has(Hdr::Ipv6) {
+        let Some(hl) = data.get_mut(l3 + 7) else { return false };
+        if *hl <= 1 {
+            return false;
+        }
+        *hl -= 1;
+        true
+    } else {
+        true
+    }
+}
+
+/// Offsets of every slot that starts at or after `from` move by `delta` bytes.
+fn shift_offsets(m: &mut fastpath_packet::Meta, from: usize, delta: isize) {
+    for o in m.off.iter_mut() {
+        if usize::from(*o) >= from {
+            *o = (*o as isize + delta) as u16;
+        }
+    }
+}
+
+fn push_vlan(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usize, vid: u16, pcp: u8) -> bool {
+    let Some(f) = pool.prepend(h, 4) else { return false };
+    if f.len() < 18 {
+        return false;
+    }
+    f.copy_within(4..16, 0);
+    let tci = (u16::from(pcp & 7) << 13) | (vid & 0x0fff);
+    f[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+    f[14..16].copy_from_slice(&tci.to_be_bytes());
+    let m = b.meta_mut(i);
+    shift_offsets(m, 1, 4); // everything after the Ethernet start moves; Eth stays at 0
+    if m.valid.has(Hdr::Vlan) {
+        m.valid.insert(Hdr::Qinq);
+        m.set_offset(Slot::Vlan1, m.offset(Slot::Vlan0));
+    }
+    m.valid.insert(Hdr::Vlan);
+    m.set_offset(Slot::Vlan0, 12);
+    true
+}
+
+fn pop_vlan(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usize) {
+    if !b.meta(i).valid.has(Hdr::Vlan) {
+        return;
+    }
+    let data = pool.data_mut(h);
+    if data.len() < 18 {
+        return;
+    }
+    data.copy_within(0..12, 4);
+    pool.strip(h, 4);
+    let m = b.meta_mut(i);
+    shift_offsets(m, 13, -4);
+    if m.valid.has(Hdr::Qinq) {
+        m.valid.remove(Hdr::Qinq);
+        m.set_offset(Slot::Vlan0, 12);
+    } else {
+        m.valid.remove(Hdr::Vlan);
+    }
+}
+
+fn vxlan_decap(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usize) -> bool {
+    let m = *b.meta(i);
+    if !m.valid.has(Hdr::Vxlan) || !m.valid.has(Hdr::InnerEth) {
+        return false;
+    }
+    let cut = m.offset(Slot::InnerEth);
+    if !pool.strip(h, cut) {
+        return false;
+    }
+    let mut n = fastpath_packet::Meta { valid: fastpath_packet::HdrSet::EMPTY, off: [0; Slot::COUNT], ..m };
+    n.valid.insert(Hdr::Eth);
+    let map = [
+        (Hdr::InnerIpv4, Hdr::Ipv4),
+        (Hdr::InnerIpv6, Hdr::Ipv6),
+        (Hdr::InnerUdp, Hdr::Udp),
+        (Hdr::InnerTcp, Hdr::Tcp),
+    ];
+    for (inner, outer) in map {
+        if m.valid.has(inner) {
+            n.valid.insert(outer);
+        }
+    }
+    if m.valid.has(Hdr::InnerIcmp) {
+        n.valid.insert(if m.valid.has(Hdr::InnerIpv6) { Hdr::Icmp6 } else { Hdr::Icmp });
+    }
+    n.set_offset(Slot::L3, m.offset(Slot::InnerL3).saturating_sub(cut));
+    n.set_offset(Slot::L4, m.offset(Slot::InnerL4).saturating_sub(cut));
+    *b.meta_mut(i) = n;
+    true
+}

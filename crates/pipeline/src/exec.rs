@@ -1,0 +1,329 @@
+//! The batch executor: runs a compiled plan over a batch, one dynamic dispatch per stage.
+//!
+//! ```text
+//!  batch ─▶ parser ─▶ ingress steps ─▶ (traffic manager) ─▶ egress steps ─▶ end: Tx(out_port)
+//!                     │ Mask{dst,src,cond}: dst = src ∩ live ∩ {i | cond(i)}     or Drop(no_verdict)
+//!                     │ AndNot{dst,src,sub}: dst = src ∖ sub        (if / elif / else)
+//!                     └ Run{mask, stage}: stage.run(batch, mask ∩ live)
+//! ```
+//! Branches become lane masks, so every stage still runs once per batch over the packets its
+//! guard selects. Per stage the executor keeps calls, packets in and out, drops by reason and
+//! TSC cycles (two `rdtsc` per stage per batch).
+
+use crate::action::{self, Prim, MAX_ARGS};
+use crate::cond::CondC;
+use crate::objects::Objects;
+use crate::trace::{Trace, TraceRec};
+use fastpath_packet::prefetch::cycles;
+use fastpath_packet::{Batch, DropReason, Lanes, Pool, Verdict, NO_PORT};
+
+/// Everything a stage may touch besides the batch and the pool.
+pub struct StageCx<'a> {
+    /// Time of this batch (ns, from the worker's clock).
+    pub now_ns: u64,
+    /// The running stage's drop counters.
+    pub drops: &'a mut [u64; DropReason::COUNT],
+    /// Meters and counters.
+    pub objects: &'a mut Objects,
+    /// Lanes being traced in this batch (empty when tracing is off).
+    pub trace_lanes: Lanes,
+    /// Trace records of this batch (only written for `trace_lanes`).
+    pub trace: &'a mut Vec<(usize, TraceRec)>,
+}
+
+impl StageCx<'_> {
+    /// Drops slot `i` for `reason`, counting it.
+    #[inline]
+    pub fn drop(&mut self, b: &mut Batch, i: usize, reason: DropReason) {
+        b.drop(i, reason);
+        self.drops[reason as usize] += 1;
+    }
+    /// True when some packet of this batch is traced.
+    #[inline]
+    pub fn tracing(&self) -> bool {
+        !self.trace_lanes.is_empty()
+    }
+    /// Records `rec` for slot `i` if it is traced.
+    #[inline]
+    pub fn trace(&mut self, i: usize, rec: TraceRec) {
+        if self.trace_lanes.contains(i) {
+            self.trace.push((i, rec));
+        }
+    }
+    /// The action-primitive context for this stage.
+    #[inline]
+    pub fn action_ctx(&mut self) -> action::Ctx<'_> {
+        action::Ctx { drops: self.drops, objects: self.objects, now_ns: self.now_ns }
+    }
+}
+
+/// A pipeline stage: takes the lanes of a batch its guard selected, writes verdicts.
+pub trait Stage: Send {
+    /// Processes `lanes` (all live) of the batch.
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>);
+    /// One line for `show plan`: what the stage does, with resolved offsets.
+    fn describe(&self) -> String;
+    /// The table behind this stage, for the control plane.
+    fn table(&mut self) -> Option<&mut dyn crate::table::TableOps> {
+        None
+    }
+    /// The table behind this stage, read-only.
+    fn table_ref(&self) -> Option<&dyn crate::table::TableOps> {
+        None
+    }
+}
+
+/// A stage that runs primitives from the control block itself (outside any table).
+pub struct PrimStage {
+    pub(crate) prims: Vec<Prim>,
+}
+
+impl Stage for PrimStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        let args = [0u128; MAX_ARGS];
+        let mut acx = cx.action_ctx();
+        for i in lanes {
+            for p in &self.prims {
+                if !action::apply(p, &args, pool, b, i, &mut acx) {
+                    break;
+                }
+            }
+        }
+    }
+    fn describe(&self) -> String {
+        self.prims.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join("; ")
+    }
+}
+
+/// One step of a compiled control block.
+pub enum Step {
+    /// `masks[dst] = masks[src] ∩ live ∩ cond`.
+    Mask {
+        /// Destination register.
+        dst: u8,
+        /// Source register.
+        src: u8,
+        /// The condition.
+        cond: CondC,
+    },
+    /// `masks[dst] = masks[src] ∖ masks[sub]`.
+    AndNot {
+        /// Destination register.
+        dst: u8,
+        /// Source register.
+        src: u8,
+        /// Register to remove.
+        sub: u8,
+    },
+    /// Run stage `stage` over `masks[mask] ∩ live`.
+    Run {
+        /// Guard register.
+        mask: u8,
+        /// Index into the pipeline's stages.
+        stage: usize,
+    },
+}
+
+/// Counters of one stage. Summed by whoever reads them; written only by the worker.
+#[derive(Clone, Debug)]
+pub struct StageStats {
+    /// Times the stage ran (batches with at least one lane for it).
+    pub calls: u64,
+    /// Packets handed to it.
+    pub pkts_in: u64,
+    /// Packets still live after it.
+    pub pkts_out: u64,
+    /// TSC cycles spent in it.
+    pub cycles: u64,
+    /// Drops by reason.
+    pub drops: [u64; DropReason::COUNT],
+}
+
+impl Default for StageStats {
+    fn default() -> Self {
+        StageStats { calls: 0, pkts_in: 0, pkts_out: 0, cycles: 0, drops: [0; DropReason::COUNT] }
+    }
+}
+
+/// A compiled, runnable pipeline: stages, the two control programs, objects and counters.
+pub struct Pipeline {
+    pub(crate) name: String,
+    pub(crate) stages: Vec<Box<dyn Stage>>,
+    pub(crate) stage_names: Vec<String>,
+    pub(crate) stats: Vec<StageStats>,
+    pub(crate) ingress: Vec<Step>,
+    pub(crate) egress: Vec<Step>,
+    pub(crate) masks: Vec<Lanes>,
+    pub(crate) objects: Objects,
+    pub(crate) end_stats: StageStats,
+    pub(crate) trace: Trace,
+    pub(crate) trace_buf: Vec<(usize, TraceRec)>,
+    pub(crate) program: crate::compile::Program,
+}
+
+impl Pipeline {
+    /// The pipeline's name from its spec.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs one batch through the whole pipeline. Afterwards every packet has a final verdict
+    /// (`Tx`, `Drop` or `Punt`); the caller acts on them. Worker only; never allocates unless
+    /// tracing is on.
+    pub fn process(&mut self, pool: &mut Pool, b: &mut Batch, now_ns: u64) {
+        let trace_lanes = self.trace.lanes_for(b.len());
+        if !trace_lanes.is_empty() {
+            self.trace.begin_batch(pool, b, trace_lanes);
+        }
+        self.masks[0] = b.live();
+        run_steps(self, false, pool, b, now_ns, trace_lanes);
+        // Egress sees only forwarded packets.
+        let mut fwd = Lanes::NONE;
+        for i in b.live() {
+            if b.meta(i).out_port != NO_PORT {
+                fwd.insert(i);
+            }
+        }
+        if !self.egress.is_empty() {
+            self.masks[0] = fwd;
+            run_steps(self, true, pool, b, now_ns, trace_lanes);
+        }
+        // End: forwarded packets leave; the rest had no verdict.
+        let live = b.live();
+        let e = &mut self.end_stats;
+        e.pkts_in += live.count() as u64;
+        for i in live {
+            let p = b.meta(i).out_port;
+            if p != NO_PORT {
+                b.tx(i, p);
+            } else {
+                b.drop(i, DropReason::NoVerdict);
+                e.drops[DropReason::NoVerdict as usize] += 1;
+            }
+        }
+        if !trace_lanes.is_empty() {
+            self.trace.end_batch(b, trace_lanes, &self.trace_buf, &self.stage_names, &self.program);
+            self.trace_buf.clear();
+        }
+    }
+
+    /// Names of the stages in plan order.
+    pub fn stage_names(&self) -> &[String] {
+        &self.stage_names
+    }
+
+    /// Counters of each stage, in plan order, plus the final `end` pseudo-stage.
+    pub fn stats(&self) -> Vec<(String, StageStats)> {
+        let mut v: Vec<_> = self.stage_names.iter().cloned().zip(self.stats.iter().cloned()).collect();
+        v.push(("end".to_string(), self.end_stats.clone()));
+        v
+    }
+
+    /// Zeroes every stage counter.
+    pub fn reset_stats(&mut self) {
+        for s in &mut self.stats {
+            *s = StageStats::default();
+        }
+        self.end_stats = StageStats::default();
+    }
+
+    /// Asks for the next `n` packets to be traced.
+    pub fn trace_next(&mut self, n: usize) {
+        self.trace.arm(n);
+    }
+
+    /// Formatted trace of the packets traced so far (VPP style), and clears it.
+    pub fn take_trace(&mut self) -> String {
+        self.trace.take()
+    }
+
+    /// The meters and counters, for the control plane.
+    pub fn objects_mut(&mut self) -> &mut Objects {
+        &mut self.objects
+    }
+
+    /// The meters and counters.
+    pub fn objects(&self) -> &Objects {
+        &self.objects
+    }
+
+    /// One line per stage: name and description (offsets, tables, actions).
+    pub fn show_plan(&self) -> String {
+        let mut s = String::new();
+        for (n, st) in self.stage_names.iter().zip(&self.stages) {
+            s.push_str(&format!("{n:<16} {}\n", st.describe()));
+        }
+        s
+    }
+}
+
+fn run_steps(
+    p: &mut Pipeline,
+    is_egress: bool,
+    pool: &mut Pool,
+    b: &mut Batch,
+    now_ns: u64,
+    trace_lanes: Lanes,
+) {
+    // The steps are a field of `p`, which the loop also borrows mutably for stages and stats:
+    // take them out for the duration (a pointer swap, no allocation).
+    let steps = std::mem::take(if is_egress { &mut p.egress } else { &mut p.ingress });
+    for step in &steps {
+        match step {
+            Step::Mask { dst, src, cond } => {
+                let src = p.masks[usize::from(*src)].and(b.live());
+                let mut out = Lanes::NONE;
+                for i in src {
+                    if cond.eval(pool.data(b.handle(i)), b.meta(i)) {
+                        out.insert(i);
+                    }
+                }
+                p.masks[usize::from(*dst)] = out;
+            }
+            Step::AndNot { dst, src, sub } => {
+                p.masks[usize::from(*dst)] = p.masks[usize::from(*src)].and_not(p.masks[usize::from(*sub)]);
+            }
+            Step::Run { mask, stage } => {
+                let lanes = p.masks[usize::from(*mask)].and(b.live());
+                if lanes.is_empty() {
+                    continue;
+                }
+                let st = &mut p.stats[*stage];
+                let mut cx = StageCx {
+                    now_ns,
+                    drops: &mut st.drops,
+                    objects: &mut p.objects,
+                    trace_lanes: trace_lanes.and(lanes),
+                    trace: &mut p.trace_buf,
+                };
+                let t0 = cycles();
+                p.stages[*stage].run(pool, b, lanes, &mut cx);
+                let t1 = cycles();
+                st.calls += 1;
+                st.pkts_in += lanes.count() as u64;
+                st.pkts_out += lanes.and(b.live()).count() as u64;
+                st.cycles += t1.wrapping_sub(t0);
+                if !trace_lanes.is_empty() {
+                    for i in trace_lanes.and(lanes) {
+                        p.trace_buf.push((i, TraceRec::Stage { stage: *stage as u16, verdict: b.verdict(i) }));
+                    }
+                }
+            }
+        }
+    }
+    if is_egress {
+        p.egress = steps;
+    } else {
+        p.ingress = steps;
+    }
+}
+
+/// The verdict a stage left, for traces.
+pub fn verdict_text(v: Verdict) -> String {
+    match v {
+        Verdict::Continue => "continue".into(),
+        Verdict::Drop(r) => format!("drop ({})", r.name()),
+        Verdict::Tx(p) => format!("tx port {p}"),
+        Verdict::Punt(r) => format!("punt ({})", r.0),
+    }
+}

@@ -1,0 +1,361 @@
+//! The field catalog: every header and metadata field a spec can name, resolved once at compile
+//! time to an offset-and-width extractor.
+//!
+//! A [`FieldRef`] says where a field lives: in a header layer (`Slot` of [`Meta::off`], byte
+//! offset from that header's start, bit shift and width) or in the packet's metadata. Reading and
+//! writing at run time is then a load, a shift and a mask — no names, no maps. Writes to fields
+//! under a checksum (IPv4 header, UDP/TCP pseudo-header) keep the checksum right with RFC 1624
+//! incremental updates.
+
+use crate::value::ValueKind;
+use fastpath_packet::{csum, Hdr, HdrSet, Meta, Slot};
+
+/// Where a field's bits come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loc {
+    /// In a header: `bytes` bytes (1..=16) starting `byte` bytes after the header layer's start;
+    /// the field is those bytes read big-endian, shifted right by `shift`, masked to `width`.
+    Hdr { slot: Slot, byte: u8, bytes: u8, shift: u8 },
+    /// A metadata field.
+    Meta(MetaField),
+}
+
+/// Metadata a spec can read and write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaField {
+    /// Input port.
+    InPort,
+    /// Output port chosen so far.
+    OutPort,
+    /// Meter colour (0 green, 1 yellow, 2 red).
+    Color,
+    /// Traffic class.
+    Tc,
+    /// Flow hash.
+    Hash,
+    /// User register `n`.
+    Reg(u8),
+}
+
+/// A resolved field: where it is, how wide, and which header must be valid to read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldRef {
+    /// Location.
+    pub loc: Loc,
+    /// Width in bits (1..=128).
+    pub width: u8,
+    /// Headers that must all be present (empty for metadata).
+    pub needs: HdrSet,
+    /// Alternative header set: the field is also readable when all of these are present
+    /// (e.g. `l4.dport` is valid for UDP or TCP). Empty when there is no alternative.
+    pub or_needs: HdrSet,
+    /// Which checksums cover it.
+    pub csum: Csum,
+    /// How its values are written (integer, MAC, IPv4, IPv6).
+    pub kind: ValueKind,
+}
+
+/// Checksums that must follow a write to a field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Csum {
+    /// The IPv4 header checksum covers it.
+    pub ipv4_hdr: bool,
+    /// The UDP/TCP checksum covers it (ports, or addresses via the pseudo-header).
+    pub l4: bool,
+}
+
+/// One catalog row: `(header name, field name, needs, byte, bits-from-msb start, width bits)`.
+struct Row {
+    hdr: &'static str,
+    field: &'static str,
+    needs: Hdr,
+    or_needs: Option<Hdr>,
+    slot: Slot,
+    /// Bit offset of the field's most significant bit from the header's start.
+    bit: u16,
+    width: u8,
+    csum: Csum,
+}
+
+const NO: Csum = Csum { ipv4_hdr: false, l4: false };
+const IP4: Csum = Csum { ipv4_hdr: true, l4: false };
+const IP4_L4: Csum = Csum { ipv4_hdr: true, l4: true };
+const L4: Csum = Csum { ipv4_hdr: false, l4: true };
+
+macro_rules! rows {
+    ($( $hdr:literal . $f:literal : $needs:ident $(| $or:ident)? @ $slot:ident bit $bit:literal width $w:literal $cs:ident ;)*) => {
+        &[ $( Row { hdr: $hdr, field: $f, needs: Hdr::$needs, or_needs: rows!(@or $($or)?),
+                    slot: Slot::$slot, bit: $bit, width: $w, csum: $cs }, )* ]
+    };
+    (@or) => { None };
+    (@or $or:ident) => { Some(Hdr::$or) };
+}
+
+/// Field offsets are from the RFCs' header diagrams: Ethernet (IEEE 802.3), 802.1Q tag (TPID,
+/// PCP, DEI, VID, then the next EtherType), IPv4 (RFC 791 §3.1), IPv6 (RFC 8200 §3), UDP (RFC
+/// 768), TCP (RFC 9293 §3.1), ICMP (RFC 792), VXLAN (RFC 7348 §5).
+static CATALOG: &[Row] = rows! {
+    "eth"."dst":  Eth @ Eth bit 0 width 48 NO;
+    "eth"."src":  Eth @ Eth bit 48 width 48 NO;
+    "eth"."type": Eth @ Eth bit 96 width 16 NO;
+    "vlan"."pcp": Vlan @ Vlan0 bit 16 width 3 NO;
+    "vlan"."dei": Vlan @ Vlan0 bit 19 width 1 NO;
+    "vlan"."vid": Vlan @ Vlan0 bit 20 width 12 NO;
+    "vlan"."tpid": Vlan @ Vlan0 bit 0 width 16 NO;
+    "qinq"."pcp": Qinq @ Vlan1 bit 16 width 3 NO;
+    "qinq"."vid": Qinq @ Vlan1 bit 20 width 12 NO;
+    "ipv4"."dscp": Ipv4 @ L3 bit 8 width 6 IP4;
+    "ipv4"."ecn": Ipv4 @ L3 bit 14 width 2 IP4;
+    "ipv4"."total_len": Ipv4 @ L3 bit 16 width 16 IP4;
+    "ipv4"."ident": Ipv4 @ L3 bit 32 width 16 IP4;
+    "ipv4"."ttl": Ipv4 @ L3 bit 64 width 8 IP4;
+    "ipv4"."proto": Ipv4 @ L3 bit 72 width 8 IP4;
+    "ipv4"."src": Ipv4 @ L3 bit 96 width 32 IP4_L4;
+    "ipv4"."dst": Ipv4 @ L3 bit 128 width 32 IP4_L4;
+    "ipv6"."dscp": Ipv6 @ L3 bit 4 width 6 NO;
+    "ipv6"."ecn": Ipv6 @ L3 bit 10 width 2 NO;
+    "ipv6"."flow_label": Ipv6 @ L3 bit 12 width 20 NO;
+    "ipv6"."payload_len": Ipv6 @ L3 bit 32 width 16 NO;
+    "ipv6"."next_header": Ipv6 @ L3 bit 48 width 8 NO;
+    "ipv6"."hop_limit": Ipv6 @ L3 bit 56 width 8 NO;
+    "ipv6"."src": Ipv6 @ L3 bit 64 width 128 L4;
+    "ipv6"."dst": Ipv6 @ L3 bit 192 width 128 L4;
+    "udp"."sport": Udp @ L4 bit 0 width 16 L4;
+    "udp"."dport": Udp @ L4 bit 16 width 16 L4;
+    "tcp"."sport": Tcp @ L4 bit 0 width 16 L4;
+    "tcp"."dport": Tcp @ L4 bit 16 width 16 L4;
+    "tcp"."seq": Tcp @ L4 bit 32 width 32 L4;
+    "tcp"."ack": Tcp @ L4 bit 64 width 32 L4;
+    "tcp"."flags": Tcp @ L4 bit 104 width 8 L4;
+    "l4"."sport": Udp | Tcp @ L4 bit 0 width 16 L4;
+    "l4"."dport": Udp | Tcp @ L4 bit 16 width 16 L4;
+    "icmp"."type": Icmp @ L4 bit 0 width 8 NO;
+    "icmp"."code": Icmp @ L4 bit 8 width 8 NO;
+    "icmp6"."type": Icmp6 @ L4 bit 0 width 8 NO;
+    "icmp6"."code": Icmp6 @ L4 bit 8 width 8 NO;
+    "vxlan"."vni": Vxlan @ Tunnel bit 32 width 24 NO;
+    "inner_eth"."dst": InnerEth @ InnerEth bit 0 width 48 NO;
+    "inner_eth"."src": InnerEth @ InnerEth bit 48 width 48 NO;
+    "inner_eth"."type": InnerEth @ InnerEth bit 96 width 16 NO;
+    "inner_ipv4"."dscp": InnerIpv4 @ InnerL3 bit 8 width 6 NO;
+    "inner_ipv4"."ttl": InnerIpv4 @ InnerL3 bit 64 width 8 NO;
+    "inner_ipv4"."proto": InnerIpv4 @ InnerL3 bit 72 width 8 NO;
+    "inner_ipv4"."src": InnerIpv4 @ InnerL3 bit 96 width 32 NO;
+    "inner_ipv4"."dst": InnerIpv4 @ InnerL3 bit 128 width 32 NO;
+    "inner_ipv6"."next_header": InnerIpv6 @ InnerL3 bit 48 width 8 NO;
+    "inner_ipv6"."src": InnerIpv6 @ InnerL3 bit 64 width 128 NO;
+    "inner_ipv6"."dst": InnerIpv6 @ InnerL3 bit 192 width 128 NO;
+    "inner_l4"."sport": InnerUdp | InnerTcp @ InnerL4 bit 0 width 16 NO;
+    "inner_l4"."dport": InnerUdp | InnerTcp @ InnerL4 bit 16 width 16 NO;
+    "inner_tcp"."flags": InnerTcp @ InnerL4 bit 104 width 8 NO;
+};
+
+/// Names of metadata fields (`meta.<name>`), with widths.
+static META: &[(&str, MetaField, u8)] = &[
+    ("in_port", MetaField::InPort, 16),
+    ("out_port", MetaField::OutPort, 16),
+    ("color", MetaField::Color, 8),
+    ("tc", MetaField::Tc, 8),
+    ("hash", MetaField::Hash, 32),
+];
+
+impl FieldRef {
+    /// Resolves `hdr.field` (or `meta.name`; user metadata names come from `user_meta`, each
+    /// mapped to a register). `None` when unknown.
+    pub fn resolve(name: &str, user_meta: &[(String, u8)]) -> Option<FieldRef> {
+        let (h, f) = name.split_once('.')?;
+        if h == "meta" {
+            if let Some(&(_, m, w)) = META.iter().find(|(n, _, _)| *n == f) {
+                return Some(FieldRef::meta(m, w));
+            }
+            let (i, (_, w)) = user_meta.iter().enumerate().find(|(_, (n, _))| n == f)?;
+            return Some(FieldRef::meta(MetaField::Reg(i as u8), *w));
+        }
+        let r = CATALOG.iter().find(|r| r.hdr == h && r.field == f)?;
+        let first_byte = (r.bit / 8) as u8;
+        let last_bit = r.bit + u16::from(r.width); // exclusive
+        let bytes = (last_bit.div_ceil(8) - u16::from(first_byte)) as u8;
+        let shift = (u16::from(bytes) * 8 - (last_bit - u16::from(first_byte) * 8)) as u8;
+        Some(FieldRef {
+            loc: Loc::Hdr { slot: r.slot, byte: first_byte, bytes, shift },
+            width: r.width,
+            needs: HdrSet::EMPTY.with(r.needs),
+            or_needs: r.or_needs.map_or(HdrSet::EMPTY, |h| HdrSet::EMPTY.with(h)),
+            csum: r.csum,
+            kind: match (r.hdr, r.field, r.width) {
+                ("eth" | "inner_eth", "src" | "dst", _) => ValueKind::Mac,
+                (_, "src" | "dst", 32) => ValueKind::Ipv4,
+                (_, "src" | "dst", 128) => ValueKind::Ipv6,
+                (_, _, w) => ValueKind::Int(w),
+            },
+        })
+    }
+
+    fn meta(m: MetaField, width: u8) -> FieldRef {
+        FieldRef {
+            loc: Loc::Meta(m),
+            width,
+            needs: HdrSet::EMPTY,
+            or_needs: HdrSet::EMPTY,
+            csum: NO,
+            kind: ValueKind::Int(width),
+        }
+    }
+
+    /// Every field name the catalog knows (for "did you mean" suggestions and docs).
+    pub fn all_names(user_meta: &[(String, u8)]) -> Vec<String> {
+        let mut v: Vec<String> = CATALOG.iter().map(|r| format!("{}.{}", r.hdr, r.field)).collect();
+        v.extend(META.iter().map(|(n, _, _)| format!("meta.{n}")));
+        v.extend(user_meta.iter().map(|(n, _)| format!("meta.{n}")));
+        v
+    }
+
+    /// True when the headers this field needs were parsed for a packet.
+    #[inline]
+    pub fn present(&self, valid: HdrSet) -> bool {
+        valid.has_all(self.needs) || (self.or_needs.0 != 0 && valid.has_all(self.or_needs))
+    }
+
+    /// Mask of the field's value bits.
+    #[inline]
+    pub fn mask(&self) -> u128 {
+        if self.width >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.width) - 1
+        }
+    }
+
+    /// Reads the field (right-aligned). `None` when the header is absent or cut short.
+    #[inline]
+    pub fn read(&self, data: &[u8], m: &Meta) -> Option<u128> {
+        match self.loc {
+            Loc::Meta(f) => Some(u128::from(read_meta(m, f))),
+            Loc::Hdr { slot, byte, bytes, shift } => {
+                if !self.present(m.valid) {
+                    return None;
+                }
+                let start = m.offset(slot) + usize::from(byte);
+                let src = data.get(start..start + usize::from(bytes))?;
+                let mut v = 0u128;
+                for &b in src {
+                    v = v << 8 | u128::from(b);
+                }
+                Some(v >> shift & self.mask())
+            }
+        }
+    }
+
+    /// Reads a field of at most 64 bits: the fast path for keys.
+    #[inline]
+    pub fn read64(&self, data: &[u8], m: &Meta) -> Option<u64> {
+        self.read(data, m).map(|v| v as u64)
+    }
+
+    /// Writes the field, updating the IPv4 header and UDP/TCP checksums that cover it.
+    /// Returns false (changing nothing) when the header is absent or cut short.
+    pub fn write(&self, data: &mut [u8], m: &mut Meta, value: u128) -> bool {
+        match self.loc {
+            Loc::Meta(f) => {
+                write_meta(m, f, value as u32);
+                true
+            }
+            Loc::Hdr { slot, byte, bytes, shift } => {
+                if !self.present(m.valid) {
+                    return false;
+                }
+                let base = m.offset(slot);
+                // The 16-bit-aligned span (relative to the header start, which is even for every
+                // header we parse at an even offset; we align on absolute offsets to be safe)
+                // covering the field, so the checksum delta can be computed on whole words.
+                let start = base + usize::from(byte);
+                let end = start + usize::from(bytes);
+                let a_start = start & !1;
+                let a_end = (end + 1) & !1;
+                let Some(span) = data.get(a_start..a_end) else { return false };
+                let mut old = [0u8; 18];
+                old[..span.len()].copy_from_slice(span);
+                let Some(dst) = data.get_mut(start..end) else { return false };
+                let mut cur = 0u128;
+                for &b in dst.iter() {
+                    cur = cur << 8 | u128::from(b);
+                }
+                let fmask = self.mask() << shift;
+                let new = (cur & !fmask) | ((value << shift) & fmask);
+                for (k, b) in dst.iter_mut().rev().enumerate() {
+                    *b = (new >> (8 * k)) as u8;
+                }
+                if cur != new && (self.csum.ipv4_hdr || self.csum.l4) {
+                    let span_len = a_end - a_start;
+                    let mut neww = [0u8; 18];
+                    if let Some(s) = data.get(a_start..a_end) {
+                        neww[..span_len].copy_from_slice(s);
+                    }
+                    fix_checksums(data, m, self.csum, &old[..span_len], &neww[..span_len]);
+                }
+                true
+            }
+        }
+    }
+}
+
+/// Applies the checksum deltas of a header edit (`old` → `new`, both 16-bit aligned).
+fn fix_checksums(data: &mut [u8], m: &Meta, which: Csum, old: &[u8], new: &[u8]) {
+    if which.ipv4_hdr && m.valid.has(Hdr::Ipv4) {
+        adjust_at(data, m.offset(Slot::L3) + 10, old, new);
+    }
+    if which.l4 {
+        let off = m.offset(Slot::L4);
+        if m.valid.has(Hdr::Tcp) {
+            adjust_at(data, off + 16, old, new);
+        } else if m.valid.has(Hdr::Udp) {
+            // RFC 768: a zero UDP checksum (IPv4 only) means "none"; leave it so.
+            let zero = data.get(off + 6..off + 8).is_some_and(|c| c == [0, 0]);
+            if !zero {
+                adjust_at(data, off + 6, old, new);
+                // RFC 768: a computed 0 is sent as all ones.
+                if let Some(c) = data.get_mut(off + 6..off + 8) {
+                    if c == [0, 0] {
+                        c.copy_from_slice(&[0xff, 0xff]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn adjust_at(data: &mut [u8], at: usize, old: &[u8], new: &[u8]) {
+    if let Some(c) = data.get_mut(at..at + 2) {
+        let cur = u16::from_be_bytes([c[0], c[1]]);
+        let upd = csum::update(cur, old, new);
+        c.copy_from_slice(&upd.to_be_bytes());
+    }
+}
+
+#[inline]
+fn read_meta(m: &Meta, f: MetaField) -> u32 {
+    match f {
+        MetaField::InPort => u32::from(m.in_port),
+        MetaField::OutPort => u32::from(m.out_port),
+        MetaField::Color => u32::from(m.color),
+        MetaField::Tc => u32::from(m.tc),
+        MetaField::Hash => m.hash,
+        MetaField::Reg(r) => m.regs.get(usize::from(r)).copied().unwrap_or(0),
+    }
+}
+
+#[inline]
+fn write_meta(m: &mut Meta, f: MetaField, v: u32) {
+    match f {
+        MetaField::InPort => m.in_port = v as u16,
+        MetaField::OutPort => m.out_port = v as u16,
+        MetaField::Color => m.color = v as u8,
+        MetaField::Tc => m.tc = v as u8,
+        MetaField::Hash => m.hash = v,
+        MetaField::Reg(r) => {
+            if let Some(x) = m.regs.get_mut(usize::from(r)) {
+                *x = v;
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Stateful objects a pipeline instantiates: meter arrays (RFC 2697 srTCM / RFC 2698 trTCM) and
+//! counter arrays. Actions reach them by index; the control plane configures and reads them.
+//!
+//! Meters start unconfigured; an unconfigured meter colours everything green (it polices nothing)
+//! until `fastpath ctl` or an entries file sets its rates.
+
+use crate::compile::Program;
+use fastpath_tables::meter::{Color, ColorMode, MeterError, SrTcm, SrTcmConfig, TrTcm, TrTcmConfig};
+
+/// One meter of an array.
+#[derive(Clone, Debug)]
+pub enum Meter {
+    /// Not configured: passes everything green.
+    Unset,
+    /// RFC 2697.
+    Sr(SrTcm),
+    /// RFC 2698.
+    Tr(TrTcm),
+}
+
+/// A named array of meters.
+#[derive(Clone, Debug)]
+pub struct MeterBank {
+    /// Name from the spec.
+    pub name: String,
+    /// RFC 2698 (true) or RFC 2697.
+    pub two_rate: bool,
+    /// Colour-aware.
+    pub color_aware: bool,
+    /// The meters.
+    pub meters: Vec<Meter>,
+}
+
+/// A named array of packet and byte counters.
+#[derive(Clone, Debug)]
+pub struct CounterBank {
+    /// Name from the spec.
+    pub name: String,
+    /// `(packets, bytes)` per index.
+    pub values: Vec<(u64, u64)>,
+}
+
+/// Every stateful object of one pipeline instance (one per worker).
+#[derive(Clone, Debug, Default)]
+pub struct Objects {
+    /// Meter arrays, in spec order.
+    pub meters: Vec<MeterBank>,
+    /// Counter arrays, in spec order.
+    pub counters: Vec<CounterBank>,
+}
+
+/// Rates for one meter, as the control plane gives them (bytes/s and bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeterRates {
+    /// Committed information rate.
+    pub cir_bytes_per_s: u64,
+    /// Committed burst size.
+    pub cbs_bytes: u64,
+    /// srTCM: excess burst size. trTCM: peak burst size.
+    pub ebs_or_pbs_bytes: u64,
+    /// trTCM only: peak information rate.
+    pub pir_bytes_per_s: u64,
+}
+
+impl Objects {
+    /// Zeroed objects for a program.
+    pub fn new(p: &Program) -> Objects {
+        Objects {
+            meters: p
+                .meters
+                .iter()
+                .map(|m| MeterBank { name: m.name.clone(), two_rate: m.two_rate, color_aware: m.color_aware, meters: vec![Meter::Unset; m.size] })
+                .collect(),
+            counters: p.counters.iter().map(|c| CounterBank { name: c.name.clone(), values: vec![(0, 0); c.size] }).collect(),
+        }
+    }
+
+    /// Adds one packet of `bytes` to counter `idx` of array `c` (out-of-range indices are
+    /// ignored: packet data must not crash us).
+    #[inline]
+    pub fn count(&mut self, c: u16, idx: usize, bytes: u64) {
+        if let Some(v) = self.counters.get_mut(usize::from(c)).and_then(|b| b.values.get_mut(idx)) {
+            v.0 += 1;
+            v.1 += bytes;
+        }
+    }
+
+    /// Colours a packet with meter `idx` of array `m`: 0 green, 1 yellow, 2 red. An index out of
+    /// range or an unconfigured meter gives green.
+    #[inline]
+    pub fn meter(&mut self, m: u16, idx: usize, now_ns: u64, len: u32, pre_color: u8) -> u8 {
+        let Some(mt) = self.meters.get_mut(usize::from(m)).and_then(|b| b.meters.get_mut(idx)) else { return 0 };
+        let c = Color::from_u8(pre_color);
+        (match mt {
+            Meter::Unset => Color::Green,
+            Meter::Sr(s) => s.mark(now_ns, len, c),
+            Meter::Tr(t) => t.mark(now_ns, len, c),
+        }) as u8
+    }
+
+    /// Configures meter `idx` of the array named `name`. Control thread only.
+    pub fn set_meter(&mut self, name: &str, idx: usize, r: MeterRates) -> Result<(), String> {
+        let Some(bank) = self.meters.iter_mut().find(|b| b.name == name) else {
+            return Err(format!("no meter array \"{name}\""));
+        };
+        let n = bank.meters.len();
+        let mode = if bank.color_aware { ColorMode::Aware } else { ColorMode::Blind };
+        let two = bank.two_rate;
+        let Some(slot) = bank.meters.get_mut(idx) else {
+            return Err(format!("meter index {idx} out of range (\"{name}\" has {n})"));
+        };
+        let err = |e: MeterError| format!("meter {name}[{idx}]: {e:?}");
+        *slot = if two {
+            Meter::Tr(TrTcm::new(TrTcmConfig { cir_bytes_per_s: r.cir_bytes_per_s, cbs_bytes: r.cbs_bytes, pir_bytes_per_s: r.pir_bytes_per_s, pbs_bytes: r.ebs_or_pbs_bytes, mode }).map_err(err)?)
+        } else {
+            Meter::Sr(SrTcm::new(SrTcmConfig { cir_bytes_per_s: r.cir_bytes_per_s, cbs_bytes: r.cbs_bytes, ebs_bytes: r.ebs_or_pbs_bytes, mode }).map_err(err)?)
+        };
+        Ok(())
+    }
+
+    /// The counter array named `name`.
+    pub fn counter(&self, name: &str) -> Option<&CounterBank> {
+        self.counters.iter().find(|c| c.name == name)
+    }
+}

@@ -1,0 +1,3 @@
+//! Built-in stages that are not tables: the parser.
+
+pub mod parser;

@@ -1,0 +1,537 @@
+//! Table stages: extract keys for the batch ▸ bulk lookup ▸ apply each packet's action.
+//!
+//! One stage type serves every table; the lookup engine is chosen by the compiler from the key
+//! (see [`TableImpl`]) and matched once per batch, not per packet. Entries point at interned
+//! action entries (action + arguments), so a million routes to a hundred next hops share a
+//! hundred action entries. The ACL engine is immutable once built: inserts are staged and take
+//! effect at [`TableOps::commit`], in one swap.
+
+use crate::action::{self, MAX_ARGS};
+use crate::compile::{MatchKind, Program, TableDef, TableImpl};
+use crate::exec::{Stage, StageCx};
+use crate::trace::TraceRec;
+use crate::value::Match;
+use fastpath_packet::{Batch, Lanes, Pool, BATCH_MAX};
+use fastpath_tables::acl::{Acl, AclConfig, AclRule, FieldMatch};
+use fastpath_tables::exact::ExactTable;
+use fastpath_tables::lpm::{Lpm4, Lpm6};
+use std::collections::HashMap;
+
+const MISS: u32 = u32::MAX;
+
+/// A control-plane error on a table operation. Echoes what it rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    /// The key does not fit the table's match kinds.
+    #[error("table \"{table}\": {msg}")]
+    BadKey {
+        /// Table name.
+        table: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// No room.
+    #[error("table \"{table}\" is full ({size} entries)")]
+    Full {
+        /// Table name.
+        table: String,
+        /// Its capacity.
+        size: usize,
+    },
+    /// The action is not allowed in this table or its arguments are wrong.
+    #[error("table \"{table}\": {msg}")]
+    BadAction {
+        /// Table name.
+        table: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// Removing a key that is not there.
+    #[error("table \"{table}\": no entry with that key")]
+    NotFound {
+        /// Table name.
+        table: String,
+    },
+    /// The classifier could not be built from the staged rules.
+    #[error("table \"{table}\": {msg}")]
+    Build {
+        /// Table name.
+        table: String,
+        /// Why.
+        msg: String,
+    },
+}
+
+/// Control-plane operations on a table. Control thread only.
+pub trait TableOps {
+    /// The table's definition.
+    fn def(&self) -> &TableDef;
+    /// Adds or replaces the entry for `key` (one match per key field). `action` indexes
+    /// `Program::actions`. `priority` orders classifier rules (lower wins).
+    fn insert(&mut self, key: &[Match], priority: u32, action: usize, args: [u128; MAX_ARGS]) -> Result<(), TableError>;
+    /// Removes the entry for `key`.
+    fn remove(&mut self, key: &[Match]) -> Result<(), TableError>;
+    /// Makes staged changes live (rebuilds the classifier). A no-op for other engines.
+    fn commit(&mut self) -> Result<(), TableError>;
+    /// Number of entries.
+    fn len(&self) -> usize;
+    /// True when there are no entries.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Packets that hit and missed so far.
+    fn hit_miss(&self) -> (u64, u64);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ActionEntry {
+    action: u16,
+    args: [u128; MAX_ARGS],
+}
+
+enum Engine {
+    Direct(Vec<u32>),
+    Exact64(ExactTable<u64, u32>),
+    Exact128(ExactTable<u128, u32>),
+    Lpm4(Box<Lpm4>),
+    Lpm6(Box<Lpm6>),
+    Acl { cfg: AclConfig, rules: Vec<AclRule>, live: Option<Acl>, dirty: bool },
+}
+
+/// A table and the stage that applies it.
+pub struct TableStage {
+    def: TableDef,
+    bit: u32,
+    table_index: u16,
+    engine: Engine,
+    entries: Vec<ActionEntry>,
+    intern: HashMap<ActionEntry, u32>,
+    bodies: Vec<Vec<action::Prim>>,
+    default: ActionEntry,
+    len: usize,
+    hits: u64,
+    misses: u64,
+    /// ACL key layout: for each key field, its 32-bit chunk widths (most significant first).
+    chunks: Vec<Vec<u8>>,
+}
+
+/// Builds the stage for table `t` of `p`.
+pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
+    let def = p.tables[t].clone();
+    let width: u32 = def.key.iter().map(|k| u32::from(k.field.width)).sum();
+    let chunks: Vec<Vec<u8>> = def.key.iter().map(|k| chunk_widths(k.field.width)).collect();
+    let engine = match def.imp {
+        TableImpl::Direct => Engine::Direct(vec![MISS; 1usize << width]),
+        TableImpl::Exact if width <= 64 => Engine::Exact64(ExactTable::with_capacity(def.size)),
+        TableImpl::Exact => Engine::Exact128(ExactTable::with_capacity(def.size)),
+        TableImpl::Lpm if def.key[0].field.width == 32 => Engine::Lpm4(Box::new(Lpm4::new())),
+        TableImpl::Lpm => Engine::Lpm6(Box::new(Lpm6::new())),
+        TableImpl::Acl => Engine::Acl {
+            cfg: AclConfig::new(chunks.iter().flatten().copied().collect()),
+            rules: Vec::new(),
+            live: None,
+            dirty: false,
+        },
+    };
+    let (da, dargs) = def.default;
+    Box::new(TableStage {
+        bit: 1 << t,
+        table_index: t as u16,
+        engine,
+        entries: Vec::new(),
+        intern: HashMap::new(),
+        bodies: p.actions.iter().map(|a| a.body.clone()).collect(),
+        default: ActionEntry { action: da as u16, args: dargs },
+        len: 0,
+        hits: 0,
+        misses: 0,
+        chunks,
+        def,
+    })
+}
+
+/// Splits a field of `width` bits into chunks of at most 32 bits, most significant first.
+fn chunk_widths(width: u8) -> Vec<u8> {
+    let mut v = Vec::new();
+    let mut w = width;
+    let first = w % 32;
+    if first != 0 {
+        v.push(first);
+        w -= first;
+    }
+    while w > 0 {
+        v.push(32);
+        w -= 32;
+    }
+    v
+}
+
+impl TableStage {
+    /// Packs the key fields of one packet into a u128 (concatenated, first field highest).
+    #[inline]
+    fn key128(&self, data: &[u8], m: &fastpath_packet::Meta) -> Option<u128> {
+        let mut k = 0u128;
+        for f in &self.def.key {
+            let v = f.field.read(data, m)?;
+            k = if f.field.width >= 128 { v } else { k << f.field.width | v };
+        }
+        Some(k)
+    }
+
+    fn bad_key(&self, msg: String) -> TableError {
+        TableError::BadKey { table: self.def.name.clone(), msg }
+    }
+
+    fn intern(&mut self, e: ActionEntry) -> u32 {
+        if let Some(&i) = self.intern.get(&e) {
+            return i;
+        }
+        let i = self.entries.len() as u32;
+        self.entries.push(e);
+        self.intern.insert(e, i);
+        i
+    }
+
+    /// The classifier fields of a key (each key field split into ≤ 32-bit chunks).
+    fn acl_fields(&self, key: &[Match]) -> Result<Vec<FieldMatch>, TableError> {
+        let mut out = Vec::new();
+        for ((m, f), chunks) in key.iter().zip(&self.def.key).zip(&self.chunks) {
+            let w = f.field.width;
+            if f.kind == MatchKind::Exact && !matches!(m, Match::Exact(_)) {
+                return Err(self.bad_key(format!("field {} matches exactly; give a single value", f.name)));
+            }
+            if f.kind == MatchKind::Lpm && !matches!(m, Match::Prefix(..) | Match::Exact(_) | Match::Any) {
+                return Err(self.bad_key(format!("field {} is an lpm field; give a prefix", f.name)));
+            }
+            if chunks.len() == 1 {
+                out.push(match *m {
+                    Match::Masked(v, mask) => FieldMatch::Masked { value: (v & mask) as u32, mask: mask as u32 },
+                    other => {
+                        let Some((lo, hi)) = other.as_range(w) else {
+                            return Err(self.bad_key(format!("field {}: bad match", f.name)));
+                        };
+                        FieldMatch::range(lo as u32, hi as u32)
+                    }
+                });
+                continue;
+            }
+            // Wide field: per-chunk value and mask (ranges only as prefixes).
+            let all = if w >= 128 { u128::MAX } else { (1u128 << w) - 1 };
+            let (v, mask) = match *m {
+                Match::Exact(v) => (v, all),
+                Match::Any => (0, 0),
+                Match::Prefix(v, l) => (v, crate::value::prefix_mask(l, w)),
+                Match::Masked(v, mk) => (v & mk, mk),
+                Match::Range(lo, hi) if lo == hi => (lo, all),
+                Match::Range(..) => {
+                    return Err(self.bad_key(format!("field {} is wider than 32 bits: use a prefix or mask, not a range", f.name)))
+                }
+            };
+            let mut shift = u32::from(w);
+            for &cw in chunks {
+                shift -= u32::from(cw);
+                let cm = ((mask >> shift) as u32) & width_max(cw);
+                let cv = ((v >> shift) as u32) & cm;
+                out.push(if cm == width_max(cw) {
+                    FieldMatch::exact(cv)
+                } else {
+                    FieldMatch::Masked { value: cv, mask: cm }
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn width_max(w: u8) -> u32 {
+    if w >= 32 {
+        u32::MAX
+    } else {
+        (1 << w) - 1
+    }
+}
+
+impl TableOps for TableStage {
+    fn def(&self) -> &TableDef {
+        &self.def
+    }
+
+    fn insert(&mut self, key: &[Match], priority: u32, action: usize, args: [u128; MAX_ARGS]) -> Result<(), TableError> {
+        if key.len() != self.def.key.len() {
+            return Err(self.bad_key(format!("expected {} key fields, got {}", self.def.key.len(), key.len())));
+        }
+        if !self.def.actions.contains(&action) {
+            return Err(TableError::BadAction { table: self.def.name.clone(), msg: "action not allowed in this table".into() });
+        }
+        let full = TableError::Full { table: self.def.name.clone(), size: self.def.size };
+        let at_capacity = self.len >= self.def.size;
+        let entry = ActionEntry { action: action as u16, args };
+        let idx = self.intern(entry);
+        let mut added = true;
+        match &mut self.engine {
+            Engine::Direct(v) => {
+                let k = self_pack(&self.def, key)?;
+                let slot = v.get_mut(k as usize).ok_or_else(|| TableError::BadKey { table: self.def.name.clone(), msg: "key out of range".into() })?;
+                added = *slot == MISS;
+                if added && at_capacity {
+                    return Err(full);
+                }
+                *slot = idx;
+            }
+            Engine::Exact64(t) => {
+                let k = self_pack(&self.def, key)? as u64;
+                if at_capacity && t.lookup(&k).is_none() {
+                    return Err(full);
+                }
+                added = t.insert(k, idx).map_err(|_| full)?.is_none();
+            }
+            Engine::Exact128(t) => {
+                let k = self_pack(&self.def, key)?;
+                if at_capacity && t.lookup(&k).is_none() {
+                    return Err(full);
+                }
+                added = t.insert(k, idx).map_err(|_| full)?.is_none();
+            }
+            Engine::Lpm4(t) => {
+                let (v, l) = prefix_of(&self.def, key, 32)?;
+                t.insert(v as u32, l, idx).map_err(|e| TableError::BadKey { table: self.def.name.clone(), msg: e.to_string() })?;
+            }
+            Engine::Lpm6(t) => {
+                let (v, l) = prefix_of(&self.def, key, 128)?;
+                t.insert(v, l, idx).map_err(|e| TableError::BadKey { table: self.def.name.clone(), msg: e.to_string() })?;
+            }
+            Engine::Acl { .. } => {
+                let fields = self.acl_fields(key)?;
+                let Engine::Acl { rules, dirty, .. } = &mut self.engine else { return Ok(()) };
+                if let Some(r) = rules.iter_mut().find(|r| r.fields == fields && r.priority == priority) {
+                    r.action = idx;
+                    added = false;
+                } else if at_capacity {
+                    return Err(full);
+                } else {
+                    rules.push(AclRule { priority, fields, action: idx });
+                }
+                *dirty = true;
+            }
+        }
+        if added {
+            self.len += 1;
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &[Match]) -> Result<(), TableError> {
+        let nf = || TableError::NotFound { table: self.def.name.clone() };
+        let found = match &mut self.engine {
+            Engine::Direct(v) => {
+                let k = self_pack(&self.def, key)? as usize;
+                match v.get_mut(k) {
+                    Some(s) if *s != MISS => {
+                        *s = MISS;
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            Engine::Exact64(t) => t.remove(&(self_pack(&self.def, key)? as u64)).is_some(),
+            Engine::Exact128(t) => t.remove(&self_pack(&self.def, key)?).is_some(),
+            Engine::Lpm4(t) => {
+                let (v, l) = prefix_of(&self.def, key, 32)?;
+                t.remove(v as u32, l).is_ok()
+            }
+            Engine::Lpm6(t) => {
+                let (v, l) = prefix_of(&self.def, key, 128)?;
+                t.remove(v, l).is_ok()
+            }
+            Engine::Acl { .. } => {
+                let fields = self.acl_fields(key)?;
+                let Engine::Acl { rules, dirty, .. } = &mut self.engine else { return Err(nf()) };
+                let before = rules.len();
+                rules.retain(|r| r.fields != fields);
+                *dirty = true;
+                rules.len() != before
+            }
+        };
+        if !found {
+            return Err(nf());
+        }
+        self.len -= 1;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), TableError> {
+        if let Engine::Acl { cfg, rules, live, dirty } = &mut self.engine {
+            if *dirty {
+                let acl = Acl::build(cfg, rules).map_err(|e| TableError::Build { table: self.def.name.clone(), msg: e.to_string() })?;
+                *live = Some(acl);
+                *dirty = false;
+            }
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn hit_miss(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+}
+
+fn self_pack(def: &TableDef, key: &[Match]) -> Result<u128, TableError> {
+    let mut k = 0u128;
+    for (m, f) in key.iter().zip(&def.key) {
+        let Match::Exact(v) = m else {
+            return Err(TableError::BadKey { table: def.name.clone(), msg: format!("field {} matches exactly; give a single value", f.name) });
+        };
+        k = if f.field.width >= 128 { *v } else { k << f.field.width | v };
+    }
+    Ok(k)
+}
+
+fn prefix_of(def: &TableDef, key: &[Match], width: u8) -> Result<(u128, u8), TableError> {
+    match key.first() {
+        Some(Match::Prefix(v, l)) => Ok((*v, *l)),
+        Some(Match::Exact(v)) => Ok((*v, width)),
+        Some(Match::Any) => Ok((0, 0)),
+        _ => Err(TableError::BadKey { table: def.name.clone(), msg: format!("field {} is an lpm field; give a prefix like 10.0.0.0/8", def.key[0].name) }),
+    }
+}
+
+impl Stage for TableStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        // Pass 1: keys. A packet missing a key field misses.
+        let mut res = [MISS; BATCH_MAX];
+        let mut have = Lanes::NONE;
+        let mut keys = [0u128; BATCH_MAX];
+        for i in lanes {
+            if let Some(k) = self.key128(pool.data(b.handle(i)), b.meta(i)) {
+                keys[i] = k;
+                have.insert(i);
+            }
+        }
+        // Pass 2: bulk lookup.
+        match &self.engine {
+            Engine::Direct(v) => {
+                for i in have {
+                    res[i] = v.get(keys[i] as usize).copied().unwrap_or(MISS);
+                }
+            }
+            Engine::Exact64(t) => {
+                let mut k64 = [0u64; BATCH_MAX];
+                for i in have {
+                    k64[i] = keys[i] as u64;
+                }
+                let mut out = [None; BATCH_MAX];
+                t.lookup_lanes(&k64, have, &mut out);
+                for i in have {
+                    res[i] = out[i].unwrap_or(MISS);
+                }
+            }
+            Engine::Exact128(t) => {
+                let mut out = [None; BATCH_MAX];
+                t.lookup_lanes(&keys, have, &mut out);
+                for i in have {
+                    res[i] = out[i].unwrap_or(MISS);
+                }
+            }
+            Engine::Lpm4(t) => {
+                for i in have {
+                    res[i] = t.lookup(keys[i] as u32).unwrap_or(MISS);
+                }
+            }
+            Engine::Lpm6(t) => {
+                for i in have {
+                    res[i] = t.lookup(keys[i]).unwrap_or(MISS);
+                }
+            }
+            Engine::Acl { live: Some(acl), .. } => {
+                let mut flat = [0u32; 16];
+                for i in have {
+                    let n = split_chunks(keys_fields(self, pool.data(b.handle(i)), b.meta(i)), &self.chunks, &mut flat);
+                    res[i] = acl.classify(&flat[..n]).map_or(MISS, |(a, _)| a);
+                }
+            }
+            Engine::Acl { live: None, .. } => {}
+        }
+        // Pass 3: actions.
+        let tracing = cx.tracing();
+        let (mut hits, mut misses) = (0u64, 0u64);
+        for i in lanes {
+            let r = res[i];
+            let entry = if r != MISS {
+                hits += 1;
+                b.meta_mut(i).hits |= self.bit;
+                self.entries.get(r as usize).copied().unwrap_or(self.default)
+            } else {
+                misses += 1;
+                self.default
+            };
+            if tracing {
+                let mut key = [0u128; 4];
+                let data = pool.data(b.handle(i));
+                for (k, f) in key.iter_mut().zip(&self.def.key) {
+                    *k = f.field.read(data, b.meta(i)).unwrap_or(0);
+                }
+                let action = self.def.actions.iter().position(|&a| a == usize::from(entry.action)).unwrap_or(usize::MAX) as u16;
+                cx.trace(i, TraceRec::Lookup { table: self.table_index, key, hit: r != MISS, action });
+            }
+            if r == MISS {
+                if let Some(reason) = self.def.default_drop {
+                    cx.drop(b, i, reason);
+                    continue;
+                }
+            }
+            let mut acx = cx.action_ctx();
+            if let Some(body) = self.bodies.get(usize::from(entry.action)) {
+                for p in body {
+                    if !action::apply(p, &entry.args, pool, b, i, &mut acx) {
+                        break;
+                    }
+                }
+            }
+        }
+        self.hits += hits;
+        self.misses += misses;
+    }
+
+    fn describe(&self) -> String {
+        let keys: Vec<String> = self.def.key.iter().map(|k| format!("{} {:?} @{:?}", k.name, k.kind, k.field.loc)).collect();
+        format!("table {:?} size {} key [{}] entries {}", self.def.imp, self.def.size, keys.join(", "), self.len)
+    }
+
+    fn table(&mut self) -> Option<&mut dyn TableOps> {
+        Some(self)
+    }
+
+    fn table_ref(&self) -> Option<&dyn TableOps> {
+        Some(self)
+    }
+}
+
+/// Reads each key field of a packet (missing ones as 0).
+fn keys_fields(t: &TableStage, data: &[u8], m: &fastpath_packet::Meta) -> [u128; 4] {
+    let mut v = [0u128; 4];
+    for (x, f) in v.iter_mut().zip(&t.def.key) {
+        *x = f.field.read(data, m).unwrap_or(0);
+    }
+    v
+}
+
+/// Splits field values into the classifier's 32-bit chunks; returns how many.
+fn split_chunks(vals: [u128; 4], chunks: &[Vec<u8>], out: &mut [u32; 16]) -> usize {
+    let mut n = 0;
+    for (v, cw) in vals.iter().zip(chunks) {
+        let total: u32 = cw.iter().map(|&c| u32::from(c)).sum();
+        let mut shift = total;
+        for &c in cw {
+            shift -= u32::from(c);
+            if let Some(o) = out.get_mut(n) {
+                *o = ((v >> shift) as u32) & width_max(c);
+            }
+            n += 1;
+        }
+    }
+    n.min(16)
+}
