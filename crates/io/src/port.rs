@@ -56,3 +56,59 @@ pub trait Port: Send {
         None
     }
 }
+
+/// One port id made of a receive side and a transmit side (e.g. `pcap:in.pcap:out.pcap`: a
+/// capture file read as input, another written as output). Either side may be absent: a port
+/// with no transmit side refuses every packet (the worker counts them as `tx_dropped`).
+pub struct Duplex {
+    name: String,
+    rx: Option<Box<dyn Port>>,
+    tx: Option<Box<dyn Port>>,
+}
+
+impl Duplex {
+    /// A port named `name` reading from `rx` and writing to `tx`.
+    pub fn new(name: &str, rx: Option<Box<dyn Port>>, tx: Option<Box<dyn Port>>) -> Duplex {
+        Duplex { name: name.to_string(), rx, tx }
+    }
+}
+
+impl Port for Duplex {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn rx_burst(&mut self, pool: &mut Pool, batch: &mut Batch, port_id: u16) -> usize {
+        self.rx.as_mut().map_or(0, |p| p.rx_burst(pool, batch, port_id))
+    }
+    fn tx_burst(&mut self, pool: &mut Pool, pkts: &[PktId]) -> usize {
+        self.tx.as_mut().map_or(0, |p| p.tx_burst(pool, pkts))
+    }
+    fn flush(&mut self, pool: &mut Pool) -> std::io::Result<()> {
+        if let Some(p) = self.rx.as_mut() {
+            p.flush(pool)?;
+        }
+        if let Some(p) = self.tx.as_mut() {
+            p.flush(pool)?;
+        }
+        Ok(())
+    }
+    fn is_exhausted(&self) -> bool {
+        self.rx.as_ref().is_none_or(|p| p.is_exhausted())
+    }
+    fn stats(&self) -> PortStats {
+        let r = self.rx.as_ref().map(|p| p.stats()).unwrap_or_default();
+        let t = self.tx.as_ref().map(|p| p.stats()).unwrap_or_default();
+        PortStats {
+            rx_pkts: r.rx_pkts,
+            rx_bytes: r.rx_bytes,
+            rx_dropped: r.rx_dropped,
+            tx_pkts: t.tx_pkts,
+            tx_bytes: t.tx_bytes,
+            tx_dropped: t.tx_dropped,
+            errors: r.errors + t.errors,
+        }
+    }
+    fn error(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.rx.as_ref().and_then(|p| p.error()).or_else(|| self.tx.as_ref().and_then(|p| p.error()))
+    }
+}

@@ -1,0 +1,397 @@
+//! `fastpath bench`: in-memory pipeline speed, measured as BENCHMARKS.md says.
+//!
+//! A `mem` source behaving like a NIC receive ring (pre-built frames, headers restored each
+//! pass) feeds the pipeline on one pinned core; a sink frees what leaves. The source's own cost
+//! is measured with an empty pipeline (every packet straight to the sink) and reported apart.
+//! After a warm-up, the run is timed with `Instant` and the TSC; per-stage cycles come from the
+//! executor's two `rdtsc` per stage per batch.
+
+use super::PipeProc;
+use crate::scenario::{self, Opts};
+use clap::Args;
+use fastpath_io::mem::{FrameSizes, MemSink, MemSource, Templates};
+use fastpath_io::port::Port;
+use fastpath_io::worker::{Processor, TxAll, Worker};
+use fastpath_lab::report::{Chart, Report};
+use fastpath_packet::prefetch::cycles;
+use fastpath_packet::{DropReason, Pool};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Arguments of `fastpath bench`.
+#[derive(Args, Clone)]
+#[command(after_help = "\
+With no PIPELINE, benchmarks every reference pipeline and the ACL classifier with their defaults \
+(3 runs each, median and spread), prints a table and writes an HTML report (--report).\n\n\
+Examples:\n  fastpath bench l2fwd --packets 20000000\n  \
+fastpath bench router --routes 1000000 --flows 65536 --json\n  \
+fastpath bench acl --kind fw --rules 10000")]
+pub struct BenchArgs {
+    /// l2fwd, router, or acl (the classifier alone). Omit to run them all.
+    pipeline: Option<String>,
+    /// Packets per measured run (after a warm-up).
+    #[arg(long, default_value_t = 10_000_000)]
+    packets: u64,
+    /// Frame size in bytes, without the 4-byte FCS (64 = the smallest Ethernet frame).
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Concurrent flows in the traffic [default: l2fwd 1, router 65536].
+    #[arg(long)]
+    flows: Option<u32>,
+    /// IPv4 routes in the router's FIB.
+    #[arg(long, default_value_t = 1_000_000)]
+    routes: usize,
+    /// ACL bench: rule-set flavour (acl, fw, ipc), ClassBench style.
+    #[arg(long, default_value = "acl")]
+    kind: String,
+    /// ACL bench: number of rules.
+    #[arg(long, default_value_t = 10_000)]
+    rules: usize,
+    /// Runs to take the median of.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Print one JSON object per run instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Where to write the HTML report [default with no PIPELINE: bench/out/report.html].
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// CPU core to pin the benchmark thread to [default: the last core].
+    #[arg(long)]
+    core: Option<usize>,
+    /// Seed for generated tables and traffic.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// One stage's share of a run.
+#[derive(Serialize, Clone, Debug)]
+pub struct StageResult {
+    name: String,
+    ns_per_packet: f64,
+    cycles_per_packet: f64,
+    packets_in: u64,
+    packets_out: u64,
+    drops: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One run, in the JSON shape of BENCHMARKS.md.
+#[derive(Serialize, Clone, Debug)]
+pub struct BenchResult {
+    pipeline: String,
+    packets: u64,
+    frame_size: usize,
+    flows: u32,
+    mpps: f64,
+    ns_per_packet: f64,
+    cycles_per_packet: f64,
+    source_ns_per_packet: f64,
+    pipeline_ns_per_packet: f64,
+    stages: Vec<StageResult>,
+    config: serde_json::Value,
+}
+
+/// TSC ticks per nanosecond, measured against the monotonic clock over 50 ms.
+fn tsc_per_ns() -> f64 {
+    let (t0, c0) = (Instant::now(), cycles());
+    std::thread::sleep(Duration::from_millis(50));
+    let (ns, c) = (t0.elapsed().as_nanos() as f64, cycles().wrapping_sub(c0) as f64);
+    if c > 0.0 {
+        c / ns
+    } else {
+        1.0
+    }
+}
+
+struct Timed {
+    packets: u64,
+    ns: f64,
+    cycles: f64,
+}
+
+/// Runs `warm + n` packets of `templates` through `proc` (ports: 0 = source, 1 = sink), timing
+/// the last `n`. `reset` is called on the processor after the warm-up.
+fn drive<P: Processor>(label: &str, templates: Templates, n: u64, proc: P, reset: impl Fn(&mut P)) -> (Timed, Worker<P>) {
+    let warm = (n / 10).clamp(100_000, 2_000_000);
+    let src = MemSource::from_templates("mem0", templates).with_limit(warm + n);
+    let sink = MemSink::new("sink").without_bytes();
+    let ports: Vec<Box<dyn Port>> = vec![Box::new(src), Box::new(sink)];
+    let mut w = Worker::new(Pool::new(4096), ports, proc);
+    let rx = |w: &Worker<P>| w.ports()[0].stats().rx_pkts;
+    while rx(&w) < warm {
+        w.poll_once();
+    }
+    reset(w.processor_mut());
+    let start_pkts = rx(&w);
+    let tty = std::io::stderr().is_terminal();
+    let (t0, c0) = (Instant::now(), cycles());
+    let mut last = t0;
+    let mut polls = 0u32;
+    while !w.ports()[0].is_exhausted() {
+        w.poll_once();
+        polls += 1;
+        if tty && polls % 1024 == 0 && last.elapsed() > Duration::from_millis(500) {
+            last = Instant::now();
+            let done = rx(&w) - start_pkts;
+            eprint!("\r  {label}: {:>3.0}% ({:.1}M of {:.1}M packets)   ", done as f64 * 100.0 / n as f64, done as f64 / 1e6, n as f64 / 1e6);
+        }
+    }
+    let (ns, cyc) = (t0.elapsed().as_nanos() as f64, cycles().wrapping_sub(c0) as f64);
+    if tty && polls >= 1024 {
+        eprint!("\r{:60}\r", "");
+    }
+    let packets = rx(&w) - start_pkts;
+    (Timed { packets, ns, cycles: cyc }, w)
+}
+
+fn default_flows(pipeline: &str) -> u32 {
+    match pipeline {
+        "router" => 65536,
+        _ => 1,
+    }
+}
+
+/// One measured run of a reference pipeline.
+pub fn bench_pipeline(name: &str, a: &BenchArgs, tsc: f64) -> Result<BenchResult, String> {
+    let flows = a.flows.unwrap_or_else(|| default_flows(name));
+    let opts = Opts { flows, routes: a.routes, seed: a.seed };
+    let scn = scenario::build(name, &opts)?;
+    let templ = || Templates::build(&*scn.frame, flows, &FrameSizes::Fixed(a.size)).map_err(|e| e.to_string());
+    // The source's own cost: the same traffic straight to the sink.
+    let (src, _) = drive("source", templ()?, a.packets.min(5_000_000), TxAll(1), |_| {});
+    let (t, w) = drive(name, templ()?, a.packets, PipeProc(scn.pipe), |p| p.0.reset_stats());
+    let pipe = &w.processor().0;
+    let per = |x: f64| x / t.packets.max(1) as f64;
+    let stages = pipe
+        .stats()
+        .into_iter()
+        .filter(|(_, s)| s.pkts_in > 0)
+        .map(|(n, s)| {
+            let mut drops = serde_json::Map::new();
+            for (r, &c) in DropReason::ALL.iter().zip(s.drops.iter()) {
+                if c > 0 {
+                    drops.insert(r.name().to_string(), c.into());
+                }
+            }
+            let cyc = s.cycles as f64 / s.pkts_in.max(1) as f64;
+            StageResult { name: n, ns_per_packet: cyc / tsc, cycles_per_packet: cyc, packets_in: s.pkts_in, packets_out: s.pkts_out, drops }
+        })
+        .collect();
+    let ns = per(t.ns);
+    let src_ns = src.ns / src.packets.max(1) as f64;
+    Ok(BenchResult {
+        pipeline: name.to_string(),
+        packets: t.packets,
+        frame_size: a.size,
+        flows,
+        mpps: t.packets as f64 / t.ns * 1e3,
+        ns_per_packet: ns,
+        cycles_per_packet: per(t.cycles),
+        source_ns_per_packet: src_ns,
+        pipeline_ns_per_packet: (ns - src_ns).max(0.0),
+        stages,
+        config: scn.config,
+    })
+}
+
+fn median_of(mut runs: Vec<BenchResult>) -> (BenchResult, f64, f64) {
+    runs.sort_by(|x, y| x.mpps.total_cmp(&y.mpps));
+    let lo = runs.first().map_or(0.0, |r| r.mpps);
+    let hi = runs.last().map_or(0.0, |r| r.mpps);
+    let m = runs.swap_remove(runs.len() / 2);
+    (m, lo, hi)
+}
+
+fn print_text(r: &BenchResult, spread: Option<(f64, f64)>) {
+    let sp = spread.map_or(String::new(), |(lo, hi)| format!(" (min {lo:.2}, max {hi:.2})"));
+    println!(
+        "{}: {:.2} Mpps{sp}, {:.1} ns/packet, {:.1} cycles/packet ({} packets, {} B, {} flows)",
+        r.pipeline, r.mpps, r.ns_per_packet, r.cycles_per_packet, r.packets, r.frame_size, r.flows
+    );
+    println!("  source (empty pipeline): {:.1} ns/packet; pipeline alone: {:.1} ns/packet", r.source_ns_per_packet, r.pipeline_ns_per_packet);
+    println!("  {:<16} {:>9} {:>9} {:>12} {:>12}  drops", "stage", "ns/pkt", "cyc/pkt", "packets in", "packets out");
+    for s in &r.stages {
+        let d: Vec<String> = s.drops.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("  {:<16} {:>9.2} {:>9.1} {:>12} {:>12}  {}", s.name, s.ns_per_packet, s.cycles_per_packet, s.packets_in, s.packets_out, d.join(" "));
+    }
+}
+
+/// Result of the classifier benchmark.
+#[derive(Serialize, Clone, Debug)]
+pub struct AclResult {
+    pipeline: String,
+    kind: String,
+    rules: usize,
+    lookups: u64,
+    mlookups_per_s: f64,
+    ns_per_lookup: f64,
+    build_ms: f64,
+}
+
+fn bench_acl(a: &BenchArgs) -> Result<AclResult, String> {
+    use fastpath_tables::acl::{bench_setup, classbench::Kind};
+    let kind = match a.kind.as_str() {
+        "acl" => Kind::Acl,
+        "fw" => Kind::Fw,
+        "ipc" => Kind::Ipc,
+        k => return Err(format!("--kind {k}: expected acl, fw or ipc")),
+    };
+    let (acl, trace, build) = bench_setup(kind, a.rules, 1 << 16, a.seed);
+    let mut out = vec![None; 256];
+    let mut done = 0u64;
+    let target = a.packets.max(1_000_000);
+    let t0 = Instant::now();
+    while done < target {
+        for chunk in trace.chunks(256) {
+            acl.classify_batch(chunk, &mut out[..chunk.len()]);
+            std::hint::black_box(&out);
+            done += chunk.len() as u64;
+        }
+    }
+    let ns = t0.elapsed().as_nanos() as f64;
+    Ok(AclResult {
+        pipeline: "acl".into(),
+        kind: a.kind.clone(),
+        rules: a.rules,
+        lookups: done,
+        mlookups_per_s: done as f64 / ns * 1e3,
+        ns_per_lookup: ns / done as f64,
+        build_ms: build.as_secs_f64() * 1e3,
+    })
+}
+
+fn pin(a: &BenchArgs) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let core = a.core.unwrap_or(n - 1);
+    if let Err(e) = fastpath_io::af_packet::pin_to_core(core) {
+        eprintln!("note: could not pin to core {core}: {e}");
+    }
+}
+
+pub fn run(a: BenchArgs) -> Result<(), String> {
+    pin(&a);
+    let tsc = tsc_per_ns();
+    match a.pipeline.as_deref() {
+        Some("acl") => {
+            let r = bench_acl(&a)?;
+            if a.json {
+                println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+            } else {
+                println!(
+                    "acl classifier ({} rules, {}): {:.2} M lookups/s, {:.1} ns/lookup; built in {:.0} ms",
+                    r.rules, r.kind, r.mlookups_per_s, r.ns_per_lookup, r.build_ms
+                );
+            }
+            Ok(())
+        }
+        Some(name) => {
+            let mut runs = Vec::new();
+            for _ in 0..a.repeat.max(1) {
+                let r = bench_pipeline(name, &a, tsc)?;
+                if a.json {
+                    println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+                }
+                runs.push(r);
+            }
+            let n = runs.len();
+            let (m, lo, hi) = median_of(runs);
+            if !a.json {
+                print_text(&m, (n > 1).then_some((lo, hi)));
+            }
+            if let Some(path) = &a.report {
+                write_report(path, &[(m, lo, hi)], &[])?;
+            }
+            Ok(())
+        }
+        None => run_all(a, tsc),
+    }
+}
+
+fn run_all(a: BenchArgs, tsc: f64) -> Result<(), String> {
+    let repeat = if a.repeat > 1 { a.repeat } else { 3 };
+    let mut rows = Vec::new();
+    for (name, _) in scenario::PIPELINES {
+        eprintln!("bench {name}: {repeat} runs of {} packets…", a.packets);
+        let mut runs = Vec::new();
+        for _ in 0..repeat {
+            runs.push(bench_pipeline(name, &a, tsc)?);
+        }
+        let (m, lo, hi) = median_of(runs);
+        if a.json {
+            println!("{}", serde_json::to_string(&m).map_err(|e| e.to_string())?);
+        } else {
+            print_text(&m, Some((lo, hi)));
+        }
+        rows.push((m, lo, hi));
+    }
+    eprintln!("bench acl: {} rules of each ClassBench flavour…", a.rules);
+    let mut acls = Vec::new();
+    for kind in ["acl", "fw", "ipc"] {
+        let r = bench_acl(&BenchArgs { kind: kind.into(), ..a.clone() })?;
+        if a.json {
+            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        } else {
+            println!("acl classifier ({} rules, {kind}): {:.2} M lookups/s, built in {:.0} ms", r.rules, r.mlookups_per_s, r.build_ms);
+        }
+        acls.push(r);
+    }
+    let path = a.report.clone().unwrap_or_else(|| PathBuf::from("bench/out/report.html"));
+    write_report(&path, &rows, &acls)?;
+    eprintln!("report: {}", path.display());
+    Ok(())
+}
+
+fn write_report(path: &std::path::Path, rows: &[(BenchResult, f64, f64)], acls: &[AclResult]) -> Result<(), String> {
+    let mut rep = Report::new("fastpath bench");
+    let host = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default();
+    rep.para(format!(
+        "In-memory pipeline speed on one pinned core of {host} ({} cores). Packets come from a NIC-like \
+         memory ring and leave through a sink; the source's own cost (an empty pipeline) is shown apart. \
+         Median of the runs; the spread is min–max.",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    ));
+    rep.heading("Pipelines");
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(r, lo, hi)| {
+            vec![
+                r.pipeline.clone(),
+                format!("{:.2}", r.mpps),
+                format!("{lo:.2}–{hi:.2}"),
+                format!("{:.1}", r.ns_per_packet),
+                format!("{:.1}", r.cycles_per_packet),
+                format!("{:.1}", r.source_ns_per_packet),
+                r.frame_size.to_string(),
+                r.flows.to_string(),
+            ]
+        })
+        .collect();
+    rep.table(&["pipeline", "Mpps", "spread", "ns/pkt", "cycles/pkt", "source ns/pkt", "frame B", "flows"], table);
+    rep.bar_chart(Chart::new("Packets per second, one core").y_label("Mpps").bars("median", rows.iter().map(|(r, _, _)| (r.pipeline.clone(), r.mpps)).collect()));
+    for (r, _, _) in rows {
+        rep.bar_chart(
+            Chart::new(format!("{}: where the time goes", r.pipeline))
+                .y_label("ns per packet")
+                .bars("stage", r.stages.iter().map(|s| (s.name.clone(), s.ns_per_packet)).chain([("source".to_string(), r.source_ns_per_packet)]).collect()),
+        );
+    }
+    if !acls.is_empty() {
+        rep.heading("ACL classifier");
+        rep.table(
+            &["flavour", "rules", "M lookups/s", "ns/lookup", "build ms"],
+            acls.iter().map(|r| vec![r.kind.clone(), r.rules.to_string(), format!("{:.2}", r.mlookups_per_s), format!("{:.1}", r.ns_per_lookup), format!("{:.0}", r.build_ms)]).collect(),
+        );
+        rep.bar_chart(Chart::new("ACL lookups per second").y_label("M lookups/s").bars("rules", acls.iter().map(|r| (format!("{} {}", r.kind, r.rules), r.mlookups_per_s)).collect()));
+    }
+    rep.heading("Reproduce");
+    rep.pre(format!("fastpath bench            # this report\n{}", rows.iter().map(|(r, _, _)| format!("fastpath bench {} --flows {} --size {} --json", r.pipeline, r.flows, r.frame_size)).collect::<Vec<_>>().join("\n")));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    rep.write(path).map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,57 @@
+//! Subcommands and the glue they share.
+
+pub mod bench;
+pub mod check;
+pub mod gen;
+pub mod run;
+
+use fastpath_io::worker::Processor;
+use fastpath_packet::{Batch, DropReason, Pool};
+use fastpath_pipeline::Pipeline;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+/// The pipeline as the worker's processor.
+pub struct PipeProc(pub Pipeline);
+
+impl Processor for PipeProc {
+    #[inline]
+    fn process(&mut self, pool: &mut Pool, batch: &mut Batch, now_ns: u64) {
+        self.0.process(pool, batch, now_ns);
+    }
+}
+
+/// Compiles a spec and loads entry files into it.
+pub fn load_pipeline(spec: &Path, entries: &[PathBuf]) -> Result<Pipeline, String> {
+    let prog = fastpath_pipeline::compile_file(spec).map_err(|e| e.to_string())?;
+    let mut pipe = prog.instantiate();
+    for e in entries {
+        let text = std::fs::read_to_string(e).map_err(|err| format!("{}: {err}", e.display()))?;
+        let n = pipe.load_entries(&e.display().to_string(), &text).map_err(|err| err.to_string())?;
+        eprintln!("loaded {n} entries from {}", e.display());
+    }
+    Ok(pipe)
+}
+
+/// Per-stage counters as a table (`show runtime` and `show drops` in one).
+pub fn format_stats(p: &Pipeline) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<18} {:>10} {:>12} {:>12} {:>10}", "stage", "calls", "packets in", "packets out", "drops");
+    let mut drops = Vec::new();
+    for (name, st) in p.stats() {
+        let d: u64 = st.drops.iter().sum();
+        let _ = writeln!(s, "{name:<18} {:>10} {:>12} {:>12} {:>10}", st.calls, st.pkts_in, st.pkts_out, d);
+        for (r, &c) in DropReason::ALL.iter().zip(st.drops.iter()) {
+            if c > 0 {
+                drops.push(format!("  {name}/{}: {c}", r.name()));
+            }
+        }
+    }
+    if !drops.is_empty() {
+        let _ = writeln!(s, "drops by reason:");
+        for d in drops {
+            let _ = writeln!(s, "{d}");
+        }
+    }
+    s.trim_end().to_string()
+}

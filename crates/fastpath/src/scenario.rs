@@ -1,0 +1,176 @@
+//! Benchmark scenarios of the reference pipelines: the spec, its entries, and the traffic that
+//! exercises it. The specs are the files in `pipelines/`, compiled into the binary so `fastpath
+//! bench` runs from any directory.
+
+use fastpath_packet::build::FrameBuilder;
+use fastpath_pipeline::value::Match;
+use fastpath_pipeline::Pipeline;
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+/// Reference pipelines `fastpath bench` knows, with their spec text.
+pub const PIPELINES: &[(&str, &str)] = &[
+    ("l2fwd", include_str!("../../../pipelines/l2fwd.toml")),
+    ("router", include_str!("../../../pipelines/router.toml")),
+];
+
+/// What a scenario needs besides packets.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// Concurrent flows in the traffic.
+    pub flows: u32,
+    /// Routes for `router`.
+    pub routes: usize,
+    /// Seed for generated tables and traffic.
+    pub seed: u64,
+}
+
+/// A ready scenario: the pipeline with its entries, and the frame of each flow.
+pub struct Scenario {
+    /// The pipeline.
+    pub pipe: Pipeline,
+    /// `frame(flow, len)`.
+    pub frame: Box<dyn Fn(u32, usize) -> Vec<u8>>,
+    /// Configuration echoed into the JSON `config` field.
+    pub config: serde_json::Value,
+}
+
+/// SplitMix64: a tiny, good, seedable generator (Steele, Lea, Flood 2014) for reproducible
+/// tables and traffic. Not for anything secret.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// Next hops of generated route sets: port 1, 16 neighbour MACs.
+pub const NEXT_HOPS: u32 = 16;
+/// Our router MAC (source of forwarded frames).
+pub const ROUTER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+/// Neighbour `k`'s MAC.
+pub fn neighbour_mac(k: u32) -> [u8; 6] {
+    [0x02, 0, 0, 0, 0x01, k as u8]
+}
+
+/// `n` distinct IPv4 prefixes with a length mix like a full BGP table (about 60 % /24, 30 %
+/// /16–/23, the rest shorter or longer), each with a next hop `0..NEXT_HOPS`.
+pub fn random_routes(n: usize, seed: u64) -> Vec<(u32, u8, u32)> {
+    let mut rng = Rng::new(seed);
+    let mut seen = HashSet::with_capacity(n);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let r = rng.below(100);
+        let len: u8 = match r {
+            0..=59 => 24,
+            60..=69 => 23,
+            70..=77 => 22,
+            78..=89 => 16 + rng.below(6) as u8,
+            90..=95 => 8 + rng.below(8) as u8,
+            _ => 25 + rng.below(8) as u8,
+        };
+        let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
+        let addr = (rng.next() as u32) & mask;
+        // Keep clear of 0/8, 127/8 and multicast, as real tables do.
+        let top = addr >> 24;
+        if top == 0 || top == 127 || top >= 224 {
+            continue;
+        }
+        if seen.insert((addr, len)) {
+            out.push((addr, len, rng.below(u64::from(NEXT_HOPS)) as u32));
+        }
+    }
+    out
+}
+
+/// Entries-file lines for `routes` into table `fib4` of the router spec.
+pub fn route_lines(routes: &[(u32, u8, u32)]) -> String {
+    let mut s = String::with_capacity(routes.len() * 80);
+    let smac = mac_text(ROUTER_MAC);
+    for &(a, l, nh) in routes {
+        s.push_str(&format!("table fib4 add {}/{l} => nexthop(1, {}, {smac})\n", Ipv4Addr::from(a), mac_text(neighbour_mac(nh))));
+    }
+    s
+}
+
+fn mac_text(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+fn mac_value(m: [u8; 6]) -> u128 {
+    m.iter().fold(0u128, |v, &b| v << 8 | u128::from(b))
+}
+
+/// Builds the named scenario.
+pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
+    let spec = PIPELINES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s).ok_or_else(|| {
+        let names: Vec<&str> = PIPELINES.iter().map(|(n, _)| *n).collect();
+        format!("no reference pipeline \"{name}\" (known: {})", names.join(", "))
+    })?;
+    let prog = fastpath_pipeline::compile(&format!("pipelines/{name}.toml"), spec).map_err(|e| e.to_string())?;
+    let mut pipe = prog.instantiate();
+    let flows = o.flows.max(1);
+    match name {
+        "l2fwd" => {
+            pipe.load_entries("l2fwd", "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n").map_err(|e| e.to_string())?;
+            Ok(Scenario {
+                pipe,
+                frame: Box::new(move |f, len| udp_frame(0xc612_0000 | (f & 0xffff), 0xc613_0000 | (f >> 16), 1024 + (f % 50000) as u16, len)),
+                config: serde_json::json!({ "mac_swap": true, "ports": 2 }),
+            })
+        }
+        "router" => {
+            let routes = random_routes(o.routes, o.seed);
+            let t0 = std::time::Instant::now();
+            let ai = prog.actions.iter().position(|a| a.name == "nexthop").ok_or("router spec has no nexthop action")?;
+            let table = pipe.table_mut("fib4").ok_or("router spec has no fib4 table")?;
+            for &(a, l, nh) in &routes {
+                let mut args = [0u128; fastpath_pipeline::action::MAX_ARGS];
+                args[0] = 1;
+                args[1] = mac_value(neighbour_mac(nh));
+                args[2] = mac_value(ROUTER_MAC);
+                table.insert(&[Match::Prefix(u128::from(a), l)], 0, ai, args).map_err(|e| e.to_string())?;
+            }
+            let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+            // Each flow goes to an address inside a random route (so it hits), from its own source.
+            let mut rng = Rng::new(o.seed ^ 0x5eed);
+            let dsts: Vec<u32> = (0..flows)
+                .map(|_| {
+                    let (a, l, _) = routes[rng.below(routes.len() as u64) as usize];
+                    let host = if l >= 32 { 0 } else { (rng.next() as u32) & (u32::MAX >> l) };
+                    a | host
+                })
+                .collect();
+            Ok(Scenario {
+                pipe,
+                frame: Box::new(move |f, len| udp_frame(0xc612_0000 | (f & 0xffff), dsts[f as usize % dsts.len()], 1024 + (f % 50000) as u16, len)),
+                config: serde_json::json!({ "routes": o.routes, "route_load_ms": load_ms, "next_hops": NEXT_HOPS }),
+            })
+        }
+        _ => Err(format!("no benchmark scenario for \"{name}\"")),
+    }
+}
+
+/// An Ethernet/IPv4/UDP frame of `len` bytes.
+pub fn udp_frame(src: u32, dst: u32, sport: u16, len: usize) -> Vec<u8> {
+    FrameBuilder::eth([0x02, 0, 0, 0, 0, 0x01], [0x02, 0, 0, 0, 0, 0x02])
+        .ipv4(Ipv4Addr::from(src), Ipv4Addr::from(dst))
+        .udp(sport, 5001)
+        .frame_len(len)
+        .build()
+}
