@@ -1,0 +1,63 @@
+//! Every bad spec in `testdata/specs/bad/` fails to compile with exactly the message in its
+//! `.err` file (file:line:column, what, suggestion, the offending line). Every spec in
+//! `pipelines/` and `testdata/specs/good/` compiles.
+//!
+//! To re-bless after an intended message change: `BLESS=1 cargo test -p fastpath-pipeline --test specs`.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn specs(dir: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn bad_specs_report_their_errors_exactly() {
+    let bad = specs("testdata/specs/bad");
+    assert!(bad.len() >= 10, "expected the bad-spec corpus, found {}", bad.len());
+    let bless = std::env::var_os("BLESS").is_some();
+    let mut failures = Vec::new();
+    for p in bad {
+        let name = format!("testdata/specs/bad/{}", p.file_name().unwrap().to_string_lossy());
+        let text = std::fs::read_to_string(&p).unwrap();
+        let err = match fastpath_pipeline::compile(&name, &text) {
+            Ok(_) => {
+                failures.push(format!("{name}: compiled, but it is in the bad corpus"));
+                continue;
+            }
+            Err(e) => e.to_string() + "\n",
+        };
+        let expect_path = p.with_extension("err");
+        if bless {
+            std::fs::write(&expect_path, &err).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&expect_path).unwrap_or_default();
+        if want != err {
+            failures.push(format!("{name}:\n--- want\n{want}--- got\n{err}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn reference_and_good_specs_compile() {
+    let mut all = specs("pipelines");
+    all.extend(specs("testdata/specs/good"));
+    assert!(!all.is_empty());
+    for p in all {
+        let text = std::fs::read_to_string(&p).unwrap();
+        if let Err(e) = fastpath_pipeline::compile(&p.display().to_string(), &text) {
+            panic!("{e}");
+        }
+    }
+}
