@@ -294,10 +294,18 @@ impl TableOps for TableStage {
             }
             Engine::Lpm4(t) => {
                 let (v, l) = prefix_of(&self.def, key, 32)?;
+                added = t.get(v as u32, l).is_none();
+                if added && at_capacity {
+                    return Err(full);
+                }
                 t.insert(v as u32, l, idx).map_err(|e| TableError::BadKey { table: self.def.name.clone(), msg: e.to_string() })?;
             }
             Engine::Lpm6(t) => {
                 let (v, l) = prefix_of(&self.def, key, 128)?;
+                added = t.get(v, l).is_none();
+                if added && at_capacity {
+                    return Err(full);
+                }
                 t.insert(v, l, idx).map_err(|e| TableError::BadKey { table: self.def.name.clone(), msg: e.to_string() })?;
             }
             Engine::Acl { .. } => {
@@ -437,8 +445,14 @@ impl Stage for TableStage {
                 }
             }
             Engine::Lpm4(t) => {
+                let mut a = [0u32; BATCH_MAX];
                 for i in have {
-                    res[i] = t.lookup(keys[i] as u32).unwrap_or(MISS);
+                    a[i] = keys[i] as u32;
+                }
+                let mut out = [None; BATCH_MAX];
+                t.lookup_lanes(&a, have, &mut out);
+                for i in have {
+                    res[i] = out[i].unwrap_or(MISS);
                 }
             }
             Engine::Lpm6(t) => {
