@@ -169,7 +169,7 @@ const PRIMS: &[&str] = &[
 pub fn compile(file: &str, text: &str) -> Result<Program, SpecErrors> {
     let src = Source { file: file.to_string(), text: text.to_string() };
     let spec = SpecFile::parse(&src)?;
-    let mut c = Compiler { src: &src, errs: Vec::new() };
+    let mut c = Compiler { src: &src, errs: Vec::new(), broken: Vec::new() };
     let prog = c.program(&spec);
     if c.errs.is_empty() {
         Ok(prog)
@@ -198,6 +198,8 @@ pub fn compile_file(path: &std::path::Path) -> Result<Program, SpecErrors> {
 struct Compiler<'a> {
     src: &'a Source,
     errs: Vec<SpecError>,
+    /// Tables whose definition had errors: later references to them are not errors again.
+    broken: Vec<String>,
 }
 
 /// What the compiler knows while compiling primitives.
@@ -406,10 +408,28 @@ impl Compiler<'_> {
     fn tables(&mut self, spec: &SpecFile, p: &mut Program) {
         for t in &spec.tables {
             let name = t.name.get_ref().clone();
+            let errs_before = self.errs.len();
+            if let Some(def) = self.table(t, &name, p) {
+                if self.errs.len() == errs_before {
+                    p.tables.push(def);
+                    continue;
+                }
+            }
+            self.broken.push(name);
+        }
+        if p.tables.len() > 32 {
+            let e = self.err(0, "at most 32 tables per pipeline");
+            self.push(e);
+        }
+    }
+
+    fn table(&mut self, t: &crate::spec::TableSpec, name: &str, p: &Program) -> Option<TableDef> {
+        let name = name.to_string();
+        {
             if p.tables.iter().any(|x| x.name == name) {
                 let e = self.err(t.name.span().start + 1, format!("table \"{name}\" is defined twice"));
                 self.push(e);
-                continue;
+                return None;
             }
             let mut key = Vec::new();
             for k in &t.key {
@@ -423,7 +443,7 @@ impl Compiler<'_> {
                         let e = self.err(k.kind.span().start + 1, format!("table \"{name}\": match kind \"{other}\" is not exact, lpm, ternary or range"));
                         let s = suggest(other, ["exact", "lpm", "ternary", "range"]);
                         self.push(e.did_you_mean(s));
-                        continue;
+                        return None;
                     }
                 };
                 key.push(KeyDef { name: k.field.get_ref().clone(), field, kind });
@@ -431,15 +451,15 @@ impl Compiler<'_> {
             if key.is_empty() && t.key.is_empty() {
                 let e = self.err(t.name.span().start, format!("table \"{name}\" has no key fields"));
                 self.push(e);
-                continue;
+                return None;
             }
             if key.len() != t.key.len() {
-                continue;
+                return None;
             }
             if key.len() > 4 && !key.iter().all(|k| k.field.width <= 32) {
                 let e = self.err(t.key[0].field.span().start, format!("table \"{name}\": at most 4 key fields (or any number of ≤ 32-bit fields)"));
                 self.push(e);
-                continue;
+                return None;
             }
             let lpm = key.iter().filter(|k| k.kind == MatchKind::Lpm).count();
             let width: u32 = key.iter().map(|k| u32::from(k.field.width)).sum();
@@ -459,12 +479,12 @@ impl Compiler<'_> {
             if lpm == 1 && key.len() == 1 && !matches!(key[0].field.width, 32 | 128) {
                 let e = self.err(t.key[0].field.span().start + 1, format!("table \"{name}\": an lpm key must be a 32- or 128-bit address"));
                 self.push(e);
-                continue;
+                return None;
             }
             if imp == TableImpl::Acl && key.iter().any(|k| k.field.width > 32 && k.field.width != 48 && k.field.width != 128 && k.field.width != 64) {
                 let e = self.err(t.key[0].field.span().start + 1, format!("table \"{name}\": unsupported key width for the classifier"));
                 self.push(e);
-                continue;
+                return None;
             }
             let mut actions = Vec::new();
             for a in t.actions.get_ref() {
@@ -482,14 +502,10 @@ impl Compiler<'_> {
                 None => ((0, [0; MAX_ARGS]), None), // no_action
                 Some(d) => match self.default_call(d, &name, &actions, p) {
                     Some(x) => x,
-                    None => continue,
+                    None => return None,
                 },
             };
-            p.tables.push(TableDef { name, key, actions, size, default, default_drop, imp });
-        }
-        if p.tables.len() > 32 {
-            let e = self.err(0, "at most 32 tables per pipeline");
-            self.push(e);
+            Some(TableDef { name, key, actions, size, default, default_drop, imp })
         }
     }
 
@@ -562,7 +578,8 @@ impl Compiler<'_> {
     fn field_at(&mut self, name: &str, pos: usize, p: &Program, table: Option<&str>) -> Option<FieldRef> {
         let ctx = table.map_or(String::new(), |t| format!("table \"{t}\": key field "));
         let Some(f) = FieldRef::resolve(name, &p.user_meta) else {
-            let e = self.err(pos, format!("{ctx}unknown field \"{name}\""));
+            let what = table.map_or("unknown field".to_string(), |t| format!("table \"{t}\": unknown key field"));
+            let e = self.err(pos, format!("{what} \"{name}\""));
             let all = FieldRef::all_names(&p.user_meta);
             let s = suggest(name, all.iter().map(String::as_str));
             self.push(e.did_you_mean(s));
@@ -644,6 +661,7 @@ impl Compiler<'_> {
                             p.stages.push((t.text.clone(), StageDef::Table(ti)));
                             steps.push(SymStep::Run(mask, p.stages.len() - 1));
                         }
+                        None if self.broken.contains(&t.text) => {}
                         None => {
                             let e = self.err(t.pos, format!("unknown table \"{}\"", t.text));
                             let s = suggest(&t.text, p.tables.iter().map(|x| x.name.as_str()));
@@ -690,6 +708,9 @@ impl Compiler<'_> {
             },
             Cond::Hit(t) | Cond::Miss(t) => {
                 let Some(ti) = p.tables.iter().position(|x| x.name == t.text) else {
+                    if self.broken.contains(&t.text) {
+                        return None;
+                    }
                     let e = self.err(t.pos, format!("unknown table \"{}\"", t.text));
                     let s = suggest(&t.text, p.tables.iter().map(|x| x.name.as_str()));
                     self.push(e.did_you_mean(s));

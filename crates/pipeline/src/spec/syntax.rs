@@ -169,7 +169,8 @@ impl Parser<'_> {
             if l.indent > indent {
                 return Err(self.src.error(l.pos, "unexpected indentation"));
             }
-            let first = l.toks[0].text.as_str();
+            // `else:` lexes as one word; keywords are compared without the colon.
+            let first = l.toks[0].text.trim_end_matches(':');
             match first {
                 "if" => out.push(self.if_stmt(indent)?),
                 "elif" | "else" => {
@@ -248,7 +249,7 @@ impl Parser<'_> {
             }
             match self.lines.get(self.i) {
                 Some(n) if n.indent == indent && n.toks[0].text == "elif" => kw = "elif",
-                Some(n) if n.indent == indent && n.toks[0].text == "else" => kw = "else",
+                Some(n) if n.indent == indent && n.toks[0].text.trim_end_matches(':') == "else" => kw = "else",
                 _ => break,
             }
         }
