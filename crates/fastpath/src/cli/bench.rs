@@ -116,7 +116,7 @@ struct Timed {
 fn drive<P: Processor>(label: &str, templates: Templates, n: u64, proc: P, reset: impl Fn(&mut P)) -> (Timed, Worker<P>) {
     let warm = (n / 10).clamp(100_000, 2_000_000);
     let src = MemSource::from_templates("mem0", templates).with_limit(warm + n);
-    let sink = MemSink::new("sink").without_bytes();
+    let sink = MemSink::new("sink");
     let ports: Vec<Box<dyn Port>> = vec![Box::new(src), Box::new(sink)];
     let mut w = Worker::new(Pool::new(4096), ports, proc);
     let rx = |w: &Worker<P>| w.ports()[0].stats().rx_pkts;
@@ -158,7 +158,7 @@ pub fn bench_pipeline(name: &str, a: &BenchArgs, tsc: f64) -> Result<BenchResult
     let flows = a.flows.unwrap_or_else(|| default_flows(name));
     let opts = Opts { flows, routes: a.routes, seed: a.seed };
     let scn = scenario::build(name, &opts)?;
-    let templ = || Templates::build(&*scn.frame, flows, &FrameSizes::Fixed(a.size)).map_err(|e| e.to_string());
+    let templ = || Templates::build(&scn.frame, flows, &FrameSizes::Fixed(a.size)).map_err(|e| e.to_string());
     // The source's own cost: the same traffic straight to the sink.
     let (src, _) = drive("source", templ()?, a.packets.min(5_000_000), TxAll(1), |_| {});
     let (t, w) = drive(name, templ()?, a.packets, PipeProc(scn.pipe), |p| p.0.reset_stats());
