@@ -4,7 +4,7 @@
 //! into the entry's argument array, objects (meters, counters) are indices into [`Objects`].
 //! [`apply`] runs one primitive on one packet; callers loop over a batch's lanes.
 
-use crate::field::{FieldRef, Loc};
+use crate::field::FieldRef;
 use crate::objects::Objects;
 use fastpath_packet::{csum, Batch, DropReason, Hdr, PuntReason, Slot, Pool};
 
@@ -47,6 +47,8 @@ pub enum Prim {
     Set(FieldRef, Operand),
     /// `swap A B` (fields of equal width).
     Swap(FieldRef, FieldRef),
+    /// `swap eth.dst eth.src`: the compiler's special case of `Swap` (l2fwd's MAC swap).
+    MacSwap,
     /// `ttl_dec`: IPv4 TTL or IPv6 hop limit minus one (RFC 1812 §5.3.1), dropping with
     /// `ttl_expired` when it would reach zero; IPv4 checksum updated incrementally (RFC 1624).
     TtlDec,
@@ -71,7 +73,7 @@ impl Prim {
             Prim::Drop(_) => "drop",
             Prim::ToControl => "to_control",
             Prim::Set(..) => "set",
-            Prim::Swap(..) => "swap",
+            Prim::Swap(..) | Prim::MacSwap => "swap",
             Prim::TtlDec => "ttl_dec",
             Prim::PushVlan(..) => "push_vlan",
             Prim::PopVlan => "pop_vlan",
@@ -116,6 +118,16 @@ pub fn apply(p: &Prim, args: &[u128; MAX_ARGS], pool: &mut Pool, b: &mut Batch, 
             *b.meta_mut(i) = m;
         }
         Prim::Swap(x, y) => swap(x, y, pool.data_mut(h), b, i),
+        Prim::MacSwap => {
+            // The parser guarantees 14 bytes of Ethernet at offset 0 (decap and VLAN edits keep
+            // Ethernet first), so this only fails on a frame no parser accepted.
+            if let Some(hdr) = pool.data_mut(h).get_mut(..12) {
+                let mut dst = [0u8; 6];
+                dst.copy_from_slice(&hdr[..6]);
+                hdr.copy_within(6..12, 0);
+                hdr[6..12].copy_from_slice(&dst);
+            }
+        }
         Prim::TtlDec => {
             if !ttl_dec(pool.data_mut(h), b.meta(i)) {
                 drop_pkt(b, i, DropReason::TtlExpired, cx);
@@ -162,18 +174,6 @@ fn drop_pkt(b: &mut Batch, i: usize, r: DropReason, cx: &mut Ctx<'_>) {
 }
 
 fn swap(x: &FieldRef, y: &FieldRef, data: &mut [u8], b: &mut Batch, i: usize) {
-    // Ethernet MAC swap is the common case (l2fwd): six bytes each way, no checksum.
-    if let (Loc::Hdr { slot: Slot::Eth, byte: 0, .. }, Loc::Hdr { slot: Slot::Eth, byte: 6, .. })
-    | (Loc::Hdr { slot: Slot::Eth, byte: 6, .. }, Loc::Hdr { slot: Slot::Eth, byte: 0, .. }) = (x.loc, y.loc)
-    {
-        if x.width == 48 && y.width == 48 && b.meta(i).offset(Slot::Eth) == 0 {
-            if let Some(hdr) = data.get_mut(..12) {
-                let (d, s) = hdr.split_at_mut(6);
-                d.swap_with_slice(s);
-            }
-            return;
-        }
-    }
     let mut m = *b.meta(i);
     let (Some(a), Some(c)) = (x.read(data, &m), y.read(data, &m)) else { return };
     x.write(data, &mut m, c);

@@ -864,6 +864,10 @@ impl Compiler<'_> {
                     self.push(e);
                     return None;
                 }
+                let macs = |x: &FieldRef| x.kind == ValueKind::Mac && matches!(x.loc, Loc::Hdr { slot: fastpath_packet::Slot::Eth, .. });
+                if macs(&a) && macs(&b) && a.loc != b.loc {
+                    return Some(Prim::MacSwap);
+                }
                 Some(Prim::Swap(a, b))
             }
             "push_vlan" => {

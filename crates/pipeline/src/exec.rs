@@ -178,13 +178,13 @@ impl Pipeline {
         self.masks[0] = b.live();
         run_steps(self, false, pool, b, now_ns, trace_lanes);
         // Egress sees only forwarded packets.
-        let mut fwd = Lanes::NONE;
-        for i in b.live() {
-            if b.meta(i).out_port != NO_PORT {
-                fwd.insert(i);
-            }
-        }
         if !self.egress.is_empty() {
+            let mut fwd = Lanes::NONE;
+            for i in b.live() {
+                if b.meta(i).out_port != NO_PORT {
+                    fwd.insert(i);
+                }
+            }
             self.masks[0] = fwd;
             run_steps(self, true, pool, b, now_ns, trace_lanes);
         }

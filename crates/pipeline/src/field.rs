@@ -236,11 +236,20 @@ impl FieldRef {
                     return None;
                 }
                 let start = m.offset(slot) + usize::from(byte);
-                let src = data.get(start..start + usize::from(bytes))?;
-                let mut v = 0u128;
-                for &b in src {
-                    v = v << 8 | u128::from(b);
-                }
+                // Fixed-width loads for the common widths; the byte loop for the rest.
+                let v = match bytes {
+                    1 => u128::from(*data.get(start)?),
+                    2 => u128::from(u16::from_be_bytes(data.get(start..start + 2)?.try_into().ok()?)),
+                    4 => u128::from(u32::from_be_bytes(data.get(start..start + 4)?.try_into().ok()?)),
+                    16 => u128::from_be_bytes(data.get(start..start + 16)?.try_into().ok()?),
+                    n => {
+                        let mut v = 0u128;
+                        for &b in data.get(start..start + usize::from(n))? {
+                            v = v << 8 | u128::from(b);
+                        }
+                        v
+                    }
+                };
                 Some(v >> shift & self.mask())
             }
         }

@@ -89,6 +89,43 @@ struct ActionEntry {
     args: [u128; MAX_ARGS],
 }
 
+/// An action entry pre-digested at insert time when its body is one of the common shapes, so
+/// the packet loop does one small `match` instead of interpreting primitives.
+#[derive(Clone, Copy, Debug)]
+enum Fast {
+    /// `forward P`.
+    Forward(u16),
+    /// `set eth.dst = D; set eth.src = S; forward P` (a router's next hop).
+    Rewrite { macs: [u8; 12], port: u16 },
+    /// Anything else: run the primitives.
+    General,
+}
+
+fn fast_form(body: &[action::Prim], args: &[u128; MAX_ARGS]) -> Fast {
+    use crate::action::{Operand, Prim};
+    use crate::field::Loc;
+    use fastpath_packet::Slot;
+    let val = |o: &Operand| match o {
+        Operand::Arg(k) => Some(args[usize::from(*k) % MAX_ARGS]),
+        Operand::Const(c) => Some(*c),
+        Operand::Field(_) => None,
+    };
+    let eth_at = |f: &crate::field::FieldRef, byte: u8| f.width == 48 && matches!(f.loc, Loc::Hdr { slot: Slot::Eth, byte: b, .. } if b == byte);
+    match body {
+        [Prim::Forward(p)] => val(p).map_or(Fast::General, |p| Fast::Forward(p as u16)),
+        [Prim::Set(d, dv), Prim::Set(s, sv), Prim::Forward(p)] if eth_at(d, 0) && eth_at(s, 6) => match (val(dv), val(sv), val(p)) {
+            (Some(dv), Some(sv), Some(p)) => {
+                let mut macs = [0u8; 12];
+                macs[..6].copy_from_slice(&(dv as u64).to_be_bytes()[2..]);
+                macs[6..].copy_from_slice(&(sv as u64).to_be_bytes()[2..]);
+                Fast::Rewrite { macs, port: p as u16 }
+            }
+            _ => Fast::General,
+        },
+        _ => Fast::General,
+    }
+}
+
 enum Engine {
     Direct(Vec<u32>),
     Exact64(ExactTable<u64, u32>),
@@ -105,6 +142,8 @@ pub struct TableStage {
     table_index: u16,
     engine: Engine,
     entries: Vec<ActionEntry>,
+    fast: Vec<Fast>,
+    default_fast: Fast,
     intern: HashMap<ActionEntry, u32>,
     bodies: Vec<Vec<action::Prim>>,
     default: ActionEntry,
@@ -134,13 +173,17 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         },
     };
     let (da, dargs) = def.default;
+    let bodies: Vec<Vec<action::Prim>> = p.actions.iter().map(|a| a.body.clone()).collect();
+    let default_fast = bodies.get(da).map_or(Fast::General, |b| fast_form(b, &dargs));
     Box::new(TableStage {
         bit: 1 << t,
         table_index: t as u16,
         engine,
         entries: Vec::new(),
+        fast: Vec::new(),
+        default_fast,
         intern: HashMap::new(),
-        bodies: p.actions.iter().map(|a| a.body.clone()).collect(),
+        bodies,
         default: ActionEntry { action: da as u16, args: dargs },
         len: 0,
         hits: 0,
@@ -188,6 +231,8 @@ impl TableStage {
         }
         let i = self.entries.len() as u32;
         self.entries.push(e);
+        let f = self.bodies.get(usize::from(e.action)).map_or(Fast::General, |b| fast_form(b, &e.args));
+        self.fast.push(f);
         self.intern.insert(e, i);
         i
     }
@@ -474,13 +519,16 @@ impl Stage for TableStage {
         let (mut hits, mut misses) = (0u64, 0u64);
         for i in lanes {
             let r = res[i];
-            let entry = if r != MISS {
+            let (entry, fast) = if r != MISS {
                 hits += 1;
                 b.meta_mut(i).hits |= self.bit;
-                self.entries.get(r as usize).copied().unwrap_or(self.default)
+                match (self.entries.get(r as usize), self.fast.get(r as usize)) {
+                    (Some(e), Some(f)) => (*e, *f),
+                    _ => (self.default, self.default_fast),
+                }
             } else {
                 misses += 1;
-                self.default
+                (self.default, self.default_fast)
             };
             if tracing {
                 let mut key = [0u128; 4];
@@ -497,11 +545,23 @@ impl Stage for TableStage {
                     continue;
                 }
             }
-            let mut acx = cx.action_ctx();
-            if let Some(body) = self.bodies.get(usize::from(entry.action)) {
-                for p in body {
-                    if !action::apply(p, &entry.args, pool, b, i, &mut acx) {
-                        break;
+            match fast {
+                Fast::Forward(p) => b.meta_mut(i).out_port = p,
+                Fast::Rewrite { macs, port } => {
+                    let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
+                    if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..off + 12) {
+                        h.copy_from_slice(&macs);
+                    }
+                    b.meta_mut(i).out_port = port;
+                }
+                Fast::General => {
+                    let mut acx = cx.action_ctx();
+                    if let Some(body) = self.bodies.get(usize::from(entry.action)) {
+                        for p in body {
+                            if !action::apply(p, &entry.args, pool, b, i, &mut acx) {
+                                break;
+                            }
+                        }
                     }
                 }
             }

@@ -159,22 +159,30 @@ impl Parser {
 
 impl Stage for Parser {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
-        for i in lanes {
-            let h = b.handle(i);
-            pool.prefetch(h);
-        }
-        for i in lanes {
-            let data = pool.data(b.handle(i));
-            let mut m = *b.meta(i);
-            m.valid = HdrSet::EMPTY;
-            let r = self.parse(data, &mut m);
-            let len = data.len();
-            *b.meta_mut(i) = m;
-            if let Err(e) = r {
-                cx.drop(b, i, e.drop_reason());
+        let tracing = cx.tracing();
+        if self.hs == HdrSet::EMPTY.with(Hdr::Eth) {
+            // Ethernet only (l2fwd): a length check is the whole parse.
+            for i in lanes {
+                if pool.len(b.handle(i)) < hdr::eth::HEADER_LEN {
+                    cx.drop(b, i, Malformed::EthTruncated.drop_reason());
+                } else {
+                    b.meta_mut(i).valid = HdrSet::EMPTY.with(Hdr::Eth);
+                }
             }
-            if cx.tracing() {
-                cx.trace(i, TraceRec::Parsed { valid: m.valid.0, len: len as u16 });
+        } else {
+            for i in lanes {
+                let data = pool.data(b.handle(i));
+                let m = b.meta_mut(i);
+                m.valid = HdrSet::EMPTY;
+                if let Err(e) = self.parse(data, m) {
+                    cx.drop(b, i, e.drop_reason());
+                }
+            }
+        }
+        if tracing {
+            for i in lanes {
+                let len = pool.len(b.handle(i)) as u16;
+                cx.trace(i, TraceRec::Parsed { valid: b.meta(i).valid.0, len });
             }
         }
     }

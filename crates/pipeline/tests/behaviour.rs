@@ -1,0 +1,356 @@
+//! Packet-in / packet-out behaviour of the compiler and executor on real frames: the reference
+//! pipelines, every table engine, branches, primitives, and exact per-stage drop counters.
+//! Frames come from `FrameBuilder`; outputs are re-parsed with the checked header views and
+//! checksums recomputed independently (`csum`). The tshark-checked pcap tests live with the
+//! binary (`crates/fastpath/tests`).
+
+use fastpath_packet::build::FrameBuilder;
+use fastpath_packet::hdr::{self, IpProto, Ipv4Repr, TcpFlags};
+use fastpath_packet::{csum, Batch, DropReason, Pool, Verdict};
+use fastpath_pipeline::Pipeline;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+const A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+const B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
+
+fn pipeline(path: &str) -> Pipeline {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+    let text = std::fs::read_to_string(format!("{root}{path}")).unwrap();
+    fastpath_pipeline::compile(path, &text).unwrap_or_else(|e| panic!("{e}")).instantiate()
+}
+
+fn inline(spec: &str) -> Pipeline {
+    fastpath_pipeline::compile("inline.toml", spec).unwrap_or_else(|e| panic!("{e}")).instantiate()
+}
+
+/// Runs frames (with input ports) through `p` in one batch; returns verdicts and output bytes.
+fn run(p: &mut Pipeline, frames: &[(u16, Vec<u8>)]) -> Vec<(Verdict, Vec<u8>)> {
+    let mut pool = Pool::new(512);
+    let mut b = Batch::new();
+    for (port, f) in frames {
+        let h = pool.alloc().unwrap();
+        pool.set_data(h, f);
+        assert!(b.push(h, *port));
+    }
+    p.process(&mut pool, &mut b, 1_000_000);
+    (0..b.len()).map(|i| (b.verdict(i), pool.data(b.handle(i)).to_vec())).collect()
+}
+
+fn drops(p: &Pipeline, stage: &str, r: DropReason) -> u64 {
+    p.stats().into_iter().find(|(n, _)| n == stage).map_or(0, |(_, s)| s.drops[r as usize])
+}
+
+fn udp4(src: &str, dst: &str, ttl: u8) -> Vec<u8> {
+    let (s, d): (Ipv4Addr, Ipv4Addr) = (src.parse().unwrap(), dst.parse().unwrap());
+    let mut r = Ipv4Repr::new(s, d, IpProto::UDP, 0);
+    r.ttl = ttl;
+    FrameBuilder::eth(A, B).ipv4_with(r).udp(1024, 53).frame_len(64).build()
+}
+
+fn ipv4_ok(frame: &[u8]) -> hdr::Ipv4<'_> {
+    let eth = hdr::Eth::parse(frame).unwrap();
+    let ip = hdr::Ipv4::parse(eth.payload()).unwrap();
+    assert!(ip.checksum_ok(), "IPv4 header checksum must verify after rewriting");
+    ip
+}
+
+#[test]
+fn l2fwd_swaps_macs_and_forwards_to_the_peer_port() {
+    let mut p = pipeline("pipelines/l2fwd.toml");
+    p.load_entries("e", "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n").unwrap();
+    let f = udp4("198.18.0.1", "198.19.0.1", 64);
+    let out = run(&mut p, &[(0, f.clone()), (1, f.clone()), (7, f.clone())]);
+    assert_eq!(out[0].0, Verdict::Tx(1));
+    assert_eq!(out[1].0, Verdict::Tx(0));
+    assert_eq!(out[2].0, Verdict::Drop(DropReason::PortDown));
+    let eth = hdr::Eth::parse(&out[0].1).unwrap();
+    assert_eq!((eth.dst(), eth.src()), (B, A));
+    assert_eq!(&out[0].1[12..], &f[12..], "only the MACs change");
+    assert_eq!(drops(&p, "port_pair", DropReason::PortDown), 1);
+}
+
+fn router() -> Pipeline {
+    let mut p = pipeline("pipelines/router.toml");
+    p.load_entries(
+        "routes",
+        "table fib4 add 198.18.0.0/15 => nexthop(1, 02:00:00:00:01:01, 02:00:00:00:00:01)\n\
+         table fib4 add 198.18.5.0/24 => nexthop(2, 02:00:00:00:01:02, 02:00:00:00:00:01)\n\
+         table fib6 add 2001:2::/48 => nexthop(3, 02:00:00:00:01:03, 02:00:00:00:00:01)\n",
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn router_forwards_by_longest_prefix_and_rewrites_ttl_checksum_and_macs() {
+    let mut p = router();
+    let out = run(&mut p, &[(0, udp4("10.0.0.1", "198.19.7.7", 64)), (0, udp4("10.0.0.1", "198.18.5.9", 2))]);
+    assert_eq!(out[0].0, Verdict::Tx(1));
+    assert_eq!(out[1].0, Verdict::Tx(2), "the /24 is longer than the /15");
+    let ip = ipv4_ok(&out[0].1);
+    assert_eq!(ip.ttl(), 63);
+    assert_eq!(ipv4_ok(&out[1].1).ttl(), 1);
+    let eth = hdr::Eth::parse(&out[1].1).unwrap();
+    assert_eq!(eth.dst(), [2, 0, 0, 0, 1, 2]);
+    assert_eq!(eth.src(), [2, 0, 0, 0, 0, 1]);
+    // The UDP checksum is unchanged and still verifies: TTL is not in the pseudo-header.
+    let udp = hdr::Udp::parse(ip.payload()).unwrap();
+    assert!(udp.checksum_ok_v4(ip.src_bytes(), ip.dst_bytes()));
+}
+
+#[test]
+fn router_counts_every_loss_under_its_reason() {
+    let mut p = router();
+    let mut bad_csum = udp4("10.0.0.1", "198.19.0.1", 64);
+    bad_csum[14 + 10] ^= 0xff;
+    let mut truncated = udp4("10.0.0.1", "198.19.0.1", 64);
+    truncated.truncate(14 + 12);
+    let arp = FrameBuilder::eth([0xff; 6], A)
+        .arp(hdr::ArpRepr::request(A, Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2)))
+        .build();
+    let frames = vec![
+        (0, udp4("10.0.0.1", "198.19.0.1", 1)),   // TTL would reach 0
+        (0, udp4("10.0.0.1", "203.0.113.1", 64)), // no route
+        (0, bad_csum),
+        (0, truncated),
+        (0, arp),
+        (0, vec![0u8; 10]), // shorter than Ethernet
+    ];
+    let out = run(&mut p, &frames);
+    let want = [
+        DropReason::TtlExpired,
+        DropReason::NoRoute,
+        DropReason::Ipv4BadChecksum,
+        DropReason::Ipv4Truncated,
+        DropReason::NotIp,
+        DropReason::EthTruncated,
+    ];
+    for (o, w) in out.iter().zip(want) {
+        assert_eq!(o.0, Verdict::Drop(w));
+    }
+    assert_eq!(drops(&p, "ttl-dec", DropReason::TtlExpired), 1);
+    assert_eq!(drops(&p, "fib4", DropReason::NoRoute), 1);
+    assert_eq!(drops(&p, "parser", DropReason::Ipv4BadChecksum), 1);
+    assert_eq!(drops(&p, "parser", DropReason::Ipv4Truncated), 1);
+    assert_eq!(drops(&p, "parser", DropReason::EthTruncated), 1);
+    assert_eq!(drops(&p, "drop", DropReason::NotIp), 1);
+}
+
+#[test]
+fn router_routes_ipv6_and_decrements_hop_limit() {
+    let mut p = router();
+    let f = FrameBuilder::eth(A, B)
+        .ipv6("2001:2::1".parse::<Ipv6Addr>().unwrap(), "2001:2:0:1::9".parse().unwrap())
+        .udp(1000, 2000)
+        .frame_len(90)
+        .build();
+    let miss = FrameBuilder::eth(A, B).ipv6("2001:2::1".parse::<Ipv6Addr>().unwrap(), "2001:3::9".parse().unwrap()).udp(1, 2).build();
+    let out = run(&mut p, &[(0, f), (0, miss)]);
+    assert_eq!(out[0].0, Verdict::Tx(3));
+    assert_eq!(out[1].0, Verdict::Drop(DropReason::NoRoute));
+    let eth = hdr::Eth::parse(&out[0].1).unwrap();
+    let ip = hdr::Ipv6::parse(eth.payload()).unwrap();
+    assert_eq!(ip.hop_limit(), 63);
+    assert_eq!(eth.dst(), [2, 0, 0, 0, 1, 3]);
+}
+
+#[test]
+fn router_routes_vlan_tagged_ipv4() {
+    let mut p = router();
+    let f = FrameBuilder::eth(A, B).vlan(100, 3).ipv4("10.0.0.1".parse().unwrap(), "198.18.5.1".parse().unwrap()).udp(1, 2).build();
+    let out = run(&mut p, &[(0, f)]);
+    assert_eq!(out[0].0, Verdict::Tx(2));
+    let eth = hdr::Eth::parse(&out[0].1).unwrap();
+    let tag = hdr::Vlan::parse(eth.payload()).unwrap();
+    assert_eq!(tag.vid(), 100);
+    let ip = hdr::Ipv4::parse(tag.payload()).unwrap();
+    assert!(ip.checksum_ok());
+    assert_eq!(ip.ttl(), 63);
+}
+
+const ACL: &str = r#"
+name = "acl"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp"]
+[[action]]
+name = "remark"
+params = ["dscp"]
+body = "set_dscp dscp; forward 1"
+[[table]]
+name = "acl"
+key = [
+  { field = "ipv4.src", match = "ternary" },
+  { field = "ipv4.dst", match = "ternary" },
+  { field = "l4.dport", match = "range" },
+  { field = "ipv4.proto", match = "ternary" },
+]
+actions = ["remark", "drop", "forward"]
+size = 64
+default = "forward(9)"
+[control]
+ingress = '''
+if ipv4.valid:
+    apply acl
+    if acl.miss:
+        count misses
+'''
+[[counter]]
+name = "misses"
+size = 1
+"#;
+
+#[test]
+fn acl_priorities_ranges_masks_and_remarking() {
+    let mut p = inline(ACL);
+    p.load_entries(
+        "rules",
+        "table acl add 10.0.0.0/8 * 80..90 6/0xff priority 10 => drop\n\
+         table acl add 10.1.0.0/16 * 0..65535 * priority 5 => remark(46)\n\
+         table acl add * 198.51.100.0/24 * 17/0xff priority 20 => forward(3)\n",
+    )
+    .unwrap();
+    let tcp = |s: &str, d: &str, port| {
+        FrameBuilder::eth(A, B).ipv4(s.parse().unwrap(), d.parse().unwrap()).tcp(999, port, TcpFlags::SYN, 1, 0).build()
+    };
+    let out = run(
+        &mut p,
+        &[
+            (0, tcp("10.2.0.1", "192.0.2.1", 85)),  // rule 1: drop
+            (0, tcp("10.1.0.1", "192.0.2.1", 85)),  // rules 1 and 2 match; priority 5 wins: remark
+            (0, tcp("10.2.0.1", "192.0.2.1", 91)),  // port outside the range: default
+            (0, udp4("172.16.0.1", "198.51.100.7", 64)), // rule 3
+            (0, tcp("172.16.0.1", "198.51.100.7", 80)),  // proto mismatch: default
+        ],
+    );
+    assert_eq!(out[0].0, Verdict::Drop(DropReason::ActionDrop));
+    assert_eq!(out[1].0, Verdict::Tx(1));
+    assert_eq!(ipv4_ok(&out[1].1).dscp(), 46);
+    // TCP checksum unaffected by DSCP (not in the pseudo-header) and still valid.
+    let ip = ipv4_ok(&out[1].1);
+    let seg = ip.payload();
+    assert_eq!(csum::l4_v4(ip.src_bytes(), ip.dst_bytes(), 6, seg), 0);
+    assert_eq!(out[2].0, Verdict::Tx(9));
+    assert_eq!(out[3].0, Verdict::Tx(3));
+    assert_eq!(out[4].0, Verdict::Tx(9));
+    assert_eq!(p.objects().counter("misses").unwrap().values[0].0, 2);
+    assert_eq!(p.table("acl").unwrap().hit_miss(), (3, 2));
+}
+
+#[test]
+fn exact_and_direct_tables_with_set_and_vlan_push_pop() {
+    let spec = r#"
+name = "l2"
+[parser]
+headers = ["eth", "vlan", "ipv4", "udp"]
+[[action]]
+name = "tag"
+params = ["vid", "port"]
+body = "push_vlan vid 5; forward port"
+[[action]]
+name = "untag"
+params = ["port"]
+body = "pop_vlan; forward port"
+[[table]]
+name = "mac"
+key = [{ field = "eth.dst", match = "exact" }]
+actions = ["tag", "untag", "forward"]
+size = 1024
+default = "drop"
+[control]
+ingress = '''
+apply mac
+if meta.out_port == 4:
+    set ipv4.dst = 192.0.2.99
+'''
+"#;
+    let mut p = inline(spec);
+    p.load_entries(
+        "e",
+        "table mac add 02:00:00:00:00:0a => tag(100, 2)\n\
+         table mac add 02:00:00:00:00:0c => untag(3)\n\
+         table mac add 02:00:00:00:00:0d => forward(4)\n",
+    )
+    .unwrap();
+    let tagged = FrameBuilder::eth([2, 0, 0, 0, 0, 0x0c], B).vlan(7, 0).ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap()).udp(5, 6).build();
+    let plain = udp4("198.18.0.1", "198.18.0.2", 64);
+    let natted = FrameBuilder::eth([2, 0, 0, 0, 0, 0x0d], B).ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap()).udp(5, 6).payload(b"hello").build();
+    let unknown = FrameBuilder::eth([2, 0, 0, 0, 0, 0x0e], B).ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap()).udp(5, 6).build();
+    let out = run(&mut p, &[(0, plain.clone()), (0, tagged.clone()), (0, natted), (0, unknown)]);
+    assert_eq!(out[0].0, Verdict::Tx(2));
+    let eth = hdr::Eth::parse(&out[0].1).unwrap();
+    let tag = hdr::Vlan::parse(eth.payload()).unwrap();
+    assert_eq!((tag.vid(), tag.pcp()), (100, 5));
+    assert_eq!(tag.payload(), &plain[14..], "the tag is inserted after the MACs, the rest unchanged");
+    assert_eq!(out[1].0, Verdict::Tx(3));
+    assert_eq!(&out[1].1[..12], &tagged[..12]);
+    assert_eq!(&out[1].1[12..], &tagged[16..], "pop removes exactly the tag");
+    assert_eq!(out[2].0, Verdict::Tx(4));
+    let ip = ipv4_ok(&out[2].1);
+    assert_eq!(ip.dst(), Ipv4Addr::new(192, 0, 2, 99));
+    let udp = hdr::Udp::parse(ip.payload()).unwrap();
+    assert!(udp.checksum_ok_v4(ip.src_bytes(), ip.dst_bytes()), "address rewrite keeps the UDP checksum valid");
+    assert_eq!(out[3].0, Verdict::Drop(DropReason::TableMiss));
+}
+
+#[test]
+fn meters_colour_by_rate_and_drop_red() {
+    let spec = r#"
+name = "police"
+[parser]
+headers = ["eth"]
+[[meter]]
+name = "pol"
+kind = "srtcm"
+size = 4
+[control]
+ingress = '''
+meter pol meta.in_port drop_red
+forward 1
+'''
+"#;
+    let mut p = inline(spec);
+    // 1000 bytes/s committed, 200-byte committed burst, no excess: the third 100-byte frame is red.
+    p.load_entries("m", "meter pol 0 cir 1000 cbs 200 ebs 0\n").unwrap();
+    let f = vec![0u8; 100];
+    let out = run(&mut p, &[(0, f.clone()), (0, f.clone()), (0, f.clone()), (1, f.clone())]);
+    let v: Vec<Verdict> = out.iter().map(|o| o.0).collect();
+    assert_eq!(v, vec![Verdict::Tx(1), Verdict::Tx(1), Verdict::Drop(DropReason::MeterRed), Verdict::Tx(1)]);
+}
+
+#[test]
+fn a_packet_never_forwarded_is_dropped_as_no_verdict() {
+    let mut p = inline("name = \"x\"\n[parser]\nheaders = [\"eth\"]\n[control]\ningress = \"set meta.tc = 3\"\n");
+    let out = run(&mut p, &[(0, vec![0u8; 60])]);
+    assert_eq!(out[0].0, Verdict::Drop(DropReason::NoVerdict));
+    let end = p.stats().into_iter().find(|(n, _)| n == "end").unwrap().1;
+    assert_eq!(end.drops[DropReason::NoVerdict as usize], 1);
+}
+
+#[test]
+fn trace_shows_each_stage_key_and_verdict() {
+    let mut p = router();
+    p.trace_next(1);
+    run(&mut p, &[(0, udp4("10.0.0.1", "198.18.5.9", 64)), (0, udp4("10.0.0.1", "198.18.5.9", 64))]);
+    let t = p.take_trace();
+    assert!(t.contains("Packet 1"), "{t}");
+    assert!(!t.contains("Packet 2"), "only one packet was asked for:\n{t}");
+    assert!(t.contains("fib4: key ipv4.dst=198.18.5.9 -> hit action nexthop"), "{t}");
+    assert!(t.contains("headers [eth, ipv4, udp]") || t.contains("headers [eth, ipv4]"), "{t}");
+    assert!(t.contains("verdict: tx port 2"), "{t}");
+}
+
+#[test]
+fn control_commands_report_bad_input_with_the_line() {
+    let mut p = router();
+    let e = p.load_entries("r.txt", "table fib4 add 10.0.0.0/8 => nexthop(1, 02:00:00:00:00:01, 02:00:00:00:00:02)\ntable fib5 add 10.0.0.0/8 => drop\n").unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.msg.contains("did you mean \"fib4\""), "{e}");
+    let e = p.apply_command("table fib4 add 10.0.0.1/8 => drop").unwrap_err();
+    assert!(e.msg.contains("beyond its /8"), "{e}");
+    let e = p.apply_command("table fib4 add 10.0.0.0/8 => nexthop(1, 2)").unwrap_err();
+    assert!(e.msg.contains("takes 3 argument"), "{e}");
+    p.apply_command("table fib4 del 198.18.5.0/24").unwrap();
+    let out = run(&mut p, &[(0, udp4("10.0.0.1", "198.18.5.9", 64))]);
+    assert_eq!(out[0].0, Verdict::Tx(1), "after deleting the /24 the /15 routes it");
+    assert!(p.apply_command("table fib4 del 198.18.5.0/24").is_err());
+}
