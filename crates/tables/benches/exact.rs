@@ -35,8 +35,9 @@ fn bench(c: &mut Criterion) {
             t.memory_bytes() >> 20,
             t.memory_bytes() / n
         );
-        let probes: Vec<u64> =
-            (0..PROBES as u64).map(|i| hash_u64((hash_u64(i) % n as u64) ^ 0x5555)).collect();
+        let probes: Vec<u64> = (0..PROBES as u64)
+            .map(|i| hash_u64((hash_u64(i) % n as u64) ^ 0x5555))
+            .collect();
         let mut out = [None; BATCH];
         let mut at = 0usize;
         let mut next = || {
@@ -85,8 +86,9 @@ fn instr_mode(spec: &str) {
     for i in 0..*n as u64 {
         t.insert(hash_u64(i ^ 0x5555), i as u32).ok();
     }
-    let probes: Vec<u64> =
-        (0..BATCH as u64 * 64).map(|i| hash_u64((hash_u64(i) % *n as u64) ^ 0x5555)).collect();
+    let probes: Vec<u64> = (0..BATCH as u64 * 64)
+        .map(|i| hash_u64((hash_u64(i) % *n as u64) ^ 0x5555))
+        .collect();
     let mut out = [None; BATCH];
     let mut hits = 0;
     for b in 0..*batches {

@@ -43,7 +43,11 @@ fn random_routes4(n: usize, seed: u64) -> Vec<(u32, u8, u32)> {
                 965..=969 => 8 + (r >> 16) as u8 % 8,
                 _ => 25 + (r >> 16) as u8 % 8,
             };
-            ((r >> 32) as u32 & (u32::MAX << (32 - u32::from(len))), len, i as u32)
+            (
+                (r >> 32) as u32 & (u32::MAX << (32 - u32::from(len))),
+                len,
+                i as u32,
+            )
         })
         .collect()
 }
@@ -66,8 +70,14 @@ fn bench(c: &mut Criterion) {
     let mut next = rng(99);
     let probes: Vec<u32> = (0..PROBES).map(|_| next() as u32).collect();
     let mut out = [None; BATCH];
-    let hits: u64 = probes.chunks(BATCH).map(|c| t.lookup_batch(c, &mut out)).sum();
-    eprintln!("lpm4: {:.1} % of random addresses hit", hits as f64 * 100.0 / PROBES as f64);
+    let hits: u64 = probes
+        .chunks(BATCH)
+        .map(|c| t.lookup_batch(c, &mut out))
+        .sum();
+    eprintln!(
+        "lpm4: {:.1} % of random addresses hit",
+        hits as f64 * 100.0 / PROBES as f64
+    );
     let mut at = 0usize;
     let mut batch = || {
         at = (at + BATCH) % PROBES;
@@ -96,8 +106,9 @@ fn bench(c: &mut Criterion) {
 
     let mut next = rng(5);
     let n6 = 200_000;
-    let allocs: Vec<u128> =
-        (0..10_000).map(|_| (u128::from(next() as u32) >> 3 | 1 << 29) << 96).collect();
+    let allocs: Vec<u128> = (0..10_000)
+        .map(|_| (u128::from(next() as u32) >> 3 | 1 << 29) << 96)
+        .collect();
     let routes6: Vec<(u128, u8, u32)> = (0..n6)
         .map(|i| {
             let r = u128::from(next()) << 32;

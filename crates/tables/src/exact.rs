@@ -357,8 +357,10 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
         }
         // Pass 3: key compare on the candidates.
         let mut hits = 0;
-        for ((o, k), ((&c, &p), &a)) in
-            out.iter_mut().zip(keys).zip(cand.iter().zip(&prim).zip(&other))
+        for ((o, k), ((&c, &p), &a)) in out
+            .iter_mut()
+            .zip(keys)
+            .zip(cand.iter().zip(&prim).zip(&other))
         {
             *o = None;
             let mut m = u32::from(c);
@@ -366,7 +368,9 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
                 let b = if i < SLOTS { p } else { a };
-                let Some(bucket) = self.buckets.get(b as usize) else { break };
+                let Some(bucket) = self.buckets.get(b as usize) else {
+                    break;
+                };
                 if let Some(e) = self.entries.get(bucket.idx[i % SLOTS] as usize) {
                     if e.key == *k {
                         *o = Some(e.val);
@@ -471,9 +475,17 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
         let mask = self.mask;
         let mut q = core::mem::take(&mut self.bfs);
         q.clear();
-        q.push(Node { bucket: p as u32, parent: ROOT, slot: 0 });
+        q.push(Node {
+            bucket: p as u32,
+            parent: ROOT,
+            slot: 0,
+        });
         if a != p {
-            q.push(Node { bucket: a as u32, parent: ROOT, slot: 0 });
+            q.push(Node {
+                bucket: a as u32,
+                parent: ROOT,
+                slot: 0,
+            });
         }
         let mut found = None;
         let mut head = 0;
@@ -486,7 +498,11 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
                 if to == node.bucket as usize || on_path(&q, head as u32, to as u32) {
                     continue;
                 }
-                q.push(Node { bucket: to as u32, parent: head as u32, slot: slot as u8 });
+                q.push(Node {
+                    bucket: to as u32,
+                    parent: head as u32,
+                    slot: slot as u8,
+                });
                 if let Some(free) = self.buckets[to].free_slot() {
                     found = Some((q.len() - 1, free));
                     break 'search;
@@ -535,9 +551,9 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
     /// Every (key, value), in bucket order. Control thread.
     pub fn iter(&self) -> impl Iterator<Item = (K, V)> + '_ {
         self.buckets.iter().flat_map(move |b| {
-            (0..SLOTS).filter(move |&i| b.sig(i) != 0).filter_map(move |i| {
-                self.entries.get(b.idx[i] as usize).map(|e| (e.key, e.val))
-            })
+            (0..SLOTS)
+                .filter(move |&i| b.sig(i) != 0)
+                .filter_map(move |i| self.entries.get(b.idx[i] as usize).map(|e| (e.key, e.val)))
         })
     }
 }
@@ -627,7 +643,11 @@ mod tests {
         for n in [1usize, 8, 100, 4096, 200_000] {
             let mut t = ExactTable::<u32, u32>::with_capacity(n);
             for k in 0..n as u32 {
-                assert_eq!(t.insert(k.wrapping_mul(0x9E37_79B9), k), Ok(None), "n={n} k={k}");
+                assert_eq!(
+                    t.insert(k.wrapping_mul(0x9E37_79B9), k),
+                    Ok(None),
+                    "n={n} k={k}"
+                );
             }
             assert_eq!(t.insert(u32::MAX, 0), Err(InsertError::Full));
             assert_eq!(t.len(), n);
@@ -657,7 +677,11 @@ mod tests {
             }
         }
         assert!(stored.len() <= slots);
-        assert!(stored.len() * 100 >= slots * 90, "load {} of {slots}", stored.len());
+        assert!(
+            stored.len() * 100 >= slots * 90,
+            "load {} of {slots}",
+            stored.len()
+        );
         for k in &stored {
             assert_eq!(t.lookup(k), Some(!k));
         }

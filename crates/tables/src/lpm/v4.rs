@@ -37,7 +37,9 @@ impl Lpm4 {
     }
     /// An empty table with at most `groups` second-level groups. Control thread.
     pub fn with_max_groups(groups: u32) -> Self {
-        Lpm4 { dir: Dir::new(32, groups) }
+        Lpm4 {
+            dir: Dir::new(32, groups),
+        }
     }
 
     /// Adds `prefix/len → value`, replacing the value if the route exists. Host bits beyond
@@ -192,7 +194,11 @@ mod tests {
         assert_eq!(t.lookup(ip("10.1.2.200")), Some(4));
         assert_eq!(t.remove(ip("10.1.2.128"), 25), Ok(4));
         assert_eq!(t.lookup(ip("10.1.2.200")), Some(2));
-        assert_eq!(t.groups(), 0, "group folded back once only short prefixes remain");
+        assert_eq!(
+            t.groups(),
+            0,
+            "group folded back once only short prefixes remain"
+        );
         assert_eq!(t.remove(ip("10.1.2.128"), 25), Err(LpmError::NotFound));
         assert_eq!(t.len(), 2);
     }
@@ -219,16 +225,34 @@ mod tests {
     #[test]
     fn errors_leave_table_unchanged() {
         let mut t = Lpm4::with_max_groups(1);
-        assert_eq!(t.insert(0, 33, 1), Err(LpmError::BadLength { len: 33, max: 32 }));
-        assert_eq!(t.insert(0, 8, VALUE_MAX + 1), Err(LpmError::ValueTooLarge { value: VALUE_MAX + 1 }));
+        assert_eq!(
+            t.insert(0, 33, 1),
+            Err(LpmError::BadLength { len: 33, max: 32 })
+        );
+        assert_eq!(
+            t.insert(0, 8, VALUE_MAX + 1),
+            Err(LpmError::ValueTooLarge {
+                value: VALUE_MAX + 1
+            })
+        );
         assert_eq!(t.insert(ip("1.1.1.1"), 32, VALUE_MAX), Ok(()));
         assert_eq!(t.lookup(ip("1.1.1.1")), Some(VALUE_MAX));
-        assert_eq!(t.insert(ip("2.2.2.2"), 32, 1), Err(LpmError::TableFull { groups: 1 }));
+        assert_eq!(
+            t.insert(ip("2.2.2.2"), 32, 1),
+            Err(LpmError::TableFull { groups: 1 })
+        );
         assert_eq!(t.lookup(ip("2.2.2.2")), None);
         assert_eq!(t.get(ip("2.2.2.2"), 32), None);
-        assert_eq!(t.insert(ip("1.1.1.0"), 31, 4), Ok(()), "same group still usable");
+        assert_eq!(
+            t.insert(ip("1.1.1.0"), 31, 4),
+            Ok(()),
+            "same group still usable"
+        );
         assert_eq!(t.lookup(ip("1.1.1.0")), Some(4));
-        assert_eq!(t.remove(0, 40), Err(LpmError::BadLength { len: 40, max: 32 }));
+        assert_eq!(
+            t.remove(0, 40),
+            Err(LpmError::BadLength { len: 40, max: 32 })
+        );
     }
 
     #[test]
@@ -258,8 +282,12 @@ mod tests {
         for &(p, l, v) in &routes {
             assert_eq!(t.insert(p, l, v), Ok(()));
         }
-        eprintln!("1M routes: built in {:?}, {} groups, {} MB", t0.elapsed(), t.groups(),
-            t.memory_bytes() >> 20);
+        eprintln!(
+            "1M routes: built in {:?}, {} groups, {} MB",
+            t0.elapsed(),
+            t.groups(),
+            t.memory_bytes() >> 20
+        );
         let mut r = RefLpm::v4();
         for &(p, l, v) in routes.iter().take(2000) {
             r.insert(u128::from(p), l, v);

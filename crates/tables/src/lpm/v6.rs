@@ -35,7 +35,9 @@ impl Lpm6 {
     }
     /// An empty table with at most `groups` groups. Control thread.
     pub fn with_max_groups(groups: u32) -> Self {
-        Lpm6 { dir: Dir::new(128, groups) }
+        Lpm6 {
+            dir: Dir::new(128, groups),
+        }
     }
 
     /// Adds `prefix/len → value`, replacing the value if the route exists. Host bits beyond
@@ -186,9 +188,16 @@ mod tests {
         assert_eq!(t.remove(ip("2001:db8:1:2::"), 64), Ok(3));
         assert_eq!(t.lookup(ip("2001:db8:1:2::1")), Some(2));
         assert_eq!(t.remove(ip("2001:db8:1::"), 48), Ok(2));
-        assert_eq!(t.groups(), 1, "only the /32 keeps its group (root covers 24 bits)");
+        assert_eq!(
+            t.groups(),
+            1,
+            "only the /32 keeps its group (root covers 24 bits)"
+        );
         assert_eq!(t.lookup(ip("2001:db8:1:2::1")), Some(1));
-        assert_eq!(t.insert(0, 129, 1), Err(LpmError::BadLength { len: 129, max: 128 }));
+        assert_eq!(
+            t.insert(0, 129, 1),
+            Err(LpmError::BadLength { len: 129, max: 128 })
+        );
         t.insert_addr(Ipv6Addr::UNSPECIFIED, 0, 8).ok();
         assert_eq!(t.lookup(ip("ff02::1")), Some(8));
         assert_eq!(t.len(), 2);
@@ -198,7 +207,10 @@ mod tests {
     fn table_full_is_reported_and_rolled_back() {
         let mut t = Lpm6::with_max_groups(3);
         // A /128 needs 13 groups: fails, and the 3 groups made on the way down are freed.
-        assert_eq!(t.insert(ip("2001:db8::1"), 128, 1), Err(LpmError::TableFull { groups: 3 }));
+        assert_eq!(
+            t.insert(ip("2001:db8::1"), 128, 1),
+            Err(LpmError::TableFull { groups: 3 })
+        );
         assert_eq!(t.groups(), 0);
         assert_eq!(t.lookup(ip("2001:db8::1")), None);
         assert_eq!(t.insert(ip("2001:db8:1::"), 48, 2), Ok(()));
