@@ -1,8 +1,10 @@
 //! Compiling a validated rule set: ranking, CutSplit-style partitioning and HyperSplit trees
 //! (the algorithm is described in the parent module's doc).
 
-use super::{Acl, AclConfig, AclRule, Node, Tree, END, LEAF};
+use super::{Acl, AclConfig, AclRule, Node, Tree, END, FANOUT, LEAF};
 
+/// Size of an inner node in 32-bit words.
+const NODE_WORDS: usize = std::mem::size_of::<Node>() / 4;
 /// Smallest partition kept on its own; smaller ones join the wide partition.
 const MIN_PARTITION: usize = 32;
 /// Fields narrower than this never define a partition (a protocol byte separates little).
@@ -148,14 +150,14 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
         }) {
             ranks.truncate(cut + 1);
         }
-        let words = 4 * tree.nodes.len() + tree.leaf_ranks.len();
+        let words = NODE_WORDS * tree.nodes.len() + tree.leaf_ranks.len();
         let split = if ranks.len() <= leaf_size
             || depth >= ctx.cfg.max_depth
             || words + ranks.len() + 1 >= max_words
         {
             None
         } else {
-            best_split(ctx, &ranks, &region)
+            best_split(ctx, &ranks, &region, None)
         };
         let ptr = match split {
             None => {
@@ -166,20 +168,34 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
                 LEAF | start
             }
             Some((d, t)) => {
+                let (blo, bhi) = region.get(d).copied().unwrap_or((0, 0));
+                let ts = refine(ctx, &ranks, &region, d, t, leaf_size);
                 let idx = tree.nodes.len();
-                tree.nodes.push(Node { thresh: t, field: d as u32, child: [LEAF, LEAF] });
-                let (left, right): (Vec<u32>, Vec<u32>) = (
-                    ranks.iter().copied().filter(|&r| ctx.range(r, d).0 <= t).collect(),
-                    ranks.iter().copied().filter(|&r| ctx.range(r, d).1 > t).collect(),
-                );
-                let (mut lreg, mut rreg) = (region.clone(), region);
-                if let (Some(l), Some(r)) = (lreg.get_mut(d), rreg.get_mut(d)) {
-                    l.1 = t;
-                    r.0 = t + 1;
+                let min_rank = ranks.first().copied().unwrap_or(END);
+                let mut node =
+                    Node { field: d as u32, min_rank, thresh: [u32::MAX; FANOUT - 1], child: [LEAF; FANOUT] };
+                for (slot, &t) in node.thresh.iter_mut().zip(&ts) {
+                    *slot = t;
                 }
-                // Right first so the left subtree is laid out right after its parent.
-                stack.push(Work { ranks: right, region: rreg, depth: depth + 1, slot: Slot::Child(idx, 1) });
-                stack.push(Work { ranks: left, region: lreg, depth: depth + 1, slot: Slot::Child(idx, 0) });
+                tree.nodes.push(node);
+                // Children in reverse so the first child is laid out right after its parent.
+                for k in (0..=ts.len()).rev() {
+                    let lo = if k == 0 { blo } else { ts.get(k - 1).map_or(blo, |&t| t + 1) };
+                    let hi = ts.get(k).copied().unwrap_or(bhi);
+                    let sub: Vec<u32> = ranks
+                        .iter()
+                        .copied()
+                        .filter(|&r| {
+                            let (rlo, rhi) = ctx.range(r, d);
+                            rlo <= hi && rhi >= lo
+                        })
+                        .collect();
+                    let mut reg = region.clone();
+                    if let Some(b) = reg.get_mut(d) {
+                        *b = (lo, hi);
+                    }
+                    stack.push(Work { ranks: sub, region: reg, depth: depth + 1, slot: Slot::Child(idx, k) });
+                }
                 idx as u32
             }
         };
@@ -195,15 +211,60 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
     tree
 }
 
+/// Up to `FANOUT - 1` ascending thresholds on field `d`, starting from `t`: each round splits
+/// every interval that still holds more than `leaf_size` rules at its own best point on `d`
+/// (1, then 3, then up to 6 thresholds: a binary tree on one field folded into one node).
+fn refine(ctx: &Ctx<'_>, ranks: &[u32], region: &[(u32, u32)], d: usize, t: u32, leaf_size: usize) -> Vec<u32> {
+    let (blo, bhi) = region.get(d).copied().unwrap_or((0, 0));
+    let mut ts = vec![t];
+    while ts.len() < FANOUT - 1 {
+        let mut add = Vec::new();
+        for k in 0..=ts.len() {
+            let lo = if k == 0 { blo } else { ts.get(k - 1).map_or(blo, |&t| t + 1) };
+            let hi = ts.get(k).copied().unwrap_or(bhi);
+            let sub: Vec<u32> = ranks
+                .iter()
+                .copied()
+                .filter(|&r| {
+                    let (rlo, rhi) = ctx.range(r, d);
+                    rlo <= hi && rhi >= lo
+                })
+                .collect();
+            if sub.len() <= leaf_size || lo == hi {
+                continue;
+            }
+            let mut reg = region.to_vec();
+            if let Some(b) = reg.get_mut(d) {
+                *b = (lo, hi);
+            }
+            if let Some((_, t2)) = best_split(ctx, &sub, &reg, Some(d)) {
+                add.push(t2);
+            }
+        }
+        add.truncate(FANOUT - 1 - ts.len());
+        if add.is_empty() {
+            break;
+        }
+        ts.extend(add);
+        ts.sort_unstable();
+    }
+    ts
+}
+
 /// The (field, threshold) minimising (max(L, R), L + R), where L and R count the rules that
 /// intersect `[lo, t]` and `[t + 1, hi]` of the box. `None` when no split shrinks both sides.
-fn best_split(ctx: &Ctx<'_>, ranks: &[u32], region: &[(u32, u32)]) -> Option<(usize, u32)> {
+fn best_split(
+    ctx: &Ctx<'_>,
+    ranks: &[u32],
+    region: &[(u32, u32)],
+    only: Option<usize>,
+) -> Option<(usize, u32)> {
     let n = ranks.len();
     let mut best: Option<((usize, usize), usize, u32)> = None;
     let mut los = Vec::with_capacity(n);
     let mut his = Vec::with_capacity(n);
     for (d, &(blo, bhi)) in region.iter().enumerate() {
-        if blo == bhi {
+        if blo == bhi || only.is_some_and(|o| o != d) {
             continue;
         }
         los.clear();
