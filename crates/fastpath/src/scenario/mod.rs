@@ -10,8 +10,8 @@ use std::net::Ipv4Addr;
 
 /// Reference pipelines `fastpath bench` knows, with their spec text.
 pub const PIPELINES: &[(&str, &str)] = &[
-    ("l2fwd", include_str!("../../../pipelines/l2fwd.toml")),
-    ("router", include_str!("../../../pipelines/router.toml")),
+    ("l2fwd", include_str!("../../../../pipelines/l2fwd.toml")),
+    ("router", include_str!("../../../../pipelines/router.toml")),
 ];
 
 /// What a scenario needs besides packets.
