@@ -10,13 +10,14 @@
 //! processes' user + system time; the untuned Linux bridge has no process of its own (it runs in
 //! the senders' softirqs), so for it only the machine figure means something.
 
+use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::dut::{Dut, DutConfig};
+use crate::dut::{Dut, DutConfig, DutKind};
 use crate::report::{Chart, Report};
 use crate::topo::{self, run_cmd, TopoConfig, Topology};
 use crate::LabError;
@@ -178,32 +179,49 @@ fn parse_iperf3(json: &str) -> Result<(Vec<(f64, f64)>, f64), LabError> {
     Ok((series, mean))
 }
 
-/// Parses iperf 2 `-y C` output: per-interval lines (the sum lines when several streams run),
-/// and the whole-run line last.
-fn parse_iperf2(csv: &str, streams: u32) -> (Vec<(f64, f64)>, f64) {
-    let mut series = Vec::new();
-    let mut mean = 0.0;
-    for l in csv.lines() {
-        let f: Vec<&str> = l.split(',').collect();
-        if f.len() < 9 {
+/// Parses iperf 2 `-y C` output: one line per stream and interval (iperf 2.1 prints no sum
+/// lines in CSV; older versions print them with stream id -1, and then only those are used),
+/// summed per interval; the whole-run lines (longer than an interval) give the mean.
+fn parse_iperf2(csv: &str) -> (Vec<(f64, f64)>, f64) {
+    let rows: Vec<(i64, f64, f64, f64)> = csv
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let id: i64 = f.get(5)?.parse().ok()?;
+            let (a, b) = f.get(6)?.split_once('-')?;
+            Some((
+                id,
+                a.parse().ok()?,
+                b.parse().ok()?,
+                f.get(8)?.parse().ok()?,
+            ))
+        })
+        .collect();
+    let has_sums = rows.iter().any(|r| r.0 == -1);
+    let mut per: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    let mut total = 0.0;
+    for &(id, a, b, bps) in &rows {
+        if has_sums && id != -1 {
             continue;
         }
-        let id: i64 = f[5].parse().unwrap_or(0);
-        if streams > 1 && id != -1 {
-            continue;
-        }
-        let (a, b) = f[6].split_once('-').unwrap_or(("0", "0"));
-        let (a, b): (f64, f64) = (a.parse().unwrap_or(0.0), b.parse().unwrap_or(0.0));
-        let bps: f64 = f[8].parse().unwrap_or(0.0);
         if b - a > 1.5 {
-            mean = bps / 1e9; // the whole-run summary
+            total += bps;
         } else {
-            series.push((b, bps / 1e9));
+            *per.entry(((a * 1000.0) as u64, (b * 1000.0) as u64))
+                .or_default() += bps;
         }
     }
-    if mean == 0.0 && !series.is_empty() {
-        mean = series.iter().map(|x| x.1).sum::<f64>() / series.len() as f64;
-    }
+    let series: Vec<(f64, f64)> = per
+        .into_iter()
+        .map(|((_, b), bps)| (b as f64 / 1000.0, bps / 1e9))
+        .collect();
+    let mean = if total > 0.0 {
+        total / 1e9
+    } else if series.is_empty() {
+        0.0
+    } else {
+        series.iter().map(|x| x.1).sum::<f64>() / series.len() as f64
+    };
     (series, mean)
 }
 
@@ -248,6 +266,18 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                 continue;
             }
         };
+        if !matches!(dc.kind, DutKind::LinuxBridge | DutKind::LinuxBridgeTuned) {
+            // A user-space DUT forwards frames as they are: the endpoints must put real checksums
+            // in them and send MTU-sized segments (no checksum offload, TSO or GSO on veth).
+            for (ns, ifn) in [(&t.gen_ns, t.gen_if), (&t.sink_ns, t.sink_if)] {
+                topo::ns_exec(
+                    ns,
+                    &[
+                        "ethtool", "-K", ifn, "tx", "off", "tso", "off", "gso", "off",
+                    ],
+                )?;
+            }
+        }
         for &tool in &cfg.tools {
             for &n in &cfg.streams {
                 if topo::interrupted() {
@@ -328,7 +358,7 @@ fn one(
     let client = client?;
     let (series, gbps) = match tool {
         TcpTool::Iperf3 => parse_iperf3(&client)?,
-        TcpTool::Iperf2 => parse_iperf2(&client, streams),
+        TcpTool::Iperf2 => parse_iperf2(&client),
     };
     let mean = |v: &[(f64, f64)]| {
         if v.is_empty() {
@@ -371,7 +401,9 @@ impl TcpResults {
         report.heading("TCP throughput and CPU");
         report.para(
             "iperf through the DUT between the generator and sink namespaces. CPU in % of one core, \
-             sampled every second from /proc/stat (machine) and /proc/PID/stat (the DUT's processes).",
+             sampled every second from /proc/stat (machine) and /proc/PID/stat (the DUT's processes). \
+             For user-space DUTs the endpoints run without checksum offload, TSO and GSO (the DUT \
+             forwards frames as they are); the kernel bridge keeps them.",
         );
         for (d, why) in &self.skipped {
             report.para(format!("{d} skipped: {why}"));
@@ -436,9 +468,27 @@ mod tests {
                    20261122,198.18.0.1,5000,198.18.0.2,5001,3,0.0-1.0,625000000,5000000000\n\
                    20261122,198.18.0.1,5000,198.18.0.2,5001,-1,1.0-2.0,1500000000,12000000000\n\
                    20261122,198.18.0.1,5000,198.18.0.2,5001,-1,0.0-2.0,2750000000,11000000000\n";
-        let (s, mean) = parse_iperf2(csv, 2);
+        let (s, mean) = parse_iperf2(csv);
         assert_eq!(s, vec![(1.0, 10.0), (2.0, 12.0)]);
         assert!((mean - 11.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn iperf21_csv_without_sum_lines() {
+        // iperf 2.1.8, -P 2: per-stream lines only.
+        let csv = "20261122063107,127.0.0.1,35590,127.0.0.1,5001,2,0.0-1.0,1535770684,12286165472\n\
+                   20261122063107,127.0.0.1,35586,127.0.0.1,5001,1,0.0-1.0,1432748092,11461984736\n\
+                   20261122063108,127.0.0.1,35586,127.0.0.1,5001,1,1.0-2.0,865337344,6922698752\n\
+                   20261122063108,127.0.0.1,35590,127.0.0.1,5001,2,1.0-2.0,2813722624,22509780992\n\
+                   20261122063108,127.0.0.1,35586,127.0.0.1,5001,1,0.0-2.0,2298216508,9132522887\n\
+                   20261122063108,127.0.0.1,35590,127.0.0.1,5001,2,0.0-2.0,4349624380,17239027892\n";
+        let (s, mean) = parse_iperf2(csv);
+        assert_eq!(s.len(), 2);
+        assert!(
+            (s[0].1 - 23.748150208).abs() < 1e-6 && (s[1].1 - 29.432479744).abs() < 1e-6,
+            "{s:?}"
+        );
+        assert!((mean - 26.371550779).abs() < 1e-6);
     }
 
     #[test]
