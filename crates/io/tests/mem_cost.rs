@@ -9,7 +9,7 @@
 //! ```
 //! `MEMIO_FLOWS` (default 1) and `MEMIO_SIZE` (default 64) set the traffic.
 
-use fastpath_io::mem::{FrameSizes, MemSink, MemSource, Templates};
+use fastpath_io::mem::{FrameSizes, MemSink, MemSource, Templates, TrafficProfile};
 use fastpath_io::worker::{RunEnd, TxAll, Worker};
 use fastpath_io::Port;
 use fastpath_packet::Pool;
@@ -24,15 +24,9 @@ fn source_pipeline_sink() {
     let pkts = env("MEMIO_PKTS", 1000);
     let flows = env("MEMIO_FLOWS", 1) as u32;
     let size = env("MEMIO_SIZE", 64) as usize;
-    // A plain 42-byte Ethernet/IPv4/UDP header; flow number in the source address.
-    let gen = |f: u32, len: usize| {
-        let mut v = vec![0u8; len];
-        v[12..14].copy_from_slice(&[0x08, 0x00]);
-        v[14] = 0x45;
-        v[26..30].copy_from_slice(&(0xc612_0000u32 | f).to_be_bytes());
-        v
-    };
-    let t = Templates::build(&gen, flows, &FrameSizes::Fixed(size)).unwrap();
+    // Ethernet/IPv4/UDP frames from the default profile (64-byte template stride).
+    let p = TrafficProfile { flows, frame_sizes: FrameSizes::Fixed(size), ..Default::default() };
+    let t = p.templates().unwrap();
     let ports: Vec<Box<dyn Port>> = vec![
         Box::new(MemSource::from_templates("gen", t).with_limit(pkts)),
         Box::new(MemSink::new("sink")),
@@ -49,6 +43,7 @@ fn source_split_two_sinks() {
     let pkts = env("MEMIO_PKTS", 1000);
     let flows = env("MEMIO_FLOWS", 1) as u32;
     let size = env("MEMIO_SIZE", 64) as usize;
+    // A closure generator: the default 128-byte template stride.
     let gen = |_: u32, len: usize| vec![0u8; len];
     let t = Templates::build(&gen, flows, &FrameSizes::Fixed(size)).unwrap();
     let ports: Vec<Box<dyn Port>> = vec![
