@@ -532,6 +532,9 @@ mod tests {
         assert!(ip.checksum_ok());
     }
 
+    /// IPv6 (src, dst) when the L4 sits on IPv6.
+    type V6Addrs = Option<([u8; 16], [u8; 16])>;
+
     /// Parses a built frame with the views and checks every length and checksum; returns
     /// (L3 kind, L4 protocol, payload bytes after the innermost header).
     fn verify(f: &[u8], depth: u32) -> (EtherType, Option<IpProto>, usize) {
@@ -539,7 +542,7 @@ mod tests {
         let (o, i, off) = crate::hdr::vlan::parse_tags(e.ethertype(), e.payload()).unwrap();
         let et = i.or(o).map_or(e.ethertype(), |v| v.ethertype());
         let l3 = &e.payload()[off..];
-        let (proto, l4, addrs): (IpProto, &[u8], Option<([u8; 16], [u8; 16])>) = if et == EtherType::IPV4 {
+        let (proto, l4, addrs): (IpProto, &[u8], V6Addrs) = if et == EtherType::IPV4 {
             let ip = Ipv4::parse(l3).unwrap();
             assert!(ip.checksum_ok());
             assert_eq!(usize::from(ip.total_len()), l3.len());
