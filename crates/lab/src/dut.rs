@@ -423,7 +423,14 @@ impl Dut {
             format!("--unixctl={}", p("ovsdb.ctl")),
             format!("--pidfile={}", p("ovsdb.pid")),
         ];
-        self.spawn("ovsdb-server", None, &server, &tmp.join("ovsdb.log"))?;
+        // Inside the DUT namespace too (its unix socket is a file, reachable from anywhere), so
+        // the topology's teardown finds it even if this process dies before stopping it.
+        self.spawn(
+            "ovsdb-server",
+            Some(&t.dut_ns),
+            &server,
+            &tmp.join("ovsdb.log"),
+        )?;
         let vsctl = |args: &[&str]| -> Result<String, LabError> {
             let mut a = vec!["--db", sock.as_str(), "--timeout=10"];
             a.extend_from_slice(args);
