@@ -15,7 +15,14 @@ fn lookups(c: &mut Criterion) {
             let st = acl.stats();
             eprintln!(
                 "{}{}: build {:?}, {} trees, {} nodes, {} leaf refs, depth {}, {} KiB",
-                kind.name(), n, build, st.trees, st.nodes, st.leaf_refs, st.max_depth, st.bytes / 1024
+                kind.name(),
+                n,
+                build,
+                st.trees,
+                st.nodes,
+                st.leaf_refs,
+                st.max_depth,
+                st.bytes / 1024
             );
             let mut g = c.benchmark_group(format!("acl/{}{}", kind.name(), n));
             g.throughput(Throughput::Elements(TRACE as u64));
@@ -50,7 +57,11 @@ fn build(c: &mut Criterion) {
     for kind in [Kind::Acl, Kind::Fw, Kind::Ipc] {
         let rules = classbench::generate(kind, 10_000, 1);
         g.bench_function(format!("{}10000", kind.name()), |b| {
-            b.iter_batched(|| rules.clone(), |r| black_box(classbench::build(&r).map(|a: Acl| a.len())), BatchSize::LargeInput)
+            b.iter_batched(
+                || rules.clone(),
+                |r| black_box(classbench::build(&r).map(|a: Acl| a.len())),
+                BatchSize::LargeInput,
+            )
         });
     }
     g.finish();

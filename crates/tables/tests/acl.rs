@@ -7,7 +7,11 @@ use fastpath_tables::reference::acl::LinearAcl;
 use proptest::prelude::*;
 
 fn wmax(w: u8) -> u32 {
-    if w >= 32 { u32::MAX } else { (1 << w) - 1 }
+    if w >= 32 {
+        u32::MAX
+    } else {
+        (1 << w) - 1
+    }
 }
 
 /// A value of a `w`-bit field, clustered on a few anchors so rules overlap.
@@ -39,13 +43,25 @@ fn field(w: u8) -> impl Strategy<Value = FieldMatch> {
 }
 
 fn rules(widths: Vec<u8>, max: usize) -> impl Strategy<Value = Vec<AclRule>> {
-    let one = (0u32..8, widths.iter().map(|&w| field(w)).collect::<Vec<_>>(), any::<u32>())
-        .prop_map(|(priority, fields, action)| AclRule { priority, fields, action });
+    let one = (
+        0u32..8,
+        widths.iter().map(|&w| field(w)).collect::<Vec<_>>(),
+        any::<u32>(),
+    )
+        .prop_map(|(priority, fields, action)| AclRule {
+            priority,
+            fields,
+            action,
+        });
     prop::collection::vec(one, 0..max)
 }
 
 fn config(widths: Vec<u8>) -> impl Strategy<Value = AclConfig> {
-    (1usize..10, any::<bool>(), prop_oneof![3 => Just(1usize << 24), 1 => 16usize..400])
+    (
+        1usize..10,
+        any::<bool>(),
+        prop_oneof![3 => Just(1usize << 24), 1 => 16usize..400],
+    )
         .prop_map(move |(leaf_size, partition, max_words)| AclConfig {
             leaf_size,
             partition,
@@ -55,7 +71,11 @@ fn config(widths: Vec<u8>) -> impl Strategy<Value = AclConfig> {
 }
 
 /// Keys: uniform random, rule-derived (inside a rule; on and just past its edges).
-fn keys<const N: usize>(rules: &[AclRule], widths: &[u8; N], seeds: &[(u32, u32, u8)]) -> Vec<[u32; N]> {
+fn keys<const N: usize>(
+    rules: &[AclRule],
+    widths: &[u8; N],
+    seeds: &[(u32, u32, u8)],
+) -> Vec<[u32; N]> {
     seeds
         .iter()
         .map(|&(pick, noise, how)| {
@@ -154,7 +174,10 @@ proptest! {
 /// it classifies like the linear scan. `REGENERATE_RULES=1` rewrites it.
 #[test]
 fn acl1k_file_matches_generator() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/rules/acl1k.txt");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/rules/acl1k.txt"
+    );
     let rules = classbench::generate(Kind::Acl, 1000, 1);
     let text = classbench::format(&rules).unwrap();
     if std::env::var_os("REGENERATE_RULES").is_some() {

@@ -174,7 +174,7 @@ fn srtcm_aware_yellow_does_not_steal_committed() {
     let got = offer(
         &mut |t, l| {
             k += 1;
-            let c = if k % 2 == 0 {
+            let c = if k.is_multiple_of(2) {
                 Color::Yellow
             } else {
                 Color::Green
