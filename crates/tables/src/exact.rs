@@ -34,6 +34,12 @@
 //! `size_of::<(K, V)>()` (16 bytes for `u64 → u32`): 25–34 bytes per entry for `u64` keys;
 //! 10 M `u64 → u32` entries take 268 MB of buckets (2 M buckets) and 160 MB of entries.
 //!
+//! Measured (`cargo bench -p fastpath-tables --bench exact`, 2-vCPU KVM guest shared with
+//! other builds, so a floor): random hitting lookups in batches of 256 run at 13–15 M/s with
+//! 1 M entries (2.5 M/s one at a time) and 4–6 M/s with 10 M entries (DRAM and TLB bound);
+//! windows of 64 or 256 beat 16 or 32. Building 10 M entries takes 5.6 s. 148 instructions
+//! per lookup (callgrind, `EXACT_BENCH_INSTR`).
+//!
 //! Control path (`insert`, `remove`, `get_mut`) takes `&mut self`; readers share `&self`
 //! snapshots (the pipeline swaps whole tables RCU-style). Lookups never allocate.
 

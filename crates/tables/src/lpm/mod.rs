@@ -36,16 +36,17 @@
 //! Measured (`cargo bench -p fastpath-tables --bench lpm`, 2-vCPU KVM guest shared with other
 //! builds, so throughput is a floor): building 1 M IPv4 routes with a BGP-like length mix takes
 //! 1.7–3.2 s (29.6 k groups, 205 MB including the rule list); batch lookups of random addresses
-//! run at 38 M/s with 4 KiB pages and 70 M/s with transparent huge pages
-//! (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`: the 64 MiB root otherwise misses the TLB on almost
-//! every lookup). Instructions (callgrind, `LPM_BENCH_INSTR`): 19 per IPv4 lookup in
+//! run at 36–38 M/s with 4 KiB pages (20 M/s without the prefetch pass) and 39–70 M/s with
+//! transparent huge pages (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`: the 64 MiB root otherwise
+//! misses the TLB on almost every lookup). IPv6, 200 k /32–/64 routes: 7–8 M/s batched, 2 M/s
+//! one at a time. Instructions (callgrind, `LPM_BENCH_INSTR`): 19 per IPv4 lookup in
 //! `lookup_batch`, 146 per IPv6 lookup of /32–/48 routes.
 
 mod v4;
 mod v6;
 
-pub use v4::Lpm4;
-pub use v6::Lpm6;
+pub use v4::{Lpm4, LPM4_MAX_GROUPS};
+pub use v6::{Lpm6, LPM6_MAX_GROUPS};
 
 use std::collections::HashMap;
 
