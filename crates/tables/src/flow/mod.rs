@@ -46,6 +46,10 @@
 //! [`InsertError::Full`] (counted in [`FlowStats::full`]; the caller drops the packet with
 //! `flow_table_full`), while established connections keep hitting.
 
+// cost: lookup hit ~139 instr/pkt (hash, 3-stage prefetch pipeline, key compare); lookup + track
+//       of an established ACK with window checks ~280; new connection (insert SYN, track
+//       SYN+ACK, age one out) ~700 — callgrind, `FLOW_BENCH_INSTR` mode of benches/flow.rs.
+
 pub mod tcp;
 pub mod wheel;
 
@@ -141,8 +145,10 @@ fn mum(a: u64, b: u64) -> u64 {
     (r as u64) ^ ((r >> 64) as u64)
 }
 
-/// 64-bit hash of a key with `seed` (wyhash-style: three 128-bit multiplies and a final mix;
-/// about 20 instructions). `hash.rs`'s shared hash can replace it once it exists.
+/// 64-bit hash of a key with `seed` (wyhash-style: three independent 128-bit multiplies and a
+/// final mix; ~35 instructions). Kept apart from `crate::hash::hash_words` on purpose: it takes
+/// a seed (the worker-spreading [`symmetric_hash`] must be independent of the bucket bits), and
+/// its three first multiplies do not depend on each other, where `hash_words` chains them.
 #[inline]
 pub fn hash_key(k: &FlowKey, seed: u64) -> u64 {
     // Little-endian word order, so each pair is one 8-byte load.
@@ -659,6 +665,11 @@ impl FlowTable {
             return Err(InsertError::Full);
         }
         let expires_ns = now_ns.saturating_add(self.cfg.timeouts.of(conn.state));
+        if self.wheel.is_empty() {
+            // Nothing scheduled: move the wheel's cursor to `now` at once, so a clock that
+            // starts far from 0 (uptime in ns) is not walked tick by tick later.
+            let _ = self.wheel.pop_due(now_ns);
+        }
         self.entries[idx as usize] = FlowEntry {
             key: *key,
             action: 0,
@@ -1029,6 +1040,17 @@ mod tests {
         assert_eq!(calls, 16);
         assert!(t.is_empty());
         assert_eq!(t.stats().expired, 1000);
+    }
+
+    #[test]
+    fn a_clock_far_from_zero_costs_no_catch_up_walk() {
+        let mut t = FlowTable::new(FlowConfig::with_capacity(4)).unwrap();
+        let start = 86_400 * SEC; // one day of uptime: ~80k ticks
+        let (k, s) = key(1);
+        let id = t.insert(&k, t.hash(&k), s, &syn(), start).unwrap();
+        // One budget unit is enough to look at the entry: no empty-tick backlog in between.
+        assert_eq!(t.expire(start + 31 * SEC + (1 << 30), 1), 1);
+        assert!(t.entry(id).is_none());
     }
 
     #[test]
