@@ -101,16 +101,27 @@ fn track_batch(t: &mut FlowTable, keys: &[FlowKey], sides: &[Side], out: &mut [u
     black_box(ok)
 }
 
-/// One churn batch: 256 new connections (SYN, then SYN+ACK), then expiry with budget 512.
+/// One churn batch as a conntrack stage sees it: 256 SYNs of new connections miss in a bulk
+/// lookup (which also brings their buckets into cache), are inserted, their SYN+ACKs are
+/// tracked, then expiry runs with budget 512.
 fn churn_batch(t: &mut FlowTable, next: &mut u32, now: &mut u64) -> usize {
     let syn = Segment::tcp(SYN, 1000, 0, 65535, 0);
     let synack = Segment::tcp(SYN | ACK, 5000, 1001, 65535, 0);
     *now += 1 << 20;
-    for _ in 0..256 {
-        let (k, s) = key(*next);
+    let mut keys = [FlowKey::ZERO; 256];
+    let mut sides = [Side::Lo; 256];
+    for (k, s) in keys.iter_mut().zip(&mut sides) {
+        (*k, *s) = key(*next);
         *next = next.wrapping_add(1);
-        let h = t.hash(&k);
-        if let Ok(id) = t.insert(&k, h, s, &syn, *now) {
+    }
+    let mut out = [NO_FLOW; 256];
+    t.lookup_batch(&keys, *now, &mut out);
+    for ((k, &s), &hit) in keys.iter().zip(&sides).zip(&out) {
+        if hit != NO_FLOW {
+            continue;
+        }
+        let h = t.hash(k);
+        if let Ok(id) = t.insert(k, h, s, &syn, *now) {
             let r = if s == Side::Lo { Side::Hi } else { Side::Lo };
             black_box(t.track(id, r, &synack, *now));
         }

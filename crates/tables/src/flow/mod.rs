@@ -377,6 +377,8 @@ impl Bucket {
 const PIPE_D: usize = 8;
 /// Candidate ring between stages 2 and 3 (a power of two > `PIPE_D`).
 const CAND: usize = 16;
+/// Entries [`FlowTable::expire`] handles per prefetch group.
+const EXPIRE_W: usize = 16;
 /// Nodes in the cuckoo breadth-first search (2 roots + 16 + 128 + headroom).
 const BFS_NODES: usize = 160;
 
@@ -734,19 +736,48 @@ impl FlowTable {
     /// `now_ns` rounded down to the tick is gone. Returns the number freed. Worker only,
     /// once per batch; O(budget + ticks passed).
     pub fn expire(&mut self, now_ns: u64, budget: usize) -> usize {
+        // Work in groups of EXPIRE_W: pop due entries and prefetch them, then hash the expired
+        // ones and prefetch their buckets, then free or re-link. The misses of a group overlap
+        // instead of costing one DRAM round trip each.
+        // Freed: deadline at or before the start of `now`'s tick (the twin's rule). Anything
+        // popped but alive goes back at its deadline's tick, which is after `now`'s tick, so
+        // no entry is looked at twice in one call.
+        let edge = (now_ns >> self.cfg.tick_shift) << self.cfg.tick_shift;
         let mut freed = 0;
-        for _ in 0..budget {
-            let Some((idx, tick_ns)) = self.wheel.pop_due(now_ns) else { break };
-            let Some(e) = self.entries.get(idx as usize) else { continue };
-            if e.expires_ns <= tick_ns {
-                let h = self.hash(&e.key);
-                if let Some((b, s)) = self.slot_of(h, idx) {
-                    self.free_slot(b, s, idx);
-                    freed += 1;
+        let mut left = budget;
+        loop {
+            let mut due = [0u32; EXPIRE_W];
+            let mut n = 0;
+            while n < EXPIRE_W && left > 0 {
+                let Some((idx, _)) = self.wheel.pop_due(now_ns) else { break };
+                if let Some(e) = self.entries.get(idx as usize) {
+                    prefetch_read(e);
                 }
-            } else {
-                let d = e.expires_ns;
-                self.wheel.schedule(idx, d);
+                due[n] = idx;
+                n += 1;
+                left -= 1;
+            }
+            let mut hs = [0u64; EXPIRE_W];
+            for (h, &idx) in hs.iter_mut().zip(&due[..n]) {
+                if let Some(e) = self.entries.get(idx as usize).filter(|e| e.expires_ns <= edge) {
+                    *h = self.hash(&e.key);
+                    self.prefetch(*h);
+                }
+            }
+            for (&h, &idx) in hs.iter().zip(&due[..n]) {
+                let Some(e) = self.entries.get(idx as usize) else { continue };
+                if e.expires_ns <= edge {
+                    if let Some((b, s)) = self.slot_of(h, idx) {
+                        self.free_slot(b, s, idx);
+                        freed += 1;
+                    }
+                } else {
+                    let d = e.expires_ns;
+                    self.wheel.schedule(idx, d);
+                }
+            }
+            if n < EXPIRE_W {
+                break;
             }
         }
         self.stats.expired += freed as u64;
