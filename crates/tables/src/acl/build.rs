@@ -82,7 +82,8 @@ impl Ctx<'_> {
 /// Splits ranks `0..n` into partitions (CutSplit), each ascending. Level 1 groups rules by
 /// their most specific wide field among those with at least half their bits fixed; the rest
 /// go through level 2 with a quarter of the bits; what remains forms the wide partition.
-/// Partitions below `max(MIN_PARTITION, n / 64)` rules fall through to the next level.
+/// Partitions below `max(MIN_PARTITION, n / 64)` rules fall through to the next level; a
+/// level-2 partition joins the level-1 partition of the same field when there is one.
 fn partition(ctx: &Ctx<'_>, n: usize) -> Vec<Vec<u32>> {
     let nf = ctx.nf;
     if !ctx.cfg.partition {
@@ -94,7 +95,8 @@ fn partition(ctx: &Ctx<'_>, n: usize) -> Vec<Vec<u32>> {
     }
     let min = MIN_PARTITION.max(n / 64);
     let mut rest: Vec<u32> = (0..n as u32).collect();
-    let mut out = Vec::new();
+    let mut out: Vec<Vec<u32>> = Vec::new();
+    let mut by_field: Vec<Option<usize>> = vec![None; nf];
     for level in [2u32, 4] {
         let mut parts: Vec<Vec<u32>> = vec![Vec::new(); nf];
         let mut next = Vec::new();
@@ -116,10 +118,19 @@ fn partition(ctx: &Ctx<'_>, n: usize) -> Vec<Vec<u32>> {
                 None => next.push(rank),
             }
         }
-        for p in parts {
+        for (d, p) in parts.into_iter().enumerate() {
             if p.len() < min {
                 next.extend(p);
+            } else if let Some(&Some(i)) = by_field.get(d) {
+                // Same field as a level-1 subset: one tree for both (fewer trees per lookup).
+                if let Some(q) = out.get_mut(i) {
+                    q.extend(p);
+                    q.sort_unstable();
+                }
             } else {
+                if let Some(b) = by_field.get_mut(d) {
+                    *b = Some(out.len());
+                }
                 out.push(p);
             }
         }
