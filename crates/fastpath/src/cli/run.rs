@@ -1,12 +1,33 @@
-//! `fastpath run`: a pipeline between ports.
+//! `fastpath run`: a pipeline between ports — capture files, or live AF_XDP / AF_PACKET ports.
+//!
+//! Live ports run on the multi-core runtime (`fastpath_io::multi`): one pinned run-to-completion
+//! worker per core (rx burst ▸ pipeline ▸ tx burst), each with its own packet pool, its own
+//! sockets (AF_XDP queue `base + w`, or one member of a `PACKET_FANOUT_HASH` group) and its own
+//! pipeline instance built from the same spec and entries, so flows are spread by the NIC/veth
+//! RSS hash or the fanout hash and one flow stays on one worker (the DPDK/VPP model).
+//!
+//! The control thread only watches: once per batch each worker adds its rx/tx/drop counts to
+//! its own cache-line-sized slot of relaxed atomics, and the control thread reads them every
+//! 100 ms to draw the one-line rate display (when stdout is a terminal) and to apply the
+//! `--duration` / `--packets` bounds. SIGINT/SIGTERM (or a bound) set the stop flag; workers
+//! drain, flush and report, and the final counters (per port, per worker, per stage summed
+//! over workers) are printed.
 
 use super::{load_pipeline, PipeProc};
-use clap::Args;
+use clap::{Args, ValueEnum};
+use fastpath_io::af_packet::{AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
+use fastpath_io::af_xdp::{XdpConfig, XdpMode, XdpPort, ZeroCopy};
+use fastpath_io::multi::{self, MultiConfig};
 use fastpath_io::pcap::{PcapSink, PcapSource};
 use fastpath_io::port::{Duplex, Port};
-use fastpath_io::worker::Worker;
-use fastpath_packet::Pool;
+use fastpath_io::worker::{Processor, Worker};
+use fastpath_packet::{Batch, DropReason, Pool, Verdict};
+use fastpath_pipeline::{Pipeline, StageStats};
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Arguments of `fastpath run`.
 #[derive(Args)]
@@ -15,9 +36,14 @@ Ports are numbered in the order given (the first --port is port 0), and actions 
 number (forward 1).\n\nPort kinds:\n  \
 NAME=pcap:IN.pcap            read a capture (pcap or pcapng); packets sent to it are dropped\n  \
 NAME=pcap:IN.pcap:OUT.pcap   read IN, write what the pipeline sends to this port into OUT\n  \
-NAME=pcap::OUT.pcap          output only\n\n\
-Example:\n  fastpath run pipelines/router.toml --entries testdata/routes/small.txt \\\n    \
---port p0=pcap:testdata/pcap/router-in.pcap --port p1=pcap::out.pcap --trace 3")]
+NAME=pcap::OUT.pcap          output only\n  \
+NAME=afxdp:IFACE[@QUEUE]     AF_XDP socket on IFACE; worker w uses queue QUEUE+w (default 0+w)\n  \
+NAME=afpacket:IFACE          AF_PACKET (TPACKET_V3) socket; several workers share a fanout group\n\n\
+Capture ports run one worker until the files are read; live ports run until Ctrl-C/SIGTERM, \
+--duration or --packets, then drain and print per-port and per-stage counters.\n\n\
+Examples:\n  fastpath run pipelines/router.toml --entries testdata/routes/small.txt \\\n    \
+--port p0=pcap:testdata/pcap/router-in.pcap --port p1=pcap::out.pcap --trace 3\n  \
+fastpath run pipelines/l2fwd.toml --entries l2fwd.txt --port p0=afxdp:veth0 --port p1=afxdp:veth1 --workers 2")]
 pub struct RunArgs {
     /// The pipeline spec (TOML).
     spec: PathBuf,
@@ -27,49 +53,279 @@ pub struct RunArgs {
     /// A port: NAME=KIND:ARGS (see below). Repeat for each port.
     #[arg(long = "port", short = 'p', required = true)]
     ports: Vec<String>,
-    /// Trace the first N packets through every stage and print it.
+    /// Trace the first N packets through every stage and print it (capture ports only).
     #[arg(long, default_value_t = 0)]
     trace: usize,
-    /// Buffers in the packet pool.
-    #[arg(long, default_value_t = 8192)]
-    pool: usize,
+    /// Buffers in each worker's packet pool [default: 8192 for capture ports; for live ports
+    /// enough for every port's rings plus two batches].
+    #[arg(long)]
+    pool: Option<usize>,
+    /// Worker threads (live ports), one per core, pinned.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// First core to pin workers to (worker w runs on core + w).
+    #[arg(long, default_value_t = 0)]
+    core: usize,
+    /// Do not pin the workers.
+    #[arg(long)]
+    no_pin: bool,
+    /// XDP attach mode for afxdp ports.
+    #[arg(long, value_enum, default_value_t = Mode::Auto)]
+    mode: Mode,
+    /// Zero-copy policy for afxdp ports.
+    #[arg(long = "zero-copy", value_enum, default_value_t = Zc::Auto)]
+    zero_copy: Zc,
+    /// Busy polling for afxdp ports, in microseconds (0: off).
+    #[arg(long = "busy-poll", default_value_t = 0)]
+    busy_poll_us: u32,
+    /// Sleep this many microseconds after 1024 idle polls (0: spin, the data-plane default).
+    #[arg(long = "idle-sleep", default_value_t = 0)]
+    idle_sleep_us: u64,
+    /// Stop after this many seconds (live ports).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Stop once this many packets were received (live ports; the drain may add a few).
+    #[arg(long)]
+    packets: Option<u64>,
 }
 
-fn open_port(spec: &str) -> Result<Box<dyn Port>, String> {
-    let (name, rest) = spec.split_once('=').ok_or_else(|| format!("--port {spec}: expected NAME=KIND:ARGS, e.g. p0=pcap:in.pcap"))?;
+/// XDP attach mode on the command line.
+#[derive(Clone, Copy, ValueEnum)]
+enum Mode {
+    Auto,
+    Native,
+    Skb,
+}
+
+/// Zero-copy policy on the command line.
+#[derive(Clone, Copy, ValueEnum)]
+enum Zc {
+    Auto,
+    Yes,
+    No,
+}
+
+/// A parsed `--port`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PortArg {
+    Pcap { name: String, input: String, output: String },
+    AfXdp { name: String, iface: String, queue: u32 },
+    AfPacket { name: String, iface: String },
+}
+
+impl PortArg {
+    fn name(&self) -> &str {
+        match self {
+            PortArg::Pcap { name, .. } | PortArg::AfXdp { name, .. } | PortArg::AfPacket { name, .. } => name,
+        }
+    }
+    fn is_live(&self) -> bool {
+        !matches!(self, PortArg::Pcap { .. })
+    }
+}
+
+fn parse_port(spec: &str) -> Result<PortArg, String> {
+    let (name, rest) = spec.split_once('=').ok_or_else(|| format!("--port {spec}: expected NAME=KIND:ARGS, e.g. p0=pcap:in.pcap or p0=afxdp:eth0"))?;
+    if name.is_empty() {
+        return Err(format!("--port {spec}: the port needs a name before `=`"));
+    }
+    let name = name.to_string();
     let (kind, args) = rest.split_once(':').unwrap_or((rest, ""));
     match kind {
         "pcap" => {
-            let (input, output) = match args.split_once(':') {
-                Some((i, o)) => (i, o),
-                None => (args, ""),
-            };
+            let (input, output) = args.split_once(':').unwrap_or((args, ""));
             if input.is_empty() && output.is_empty() {
                 return Err(format!("--port {spec}: pcap needs an input file, an output file, or both (pcap:IN[:OUT], pcap::OUT)"));
             }
-            let rx: Option<Box<dyn Port>> = if input.is_empty() {
-                None
-            } else {
-                Some(Box::new(PcapSource::open(name, input).map_err(|e| format!("--port {spec}: {e}"))?))
-            };
-            let tx: Option<Box<dyn Port>> = if output.is_empty() {
-                None
-            } else {
-                Some(Box::new(PcapSink::create(name, output).map_err(|e| format!("--port {spec}: {e}"))?))
-            };
-            Ok(Box::new(Duplex::new(name, rx, tx)))
+            Ok(PortArg::Pcap { name, input: input.into(), output: output.into() })
         }
-        other => Err(format!("--port {spec}: unknown port kind \"{other}\" (known: pcap)")),
+        "afxdp" => {
+            let (iface, queue) = match args.split_once('@') {
+                Some((i, q)) => (i, q.parse::<u32>().map_err(|_| format!("--port {spec}: bad queue number \"{q}\" (afxdp:IFACE@QUEUE)"))?),
+                None => (args, 0),
+            };
+            if iface.is_empty() {
+                return Err(format!("--port {spec}: afxdp needs an interface (afxdp:IFACE[@QUEUE])"));
+            }
+            Ok(PortArg::AfXdp { name, iface: iface.into(), queue })
+        }
+        "afpacket" => {
+            if args.is_empty() || args.contains('@') {
+                return Err(format!("--port {spec}: afpacket needs an interface (afpacket:IFACE)"));
+            }
+            Ok(PortArg::AfPacket { name, iface: args.into() })
+        }
+        other => Err(format!("--port {spec}: unknown port kind \"{other}\" (known: pcap, afxdp, afpacket)")),
     }
 }
 
+fn open_pcap(name: &str, input: &str, output: &str) -> Result<Box<dyn Port>, String> {
+    let rx: Option<Box<dyn Port>> = if input.is_empty() {
+        None
+    } else {
+        Some(Box::new(PcapSource::open(name, input).map_err(|e| format!("port {name}: {e}"))?))
+    };
+    let tx: Option<Box<dyn Port>> = if output.is_empty() {
+        None
+    } else {
+        Some(Box::new(PcapSink::create(name, output).map_err(|e| format!("port {name}: {e}"))?))
+    };
+    Ok(Box::new(Duplex::new(name, rx, tx)))
+}
+
+/// Live-port settings shared by every worker.
+struct LiveCfg {
+    xdp: XdpConfig,
+    pkt: AfPacketConfig,
+    workers: usize,
+}
+
+/// Opens worker `w`'s socket on every live port; errors name the port.
+fn open_live_ports(ports: &[PortArg], w: usize, lc: &LiveCfg, pool: &mut Pool) -> Result<Vec<Box<dyn Port>>, String> {
+    let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(ports.len());
+    for (i, p) in ports.iter().enumerate() {
+        match p {
+            PortArg::AfXdp { name, iface, queue } => {
+                let q = queue + w as u32;
+                let port = XdpPort::open(iface, q, &lc.xdp, pool).map_err(|e| format!("port {name} (afxdp:{iface} queue {q}): {e}"))?;
+                out.push(Box::new(port));
+            }
+            PortArg::AfPacket { name, iface } => {
+                // One fanout group per (process, port): ids unique enough for one data plane.
+                let group = ((std::process::id() as u16) ^ (i as u16).wrapping_mul(0x9e37)) | 1;
+                let cfg = AfPacketConfig { fanout: (lc.workers > 1).then_some((group, PACKET_FANOUT_HASH)), ..lc.pkt };
+                let port = PacketPort::open(iface, &cfg).map_err(|e| format!("port {name} (afpacket:{iface}): {e}"))?;
+                out.push(Box::new(port));
+            }
+            PortArg::Pcap { name, .. } => return Err(format!("port {name}: capture ports cannot be mixed with live ports")),
+        }
+    }
+    Ok(out)
+}
+
+/// One worker's live counters, written once per batch by that worker only.
+#[repr(align(64))]
+#[derive(Default)]
+struct LiveSlot {
+    rx_pkts: AtomicU64,
+    tx_pkts: AtomicU64,
+    drop_pkts: AtomicU64,
+}
+
+/// The pipeline plus the per-batch live counters.
+struct LiveProc<'a> {
+    inner: PipeProc,
+    slot: &'a LiveSlot,
+}
+
+impl Processor for LiveProc<'_> {
+    #[inline]
+    fn process(&mut self, pool: &mut Pool, batch: &mut Batch, now_ns: u64) {
+        self.inner.process(pool, batch, now_ns);
+        let (mut tx, mut dropped) = (0u64, 0u64);
+        for v in batch.verdicts() {
+            tx += u64::from(matches!(v, Verdict::Tx(_)));
+            dropped += u64::from(!matches!(v, Verdict::Tx(_)));
+        }
+        // Single writer per slot: load + store keeps the hot path free of locked instructions.
+        let s = self.slot;
+        s.rx_pkts.store(s.rx_pkts.load(Ordering::Relaxed) + batch.len() as u64, Ordering::Relaxed);
+        s.tx_pkts.store(s.tx_pkts.load(Ordering::Relaxed) + tx, Ordering::Relaxed);
+        s.drop_pkts.store(s.drop_pkts.load(Ordering::Relaxed) + dropped, Ordering::Relaxed);
+    }
+}
+
+fn sum_slots(slots: &[LiveSlot]) -> (u64, u64, u64) {
+    slots.iter().fold((0, 0, 0), |(r, t, d), s| {
+        (r + s.rx_pkts.load(Ordering::Relaxed), t + s.tx_pkts.load(Ordering::Relaxed), d + s.drop_pkts.load(Ordering::Relaxed))
+    })
+}
+
+/// Adds `b`'s per-stage counters into `a` (same pipeline, so the same stage order).
+fn add_stage_stats(a: &mut Vec<(String, StageStats)>, b: &[(String, StageStats)]) {
+    for (i, (name, st)) in b.iter().enumerate() {
+        if a.len() <= i {
+            a.push((name.clone(), StageStats::default()));
+        }
+        let t = &mut a[i].1;
+        t.calls += st.calls;
+        t.pkts_in += st.pkts_in;
+        t.pkts_out += st.pkts_out;
+        t.cycles += st.cycles;
+        for (x, y) in t.drops.iter_mut().zip(st.drops.iter()) {
+            *x += y;
+        }
+    }
+}
+
+/// Per-stage counters (summed over workers) as a table, with drops by reason.
+fn format_stage_stats(stats: &[(String, StageStats)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<18} {:>10} {:>12} {:>12} {:>10} {:>10}", "stage", "calls", "packets in", "packets out", "drops", "cyc/pkt");
+    let mut drops = Vec::new();
+    for (name, st) in stats {
+        let d: u64 = st.drops.iter().sum();
+        let cpp = if st.pkts_in > 0 { st.cycles as f64 / st.pkts_in as f64 } else { 0.0 };
+        let _ = writeln!(s, "{name:<18} {:>10} {:>12} {:>12} {:>10} {cpp:>10.1}", st.calls, st.pkts_in, st.pkts_out, d);
+        for (r, &c) in DropReason::ALL.iter().zip(st.drops.iter()) {
+            if c > 0 {
+                drops.push(format!("  {name}/{}: {c}", r.name()));
+            }
+        }
+    }
+    if !drops.is_empty() {
+        let _ = writeln!(s, "drops by reason:");
+        for d in drops {
+            let _ = writeln!(s, "{d}");
+        }
+    }
+    s.trim_end().to_string()
+}
+
+/// Compiles the spec and loads the entries, quietly (every worker builds its own instance).
+fn build_pipeline(a: &RunArgs) -> Result<Pipeline, String> {
+    let prog = fastpath_pipeline::compile_file(&a.spec).map_err(|e| e.to_string())?;
+    let mut pipe = prog.instantiate();
+    for e in &a.entries {
+        let text = std::fs::read_to_string(e).map_err(|err| format!("{}: {err}", e.display()))?;
+        pipe.load_entries(&e.display().to_string(), &text).map_err(|err| err.to_string())?;
+    }
+    Ok(pipe)
+}
+
+/// Runs `fastpath run`.
 pub fn run(a: RunArgs) -> Result<(), String> {
+    let ports = a.ports.iter().map(|p| parse_port(p)).collect::<Result<Vec<_>, _>>()?;
+    for (i, p) in ports.iter().enumerate() {
+        if ports[..i].iter().any(|q| q.name() == p.name()) {
+            return Err(format!("--port {}: the name \"{}\" is used twice", a.ports[i], p.name()));
+        }
+    }
+    let live = ports.iter().filter(|p| p.is_live()).count();
+    if live == 0 {
+        return run_pcap(a, &ports);
+    }
+    if live != ports.len() {
+        return Err("capture (pcap:) ports cannot be mixed with live (afxdp:, afpacket:) ports".into());
+    }
+    run_live(a, &ports)
+}
+
+fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
+    if a.workers != 1 {
+        return Err("capture ports run on one worker (drop --workers)".into());
+    }
     let mut pipe = load_pipeline(&a.spec, &a.entries)?;
-    let ports = a.ports.iter().map(|p| open_port(p)).collect::<Result<Vec<_>, _>>()?;
+    let mut opened = Vec::with_capacity(ports.len());
+    for p in ports {
+        if let PortArg::Pcap { name, input, output } = p {
+            opened.push(open_pcap(name, input, output)?);
+        }
+    }
     if a.trace > 0 {
         pipe.trace_next(a.trace);
     }
-    let mut w = Worker::new(Pool::new(a.pool), ports, PipeProc(pipe));
+    let mut w = Worker::new(Pool::new(a.pool.unwrap_or(8192)), opened, PipeProc(pipe));
     let end = w.run_until_exhausted();
     w.flush();
     let pipe = &mut w.processor_mut().0;
@@ -95,4 +351,206 @@ pub fn run(a: RunArgs) -> Result<(), String> {
         return Err("a port stopped early (see above); packets read before the damage were processed and written".into());
     }
     Ok(())
+}
+
+fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
+    if a.trace > 0 {
+        return Err("--trace works on capture ports only (a live trace would stall the worker)".into());
+    }
+    if a.workers == 0 {
+        return Err("--workers must be at least 1".into());
+    }
+    // Compile once up front so spec and entry errors stop us before any socket opens.
+    let first = build_pipeline(&a)?;
+    for e in &a.entries {
+        eprintln!("loaded entries from {}", e.display());
+    }
+    drop(first);
+    let xdp = XdpConfig {
+        mode: match a.mode {
+            Mode::Auto => XdpMode::Auto,
+            Mode::Native => XdpMode::Native,
+            Mode::Skb => XdpMode::Skb,
+        },
+        zero_copy: match a.zero_copy {
+            Zc::Auto => ZeroCopy::Auto,
+            Zc::Yes => ZeroCopy::Yes,
+            Zc::No => ZeroCopy::No,
+        },
+        busy_poll_us: a.busy_poll_us,
+        ..XdpConfig::default()
+    };
+    let lc = LiveCfg { xdp, pkt: AfPacketConfig::default(), workers: a.workers };
+    let need = ports.len() * (xdp.fill_size + xdp.tx_size) as usize + 2 * fastpath_packet::BATCH_MAX + 256;
+    let pool_size = a.pool.unwrap_or(need.max(8192));
+    let mcfg = MultiConfig {
+        workers: a.workers,
+        pin: !a.no_pin,
+        first_core: a.core,
+        idle_sleep_us: a.idle_sleep_us,
+        ..MultiConfig::default()
+    };
+    let stop = multi::stop_on_signals().map_err(|e| format!("installing signal handlers: {e}"))?;
+    let slots: Vec<LiveSlot> = (0..a.workers).map(|_| LiveSlot::default()).collect();
+    let done = AtomicBool::new(false);
+    let tty = std::io::stdout().is_terminal();
+    let names: Vec<String> = ports.iter().map(|p| p.name().to_string()).collect();
+    eprintln!(
+        "fastpath: {} on {} with {} worker(s) (Ctrl-C stops)",
+        a.spec.display(),
+        a.ports.join(" "),
+        a.workers
+    );
+    let t0 = Instant::now();
+    let (report, ended_by) = std::thread::scope(|s| {
+        let rt = s.spawn(|| {
+            let r = multi::run(
+                &mcfg,
+                stop,
+                |w| {
+                    let mut pool = Pool::new(pool_size);
+                    let opened = open_live_ports(ports, w, &lc, &mut pool)?;
+                    let pipe = build_pipeline(&a)?;
+                    Ok(Worker::new(pool, opened, LiveProc { inner: PipeProc(pipe), slot: &slots[w] }))
+                },
+                |_, w| w.processor().inner.0.stats(),
+            );
+            done.store(true, Ordering::SeqCst);
+            r
+        });
+        let mut ended_by = "signal";
+        let (mut last_t, mut last) = (Instant::now(), (0u64, 0u64, 0u64));
+        let mut next_draw = Instant::now() + Duration::from_secs(1);
+        while !done.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+            let now_c = sum_slots(&slots);
+            if !stop.load(Ordering::SeqCst) {
+                if a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d) {
+                    ended_by = "--duration";
+                    stop.store(true, Ordering::SeqCst);
+                } else if a.packets.is_some_and(|n| now_c.0 >= n) {
+                    ended_by = "--packets";
+                    stop.store(true, Ordering::SeqCst);
+                }
+            }
+            if tty && Instant::now() >= next_draw {
+                let dt = last_t.elapsed().as_secs_f64().max(1e-6);
+                let mpps = |x: u64, y: u64| (x - y) as f64 / dt / 1e6;
+                print!(
+                    "\r{:>7.1}s  rx {:>7.3} Mpps  tx {:>7.3} Mpps  drops {:>7.3} Mpps  total rx {} tx {} drops {}   ",
+                    t0.elapsed().as_secs_f64(),
+                    mpps(now_c.0, last.0),
+                    mpps(now_c.1, last.1),
+                    mpps(now_c.2, last.2),
+                    now_c.0,
+                    now_c.1,
+                    now_c.2
+                );
+                let _ = std::io::stdout().flush();
+                last = now_c;
+                last_t = Instant::now();
+                next_draw += Duration::from_secs(1);
+            }
+        }
+        if tty {
+            println!();
+        }
+        (rt.join(), ended_by)
+    });
+    let report = match report {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("the runtime thread panicked".into()),
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    let total = report.total();
+    println!(
+        "stopped by {ended_by} after {secs:.2} s: rx {} tx {} dropped {} tx_dropped {} unfinished {} ({:.3} Mpps rx average)",
+        total.rx_pkts,
+        total.tx_pkts,
+        total.dropped,
+        total.tx_dropped,
+        total.unfinished,
+        total.rx_pkts as f64 / secs / 1e6
+    );
+    println!("{:<4} {:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}", "id", "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors");
+    for (i, (_, st)) in report.port_totals().iter().enumerate() {
+        let name = names.get(i).map_or("?", String::as_str);
+        println!(
+            "{i:<4} {name:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}",
+            st.rx_pkts, st.rx_bytes, st.rx_dropped, st.tx_pkts, st.tx_bytes, st.tx_dropped, st.errors
+        );
+    }
+    let mut stages = Vec::new();
+    for w in &report.workers {
+        let s = &w.stats;
+        let core = w.core.map_or_else(|| "-".to_string(), |c| c.to_string());
+        println!(
+            "worker {} (core {core}): rx {} tx {} tx_dropped {} dropped {} unfinished {} batches {} polls {} idle {}",
+            w.worker, s.rx_pkts, s.tx_pkts, s.tx_dropped, s.dropped, s.unfinished, s.batches, s.polls, s.idle_polls
+        );
+        add_stage_stats(&mut stages, &w.extra);
+    }
+    println!("{}", format_stage_stats(&stages));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_specs_parse() {
+        assert_eq!(parse_port("p0=afxdp:veth0").unwrap(), PortArg::AfXdp { name: "p0".into(), iface: "veth0".into(), queue: 0 });
+        assert_eq!(parse_port("up=afxdp:eth1@3").unwrap(), PortArg::AfXdp { name: "up".into(), iface: "eth1".into(), queue: 3 });
+        assert_eq!(parse_port("p1=afpacket:v1").unwrap(), PortArg::AfPacket { name: "p1".into(), iface: "v1".into() });
+        assert_eq!(parse_port("p2=pcap::o.pcap").unwrap(), PortArg::Pcap { name: "p2".into(), input: "".into(), output: "o.pcap".into() });
+        assert!(parse_port("p0=afxdp:eth0@x").unwrap_err().contains("bad queue number"));
+        assert!(parse_port("p0=afxdp:").unwrap_err().contains("needs an interface"));
+        assert!(parse_port("p0=tap:x").unwrap_err().contains("known: pcap, afxdp, afpacket"));
+        assert!(parse_port("afxdp:eth0").unwrap_err().contains("NAME=KIND:ARGS"));
+    }
+
+    #[test]
+    fn stage_stats_sum_over_workers() {
+        let mut a = Vec::new();
+        let mut st = StageStats { calls: 2, pkts_in: 10, pkts_out: 8, cycles: 100, ..StageStats::default() };
+        st.drops[DropReason::ALL[1] as usize] = 2;
+        add_stage_stats(&mut a, &[("port_pair".into(), st.clone())]);
+        add_stage_stats(&mut a, &[("port_pair".into(), st)]);
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].1.calls, a[0].1.pkts_in, a[0].1.pkts_out, a[0].1.cycles), (4, 20, 16, 200));
+        let text = format_stage_stats(&a);
+        assert!(text.contains(&format!("port_pair/{}: 4", DropReason::ALL[1].name())), "{text}");
+    }
+
+    #[test]
+    fn live_slot_counts_rx_tx_and_drops() {
+        let slot = LiveSlot::default();
+        let mut pool = Pool::new(16);
+        let mut b = Batch::new();
+        // Two frames from port 0 (forwarded to 1), one from port 5 (no entry: dropped).
+        for in_port in [0u16, 0, 5] {
+            let h = pool.alloc().unwrap();
+            let mut f = vec![0u8; 60];
+            f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+            f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+            f[12..14].copy_from_slice(&[0x88, 0xb5]);
+            pool.set_data(h, &f);
+            b.push(h, in_port);
+        }
+        let mut p = LiveProc { inner: PipeProc(l2fwd()), slot: &slot };
+        p.process(&mut pool, &mut b, 0);
+        assert_eq!(b.verdict(0), Verdict::Tx(1));
+        assert_eq!(sum_slots(std::slice::from_ref(&slot)), (3, 2, 1));
+        p.process(&mut pool, &mut b, 0);
+        assert_eq!(sum_slots(std::slice::from_ref(&slot)), (6, 4, 2));
+    }
+
+    fn l2fwd() -> Pipeline {
+        let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/l2fwd.toml");
+        let mut p = fastpath_pipeline::compile_file(std::path::Path::new(spec)).unwrap().instantiate();
+        p.load_entries("e", "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n").unwrap();
+        p
+    }
 }

@@ -1,0 +1,241 @@
+//! `fastpath run` on live ports: l2fwd between two veth pairs in namespaces this test creates.
+//!
+//! ```text
+//!   peer ns                         dut ns (fastpath run pipelines/l2fwd.toml)
+//!   h0 (raw socket) ── veth ── d0  = port p0 ┐ port_pair: 0 => forward(1), 1 => forward(0)
+//!   h1 (raw socket) ── veth ── d1  = port p1 ┘ swap eth.dst eth.src
+//! ```
+//! Frames carry a sequence number; every frame sent into h0 must come out of h1 (and back the
+//! other way) exactly once, in order, with the MAC addresses swapped and the rest unchanged,
+//! and the counters printed after SIGTERM (or the `--packets` bound) must match exactly.
+//! Needs root; in CI (`CI` set) a missing root is a failure, not a skip. Namespaces and the
+//! child process are removed on every exit path (drop guards).
+
+use fastpath_io::af_packet::RawSocket;
+use fastpath_io::netns::{self, Netns, VethPair};
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
+const MAC_A: [u8; 6] = [2, 0x18, 0, 0, 0, 0xaa];
+const MAC_B: [u8; 6] = [2, 0x18, 0, 0, 0, 0xbb];
+const CHUNK: u32 = 32;
+
+fn root_or_skip() -> bool {
+    if netns::is_root() {
+        return true;
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
+    eprintln!("not root: skipped");
+    false
+}
+
+/// Kills the child by PID on drop (SIGKILL if it is still running).
+struct ChildGuard(Option<Child>);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+fn frame(dir: u8, seq: u32, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&MAC_B);
+    f[6..12].copy_from_slice(&MAC_A);
+    f[12..14].copy_from_slice(&ETHERTYPE);
+    f[14..20].copy_from_slice(b"FPLIVE");
+    f[20] = dir;
+    f[21..25].copy_from_slice(&seq.to_be_bytes());
+    for (i, b) in f[25..].iter_mut().enumerate() {
+        *b = (i as u8) ^ (seq as u8);
+    }
+    f
+}
+
+/// Sends `n` frames into `tx` in chunks and checks each arrives on `rx` once, in order, swapped.
+fn send_and_check(peer: &Netns, tx_if: &str, rx_if: &str, dir: u8, n: u32, len: usize) {
+    let (tx_if, rx_if) = (tx_if.to_string(), rx_if.to_string());
+    peer.run(move || {
+        let tx = RawSocket::open(&tx_if).unwrap();
+        let rx = RawSocket::open(&rx_if).unwrap();
+        let mut buf = vec![0u8; 2048];
+        let mut next = 0u32;
+        // Chunks small enough for the receiving socket's default buffer (~212 KB) at 1514 B.
+        for chunk in 0..n.div_ceil(CHUNK) {
+            let hi = ((chunk + 1) * CHUNK).min(n);
+            for seq in chunk * CHUNK..hi {
+                tx.send(&frame(dir, seq, len)).unwrap();
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while next < hi {
+                assert!(Instant::now() < deadline, "dir {dir}: frame {next} of {n} did not come out of {rx_if}");
+                let Some(got) = rx.recv(&mut buf, 200).unwrap() else { continue };
+                let f = &buf[..got];
+                if f.len() < 25 || f[12..14] != ETHERTYPE || &f[14..20] != b"FPLIVE" || f[20] != dir {
+                    continue;
+                }
+                let mut want = frame(dir, next, len);
+                want[..6].copy_from_slice(&MAC_A);
+                want[6..12].copy_from_slice(&MAC_B);
+                assert_eq!(f, &want[..], "dir {dir}: frame {next} differs (expected the MACs swapped, nothing else)");
+                next += 1;
+            }
+        }
+        // Nothing extra (no duplicates) shortly after.
+        while let Some(got) = rx.recv(&mut buf, 100).unwrap() {
+            let f = &buf[..got];
+            assert!(!(f.len() >= 21 && &f[14..20] == b"FPLIVE" && f[20] == dir), "dir {dir}: a frame came out twice");
+        }
+    })
+    .unwrap();
+}
+
+/// Parses the `id port rx_pkts rx_bytes rx_drop tx_pkts tx_bytes tx_drop errors` rows.
+fn port_row(out: &str, name: &str) -> Vec<u64> {
+    let line = out
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(name) && l.split_whitespace().next().is_some_and(|x| x.parse::<u32>().is_ok()))
+        .unwrap_or_else(|| panic!("no counter row for port {name} in:\n{out}"));
+    line.split_whitespace().skip(2).map(|x| x.parse().unwrap()).collect()
+}
+
+struct Setup {
+    peer: Netns,
+    dut: Netns,
+    _v0: VethPair,
+    _v1: VethPair,
+    entries: std::path::PathBuf,
+}
+
+fn setup() -> Setup {
+    let peer = Netns::new("fpl-peer").unwrap();
+    let dut = Netns::new("fpl-dut").unwrap();
+    let _v0 = VethPair::new(&peer, "h0", &dut, "d0").unwrap();
+    let _v1 = VethPair::new(&peer, "h1", &dut, "d1").unwrap();
+    let entries = std::env::temp_dir().join(format!("fpl-l2fwd-{}-{}.txt", std::process::id(), dut.name()));
+    std::fs::write(&entries, "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n").unwrap();
+    Setup { peer, dut, _v0, _v1, entries }
+}
+
+fn start(s: &Setup, ports: [&str; 2], extra: &[&str]) -> ChildGuard {
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/l2fwd.toml");
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", s.dut.name(), env!("CARGO_BIN_EXE_fastpath"), "run", spec, "--entries"])
+        .arg(&s.entries)
+        .args(["--port", ports[0], "--port", ports[1], "--idle-sleep", "50", "--no-pin"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = ChildGuard(Some(c.spawn().unwrap()));
+    // Ready: both ports opened (an XDP program shows on d0 for afxdp; AF_PACKET binds at once).
+    let t0 = Instant::now();
+    loop {
+        let link = s.dut.ip(&["link", "show", "d0"]).unwrap();
+        if !ports[0].contains("afxdp") || link.contains("xdp") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "fastpath did not attach XDP to d0: {link}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    child
+}
+
+fn finish(mut g: ChildGuard, term: bool) -> String {
+    let c = g.0.as_mut().unwrap();
+    if term {
+        let st = Command::new("kill").args(["-TERM", &c.id().to_string()]).status().unwrap();
+        assert!(st.success());
+    }
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(15), "fastpath did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "fastpath failed: {status}\nstdout:\n{out}\nstderr:\n{err}");
+    out
+}
+
+fn forward_both_ways(p0: &str, p1: &str, n: u32, len: usize) {
+    let s = setup();
+    let g = start(&s, [&format!("p0={p0}:d0"), &format!("p1={p1}:d1")], &[]);
+    send_and_check(&s.peer, "h0", "h1", 0, n, len);
+    send_and_check(&s.peer, "h1", "h0", 1, n, len);
+    let out = finish(g, true);
+    let _ = std::fs::remove_file(&s.entries);
+    assert!(out.contains("stopped by signal"), "{out}");
+    let (r0, r1) = (port_row(&out, "p0"), port_row(&out, "p1"));
+    let (n, b) = (u64::from(n), u64::from(n) * len as u64);
+    // rx_pkts rx_bytes rx_drop tx_pkts tx_bytes tx_drop errors
+    assert_eq!(r0, vec![n, b, 0, n, b, 0, 0], "p0\n{out}");
+    assert_eq!(r1, vec![n, b, 0, n, b, 0, 0], "p1\n{out}");
+    // Per-stage counters: every packet went through the port_pair table, none dropped.
+    let stage = out.lines().find(|l| l.starts_with("port_pair")).unwrap_or_else(|| panic!("{out}"));
+    let cols: Vec<&str> = stage.split_whitespace().collect();
+    assert_eq!(cols[2], (2 * n).to_string(), "{out}");
+    assert_eq!(cols[4], "0", "{out}");
+    assert!(!out.contains("drops by reason"), "{out}");
+}
+
+#[test]
+fn afxdp_to_afpacket_forwards_exactly_and_sigterm_prints_counters() {
+    if !root_or_skip() {
+        return;
+    }
+    forward_both_ways("afxdp", "afpacket", 1000, 64);
+}
+
+#[test]
+fn afxdp_both_ports_forward_exactly() {
+    if !root_or_skip() {
+        return;
+    }
+    forward_both_ways("afxdp", "afxdp", 1000, 1514);
+}
+
+#[test]
+fn afpacket_packets_bound_stops_by_itself() {
+    if !root_or_skip() {
+        return;
+    }
+    let s = setup();
+    let g = start(&s, ["p0=afpacket:d0", "p1=afpacket:d1"], &["--packets", "300", "--duration", "20"]);
+    send_and_check(&s.peer, "h0", "h1", 0, 300, 128);
+    let out = finish(g, false);
+    let _ = std::fs::remove_file(&s.entries);
+    assert!(out.contains("stopped by --packets"), "{out}");
+    assert_eq!(port_row(&out, "p0")[0], 300, "{out}");
+    assert_eq!(port_row(&out, "p1")[3], 300, "{out}");
+}
+
+#[test]
+fn a_port_that_cannot_open_is_named() {
+    if !root_or_skip() {
+        return;
+    }
+    let s = setup();
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/l2fwd.toml");
+    let out = Command::new("ip")
+        .args(["netns", "exec", s.dut.name(), env!("CARGO_BIN_EXE_fastpath"), "run", spec])
+        .args(["--port", "p0=afpacket:d0", "--port", "up=afxdp:nosuch0", "--duration", "5"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&s.entries);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("port up (afxdp:nosuch0"), "{err}");
+    assert!(err.contains("nosuch0"), "{err}");
+}
