@@ -63,6 +63,14 @@ pub enum Prim {
     Meter(u16, Operand, bool),
     /// `vxlan_decap`: remove outer Ethernet/IP/UDP/VXLAN; inner headers become the outer ones.
     VxlanDecap,
+    /// `vxlan_encap DMAC SMAC SRC DST VNI` (RFC 7348): prepend outer Ethernet/IPv4/UDP/VXLAN;
+    /// the old headers become the inner ones.
+    VxlanEncap([Operand; 5]),
+    /// `hash`: a hash of the IPv4/IPv6 5-tuple into `meta.hash` (kept when already set).
+    Hash,
+    /// `ct_commit CT [VERDICT]`: cache `VERDICT` (default 1) in the packet's flow of conntrack
+    /// table `CT` and in `ct.verdict`.
+    CtCommit(u16, Operand),
 }
 
 impl Prim {
@@ -80,6 +88,9 @@ impl Prim {
             Prim::Count(..) => "count",
             Prim::Meter(..) => "meter",
             Prim::VxlanDecap => "vxlan_decap",
+            Prim::VxlanEncap(_) => "vxlan_encap",
+            Prim::Hash => "hash",
+            Prim::CtCommit(..) => "ct_commit",
         }
     }
 }
@@ -162,6 +173,27 @@ pub fn apply(p: &Prim, args: &[u128; MAX_ARGS], pool: &mut Pool, b: &mut Batch, 
                 drop_pkt(b, i, DropReason::VxlanTruncated, cx);
                 return false;
             }
+        }
+        Prim::VxlanEncap(ops) => {
+            let (data, m) = (pool.data(h), b.meta(i));
+            let v = ops.map(|o| o.value(args, data, m));
+            let t = crate::stages::vxlan::Tunnel { dmac: v[0] as u64, smac: v[1] as u64, src: v[2] as u32, dst: v[3] as u32, vni: v[4] as u32 };
+            if !crate::stages::vxlan::encap(pool, h, b.meta_mut(i), &t) {
+                drop_pkt(b, i, DropReason::NoHeadroom, cx);
+                return false;
+            }
+        }
+        Prim::Hash => {
+            if b.meta(i).hash == 0 {
+                let x = crate::stages::vxlan::flow_hash(pool.data(h), b.meta(i));
+                b.meta_mut(i).hash = x;
+            }
+        }
+        Prim::CtCommit(ct, op) => {
+            let v = op.value(args, pool.data(h), b.meta(i)) as u32 & 0xff;
+            let m = b.meta_mut(i);
+            cx.objects.ct_commit(*ct, m.flow, v);
+            m.reserved = (m.reserved & 0xff) | ((v as u16) << 8);
         }
     }
     true

@@ -108,6 +108,15 @@ pub struct CounterDef {
     pub size: usize,
 }
 
+/// A connection-tracking table.
+#[derive(Clone, Debug)]
+pub struct ConntrackDef {
+    /// Name.
+    pub name: String,
+    /// Capacity, timeouts, window checks.
+    pub config: fastpath_tables::flow::FlowConfig,
+}
+
 /// What a stage of the plan is.
 #[derive(Clone, Debug)]
 pub enum StageDef {
@@ -117,6 +126,8 @@ pub enum StageDef {
     Table(usize),
     /// Run these primitives.
     Prims(Vec<Prim>),
+    /// `conntrack CT [ZONE]`: track the packets in conntrack table `CT`, zone from the operand.
+    Conntrack(u16, Option<Operand>),
 }
 
 /// A checked spec, ready to instantiate.
@@ -138,6 +149,8 @@ pub struct Program {
     pub meters: Vec<MeterDef>,
     /// Counters.
     pub counters: Vec<CounterDef>,
+    /// Connection-tracking tables.
+    pub conntracks: Vec<ConntrackDef>,
     /// Stages with their names, in plan order.
     pub stages: Vec<(String, StageDef)>,
     /// Ingress steps.
@@ -162,7 +175,7 @@ pub enum SymStep {
 const BUILTINS: &[&str] = &["no_action", "drop", "forward", "to_control"];
 const PRIMS: &[&str] = &[
     "forward", "drop", "to_control", "set", "swap", "ttl_dec", "hop_limit_dec", "push_vlan",
-    "pop_vlan", "set_dscp", "count", "meter", "vxlan_decap",
+    "pop_vlan", "set_dscp", "count", "meter", "vxlan_decap", "vxlan_encap", "hash", "ct_commit", "conntrack",
 ];
 
 /// Compiles spec text. `file` is the name shown in errors.
@@ -226,6 +239,7 @@ impl Compiler<'_> {
             actions: Vec::new(),
             meters: Vec::new(),
             counters: Vec::new(),
+            conntracks: Vec::new(),
             stages: vec![("parser".to_string(), StageDef::Parser)],
             ingress: Vec::new(),
             egress: Vec::new(),
@@ -335,6 +349,47 @@ impl Compiler<'_> {
         for c in &spec.counters {
             let size = self.size(&c.size, 1 << 24);
             p.counters.push(CounterDef { name: c.name.get_ref().clone(), size });
+        }
+        for c in &spec.conntracks {
+            let size = self.size(&c.size, 1 << 30);
+            let mut config = fastpath_tables::flow::FlowConfig::with_capacity(size as u32);
+            config.window_check = c.window_check;
+            if let Some(t) = &c.timeouts {
+                for (k, v) in t.get_ref() {
+                    let secs = v.as_float().or_else(|| v.as_integer().map(|i| i as f64)).filter(|s| *s > 0.0 && *s < 1e9);
+                    let to = &mut config.timeouts;
+                    let slot = match k.as_str() {
+                        "syn_sent" => &mut to.syn_sent_ns,
+                        "syn_recv" => &mut to.syn_recv_ns,
+                        "established" => &mut to.established_ns,
+                        "fin_wait" => &mut to.fin_wait_ns,
+                        "close_wait" => &mut to.close_wait_ns,
+                        "last_ack" => &mut to.last_ack_ns,
+                        "time_wait" => &mut to.time_wait_ns,
+                        "closed" => &mut to.closed_ns,
+                        "unreplied" => &mut to.unreplied_ns,
+                        "replied" => &mut to.replied_ns,
+                        "icmp" => &mut to.icmp_ns,
+                        other => {
+                            let e = self.err(t.span().start, format!("conntrack \"{}\": unknown timeout \"{other}\"", c.name.get_ref()));
+                            self.push(e.hint("one of syn_sent, syn_recv, established, fin_wait, close_wait, last_ack, time_wait, closed, unreplied, replied, icmp"));
+                            continue;
+                        }
+                    };
+                    match secs {
+                        Some(s) => *slot = (s * 1e9) as u64,
+                        None => {
+                            let e = self.err(t.span().start, format!("conntrack \"{}\": timeout \"{k}\" must be a positive number of seconds", c.name.get_ref()));
+                            self.push(e);
+                        }
+                    }
+                }
+            }
+            if fastpath_tables::flow::FlowTable::new(fastpath_tables::flow::FlowConfig { capacity: 1, ..config }).is_err() {
+                let e = self.err(c.size.span().start, "conntrack configuration refused");
+                self.push(e);
+            }
+            p.conntracks.push(ConntrackDef { name: c.name.get_ref().clone(), config });
         }
     }
 
@@ -639,6 +694,32 @@ impl Compiler<'_> {
         };
         for s in stmts {
             match s {
+                Stmt::Prim { name, args } if name.text == "conntrack" => {
+                    flush(p, steps, &mut pending, &mut pending_name);
+                    let names = p.conntracks.iter().map(|c| c.name.as_str()).collect();
+                    let Some(ct) = self.object(args.first(), names, "conntrack table", name.pos) else { continue };
+                    if args.len() > 2 {
+                        let e = self.err(name.pos, format!("'conntrack' takes 1 to 2 argument(s), {} given", args.len()));
+                        self.push(e);
+                        continue;
+                    }
+                    let zone = match args.get(1) {
+                        Some(w) => {
+                            let mut scope = Scope { params: None, prog: p };
+                            let Some(z) = self.operand(w, ValueKind::Int(32), &mut scope) else { continue };
+                            Some(z)
+                        }
+                        None => None,
+                    };
+                    let mut n = "conntrack".to_string();
+                    let mut k = 2;
+                    while p.stages.iter().any(|(s, _)| *s == n) {
+                        n = format!("conntrack-{k}");
+                        k += 1;
+                    }
+                    p.stages.push((n, StageDef::Conntrack(ct, zone)));
+                    steps.push(SymStep::Run(mask, p.stages.len() - 1));
+                }
                 Stmt::Prim { name, args } => {
                     let mut scope = Scope { params: None, prog: p };
                     if let Some(x) = self.prim(name, args, &mut scope) {
@@ -843,6 +924,36 @@ impl Compiler<'_> {
                 }
                 Some(Prim::VxlanDecap)
             }
+            "vxlan_encap" => {
+                argc(5..=5, self).then_some(())?;
+                if !scope.prog.headers.has(Hdr::InnerEth) || !scope.prog.headers.has(Hdr::Ipv4) {
+                    let e = self.err(name.pos, "vxlan_encap needs ipv4, udp, vxlan and inner_eth in [parser] headers");
+                    self.push(e);
+                    return None;
+                }
+                let dmac = self.operand(&args[0], ValueKind::Mac, scope)?;
+                let smac = self.operand(&args[1], ValueKind::Mac, scope)?;
+                let sip = self.operand(&args[2], ValueKind::Ipv4, scope)?;
+                let dip = self.operand(&args[3], ValueKind::Ipv4, scope)?;
+                let vni = self.operand(&args[4], ValueKind::Int(24), scope)?;
+                Some(Prim::VxlanEncap([dmac, smac, sip, dip, vni]))
+            }
+            "hash" => argc(0..=0, self).then_some(Prim::Hash),
+            "ct_commit" => {
+                argc(1..=2, self).then_some(())?;
+                let names = scope.prog.conntracks.iter().map(|c| c.name.as_str()).collect();
+                let c = self.object(args.first(), names, "conntrack table", name.pos)?;
+                let v = match args.get(1) {
+                    Some(w) => self.operand(w, ValueKind::Int(8), scope)?,
+                    None => Operand::Const(1),
+                };
+                Some(Prim::CtCommit(c, v))
+            }
+            "conntrack" => {
+                let e = self.err(name.pos, "'conntrack' is a statement of [control], not an action primitive");
+                self.push(e);
+                None
+            }
             "set" => {
                 argc(2..=2, self).then_some(())?;
                 let f = self.field_at(&args[0].text, args[0].pos, scope.prog, None)?;
@@ -937,6 +1048,7 @@ impl Program {
                 StageDef::Parser => Box::new(crate::stages::parser::Parser::new(self.headers, self.verify_ipv4_checksum)),
                 StageDef::Table(t) => crate::table::build_stage(self, *t),
                 StageDef::Prims(p) => Box::new(PrimStage { prims: p.clone() }),
+                StageDef::Conntrack(ct, zone) => Box::new(crate::stages::conntrack::ConntrackStage::new(*ct, *zone)),
             });
         }
         let steps = |v: &[SymStep]| -> Vec<Step> {

@@ -35,6 +35,11 @@ pub enum MetaField {
     Hash,
     /// User register `n`.
     Reg(u8),
+    /// Connection-tracking flag bit `n` of the last `conntrack` stage (see
+    /// [`crate::stages::conntrack`]; kept in `Meta::reserved`, low byte).
+    CtFlag(u8),
+    /// The flow's cached verdict written by `ct_commit` (`Meta::reserved`, high byte).
+    CtVerdict,
 }
 
 /// A resolved field: where it is, how wide, and which header must be valid to read it.
@@ -159,6 +164,15 @@ static META: &[(&str, MetaField, u8)] = &[
     ("hash", MetaField::Hash, 32),
 ];
 
+/// Connection-tracking results (`ct.<name>`), with widths.
+static CT: &[(&str, MetaField, u8)] = &[
+    ("new", MetaField::CtFlag(0), 1),
+    ("established", MetaField::CtFlag(1), 1),
+    ("reply", MetaField::CtFlag(2), 1),
+    ("invalid", MetaField::CtFlag(3), 1),
+    ("verdict", MetaField::CtVerdict, 8),
+];
+
 impl FieldRef {
     /// Resolves `hdr.field` (or `meta.name`; user metadata names come from `user_meta`, each
     /// mapped to a register). `None` when unknown.
@@ -170,6 +184,10 @@ impl FieldRef {
             }
             let (i, (_, w)) = user_meta.iter().enumerate().find(|(_, (n, _))| n == f)?;
             return Some(FieldRef::meta(MetaField::Reg(i as u8), *w));
+        }
+        if h == "ct" {
+            let &(_, m, w) = CT.iter().find(|(n, _, _)| *n == f)?;
+            return Some(FieldRef::meta(m, w));
         }
         let r = CATALOG.iter().find(|r| r.hdr == h && r.field == f)?;
         let first_byte = (r.bit / 8) as u8;
@@ -207,6 +225,7 @@ impl FieldRef {
         let mut v: Vec<String> = CATALOG.iter().map(|r| format!("{}.{}", r.hdr, r.field)).collect();
         v.extend(META.iter().map(|(n, _, _)| format!("meta.{n}")));
         v.extend(user_meta.iter().map(|(n, _)| format!("meta.{n}")));
+        v.extend(CT.iter().map(|(n, _, _)| format!("ct.{n}")));
         v
     }
 
@@ -350,6 +369,8 @@ fn read_meta(m: &Meta, f: MetaField) -> u32 {
         MetaField::Tc => u32::from(m.tc),
         MetaField::Hash => m.hash,
         MetaField::Reg(r) => m.regs.get(usize::from(r)).copied().unwrap_or(0),
+        MetaField::CtFlag(n) => u32::from(m.reserved >> n & 1),
+        MetaField::CtVerdict => u32::from(m.reserved >> 8),
     }
 }
 
@@ -366,5 +387,7 @@ fn write_meta(m: &mut Meta, f: MetaField, v: u32) {
                 *x = v;
             }
         }
+        MetaField::CtFlag(n) => m.reserved = (m.reserved & !(1 << n)) | ((v as u16 & 1) << n),
+        MetaField::CtVerdict => m.reserved = (m.reserved & 0xff) | ((v as u16 & 0xff) << 8),
     }
 }

@@ -5,6 +5,7 @@
 //! until `fastpath ctl` or an entries file sets its rates.
 
 use crate::compile::Program;
+use fastpath_tables::flow::{FlowConfig, FlowTable};
 use fastpath_tables::meter::{Color, ColorMode, MeterError, SrTcm, SrTcmConfig, TrTcm, TrTcmConfig};
 
 /// One meter of an array.
@@ -47,6 +48,17 @@ pub struct Objects {
     pub meters: Vec<MeterBank>,
     /// Counter arrays, in spec order.
     pub counters: Vec<CounterBank>,
+    /// Connection-tracking tables, in spec order.
+    pub conntracks: Vec<Conntrack>,
+}
+
+/// A named connection-tracking table (`[[conntrack]]`).
+#[derive(Clone, Debug)]
+pub struct Conntrack {
+    /// Name from the spec.
+    pub name: String,
+    /// The flow table (entries pre-allocated).
+    pub table: FlowTable,
 }
 
 /// Rates for one meter, as the control plane gives them (bytes/s and bytes).
@@ -72,7 +84,32 @@ impl Objects {
                 .map(|m| MeterBank { name: m.name.clone(), two_rate: m.two_rate, color_aware: m.color_aware, meters: vec![Meter::Unset; m.size] })
                 .collect(),
             counters: p.counters.iter().map(|c| CounterBank { name: c.name.clone(), values: vec![(0, 0); c.size] }).collect(),
+            conntracks: p
+                .conntracks
+                .iter()
+                .map(|c| {
+                    // The compiler checked the configuration; a refusal here is a bug, and the
+                    // 1-flow fallback keeps the pipeline running (every new flow then counts
+                    // `flow_table_full`).
+                    let table = FlowTable::new(c.config).unwrap_or_else(|_| FlowTable::new(FlowConfig::with_capacity(1)).expect("1-flow table"));
+                    Conntrack { name: c.name.clone(), table }
+                })
+                .collect(),
         }
+    }
+
+    /// Writes `verdict` as the cached action of flow `id` in conntrack table `ct` (out-of-range
+    /// or free ids are ignored).
+    #[inline]
+    pub fn ct_commit(&mut self, ct: u16, id: u32, verdict: u32) {
+        if let Some(c) = self.conntracks.get_mut(usize::from(ct)) {
+            c.table.set_action(id, verdict);
+        }
+    }
+
+    /// The conntrack table named `name`.
+    pub fn conntrack(&self, name: &str) -> Option<&FlowTable> {
+        self.conntracks.iter().find(|c| c.name == name).map(|c| &c.table)
     }
 
     /// Adds one packet of `bytes` to counter `idx` of array `c` (out-of-range indices are

@@ -39,6 +39,9 @@ pub struct SpecFile {
     /// Counter arrays.
     #[serde(default, rename = "counter")]
     pub counters: Vec<CounterSpec>,
+    /// Connection-tracking tables.
+    #[serde(default, rename = "conntrack")]
+    pub conntracks: Vec<ConntrackSpec>,
     /// Control flow.
     pub control: ControlSpec,
 }
@@ -109,6 +112,26 @@ pub struct MeterSpec {
     /// Colour-aware (reads `meta.color` as the pre-colour) instead of colour-blind.
     #[serde(default)]
     pub color_aware: bool,
+}
+
+/// `[[conntrack]]`: a connection-tracking flow table (one per pipeline instance, i.e. per worker).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConntrackSpec {
+    /// Table name (`conntrack NAME`, `ct_commit NAME`).
+    pub name: Spanned<String>,
+    /// Most concurrent flows.
+    pub size: Spanned<u64>,
+    /// Per-state timeouts in seconds (`established = 300`, …); missing states keep the defaults.
+    #[serde(default)]
+    pub timeouts: Option<Spanned<toml::value::Table>>,
+    /// Check TCP sequence/ack numbers against the tracked windows (default true).
+    #[serde(default = "yes")]
+    pub window_check: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `[[counter]]`.

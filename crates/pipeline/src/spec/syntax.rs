@@ -346,6 +346,12 @@ impl CondParser<'_> {
         if let Some(t) = w.text.strip_suffix(".miss") {
             return Ok(Cond::Miss(Word { text: t.to_string(), pos: w.pos }));
         }
+        // Connection-tracking flags (`ct.new`, `ct.established`, …) are 1-bit fields: `ct.x`
+        // alone means `ct.x == 1`.
+        if w.text.starts_with("ct.") {
+            let one = Word { text: "1".to_string(), pos: w.pos };
+            return Ok(Cond::Cmp(w, CmpOp::Eq, one));
+        }
         Err(self
             .src
             .error(w.pos + name_len(""), format!("expected HEADER.valid, TABLE.hit, TABLE.miss or a comparison, found '{}'", w.text)))

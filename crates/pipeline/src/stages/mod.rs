@@ -1,3 +1,5 @@
-//! Built-in stages that are not tables: the parser.
+//! Built-in stages that are not tables: the parser, connection tracking, VXLAN encapsulation.
 
+pub mod conntrack;
 pub mod parser;
+pub mod vxlan;
