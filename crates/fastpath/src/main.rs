@@ -1,6 +1,6 @@
 //! `fastpath`: the command line of the fastpath data plane.
 //!
-//! - `run`    process packets through a pipeline spec (capture files today; live ports too)
+//! - `run`    process packets through a pipeline spec (capture files, or live AF_XDP/AF_PACKET ports)
 //! - `bench`  measure a reference pipeline in memory (Mpps, ns and cycles per packet, per stage)
 //! - `check`  compile a spec and show its plan, or its errors
 //! - `gen`    generate route files and ClassBench-style rule sets
@@ -27,7 +27,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Process packets through a pipeline: capture files in, capture files out.
+    /// Process packets through a pipeline: capture files, or live AF_XDP / AF_PACKET ports.
     Run(cli::run::RunArgs),
     /// Benchmark reference pipelines in memory (no arguments: all of them, with a report).
     Bench(cli::bench::BenchArgs),
@@ -36,6 +36,8 @@ enum Cmd {
     /// Generate entry files (routes) and rule sets (ClassBench format).
     #[command(subcommand)]
     Gen(cli::gen::GenCmd),
+    /// End-to-end tests between network namespaces: rfc2544, tcp, gen (needs root).
+    Lab(cli::lab::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => cli::bench::run(a),
         Cmd::Check(a) => cli::check::run(a),
         Cmd::Gen(g) => cli::gen::run(g),
+        Cmd::Lab(a) => cli::lab::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,5 @@
-//! `fastpath gen`: generated inputs — route files and ClassBench-style rule sets.
+//! `fastpath gen`: generated inputs — route files and ClassBench-style rule sets — and live
+//! traffic (`gen traffic`, the lab's XDP live-frames generator into its own sink).
 
 use crate::scenario;
 use clap::Subcommand;
@@ -36,6 +37,23 @@ pub enum GenCmd {
         #[arg(long, short = 'o')]
         out: Option<PathBuf>,
     },
+    /// Live traffic: the lab generator (XDP live frames, RFC 2544 frames with sequence numbers
+    /// and timestamps) into an XDP sink over a veth pair in namespaces it creates; prints the
+    /// offered and received rates per frame size as JSON lines. Needs root.
+    Traffic {
+        /// Frame sizes in bytes with FCS, comma-separated, or "imix".
+        #[arg(long, default_value = "64")]
+        sizes: String,
+        /// Number of flows (UDP source ports).
+        #[arg(long, default_value_t = 1)]
+        flows: u32,
+        /// Rate in packets per second (0: as fast as possible).
+        #[arg(long = "rate-pps", default_value_t = 0)]
+        rate_pps: u64,
+        /// Seconds per frame size.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+    },
 }
 
 fn write_out(out: Option<PathBuf>, text: &str) -> Result<(), String> {
@@ -59,6 +77,24 @@ pub fn run(g: GenCmd) -> Result<(), String> {
             let rules = classbench::generate(k, count, seed);
             let text = classbench::format(&rules).map_err(|e| e.to_string())?;
             write_out(out, &text)
+        }
+        GenCmd::Traffic { sizes, flows, rate_pps, seconds } => {
+            use fastpath_lab::gen::{self, GenConfig, Sizes};
+            let sizes = if sizes.eq_ignore_ascii_case("imix") {
+                Sizes::Imix
+            } else {
+                let v = sizes.split(',').map(|x| x.trim().parse::<u16>().map_err(|_| format!("--sizes {sizes}: expected sizes like 64,1518 or imix"))).collect::<Result<Vec<_>, _>>()?;
+                Sizes::Sweep(v)
+            };
+            let cfg = GenConfig { sizes, flows, rate_pps, duration_s: seconds, ..GenConfig::default() };
+            fastpath_lab::topo::install_ctrlc().map_err(|e| e.to_string())?;
+            let r = gen::run(&cfg, &mut |l: &str| eprintln!("{l}")).map_err(|e| e.to_string())?;
+            let mut text = String::new();
+            for t in &r.trials {
+                text.push_str(&serde_json::to_string(t).map_err(|e| e.to_string())?);
+                text.push('\n');
+            }
+            write_out(None, &text)
         }
     }
 }

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod check;
 pub mod gen;
+pub mod lab;
 pub mod run;
 
 use fastpath_io::worker::Processor;

@@ -1,0 +1,247 @@
+//! `fastpath lab`: end-to-end tests through real ports between network namespaces.
+//!
+//! A thin command line over the `fastpath-lab` runners (`rfc2544`, `tcp`, `gen`): each builds
+//! generator ▸ DUT ▸ sink namespaces with veth pairs (198.18.0.0/15), starts every `--dut` in
+//! turn, measures, tears everything down (also on Ctrl-C), and returns results that become JSON
+//! lines and an HTML report with SVG charts. RFC 2544 (throughput by binary search at a loss
+//! threshold, latency at a fraction of the found rate) follows RFC 2544 §26.1 and §26.2.
+//!
+//! The `fastpath` DUT is this very binary (`std::env::current_exe()`), started by the lab
+//! inside the DUT namespace as
+//! `fastpath run <l2fwd spec> --entries <generated> --port p0=afxdp:dut0 --port p1=afxdp:dut1
+//! --core <DUT core>` plus any `--fastpath-arg`; the spec and entries are written to a
+//! temporary directory so the binary needs no source tree.
+
+use clap::{Args, ValueEnum};
+use fastpath_lab::dut::{DutConfig, DutKind};
+use fastpath_lab::gen::{self, GenConfig, Sizes};
+use fastpath_lab::tests::rfc2544::{self, Rfc2544Config};
+use fastpath_lab::tests::tcp::{self, TcpConfig, TcpTool};
+use fastpath_lab::topo;
+use std::path::PathBuf;
+
+/// The l2fwd spec the `fastpath` DUT runs (the repository's `pipelines/l2fwd.toml`).
+const L2FWD_SPEC: &str = include_str!("../../../../pipelines/l2fwd.toml");
+/// Its entries: each DUT port forwards to the other.
+const L2FWD_ENTRIES: &str = "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n";
+
+/// Which lab test.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum LabTest {
+    /// RFC 2544 throughput (binary search at a loss threshold) and latency per frame size.
+    Rfc2544,
+    /// iperf3 / iperf 2 TCP through the DUT: throughput and CPU over time.
+    Tcp,
+    /// The generator alone into an XDP sink (its own ceiling).
+    Gen,
+}
+
+/// Arguments of `fastpath lab`.
+#[derive(Args)]
+#[command(after_help = "\
+DUTs: fastpath, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp \
+(repeat --dut to measure several in one run). Needs root and a kernel with XDP sockets \
+(>= 5.18 for the live-frames generator).\n\nExamples:\n  \
+fastpath lab rfc2544 --dut fastpath --dut linux-bridge-tuned --sizes 64,1518 --json\n  \
+fastpath lab tcp --dut fastpath --dut linux-bridge --streams 1,4 --seconds 10\n  \
+fastpath lab gen --sizes 64,1518 --trial-s 2")]
+pub struct LabArgs {
+    /// The test to run.
+    #[arg(value_enum)]
+    test: LabTest,
+    /// A device under test; repeat for several (measured one after the other in this run).
+    #[arg(long = "dut", value_parser = parse_dut)]
+    duts: Vec<DutKind>,
+    /// Frame sizes in bytes, with FCS (rfc2544, gen), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1280,1518")]
+    sizes: Vec<u16>,
+    /// Flow counts (UDP source ports), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    flows: Vec<u32>,
+    /// Seconds per throughput trial.
+    #[arg(long = "trial-s", default_value_t = 2.0)]
+    trial_s: f64,
+    /// Most trials of the binary search per (frame size, flows).
+    #[arg(long = "max-trials", default_value_t = 10)]
+    max_trials: u32,
+    /// Acceptable loss ratio (0 = RFC 2544; 0.005 = 0.5 %).
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Seconds of the latency test (rfc2544).
+    #[arg(long = "latency-s", default_value_t = 3.0)]
+    latency_s: f64,
+    /// Parallel TCP stream counts (tcp), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    streams: Vec<u32>,
+    /// Seconds per TCP run (tcp).
+    #[arg(long, default_value_t = 10)]
+    seconds: u32,
+    /// Also run iperf 2 (tcp).
+    #[arg(long)]
+    iperf2: bool,
+    /// Print one JSON object per line on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON lines to this file.
+    #[arg(long = "json-out")]
+    json_out: Option<PathBuf>,
+    /// Write the HTML report here.
+    #[arg(long, default_value = "lab-report.html")]
+    report: PathBuf,
+    /// Extra argument for the `fastpath` DUT's `fastpath run` (repeat), e.g. --fastpath-arg=--busy-poll=50.
+    #[arg(long = "fastpath-arg", allow_hyphen_values = true)]
+    fastpath_args: Vec<String>,
+}
+
+fn parse_dut(s: &str) -> Result<DutKind, String> {
+    DutKind::parse(s).map_err(|e| e.to_string())
+}
+
+/// Removes the temporary directory holding the DUT's spec and entries on every exit path.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The `fastpath run …` command line the lab starts for the `fastpath` DUT.
+fn fastpath_cmd(exe: &str, spec: &str, entries: &str, core: usize, extra: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = [exe, "run", spec, "--entries", entries, "--port", "p0=afxdp:{in}", "--port", "p1=afxdp:{out}", "--core"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    v.push(core.to_string());
+    v.extend(extra.iter().cloned());
+    v
+}
+
+/// A one-line-per-result table from the JSON lines (for a terminal).
+fn table(lines: &str) -> String {
+    let mut out = String::new();
+    for l in lines.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else { continue };
+        let g = |k: &str| v.get(k).map(|x| x.to_string().trim_matches('"').to_owned()).unwrap_or_default();
+        if v.get("throughput_mpps").is_some() {
+            let lat = |k: &str| v.get("latency_us").and_then(|x| x.get(k)).and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN);
+            out.push_str(&format!(
+                "{:<20} {:>5} B  flows {:>5}  {:>8.3} Mpps  {:>7.3} Gbps  latency us min {:.1} p50 {:.1} p99 {:.1} max {:.1}\n",
+                g("dut"),
+                g("frame_size"),
+                g("flows"),
+                v["throughput_mpps"].as_f64().unwrap_or(f64::NAN),
+                v["throughput_gbps"].as_f64().unwrap_or(f64::NAN),
+                lat("min"),
+                lat("p50"),
+                lat("p99"),
+                lat("max")
+            ));
+        } else {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Runs `fastpath lab`.
+pub fn run(a: LabArgs) -> Result<(), String> {
+    if !matches!(a.test, LabTest::Gen) && a.duts.is_empty() {
+        return Err("name at least one --dut (fastpath, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
+    let dir = TempDir(std::env::temp_dir().join(format!("fastpath-lab-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).map_err(|e| format!("{}: {e}", dir.0.display()))?;
+    let (spec, entries) = (dir.0.join("l2fwd.toml"), dir.0.join("l2fwd-entries.txt"));
+    std::fs::write(&spec, L2FWD_SPEC).map_err(|e| format!("{}: {e}", spec.display()))?;
+    std::fs::write(&entries, L2FWD_ENTRIES).map_err(|e| format!("{}: {e}", entries.display()))?;
+    let duts: Vec<DutConfig> = a
+        .duts
+        .iter()
+        .map(|&k| {
+            let mut c = DutConfig::new(k);
+            c.fastpath_cmd = fastpath_cmd(&exe.to_string_lossy(), &spec.to_string_lossy(), &entries.to_string_lossy(), c.core, &a.fastpath_args);
+            c
+        })
+        .collect();
+    topo::install_ctrlc().map_err(|e| e.to_string())?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let mut report = fastpath_lab::tests::report("fastpath lab", &command);
+    let mut progress = |l: &str| eprintln!("{l}");
+    let lines = match a.test {
+        LabTest::Rfc2544 => {
+            let cfg = Rfc2544Config {
+                duts,
+                frame_sizes: a.sizes.clone(),
+                flows: a.flows.clone(),
+                loss_threshold: a.loss,
+                trial_s: a.trial_s,
+                max_trials: a.max_trials,
+                latency_s: a.latency_s,
+                ..Rfc2544Config::default()
+            };
+            let r = rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            r.json_lines()
+        }
+        LabTest::Tcp => {
+            let mut tools = vec![TcpTool::Iperf3];
+            if a.iperf2 {
+                tools.push(TcpTool::Iperf2);
+            }
+            let cfg = TcpConfig { duts, streams: a.streams.clone(), duration_s: a.seconds, tools };
+            let r = tcp::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            r.json_lines()
+        }
+        LabTest::Gen => {
+            let cfg = GenConfig {
+                sizes: Sizes::Sweep(a.sizes.clone()),
+                flows: a.flows.first().copied().unwrap_or(1),
+                duration_s: a.trial_s,
+                ..GenConfig::default()
+            };
+            let r = gen::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.trials.iter().filter_map(|t| serde_json::to_string(t).ok()).map(|s| s + "\n").collect()
+        }
+    };
+    if a.json {
+        print!("{lines}");
+    } else {
+        print!("{}", table(&lines));
+    }
+    if let Some(p) = &a.json_out {
+        std::fs::write(p, &lines).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if !matches!(a.test, LabTest::Gen) {
+        report.write(&a.report).map_err(|e| format!("{}: {e}", a.report.display()))?;
+        eprintln!("report: {}", a.report.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fastpath_dut_runs_this_binary_on_the_dut_ports() {
+        let v = fastpath_cmd("/bin/fp", "/t/l2fwd.toml", "/t/e.txt", 1, &["--busy-poll=50".into()]);
+        assert_eq!(v.join(" "), "/bin/fp run /t/l2fwd.toml --entries /t/e.txt --port p0=afxdp:{in} --port p1=afxdp:{out} --core 1 --busy-poll=50");
+    }
+
+    #[test]
+    fn embedded_spec_compiles_with_its_entries() {
+        let prog = fastpath_pipeline::compile("l2fwd.toml", L2FWD_SPEC).unwrap();
+        let mut p = prog.instantiate();
+        assert_eq!(p.load_entries("e", L2FWD_ENTRIES).unwrap(), 2);
+    }
+
+    #[test]
+    fn table_shows_throughput_and_latency() {
+        let l = r#"{"dut":"fastpath","frame_size":64,"flows":1,"loss_threshold":0.0,"throughput_mpps":1.5,"throughput_gbps":1.008,"latency_us":{"min":3.0,"p50":5.0,"p99":9.5,"max":20.0}}"#;
+        let t = table(l);
+        assert!(t.contains("fastpath") && t.contains("1.500 Mpps") && t.contains("p99 9.5"), "{t}");
+    }
+}

@@ -1,0 +1,58 @@
+//! `fastpath lab rfc2544` end to end: one frame size, short trials, the `fastpath` DUT (this
+//! binary, started by the lab in the DUT namespace) and the Linux bridge in one invocation.
+//! Checks the JSON lines (one per DUT, the required fields, traffic actually forwarded), the
+//! HTML report, and that no lab namespace of this run is left behind.
+//! Needs root; in CI (`CI` set) a missing root is a failure, not a skip.
+
+use std::process::Command;
+
+#[test]
+fn rfc2544_fastpath_and_linux_bridge_in_one_run() {
+    if !fastpath_io::netns::is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
+        eprintln!("not root: skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fpl-lab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, html) = (dir.join("out.jsonl"), dir.join("report.html"));
+    let out = Command::new("timeout")
+        .args(["120", env!("CARGO_BIN_EXE_fastpath"), "lab", "rfc2544", "--dut", "fastpath", "--dut", "linux-bridge"])
+        .args(["--sizes", "64", "--trial-s", "0.3", "--max-trials", "2", "--latency-s", "0.3", "--json", "--json-out"])
+        .arg(&json)
+        .arg("--report")
+        .arg(&html)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let report = std::fs::read_to_string(&html).unwrap_or_default();
+    let file = std::fs::read_to_string(&json).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "fastpath lab failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert_eq!(file, stdout, "--json prints what --json-out writes");
+    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for (row, dut) in rows.iter().zip(["fastpath", "linux-bridge"]) {
+        assert_eq!(row["dut"], dut, "{row}");
+        assert_eq!(row["frame_size"], 64, "{row}");
+        assert_eq!(row["flows"], 1, "{row}");
+        assert_eq!(row["loss_threshold"], 0.0, "{row}");
+        for k in ["throughput_mpps", "throughput_gbps"] {
+            assert!(row[k].as_f64().is_some_and(|x| x >= 0.0), "{k}: {row}");
+        }
+        for k in ["min", "p50", "p99", "max"] {
+            assert!(row["latency_us"][k].as_f64().is_some_and(|x| x > 0.0), "latency {k}: {row}");
+        }
+        // The DUT forwarded traffic when offered more than it could take.
+        assert!(row["overload_rx_mpps"].as_f64().is_some_and(|x| x > 0.01), "nothing forwarded: {row}\n{stderr}");
+    }
+    assert!(stderr.contains("fastpath: started in") && stderr.contains("linux-bridge: started in"), "{stderr}");
+    assert!(report.contains("<svg") && report.contains("fastpath") && report.contains("linux-bridge"));
+    // Torn down: none of this run's namespaces remain.
+    let ns = fastpath_io::netns::ip(&["netns", "list"]).unwrap();
+    let created: Vec<&str> = stderr.lines().filter_map(|l| l.split("started in ").nth(1)).collect();
+    assert_eq!(created.len(), 2, "{stderr}");
+    for n in created {
+        assert!(!ns.contains(n.trim()), "namespace {n} left behind:\n{ns}");
+    }
+}
