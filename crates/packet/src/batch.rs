@@ -88,29 +88,34 @@ impl IntoIterator for Lanes {
     type IntoIter = LaneIter;
     #[inline]
     fn into_iter(self) -> LaneIter {
-        LaneIter { m: self.0, w: 0 }
+        LaneIter { m: self.0, cur: self.0[0], base: 0, w: 1 }
     }
 }
 
-/// Iterator over the slots of a [`Lanes`].
+/// Iterator over the slots of a [`Lanes`]: per slot a `tzcnt` and a `blsr` on the current word;
+/// a new word is loaded every 64 slots.
 pub struct LaneIter {
     m: [u64; WORDS],
+    cur: u64,
+    base: usize,
     w: usize,
 }
 
 impl Iterator for LaneIter {
     type Item = usize;
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<usize> {
-        while self.w < WORDS {
-            let word = self.m[self.w];
-            if word != 0 {
-                self.m[self.w] = word & (word - 1);
-                return Some(self.w * 64 + word.trailing_zeros() as usize);
+        while self.cur == 0 {
+            if self.w >= WORDS {
+                return None;
             }
+            self.cur = self.m[self.w];
+            self.base = self.w * 64;
             self.w += 1;
         }
-        None
+        let t = self.cur.trailing_zeros() as usize;
+        self.cur &= self.cur - 1;
+        Some(self.base + t)
     }
 }
 

@@ -80,6 +80,18 @@ pub struct PrimStage {
 
 impl Stage for PrimStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        if let [Prim::MacSwap] = self.prims.as_slice() {
+            // l2fwd's whole per-packet work: one tight loop, no dispatch.
+            for i in lanes {
+                if let Some(h) = pool.data_mut(b.handle(i)).get_mut(..12) {
+                    let mut dst = [0u8; 6];
+                    dst.copy_from_slice(&h[..6]);
+                    h.copy_within(6..12, 0);
+                    h[6..12].copy_from_slice(&dst);
+                }
+            }
+            return;
+        }
         let args = [0u128; MAX_ARGS];
         let mut acx = cx.action_ctx();
         for i in lanes {

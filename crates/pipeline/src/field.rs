@@ -173,7 +173,94 @@ static CT: &[(&str, MetaField, u8)] = &[
     ("verdict", MetaField::CtVerdict, 8),
 ];
 
+/// A key-field extractor specialised once per table, so the per-packet loop has no match on
+/// the field's shape (DESIGN: "monomorphised key extractors").
+#[derive(Clone, Copy, Debug)]
+pub enum Extract {
+    /// `meta.in_port`.
+    InPort,
+    /// A whole big-endian 16-bit header field.
+    Be16 {
+        /// Header layer.
+        slot: Slot,
+        /// Byte offset in the layer.
+        byte: u16,
+        /// Headers that must be present.
+        needs: HdrSet,
+    },
+    /// A whole big-endian 32-bit header field (IPv4 addresses).
+    Be32 {
+        /// Header layer.
+        slot: Slot,
+        /// Byte offset in the layer.
+        byte: u16,
+        /// Headers that must be present.
+        needs: HdrSet,
+    },
+    /// A whole 128-bit header field (IPv6 addresses).
+    Be128 {
+        /// Header layer.
+        slot: Slot,
+        /// Byte offset in the layer.
+        byte: u16,
+        /// Headers that must be present.
+        needs: HdrSet,
+    },
+    /// Anything else: [`FieldRef::read`].
+    Generic(FieldRef),
+}
+
+impl Extract {
+    /// The field's value, `None` when the packet lacks its header or is cut short.
+    #[inline(always)]
+    pub fn read(&self, data: &[u8], m: &Meta) -> Option<u128> {
+        match *self {
+            Extract::InPort => Some(u128::from(m.in_port)),
+            Extract::Be16 { slot, byte, needs } => {
+                if !m.valid.has_all(needs) {
+                    return None;
+                }
+                let at = m.offset(slot) + usize::from(byte);
+                Some(u128::from(u16::from_be_bytes(data.get(at..at + 2)?.try_into().ok()?)))
+            }
+            Extract::Be32 { slot, byte, needs } => {
+                if !m.valid.has_all(needs) {
+                    return None;
+                }
+                let at = m.offset(slot) + usize::from(byte);
+                Some(u128::from(u32::from_be_bytes(data.get(at..at + 4)?.try_into().ok()?)))
+            }
+            Extract::Be128 { slot, byte, needs } => {
+                if !m.valid.has_all(needs) {
+                    return None;
+                }
+                let at = m.offset(slot) + usize::from(byte);
+                Some(u128::from_be_bytes(data.get(at..at + 16)?.try_into().ok()?))
+            }
+            Extract::Generic(f) => f.read(data, m),
+        }
+    }
+}
+
 impl FieldRef {
+    /// The specialised extractor for this field.
+    pub fn extractor(&self) -> Extract {
+        match self.loc {
+            Loc::Meta(MetaField::InPort) => Extract::InPort,
+            Loc::Hdr { slot, byte, bytes, shift: 0 } if self.or_needs == HdrSet::EMPTY => {
+                let byte = u16::from(byte);
+                let needs = self.needs;
+                match bytes {
+                    2 => Extract::Be16 { slot, byte, needs },
+                    4 => Extract::Be32 { slot, byte, needs },
+                    16 => Extract::Be128 { slot, byte, needs },
+                    _ => Extract::Generic(*self),
+                }
+            }
+            _ => Extract::Generic(*self),
+        }
+    }
+
     /// Resolves `hdr.field` (or `meta.name`; user metadata names come from `user_meta`, each
     /// mapped to a register). `None` when unknown.
     pub fn resolve(name: &str, user_meta: &[(String, u8)]) -> Option<FieldRef> {

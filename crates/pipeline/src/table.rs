@@ -10,6 +10,7 @@ use crate::action::{self, MAX_ARGS};
 use crate::compile::{MatchKind, Program, TableDef, TableImpl};
 use crate::exec::{Stage, StageCx};
 use crate::trace::TraceRec;
+use crate::field::Extract;
 use crate::value::Match;
 use fastpath_packet::{Batch, Lanes, Pool, BATCH_MAX};
 use fastpath_tables::acl::{Acl, AclConfig, AclRule, FieldMatch};
@@ -152,6 +153,19 @@ pub struct TableStage {
     misses: u64,
     /// ACL key layout: for each key field, its 32-bit chunk widths (most significant first).
     chunks: Vec<Vec<u8>>,
+    /// Per-batch scratch, allocated once: keys and lookup results by slot. Slots outside the
+    /// batch's lanes hold stale values that no pass reads.
+    scratch: Box<Scratch>,
+    /// The specialised extractor when the key is one field.
+    extract: Option<Extract>,
+}
+
+struct Scratch {
+    keys: [u128; BATCH_MAX],
+    k32: [u32; BATCH_MAX],
+    k64: [u64; BATCH_MAX],
+    out: [Option<u32>; BATCH_MAX],
+    res: [u32; BATCH_MAX],
 }
 
 /// Builds the stage for table `t` of `p`.
@@ -189,6 +203,8 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         hits: 0,
         misses: 0,
         chunks,
+        extract: (def.key.len() == 1).then(|| def.key[0].field.extractor()),
+        scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX], res: [MISS; BATCH_MAX] }),
         def,
     })
 }
@@ -210,17 +226,6 @@ fn chunk_widths(width: u8) -> Vec<u8> {
 }
 
 impl TableStage {
-    /// Packs the key fields of one packet into a u128 (concatenated, first field highest).
-    #[inline]
-    fn key128(&self, data: &[u8], m: &fastpath_packet::Meta) -> Option<u128> {
-        let mut k = 0u128;
-        for f in &self.def.key {
-            let v = f.field.read(data, m)?;
-            k = if f.field.width >= 128 { v } else { k << f.field.width | v };
-        }
-        Some(k)
-    }
-
     fn bad_key(&self, msg: String) -> TableError {
         TableError::BadKey { table: self.def.name.clone(), msg }
     }
@@ -286,6 +291,17 @@ impl TableStage {
         }
         Ok(out)
     }
+}
+
+/// Packs the key fields of one packet into a u128 (concatenated, first field highest).
+#[inline]
+fn key128(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> Option<u128> {
+    let mut k = 0u128;
+    for f in &def.key {
+        let v = f.field.read(data, m)?;
+        k = if f.field.width >= 128 { v } else { k << f.field.width | v };
+    }
+    Some(k)
 }
 
 fn width_max(w: u8) -> u32 {
@@ -455,82 +471,97 @@ fn prefix_of(def: &TableDef, key: &[Match], width: u8) -> Result<(u128, u8), Tab
 impl Stage for TableStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
         // Pass 1: keys. A packet missing a key field misses.
-        let mut res = [MISS; BATCH_MAX];
+        let sc = &mut *self.scratch;
         let mut have = Lanes::NONE;
-        let mut keys = [0u128; BATCH_MAX];
-        for i in lanes {
-            if let Some(k) = self.key128(pool.data(b.handle(i)), b.meta(i)) {
-                keys[i] = k;
-                have.insert(i);
+        if let Some(x) = self.extract {
+            // One key field: the loop is monomorphised per extractor shape.
+            macro_rules! pass {
+                ($x:expr) => {
+                    for i in lanes {
+                        if let Some(v) = $x.read(pool.data(b.handle(i)), b.meta(i)) {
+                            sc.keys[i] = v;
+                            have.insert(i);
+                        }
+                    }
+                };
             }
+            match x {
+                Extract::InPort => {
+                    for i in lanes {
+                        sc.keys[i] = u128::from(b.meta(i).in_port);
+                    }
+                    have = lanes;
+                }
+                e @ Extract::Be32 { .. } => pass!(e),
+                e @ Extract::Be128 { .. } => pass!(e),
+                e => pass!(e),
+            }
+        } else {
+            for i in lanes {
+                if let Some(k) = key128(&self.def, pool.data(b.handle(i)), b.meta(i)) {
+                    sc.keys[i] = k;
+                    have.insert(i);
+                }
+            }
+        }
+        for i in lanes.and_not(have) {
+            sc.res[i] = MISS;
         }
         // Pass 2: bulk lookup.
         match &self.engine {
             Engine::Direct(v) => {
                 for i in have {
-                    res[i] = v.get(keys[i] as usize).copied().unwrap_or(MISS);
+                    sc.res[i] = v.get(sc.keys[i] as usize).copied().unwrap_or(MISS);
                 }
             }
             Engine::Exact64(t) => {
-                let mut k64 = [0u64; BATCH_MAX];
                 for i in have {
-                    k64[i] = keys[i] as u64;
+                    sc.k64[i] = sc.keys[i] as u64;
                 }
-                let mut out = [None; BATCH_MAX];
-                t.lookup_lanes(&k64, have, &mut out);
+                t.lookup_lanes(&sc.k64, have, &mut sc.out);
                 for i in have {
-                    res[i] = out[i].unwrap_or(MISS);
+                    sc.res[i] = sc.out[i].unwrap_or(MISS);
                 }
             }
             Engine::Exact128(t) => {
-                let mut out = [None; BATCH_MAX];
-                t.lookup_lanes(&keys, have, &mut out);
+                t.lookup_lanes(&sc.keys, have, &mut sc.out);
                 for i in have {
-                    res[i] = out[i].unwrap_or(MISS);
+                    sc.res[i] = sc.out[i].unwrap_or(MISS);
                 }
             }
             Engine::Lpm4(t) => {
-                let mut a = [0u32; BATCH_MAX];
                 for i in have {
-                    a[i] = keys[i] as u32;
+                    sc.k32[i] = sc.keys[i] as u32;
                 }
-                let mut out = [None; BATCH_MAX];
-                t.lookup_lanes(&a, have, &mut out);
+                t.lookup_lanes(&sc.k32, have, &mut sc.out);
                 for i in have {
-                    res[i] = out[i].unwrap_or(MISS);
+                    sc.res[i] = sc.out[i].unwrap_or(MISS);
                 }
             }
             Engine::Lpm6(t) => {
                 for i in have {
-                    res[i] = t.lookup(keys[i]).unwrap_or(MISS);
+                    sc.res[i] = t.lookup(sc.keys[i]).unwrap_or(MISS);
                 }
             }
             Engine::Acl { live: Some(acl), .. } => {
                 let mut flat = [0u32; 16];
                 for i in have {
-                    let n = split_chunks(keys_fields(self, pool.data(b.handle(i)), b.meta(i)), &self.chunks, &mut flat);
-                    res[i] = acl.classify(&flat[..n]).map_or(MISS, |(a, _)| a);
+                    let n = split_chunks(keys_fields(&self.def, pool.data(b.handle(i)), b.meta(i)), &self.chunks, &mut flat);
+                    sc.res[i] = acl.classify(&flat[..n]).map_or(MISS, |(a, _)| a);
                 }
             }
-            Engine::Acl { live: None, .. } => {}
-        }
-        // Pass 3: actions.
-        let tracing = cx.tracing();
-        let (mut hits, mut misses) = (0u64, 0u64);
-        for i in lanes {
-            let r = res[i];
-            let (entry, fast) = if r != MISS {
-                hits += 1;
-                b.meta_mut(i).hits |= self.bit;
-                match (self.entries.get(r as usize), self.fast.get(r as usize)) {
-                    (Some(e), Some(f)) => (*e, *f),
-                    _ => (self.default, self.default_fast),
+            Engine::Acl { live: None, .. } => {
+                for i in have {
+                    sc.res[i] = MISS;
                 }
-            } else {
-                misses += 1;
-                (self.default, self.default_fast)
-            };
-            if tracing {
+            }
+        }
+        let res = &sc.res;
+        // Pass 3: actions (the common shapes pre-digested in `fast`).
+        if cx.tracing() {
+            for i in lanes {
+                let r = res[i];
+                let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
                 let mut key = [0u128; 4];
                 let data = pool.data(b.handle(i));
                 for (k, f) in key.iter_mut().zip(&self.def.key) {
@@ -539,12 +570,21 @@ impl Stage for TableStage {
                 let action = self.def.actions.iter().position(|&a| a == usize::from(entry.action)).unwrap_or(usize::MAX) as u16;
                 cx.trace(i, TraceRec::Lookup { table: self.table_index, key, hit: r != MISS, action });
             }
-            if r == MISS {
+        }
+        let mut hits = 0u64;
+        for i in lanes {
+            let r = res[i];
+            let fast = if r != MISS {
+                hits += 1;
+                b.meta_mut(i).hits |= self.bit;
+                self.fast.get(r as usize).copied().unwrap_or(Fast::General)
+            } else {
                 if let Some(reason) = self.def.default_drop {
                     cx.drop(b, i, reason);
                     continue;
                 }
-            }
+                self.default_fast
+            };
             match fast {
                 Fast::Forward(p) => b.meta_mut(i).out_port = p,
                 Fast::Rewrite { macs, port } => {
@@ -555,6 +595,7 @@ impl Stage for TableStage {
                     b.meta_mut(i).out_port = port;
                 }
                 Fast::General => {
+                    let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
                     let mut acx = cx.action_ctx();
                     if let Some(body) = self.bodies.get(usize::from(entry.action)) {
                         for p in body {
@@ -566,6 +607,7 @@ impl Stage for TableStage {
                 }
             }
         }
+        let misses = lanes.count() as u64 - hits;
         self.hits += hits;
         self.misses += misses;
     }
@@ -585,9 +627,9 @@ impl Stage for TableStage {
 }
 
 /// Reads each key field of a packet (missing ones as 0).
-fn keys_fields(t: &TableStage, data: &[u8], m: &fastpath_packet::Meta) -> [u128; 4] {
+fn keys_fields(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> [u128; 4] {
     let mut v = [0u128; 4];
-    for (x, f) in v.iter_mut().zip(&t.def.key) {
+    for (x, f) in v.iter_mut().zip(&def.key) {
         *x = f.field.read(data, m).unwrap_or(0);
     }
     v
