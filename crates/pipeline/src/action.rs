@@ -216,7 +216,7 @@ fn swap(x: &FieldRef, y: &FieldRef, data: &mut [u8], b: &mut Batch, i: usize) {
 /// Decrements IPv4 TTL / IPv6 hop limit. False when it would reach zero (RFC 1812 §5.3.1: a
 /// router "MUST NOT forward" a packet whose TTL is 0 or becomes 0).
 #[inline]
-fn ttl_dec(data: &mut [u8], m: &fastpath_packet::Meta) -> bool {
+pub fn ttl_dec(data: &mut [u8], m: &fastpath_packet::Meta) -> bool {
     let l3 = m.offset(Slot::L3);
     if m.valid.has(Hdr::Ipv4) {
         let Some(hdr) = data.get_mut(l3..l3 + 20) else { return false };

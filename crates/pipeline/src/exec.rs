@@ -92,6 +92,14 @@ impl Stage for PrimStage {
             }
             return;
         }
+        if let [Prim::TtlDec] = self.prims.as_slice() {
+            for i in lanes {
+                if !action::ttl_dec(pool.data_mut(b.handle(i)), b.meta(i)) {
+                    cx.drop(b, i, DropReason::TtlExpired);
+                }
+            }
+            return;
+        }
         let args = [0u128; MAX_ARGS];
         let mut acx = cx.action_ctx();
         for i in lanes {
@@ -285,9 +293,18 @@ fn run_steps(
             Step::Mask { dst, src, cond } => {
                 let src = p.masks[usize::from(*src)].and(b.live());
                 let mut out = Lanes::NONE;
-                for i in src {
-                    if cond.eval(pool.data(b.handle(i)), b.meta(i)) {
-                        out.insert(i);
+                if let CondC::Valid(need) = cond {
+                    // Header validity, the common branch: metadata only.
+                    for i in src {
+                        if b.meta(i).valid.has_all(*need) {
+                            out.insert(i);
+                        }
+                    }
+                } else {
+                    for i in src {
+                        if cond.eval(pool.data(b.handle(i)), b.meta(i)) {
+                            out.insert(i);
+                        }
                     }
                 }
                 p.masks[usize::from(*dst)] = out;
