@@ -29,7 +29,7 @@ Examples:\n  fastpath bench l2fwd --packets 20000000\n  \
 fastpath bench router --routes 1000000 --flows 65536 --json\n  \
 fastpath bench acl --kind fw --rules 10000")]
 pub struct BenchArgs {
-    /// l2fwd, router, or acl (the classifier alone). Omit to run them all.
+    /// l2fwd, router, sdn-overlay, or acl (the classifier alone). Omit to run them all.
     pipeline: Option<String>,
     /// Packets per measured run (after a warm-up).
     #[arg(long, default_value_t = 10_000_000)]
@@ -37,7 +37,7 @@ pub struct BenchArgs {
     /// Frame size in bytes, without the 4-byte FCS (64 = the smallest Ethernet frame).
     #[arg(long, default_value_t = 64)]
     size: usize,
-    /// Concurrent flows in the traffic [default: l2fwd 1, router 65536].
+    /// Concurrent flows in the traffic [default: l2fwd 1, router 65536, sdn-overlay 100000].
     #[arg(long)]
     flows: Option<u32>,
     /// IPv4 routes in the router's FIB.
@@ -152,6 +152,7 @@ const SOURCE_PACKETS: u64 = 2_000_000;
 fn default_flows(pipeline: &str) -> u32 {
     match pipeline {
         "router" => 65536,
+        "sdn-overlay" => 100_000,
         _ => 1,
     }
 }

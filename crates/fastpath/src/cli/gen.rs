@@ -22,6 +22,17 @@ pub enum GenCmd {
         #[arg(long, short = 'o')]
         out: Option<PathBuf>,
     },
+    /// Tables for pipelines/sdn-overlay.toml at DASH-like scale (1,000 local MACs and policers,
+    /// 1,000 CA->PA mappings and tunnel endpoints, 3,000 inbound and 1,000 outbound ACL rules),
+    /// as an entries file; the matching traffic is `fastpath bench sdn-overlay --flows N`.
+    Overlay {
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Output file [default: standard output].
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+    },
     /// A ClassBench-style 5-tuple rule set (filter format: @sip/len dip/len sport : sport dport : dport proto/mask).
     Rules {
         /// Flavour: acl, fw or ipc.
@@ -71,6 +82,7 @@ pub fn run(g: GenCmd) -> Result<(), String> {
             text.push_str(&scenario::route_lines(&routes));
             write_out(out, &text)
         }
+        GenCmd::Overlay { seed, out } => write_out(out, &scenario::overlay::entries(seed)),
         GenCmd::Rules { kind, count, seed, out } => {
             use fastpath_tables::acl::classbench;
             let k = classbench::Kind::from_name(&kind).ok_or_else(|| format!("--kind {kind}: expected acl, fw or ipc"))?;

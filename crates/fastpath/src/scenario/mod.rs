@@ -12,7 +12,10 @@ use std::net::Ipv4Addr;
 pub const PIPELINES: &[(&str, &str)] = &[
     ("l2fwd", include_str!("../../../../pipelines/l2fwd.toml")),
     ("router", include_str!("../../../../pipelines/router.toml")),
+    ("sdn-overlay", include_str!("../../../../pipelines/sdn-overlay.toml")),
 ];
+
+pub mod overlay;
 
 /// What a scenario needs besides packets.
 #[derive(Clone, Debug)]
@@ -122,9 +125,10 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
         let names: Vec<&str> = PIPELINES.iter().map(|(n, _)| *n).collect();
         format!("no reference pipeline \"{name}\" (known: {})", names.join(", "))
     })?;
-    let prog = fastpath_pipeline::compile(&format!("pipelines/{name}.toml"), spec).map_err(|e| e.to_string())?;
-    let mut pipe = prog.instantiate();
     let flows = o.flows.max(1);
+    let spec = if name == "sdn-overlay" { overlay::spec_for(spec, flows) } else { spec.to_string() };
+    let prog = fastpath_pipeline::compile(&format!("pipelines/{name}.toml"), &spec).map_err(|e| e.to_string())?;
+    let mut pipe = prog.instantiate();
     match name {
         "l2fwd" => {
             pipe.load_entries("l2fwd", "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n").map_err(|e| e.to_string())?;
@@ -160,6 +164,20 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
                 pipe,
                 frame: Box::new(move |f, len| udp_frame(0xc612_0000 | (f & 0xffff), dsts[f as usize % dsts.len()], 1024 + (f % 50000) as u16, len)),
                 config: serde_json::json!({ "routes": o.routes, "route_load_ms": load_ms, "next_hops": NEXT_HOPS }),
+            })
+        }
+        "sdn-overlay" => {
+            let t0 = std::time::Instant::now();
+            let n = pipe.load_entries("overlay-entries", &overlay::entries(o.seed)).map_err(|e| e.to_string())?;
+            let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+            Ok(Scenario {
+                pipe,
+                frame: Box::new(overlay::frame),
+                config: serde_json::json!({
+                    "entries": n, "entries_load_ms": load_ms, "local_macs": overlay::VMS, "policers": overlay::VMS,
+                    "tunnel_endpoints": overlay::REMOTES, "acl_in_rules": overlay::ACL_IN_RULES, "acl_out_rules": overlay::ACL_OUT_RULES,
+                    "conntrack_capacity": u64::from(flows) * 5 / 4 + 1024, "traffic": "UDP in VXLAN, first packet of each flow through the ACL",
+                }),
             })
         }
         _ => Err(format!("no benchmark scenario for \"{name}\"")),
