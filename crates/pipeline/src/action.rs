@@ -71,6 +71,9 @@ pub enum Prim {
     /// `ct_commit CT [VERDICT]`: cache `VERDICT` (default 1) in the packet's flow of conntrack
     /// table `CT` and in `ct.verdict`.
     CtCommit(u16, Operand),
+    /// `ct_load CT`: reload `ct.verdict` from the packet's flow (after this batch's commits:
+    /// later packets of a flow opened earlier in the same batch see the ACL's verdict).
+    CtLoad(u16),
 }
 
 impl Prim {
@@ -91,6 +94,7 @@ impl Prim {
             Prim::VxlanEncap(_) => "vxlan_encap",
             Prim::Hash => "hash",
             Prim::CtCommit(..) => "ct_commit",
+            Prim::CtLoad(_) => "ct_load",
         }
     }
 }
@@ -193,6 +197,11 @@ pub fn apply(p: &Prim, args: &[u128; MAX_ARGS], pool: &mut Pool, b: &mut Batch, 
             let v = op.value(args, pool.data(h), b.meta(i)) as u32 & 0xff;
             let m = b.meta_mut(i);
             cx.objects.ct_commit(*ct, m.flow, v);
+            m.reserved = (m.reserved & 0xff) | ((v as u16) << 8);
+        }
+        Prim::CtLoad(ct) => {
+            let m = b.meta_mut(i);
+            let v = cx.objects.ct_verdict(*ct, m.flow) & 0xff;
             m.reserved = (m.reserved & 0xff) | ((v as u16) << 8);
         }
     }

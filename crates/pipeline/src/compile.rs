@@ -175,7 +175,7 @@ pub enum SymStep {
 const BUILTINS: &[&str] = &["no_action", "drop", "forward", "to_control"];
 const PRIMS: &[&str] = &[
     "forward", "drop", "to_control", "set", "swap", "ttl_dec", "hop_limit_dec", "push_vlan",
-    "pop_vlan", "set_dscp", "count", "meter", "vxlan_decap", "vxlan_encap", "hash", "ct_commit", "conntrack",
+    "pop_vlan", "set_dscp", "count", "meter", "vxlan_decap", "vxlan_encap", "hash", "ct_commit", "ct_load", "conntrack",
 ];
 
 /// Compiles spec text. `file` is the name shown in errors.
@@ -948,6 +948,11 @@ impl Compiler<'_> {
                     None => Operand::Const(1),
                 };
                 Some(Prim::CtCommit(c, v))
+            }
+            "ct_load" => {
+                argc(1..=1, self).then_some(())?;
+                let names = scope.prog.conntracks.iter().map(|c| c.name.as_str()).collect();
+                Some(Prim::CtLoad(self.object(args.first(), names, "conntrack table", name.pos)?))
             }
             "conntrack" => {
                 let e = self.err(name.pos, "'conntrack' is a statement of [control], not an action primitive");

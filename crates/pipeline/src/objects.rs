@@ -107,6 +107,12 @@ impl Objects {
         }
     }
 
+    /// The cached verdict of flow `id` in conntrack table `ct` (0 for none).
+    #[inline]
+    pub fn ct_verdict(&self, ct: u16, id: u32) -> u32 {
+        self.conntracks.get(usize::from(ct)).and_then(|c| c.table.entry(id)).map_or(0, |e| e.action())
+    }
+
     /// The conntrack table named `name`.
     pub fn conntrack(&self, name: &str) -> Option<&FlowTable> {
         self.conntracks.iter().find(|c| c.name == name).map(|c| &c.table)
