@@ -64,6 +64,13 @@ pub struct BenchArgs {
     /// Seed for generated tables and traffic.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// sdn-overlay scenario: ladder (feature steps), scale (1k..5M flows), cps (connections per
+    /// second), sizes (64..1518 B). Omit for one run of the full pipeline.
+    #[arg(long)]
+    scenario: Option<String>,
+    /// The overlay form of this run (set by the scenarios).
+    #[arg(skip)]
+    variant: scenario::overlay::Variant,
 }
 
 /// One stage's share of a run.
@@ -91,6 +98,12 @@ pub struct BenchResult {
     pipeline_ns_per_packet: f64,
     stages: Vec<StageResult>,
     config: serde_json::Value,
+    /// Connections per second (`--scenario cps`: each connection is two packets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cps: Option<f64>,
+    /// Scenario step (`ladder`, `scale`, `sizes`, `cps`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<String>,
 }
 
 /// TSC ticks per nanosecond, measured against the monotonic clock over 50 ms.
@@ -160,7 +173,7 @@ fn default_flows(pipeline: &str) -> u32 {
 /// One measured run of a reference pipeline.
 pub fn bench_pipeline(name: &str, a: &BenchArgs, tsc: f64) -> Result<BenchResult, String> {
     let flows = a.flows.unwrap_or_else(|| default_flows(name));
-    let opts = Opts { flows, routes: a.routes, seed: a.seed };
+    let opts = Opts { flows, routes: a.routes, seed: a.seed, overlay: a.variant };
     let scn = scenario::build(name, &opts)?;
     let templ = || Templates::build(&scn.frame, flows, &FrameSizes::Fixed(a.size)).map_err(|e| e.to_string());
     // The source's own cost: the same traffic straight to the sink. A fixed count, so that it
@@ -198,6 +211,8 @@ pub fn bench_pipeline(name: &str, a: &BenchArgs, tsc: f64) -> Result<BenchResult
         pipeline_ns_per_packet: (ns - src_ns).max(0.0),
         stages,
         config: scn.config,
+        cps: (a.variant == scenario::overlay::Variant::Cps).then(|| t.packets as f64 / 2.0 / t.ns * 1e9),
+        step: None,
     })
 }
 
@@ -291,6 +306,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
             }
             Ok(())
         }
+        Some("sdn-overlay") if a.scenario.is_some() => overlay_scenario(&a, tsc),
         Some(name) => {
             let mut runs = Vec::new();
             for _ in 0..a.repeat.max(1) {
@@ -399,4 +415,72 @@ fn write_report(path: &std::path::Path, rows: &[(BenchResult, f64, f64)], acls: 
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     rep.write(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `fastpath bench sdn-overlay --scenario ladder|scale|cps|sizes`: one measured run (median of
+/// `--repeat`) per step, a table, the JSON lines, and charts in the report.
+fn overlay_scenario(a: &BenchArgs, tsc: f64) -> Result<(), String> {
+    use scenario::overlay::{Variant, LADDER};
+    let which = a.scenario.clone().unwrap_or_default();
+    let base_flows = a.flows.unwrap_or(100_000);
+    let steps: Vec<(String, BenchArgs)> = match which.as_str() {
+        "ladder" => LADDER.iter().enumerate().map(|(k, n)| (n.to_string(), BenchArgs { variant: Variant::Ladder(k), flows: Some(base_flows), ..a.clone() })).collect(),
+        "scale" => [1_000u32, 10_000, 100_000, 1_000_000, 5_000_000].iter().map(|&f| (f.to_string(), BenchArgs { flows: Some(f), ..a.clone() })).collect(),
+        "sizes" => [64usize, 128, 256, 512, 1024, 1518].iter().map(|&s| (s.to_string(), BenchArgs { size: s, flows: Some(base_flows), ..a.clone() })).collect(),
+        "cps" => vec![("cps".to_string(), BenchArgs { variant: Variant::Cps, flows: Some(a.flows.unwrap_or(2_000_000)), ..a.clone() })],
+        other => return Err(format!("--scenario {other}: expected ladder, scale, cps or sizes")),
+    };
+    let mut rows = Vec::new();
+    for (label, args) in steps {
+        let mut runs = Vec::new();
+        for _ in 0..a.repeat.max(1) {
+            let mut r = bench_pipeline("sdn-overlay", &args, tsc)?;
+            r.step = Some(format!("{which}:{label}"));
+            if a.json {
+                println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+            }
+            runs.push(r);
+        }
+        let (m, lo, hi) = median_of(runs);
+        rows.push((label, m, lo, hi));
+    }
+    if !a.json {
+        println!("sdn-overlay --scenario {which} ({} B frames unless stepped, median of {} run(s))", a.size, a.repeat.max(1));
+        println!("  {:<14} {:>8} {:>15} {:>9} {:>10} {:>9} {:>10}", "step", "Mpps", "spread", "ns/pkt", "cycles/pkt", "flows", "Mconn/s");
+        for (l, r, lo, hi) in &rows {
+            let cps = r.cps.map_or(String::from("-"), |c| format!("{:.2}", c / 1e6));
+            println!("  {l:<14} {:>8.2} {:>15} {:>9.1} {:>10.1} {:>9} {cps:>10}", r.mpps, format!("{lo:.2}–{hi:.2}"), r.ns_per_packet, r.cycles_per_packet, r.flows);
+        }
+    }
+    let path = a.report.clone().unwrap_or_else(|| PathBuf::from(format!("bench/out/sdn-overlay-{which}.html")));
+    let mut rep = Report::new(format!("fastpath bench sdn-overlay --scenario {which}"));
+    rep.table(
+        &["step", "Mpps", "ns/pkt", "cycles/pkt", "flows", "frame B", "conn/s"],
+        rows.iter()
+            .map(|(l, r, _, _)| {
+                vec![l.clone(), format!("{:.2}", r.mpps), format!("{:.1}", r.ns_per_packet), format!("{:.1}", r.cycles_per_packet), r.flows.to_string(), r.frame_size.to_string(), r.cps.map_or("-".into(), |c| format!("{c:.0}"))]
+            })
+            .collect(),
+    );
+    let chart = match which.as_str() {
+        "ladder" => Chart::new("Mpps per feature step, one core").y_label("Mpps").bars("median", rows.iter().map(|(l, r, _, _)| (l.clone(), r.mpps)).collect()),
+        "scale" => Chart::new("Flow scale, one core").x_label("concurrent flows").y_label("Mpps").log_x().series("median", rows.iter().map(|(_, r, _, _)| (f64::from(r.flows), r.mpps)).collect()),
+        "sizes" => Chart::new("Frame sizes, one core").x_label("frame bytes").y_label("Mpps").series("median", rows.iter().map(|(_, r, _, _)| (r.frame_size as f64, r.mpps)).collect()),
+        _ => Chart::new("Connections per second, one core").y_label("M connections/s").bars("median", rows.iter().map(|(l, r, _, _)| (l.clone(), r.cps.unwrap_or(0.0) / 1e6)).collect()),
+    };
+    if which == "scale" || which == "sizes" {
+        rep.line_chart(chart);
+    } else {
+        rep.bar_chart(chart);
+    }
+    if which == "ladder" {
+        rep.bar_chart(Chart::new("Cycles per packet per feature step").y_label("cycles/packet").bars("median", rows.iter().map(|(l, r, _, _)| (l.clone(), r.cycles_per_packet)).collect()));
+    }
+    rep.pre(format!("fastpath bench sdn-overlay --scenario {which} --size {} --repeat {} --json", a.size, a.repeat.max(1)));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    rep.write(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("report: {}", path.display());
+    Ok(())
 }

@@ -26,6 +26,8 @@ pub struct Opts {
     pub routes: usize,
     /// Seed for generated tables and traffic.
     pub seed: u64,
+    /// `sdn-overlay` only: full, a ladder step, or the CPS traffic.
+    pub overlay: overlay::Variant,
 }
 
 /// A ready scenario: the pipeline with its entries, and the frame of each flow.
@@ -126,7 +128,16 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
         format!("no reference pipeline \"{name}\" (known: {})", names.join(", "))
     })?;
     let flows = o.flows.max(1);
-    let spec = if name == "sdn-overlay" { overlay::spec_for(spec, flows) } else { spec.to_string() };
+    let spec = if name == "sdn-overlay" {
+        let s = overlay::spec_for(spec, flows);
+        match o.overlay {
+            overlay::Variant::Full => s,
+            overlay::Variant::Ladder(k) => overlay::ladder_spec(&s, k),
+            overlay::Variant::Cps => overlay::cps_spec(&s),
+        }
+    } else {
+        spec.to_string()
+    };
     let prog = fastpath_pipeline::compile(&format!("pipelines/{name}.toml"), &spec).map_err(|e| e.to_string())?;
     let mut pipe = prog.instantiate();
     match name {
@@ -172,7 +183,7 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
             let load_ms = t0.elapsed().as_secs_f64() * 1e3;
             Ok(Scenario {
                 pipe,
-                frame: Box::new(overlay::frame),
+                frame: if o.overlay == overlay::Variant::Cps { Box::new(overlay::cps_frame) } else { Box::new(overlay::frame) },
                 config: serde_json::json!({
                     "entries": n, "entries_load_ms": load_ms, "local_macs": overlay::VMS, "policers": overlay::VMS,
                     "tunnel_endpoints": overlay::REMOTES, "acl_in_rules": overlay::ACL_IN_RULES, "acl_out_rules": overlay::ACL_OUT_RULES,

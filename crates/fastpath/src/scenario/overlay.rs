@@ -54,8 +54,11 @@ pub fn entries(seed: u64) -> String {
         // 10 Gbyte/s: the bench polices nothing away; tests and `ctl` set real rates.
         let _ = writeln!(s, "meter policer {k} cir 10000000000 cbs 1000000 ebs 1000000");
     }
+    let _ = writeln!(s, "table local_mac add {} => local_mac(0)", mac(GATEWAY_MAC));
     for r in 0..REMOTES {
         let _ = writeln!(s, "table ca_pa add 1 {} => to_tunnel({r})", remote_ip(r));
+        // Return traffic to local VMs goes back through the same endpoints.
+        let _ = writeln!(s, "table ca_pa add 1 {} => to_tunnel({r})", vm_ip(r % VMS));
         let vtep = Ipv4Addr::new(198, 19, (r >> 8) as u8, r as u8);
         let _ = writeln!(s, "table tunnels add {r} => encap(02:00:00:00:ee:01, 02:00:00:00:ee:00, 198.18.0.1, {vtep}, {}, 1)", 1000 + r);
     }
@@ -85,7 +88,7 @@ pub fn frame(f: u32, len: usize) -> Vec<u8> {
         .ipv4(Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 1))
         .udp(49152 + (f & 0x3fff) as u16, 4789)
         .vxlan(VNI)
-        .inner_eth([0x02, 0, 0, 0, 0xee, 0x10], vm_mac(vm))
+        .inner_eth(GATEWAY_MAC, vm_mac(vm))
         .ipv4(vm_ip(vm), remote_ip(r))
         .udp(sport, 5001)
         .frame_len(len)
@@ -97,3 +100,79 @@ pub fn spec_for(spec: &str, flows: u32) -> String {
     let cap = (u64::from(flows) * 5 / 4 + 1024).min(1 << 30);
     spec.replace("size = 5000000\n", &format!("size = {cap}\n"))
 }
+
+/// Which form of the overlay a scenario runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Variant {
+    /// The full pipeline, UDP flows (first packet through the ACL, then established).
+    #[default]
+    Full,
+    /// Feature-ladder step `k` (see [`LADDER`]).
+    Ladder(usize),
+    /// Connections per second: every flow a SYN then its SYN-ACK, flows ageing out in 50 ms.
+    Cps,
+}
+
+/// The feature ladder: step names, each adding one feature to the one before.
+pub const LADDER: &[&str] = &["vxlan-forward", "+inbound-acl", "+conntrack", "+policer", "+outbound-acl", "full (encap)"];
+
+const HEAD: &str = "if vxlan.valid:\n    apply vni_map\n    vxlan_decap\nelse:\n    drop not_ip\n";
+const CT: &str = "conntrack flows meta.vnet\nif ct.invalid:\n    drop conntrack_invalid\nelif ct.new:\n    apply acl_in\nct_load flows\nif ct.verdict != 1:\n    drop acl_deny\n";
+const POL: &str = "apply local_mac\nmeter policer meta.pol drop_red\nif meta.color == 1:\n    set_dscp 10\n";
+
+/// The spec of ladder step `k`: the control block rebuilt from the full one's pieces. Tables a
+/// step does not use are applied under a never-true guard (`meta.tc == 255`: one mask test per
+/// packet), because a spec must apply every table it defines.
+pub fn ladder_spec(spec: &str, k: usize) -> String {
+    let mut body = String::from(HEAD);
+    body.push_str(if k >= 2 { CT } else if k == 1 { "apply acl_in\n" } else { "" });
+    if k >= 3 {
+        body.push_str(POL);
+    }
+    body.push_str("apply ca_pa\n");
+    if k >= 4 {
+        body.push_str("apply acl_out\n");
+    }
+    body.push_str(if k >= 5 { "apply tunnels\n" } else { "forward 1\n" });
+    let unused: Vec<&str> = [(k < 1, "acl_in"), (k < 3, "local_mac"), (k < 4, "acl_out"), (k < 5, "tunnels")]
+        .iter()
+        .filter(|(u, _)| *u)
+        .map(|(_, t)| *t)
+        .collect();
+    if !unused.is_empty() {
+        body.push_str("if meta.tc == 255:\n");
+        for t in unused {
+            body.push_str(&format!("    apply {t}\n"));
+        }
+    }
+    let cut = spec.find("ingress = '''").unwrap_or(spec.len());
+    format!("{}ingress = '''\n{body}'''\n", &spec[..cut])
+}
+
+/// The spec for the CPS scenario: half-open flows time out after 50 ms, so a replayed SYN finds
+/// its old entry expired and opens a fresh connection.
+pub fn cps_spec(spec: &str) -> String {
+    spec.replacen("name = \"flows\"\n", "name = \"flows\"\ntimeouts = { syn_sent = 0.05, syn_recv = 0.05 }\n", 1)
+}
+
+/// CPS traffic: packet `2c` is connection `c`'s SYN (VM → remote), packet `2c + 1` its SYN-ACK.
+pub fn cps_frame(f: u32, len: usize) -> Vec<u8> {
+    use fastpath_packet::hdr::TcpFlags;
+    let c = f / 2;
+    let vm = c % VMS;
+    let r = (c / VMS) % REMOTES;
+    let sport = 1024 + (c / (VMS * REMOTES)) as u16;
+    let outer = FrameBuilder::eth([0x02, 0, 0, 0, 0xee, 0x00], [0x02, 0, 0, 0, 0xee, 0x02])
+        .ipv4(Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 1))
+        .udp(49152 + (c & 0x3fff) as u16, 4789)
+        .vxlan(VNI);
+    let b = if f % 2 == 0 {
+        outer.inner_eth(GATEWAY_MAC, vm_mac(vm)).ipv4(vm_ip(vm), remote_ip(r)).tcp(sport, 80, TcpFlags::SYN, 1000, 0)
+    } else {
+        outer.inner_eth(vm_mac(vm), GATEWAY_MAC).ipv4(remote_ip(r), vm_ip(vm)).tcp(80, sport, TcpFlags(0x12), 5000, 1001)
+    };
+    b.frame_len(len).build()
+}
+
+/// The MAC of the overlay's gateway (source of traffic from remote CAs).
+pub const GATEWAY_MAC: [u8; 6] = [0x02, 0, 0, 0, 0xee, 0x10];
