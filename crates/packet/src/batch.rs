@@ -276,6 +276,17 @@ impl Batch {
             self.live = Lanes::NONE;
         }
     }
+    /// Writes slot `i`'s final verdict without touching the live set: for a pass that decides
+    /// every live packet and then calls [`Batch::clear_live`].
+    #[inline]
+    pub fn finish(&mut self, i: usize, v: Verdict) {
+        self.verdict[i] = v;
+    }
+    /// Marks every slot as decided (after a [`Batch::finish`] pass).
+    #[inline]
+    pub fn clear_live(&mut self) {
+        self.live = Lanes::NONE;
+    }
     /// Drops slot `i` for `reason`.
     #[inline]
     pub fn drop(&mut self, i: usize, reason: DropReason) {

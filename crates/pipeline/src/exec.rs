@@ -83,11 +83,11 @@ impl Stage for PrimStage {
         if let [Prim::MacSwap] = self.prims.as_slice() {
             // l2fwd's whole per-packet work: one tight loop, no dispatch.
             for i in lanes {
-                if let Some(h) = pool.data_mut(b.handle(i)).get_mut(..12) {
-                    let mut dst = [0u8; 6];
-                    dst.copy_from_slice(&h[..6]);
-                    h.copy_within(6..12, 0);
-                    h[6..12].copy_from_slice(&dst);
+                if let Some(h) = pool.data_mut(b.handle(i)).first_chunk_mut::<12>() {
+                    let mut t = [0u8; 12];
+                    t[..6].copy_from_slice(&h[6..]);
+                    t[6..].copy_from_slice(&h[..6]);
+                    *h = t;
                 }
             }
             return;
@@ -212,15 +212,15 @@ impl Pipeline {
         let live = b.live();
         let e = &mut self.end_stats;
         e.pkts_in += live.count() as u64;
+        let mut unforwarded = 0u64;
         for i in live {
             let p = b.meta(i).out_port;
-            if p != NO_PORT {
-                b.tx(i, p);
-            } else {
-                b.drop(i, DropReason::NoVerdict);
-                e.drops[DropReason::NoVerdict as usize] += 1;
-            }
+            let v = if p != NO_PORT { Verdict::Tx(p) } else { Verdict::Drop(DropReason::NoVerdict) };
+            unforwarded += u64::from(p == NO_PORT);
+            b.finish(i, v);
         }
+        b.clear_live();
+        e.drops[DropReason::NoVerdict as usize] += unforwarded;
         if !trace_lanes.is_empty() {
             self.trace.end_batch(b, trace_lanes, &self.trace_buf, &self.stage_names, &self.program);
             self.trace_buf.clear();

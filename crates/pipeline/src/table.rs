@@ -473,6 +473,7 @@ impl Stage for TableStage {
         // Pass 1: keys. A packet missing a key field misses.
         let sc = &mut *self.scratch;
         let mut have = Lanes::NONE;
+        let mut fused = false;
         if let Some(x) = self.extract {
             // One key field: the loop is monomorphised per extractor shape.
             macro_rules! pass {
@@ -485,16 +486,23 @@ impl Stage for TableStage {
                     }
                 };
             }
-            match x {
-                Extract::InPort => {
+            match (x, &self.engine) {
+                (Extract::InPort, Engine::Direct(v)) => {
+                    // Port-indexed table (l2fwd): key, lookup and result in one pass.
+                    for i in lanes {
+                        sc.res[i] = v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS);
+                    }
+                    fused = true;
+                }
+                (Extract::InPort, _) => {
                     for i in lanes {
                         sc.keys[i] = u128::from(b.meta(i).in_port);
                     }
                     have = lanes;
                 }
-                e @ Extract::Be32 { .. } => pass!(e),
-                e @ Extract::Be128 { .. } => pass!(e),
-                e => pass!(e),
+                (e @ Extract::Be32 { .. }, _) => pass!(e),
+                (e @ Extract::Be128 { .. }, _) => pass!(e),
+                (e, _) => pass!(e),
             }
         } else {
             for i in lanes {
@@ -504,11 +512,14 @@ impl Stage for TableStage {
                 }
             }
         }
-        for i in lanes.and_not(have) {
-            sc.res[i] = MISS;
+        if !fused {
+            for i in lanes.and_not(have) {
+                sc.res[i] = MISS;
+            }
         }
         // Pass 2: bulk lookup.
         match &self.engine {
+            _ if fused => {}
             Engine::Direct(v) => {
                 for i in have {
                     sc.res[i] = v.get(sc.keys[i] as usize).copied().unwrap_or(MISS);
