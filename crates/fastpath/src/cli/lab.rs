@@ -9,7 +9,8 @@
 //! The `fastpath` DUT is this very binary (`std::env::current_exe()`), started by the lab
 //! inside the DUT namespace as
 //! `fastpath run <l2fwd spec> --entries <generated> --port p0=afxdp:dut0 --port p1=afxdp:dut1
-//! --core <DUT core>` plus any `--fastpath-arg`; the spec and entries are written to a
+//! --core <DUT core> --counters-out <file>` plus any `--fastpath-arg`; the DUT's final counters
+//! (per port, per stage with cycles per packet) are printed on stderr after the run; the spec and entries are written to a
 //! temporary directory so the binary needs no source tree.
 
 use clap::{Args, ValueEnum};
@@ -154,6 +155,9 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let dir = TempDir(std::env::temp_dir().join(format!("fastpath-lab-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).map_err(|e| format!("{}: {e}", dir.0.display()))?;
     let (spec, entries) = (dir.0.join("l2fwd.toml"), dir.0.join("l2fwd-entries.txt"));
+    let counters = dir.0.join("fastpath-dut-counters.txt");
+    let mut extra = vec!["--counters-out".to_owned(), counters.to_string_lossy().into_owned()];
+    extra.extend(a.fastpath_args.iter().cloned());
     std::fs::write(&spec, L2FWD_SPEC).map_err(|e| format!("{}: {e}", spec.display()))?;
     std::fs::write(&entries, L2FWD_ENTRIES).map_err(|e| format!("{}: {e}", entries.display()))?;
     let duts: Vec<DutConfig> = a
@@ -161,7 +165,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         .iter()
         .map(|&k| {
             let mut c = DutConfig::new(k);
-            c.fastpath_cmd = fastpath_cmd(&exe.to_string_lossy(), &spec.to_string_lossy(), &entries.to_string_lossy(), c.core, &a.fastpath_args);
+            c.fastpath_cmd = fastpath_cmd(&exe.to_string_lossy(), &spec.to_string_lossy(), &entries.to_string_lossy(), c.core, &extra);
             c
         })
         .collect();
@@ -206,6 +210,10 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             r.trials.iter().filter_map(|t| serde_json::to_string(t).ok()).map(|s| s + "\n").collect()
         }
     };
+    if let Ok(text) = std::fs::read_to_string(&counters) {
+        // Where the fastpath DUT's packets and cycles went, over the whole run (all sizes).
+        eprintln!("fastpath DUT counters (whole run):\n{}", text.trim_end());
+    }
     if a.json {
         print!("{lines}");
     } else {

@@ -78,6 +78,9 @@ pub struct RunArgs {
     /// Busy polling for afxdp ports, in microseconds (0: off).
     #[arg(long = "busy-poll", default_value_t = 0)]
     busy_poll_us: u32,
+    /// AF_XDP rx and fill ring slots (power of two): deeper rings absorb bursts.
+    #[arg(long = "rx-ring", default_value_t = 2048)]
+    rx_ring: u32,
     /// Sleep this many microseconds after 1024 idle polls (0: spin, the data-plane default).
     #[arg(long = "idle-sleep", default_value_t = 0)]
     idle_sleep_us: u64,
@@ -87,6 +90,9 @@ pub struct RunArgs {
     /// Stop once this many packets were received (live ports; the drain may add a few).
     #[arg(long)]
     packets: Option<u64>,
+    /// Also write the final counters (live ports) to this file.
+    #[arg(long = "counters-out")]
+    counters_out: Option<PathBuf>,
 }
 
 /// XDP attach mode on the command line.
@@ -360,6 +366,9 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers == 0 {
         return Err("--workers must be at least 1".into());
     }
+    if !a.rx_ring.is_power_of_two() || a.rx_ring < 64 {
+        return Err(format!("--rx-ring {}: a power of two, at least 64", a.rx_ring));
+    }
     // Compile once up front so spec and entry errors stop us before any socket opens.
     let first = build_pipeline(&a)?;
     for e in &a.entries {
@@ -378,6 +387,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
             Zc::No => ZeroCopy::No,
         },
         busy_poll_us: a.busy_poll_us,
+        rx_size: a.rx_ring,
+        fill_size: a.rx_ring,
         ..XdpConfig::default()
     };
     let lc = LiveCfg { xdp, pkt: AfPacketConfig::default(), workers: a.workers };
@@ -464,7 +475,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     };
     let secs = t0.elapsed().as_secs_f64();
     let total = report.total();
-    println!(
+    let mut o = String::new();
+    let _ = writeln!(o, 
         "stopped by {ended_by} after {secs:.2} s: rx {} tx {} dropped {} tx_dropped {} unfinished {} ({:.3} Mpps rx average)",
         total.rx_pkts,
         total.tx_pkts,
@@ -473,10 +485,10 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         total.unfinished,
         total.rx_pkts as f64 / secs / 1e6
     );
-    println!("{:<4} {:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}", "id", "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors");
+    let _ = writeln!(o, "{:<4} {:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}", "id", "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors");
     for (i, (_, st)) in report.port_totals().iter().enumerate() {
         let name = names.get(i).map_or("?", String::as_str);
-        println!(
+        let _ = writeln!(o, 
             "{i:<4} {name:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}",
             st.rx_pkts, st.rx_bytes, st.rx_dropped, st.tx_pkts, st.tx_bytes, st.tx_dropped, st.errors
         );
@@ -485,13 +497,17 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     for w in &report.workers {
         let s = &w.stats;
         let core = w.core.map_or_else(|| "-".to_string(), |c| c.to_string());
-        println!(
+        let _ = writeln!(o, 
             "worker {} (core {core}): rx {} tx {} tx_dropped {} dropped {} unfinished {} batches {} polls {} idle {}",
             w.worker, s.rx_pkts, s.tx_pkts, s.tx_dropped, s.dropped, s.unfinished, s.batches, s.polls, s.idle_polls
         );
         add_stage_stats(&mut stages, &w.extra);
     }
-    println!("{}", format_stage_stats(&stages));
+    let _ = writeln!(o, "{}", format_stage_stats(&stages));
+    print!("{o}");
+    if let Some(p) = &a.counters_out {
+        std::fs::write(p, &o).map_err(|e| format!("--counters-out {}: {e}", p.display()))?;
+    }
     Ok(())
 }
 
