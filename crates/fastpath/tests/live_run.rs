@@ -115,10 +115,14 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_queues(1)
+}
+
+fn setup_queues(q: u32) -> Setup {
     let peer = Netns::new("fpl-peer").unwrap();
     let dut = Netns::new("fpl-dut").unwrap();
-    let _v0 = VethPair::new(&peer, "h0", &dut, "d0").unwrap();
-    let _v1 = VethPair::new(&peer, "h1", &dut, "d1").unwrap();
+    let _v0 = VethPair::with_queues(&peer, "h0", &dut, "d0", q).unwrap();
+    let _v1 = VethPair::with_queues(&peer, "h1", &dut, "d1", q).unwrap();
     let entries = std::env::temp_dir().join(format!("fpl-l2fwd-{}-{}.txt", std::process::id(), dut.name()));
     std::fs::write(&entries, "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n").unwrap();
     Setup { peer, dut, _v0, _v1, entries }
@@ -170,13 +174,20 @@ fn finish(mut g: ChildGuard, term: bool) -> String {
 }
 
 fn forward_both_ways(p0: &str, p1: &str, n: u32, len: usize) {
-    let s = setup();
-    let g = start(&s, [&format!("p0={p0}:d0"), &format!("p1={p1}:d1")], &[]);
+    forward_both_ways_on(setup(), p0, p1, n, len, &[]);
+}
+
+fn forward_both_ways_on(s: Setup, p0: &str, p1: &str, n: u32, len: usize, extra: &[&str]) {
+    let g = start(&s, [&format!("p0={p0}:d0"), &format!("p1={p1}:d1")], extra);
     send_and_check(&s.peer, "h0", "h1", 0, n, len);
     send_and_check(&s.peer, "h1", "h0", 1, n, len);
     let out = finish(g, true);
     let _ = std::fs::remove_file(&s.entries);
     assert!(out.contains("stopped by signal"), "{out}");
+    if let Some(w) = extra.iter().position(|x| *x == "--workers").and_then(|i| extra.get(i + 1)) {
+        let last: usize = w.parse::<usize>().unwrap() - 1;
+        assert!(out.contains(&format!("worker {last} (")), "every worker reports:\n{out}");
+    }
     let (r0, r1) = (port_row(&out, "p0"), port_row(&out, "p1"));
     let (n, b) = (u64::from(n), u64::from(n) * len as u64);
     // rx_pkts rx_bytes rx_drop tx_pkts tx_bytes tx_drop errors
@@ -204,6 +215,16 @@ fn afxdp_both_ports_forward_exactly() {
         return;
     }
     forward_both_ways("afxdp", "afxdp", 1000, 1514);
+}
+
+#[test]
+fn two_workers_on_two_queues_and_a_fanout_group_forward_exactly() {
+    if !root_or_skip() {
+        return;
+    }
+    // Worker w opens AF_XDP queue w on d0 and joins d1's PACKET_FANOUT_HASH group; the per-port
+    // rows and the per-stage counters are sums over both workers.
+    forward_both_ways_on(setup_queues(2), "afxdp", "afpacket", 600, 64, &["--workers", "2"]);
 }
 
 #[test]
