@@ -104,7 +104,7 @@ fn handshake_data_fin_pass_both_ways_and_leave_as_vxlan() {
     assert_eq!(one(&mut p, tcp(true, 40000, ACK, 1001, 5001, 0), t), Verdict::Tx(1));
     assert_eq!(state(&p), vec![State::Established]);
     let data = tcp(true, 40000, ACK, 1001, 5001, 100);
-    let out = run(&mut p, &[data.clone()], t);
+    let out = run(&mut p, std::slice::from_ref(&data), t);
     assert_eq!(out[0].0, Verdict::Tx(1));
     // Outer headers: VXLAN to the server's tunnel endpoint, VNI 700; inner frame intact.
     let f = &out[0].1;

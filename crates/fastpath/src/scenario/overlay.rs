@@ -166,7 +166,7 @@ pub fn cps_frame(f: u32, len: usize) -> Vec<u8> {
         .ipv4(Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 1))
         .udp(49152 + (c & 0x3fff) as u16, 4789)
         .vxlan(VNI);
-    let b = if f % 2 == 0 {
+    let b = if f.is_multiple_of(2) {
         outer.inner_eth(GATEWAY_MAC, vm_mac(vm)).ipv4(vm_ip(vm), remote_ip(r)).tcp(sport, 80, TcpFlags::SYN, 1000, 0)
     } else {
         outer.inner_eth(vm_mac(vm), GATEWAY_MAC).ipv4(remote_ip(r), vm_ip(vm)).tcp(80, sport, TcpFlags(0x12), 5000, 1001)
