@@ -34,14 +34,17 @@ pub fn load_pipeline(spec: &Path, entries: &[PathBuf]) -> Result<Pipeline, Strin
     Ok(pipe)
 }
 
-/// Per-stage counters as a table (`show runtime` and `show drops` in one).
-pub fn format_stats(p: &Pipeline) -> String {
+/// Per-stage counters (summed over workers where there are several) as a table — `show runtime`
+/// and `show drops` in one: calls, packets in and out, drops, TSC cycles per packet, then every
+/// drop by `stage/reason`.
+pub fn format_stats(stats: &[(String, fastpath_pipeline::StageStats)]) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{:<18} {:>10} {:>12} {:>12} {:>10}", "stage", "calls", "packets in", "packets out", "drops");
+    let _ = writeln!(s, "{:<18} {:>10} {:>12} {:>12} {:>10} {:>10}", "stage", "calls", "packets in", "packets out", "drops", "cyc/pkt");
     let mut drops = Vec::new();
-    for (name, st) in p.stats() {
+    for (name, st) in stats {
         let d: u64 = st.drops.iter().sum();
-        let _ = writeln!(s, "{name:<18} {:>10} {:>12} {:>12} {:>10}", st.calls, st.pkts_in, st.pkts_out, d);
+        let cpp = if st.pkts_in > 0 { st.cycles as f64 / st.pkts_in as f64 } else { 0.0 };
+        let _ = writeln!(s, "{name:<18} {:>10} {:>12} {:>12} {:>10} {cpp:>10.1}", st.calls, st.pkts_in, st.pkts_out, d);
         for (r, &c) in DropReason::ALL.iter().zip(st.drops.iter()) {
             if c > 0 {
                 drops.push(format!("  {name}/{}: {c}", r.name()));

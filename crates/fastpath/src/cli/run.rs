@@ -21,7 +21,7 @@ use fastpath_io::multi::{self, MultiConfig};
 use fastpath_io::pcap::{PcapSink, PcapSource};
 use fastpath_io::port::{Duplex, Port};
 use fastpath_io::worker::{Processor, Worker};
-use fastpath_packet::{Batch, DropReason, Pool, Verdict};
+use fastpath_packet::{Batch, Pool, Verdict};
 use fastpath_pipeline::{Pipeline, StageStats};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
@@ -264,30 +264,6 @@ fn add_stage_stats(a: &mut Vec<(String, StageStats)>, b: &[(String, StageStats)]
     }
 }
 
-/// Per-stage counters (summed over workers) as a table, with drops by reason.
-fn format_stage_stats(stats: &[(String, StageStats)]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "{:<18} {:>10} {:>12} {:>12} {:>10} {:>10}", "stage", "calls", "packets in", "packets out", "drops", "cyc/pkt");
-    let mut drops = Vec::new();
-    for (name, st) in stats {
-        let d: u64 = st.drops.iter().sum();
-        let cpp = if st.pkts_in > 0 { st.cycles as f64 / st.pkts_in as f64 } else { 0.0 };
-        let _ = writeln!(s, "{name:<18} {:>10} {:>12} {:>12} {:>10} {cpp:>10.1}", st.calls, st.pkts_in, st.pkts_out, d);
-        for (r, &c) in DropReason::ALL.iter().zip(st.drops.iter()) {
-            if c > 0 {
-                drops.push(format!("  {name}/{}: {c}", r.name()));
-            }
-        }
-    }
-    if !drops.is_empty() {
-        let _ = writeln!(s, "drops by reason:");
-        for d in drops {
-            let _ = writeln!(s, "{d}");
-        }
-    }
-    s.trim_end().to_string()
-}
-
 /// Compiles the spec and loads the entries, quietly (every worker builds its own instance).
 fn build_pipeline(a: &RunArgs) -> Result<Pipeline, String> {
     let prog = fastpath_pipeline::compile_file(&a.spec).map_err(|e| e.to_string())?;
@@ -338,7 +314,7 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.trace > 0 {
         print!("{}", pipe.take_trace());
     }
-    println!("{}", super::format_stats(pipe));
+    println!("{}", super::format_stats(&pipe.stats()));
     for (i, p) in w.ports().iter().enumerate() {
         let s = p.stats();
         println!("port {i} {:<8} rx {:>10} pkts  tx {:>10} pkts  tx_dropped {}", p.name(), s.rx_pkts, s.tx_pkts, s.tx_dropped);
@@ -503,7 +479,7 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         );
         add_stage_stats(&mut stages, &w.extra);
     }
-    let _ = writeln!(o, "{}", format_stage_stats(&stages));
+    let _ = writeln!(o, "{}", super::format_stats(&stages));
     print!("{o}");
     if let Some(p) = &a.counters_out {
         std::fs::write(p, &o).map_err(|e| format!("--counters-out {}: {e}", p.display()))?;
@@ -536,7 +512,7 @@ mod tests {
         add_stage_stats(&mut a, &[("port_pair".into(), st)]);
         assert_eq!(a.len(), 1);
         assert_eq!((a[0].1.calls, a[0].1.pkts_in, a[0].1.pkts_out, a[0].1.cycles), (4, 20, 16, 200));
-        let text = format_stage_stats(&a);
+        let text = super::format_stats(&a);
         assert!(text.contains(&format!("port_pair/{}: 4", DropReason::ALL[1].name())), "{text}");
     }
 
