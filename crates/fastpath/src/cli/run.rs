@@ -507,13 +507,13 @@ mod tests {
     fn stage_stats_sum_over_workers() {
         let mut a = Vec::new();
         let mut st = StageStats { calls: 2, pkts_in: 10, pkts_out: 8, cycles: 100, ..StageStats::default() };
-        st.drops[DropReason::ALL[1] as usize] = 2;
+        st.drops[fastpath_packet::DropReason::ALL[1] as usize] = 2;
         add_stage_stats(&mut a, &[("port_pair".into(), st.clone())]);
         add_stage_stats(&mut a, &[("port_pair".into(), st)]);
         assert_eq!(a.len(), 1);
         assert_eq!((a[0].1.calls, a[0].1.pkts_in, a[0].1.pkts_out, a[0].1.cycles), (4, 20, 16, 200));
-        let text = super::format_stats(&a);
-        assert!(text.contains(&format!("port_pair/{}: 4", DropReason::ALL[1].name())), "{text}");
+        let text = crate::cli::format_stats(&a);
+        assert!(text.contains(&format!("port_pair/{}: 4", fastpath_packet::DropReason::ALL[1].name())), "{text}");
     }
 
     #[test]
