@@ -374,7 +374,8 @@ fn write_report(path: &std::path::Path, rows: &[(BenchResult, f64, f64)], acls: 
         "In-memory pipeline speed on one pinned core of {host} ({} cores). Packets come from a NIC-like \
          memory ring and leave through a sink; the source's own cost (an empty pipeline) is shown apart. \
          Median of the runs; the spread is min–max.",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        // Counted from /proc/cpuinfo: after pinning, available_parallelism() sees one core.
+        std::fs::read_to_string("/proc/cpuinfo").map_or(0, |c| c.lines().filter(|l| l.starts_with("processor")).count())
     ));
     rep.heading("Pipelines");
     let table: Vec<Vec<String>> = rows
@@ -398,7 +399,7 @@ fn write_report(path: &std::path::Path, rows: &[(BenchResult, f64, f64)], acls: 
         rep.bar_chart(
             Chart::new(format!("{}: where the time goes", r.pipeline))
                 .y_label("ns per packet")
-                .bars("stage", r.stages.iter().map(|s| (s.name.clone(), s.ns_per_packet)).chain([("source".to_string(), r.source_ns_per_packet)]).collect()),
+                .bars("stage", r.stages.iter().filter(|s| s.name != "end").map(|s| (s.name.clone(), s.ns_per_packet)).chain([("source".to_string(), r.source_ns_per_packet)]).collect()),
         );
     }
     if !acls.is_empty() {
