@@ -172,6 +172,9 @@ pub enum SymStep {
     Run(u8, usize),
 }
 
+/// Most key fields a table may have.
+pub const MAX_KEY_FIELDS: usize = 8;
+
 const BUILTINS: &[&str] = &["no_action", "drop", "forward", "to_control"];
 const PRIMS: &[&str] = &[
     "forward", "drop", "to_control", "set", "swap", "ttl_dec", "hop_limit_dec", "push_vlan",
@@ -511,8 +514,8 @@ impl Compiler<'_> {
             if key.len() != t.key.len() {
                 return None;
             }
-            if key.len() > 4 && !key.iter().all(|k| k.field.width <= 32) {
-                let e = self.err(t.key[0].field.span().start, format!("table \"{name}\": at most 4 key fields (or any number of ≤ 32-bit fields)"));
+            if key.len() > MAX_KEY_FIELDS {
+                let e = self.err(t.key[0].field.span().start, format!("table \"{name}\": at most {MAX_KEY_FIELDS} key fields"));
                 self.push(e);
                 return None;
             }

@@ -555,7 +555,7 @@ impl Stage for TableStage {
                 }
             }
             Engine::Acl { live: Some(acl), .. } => {
-                let mut flat = [0u32; 16];
+                let mut flat = [0u32; 4 * crate::compile::MAX_KEY_FIELDS];
                 for i in have {
                     let n = split_chunks(keys_fields(&self.def, pool.data(b.handle(i)), b.meta(i)), &self.chunks, &mut flat);
                     sc.res[i] = acl.classify(&flat[..n]).map_or(MISS, |(a, _)| a);
@@ -638,8 +638,8 @@ impl Stage for TableStage {
 }
 
 /// Reads each key field of a packet (missing ones as 0).
-fn keys_fields(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> [u128; 4] {
-    let mut v = [0u128; 4];
+fn keys_fields(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> [u128; crate::compile::MAX_KEY_FIELDS] {
+    let mut v = [0u128; crate::compile::MAX_KEY_FIELDS];
     for (x, f) in v.iter_mut().zip(&def.key) {
         *x = f.field.read(data, m).unwrap_or(0);
     }
@@ -647,7 +647,7 @@ fn keys_fields(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> [u128;
 }
 
 /// Splits field values into the classifier's 32-bit chunks; returns how many.
-fn split_chunks(vals: [u128; 4], chunks: &[Vec<u8>], out: &mut [u32; 16]) -> usize {
+fn split_chunks(vals: [u128; crate::compile::MAX_KEY_FIELDS], chunks: &[Vec<u8>], out: &mut [u32; 4 * crate::compile::MAX_KEY_FIELDS]) -> usize {
     let mut n = 0;
     for (v, cw) in vals.iter().zip(chunks) {
         let total: u32 = cw.iter().map(|&c| u32::from(c)).sum();
@@ -660,5 +660,5 @@ fn split_chunks(vals: [u128; 4], chunks: &[Vec<u8>], out: &mut [u32; 16]) -> usi
             n += 1;
         }
     }
-    n.min(16)
+    n.min(out.len())
 }

@@ -354,3 +354,64 @@ fn control_commands_report_bad_input_with_the_line() {
     assert_eq!(out[0].0, Verdict::Tx(1), "after deleting the /24 the /15 routes it");
     assert!(p.apply_command("table fib4 del 198.18.5.0/24").is_err());
 }
+
+#[test]
+fn classifier_keys_may_include_metadata_fields() {
+    let spec = r#"
+name = "meta-acl"
+[parser]
+headers = ["eth", "ipv4", "udp"]
+[metadata]
+vnet = 24
+[[table]]
+name = "acl"
+key = [{ field = "meta.vnet", match = "ternary" }, { field = "ipv4.dst", match = "ternary" }]
+actions = ["forward", "drop"]
+size = 16
+default = "drop"
+[control]
+ingress = '''
+set meta.vnet = 7
+apply acl
+'''
+"#;
+    let mut p = inline(spec);
+    p.load_entries("e", "table acl add 7 10.0.0.0/8 priority 1 => forward(2)\ntable acl add * * priority 9 => forward(3)\n").unwrap();
+    let out = run(&mut p, &[(0, udp4("1.1.1.1", "10.1.2.3", 64)), (0, udp4("1.1.1.1", "192.0.2.1", 64))]);
+    assert_eq!(out[0].0, Verdict::Tx(2));
+    assert_eq!(out[1].0, Verdict::Tx(3), "an all-wildcard rule matches whatever the metadata holds");
+}
+
+#[test]
+fn classifier_with_more_than_four_fields() {
+    let spec = r#"
+name = "six"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp"]
+[metadata]
+vnet = 24
+[[table]]
+name = "acl"
+key = [
+  { field = "meta.vnet", match = "ternary" },
+  { field = "ipv4.src", match = "ternary" },
+  { field = "ipv4.dst", match = "ternary" },
+  { field = "l4.sport", match = "range" },
+  { field = "l4.dport", match = "range" },
+  { field = "ipv4.proto", match = "ternary" },
+]
+actions = ["forward", "drop"]
+size = 16
+default = "drop"
+[control]
+ingress = '''
+set meta.vnet = 5
+apply acl
+'''
+"#;
+    let mut p = inline(spec);
+    p.load_entries("e", "table acl add 5 * 10.0.0.0/8 * 53..53 17/0xff priority 1 => forward(2)\ntable acl add * * * * * * priority 9 => forward(3)\n").unwrap();
+    let out = run(&mut p, &[(0, udp4("1.1.1.1", "10.1.2.3", 64)), (0, udp4("1.1.1.1", "192.0.2.1", 64))]);
+    assert_eq!(out[0].0, Verdict::Tx(2), "the sixth field (proto) and the first (metadata) take part");
+    assert_eq!(out[1].0, Verdict::Tx(3));
+}
