@@ -98,6 +98,10 @@ enum Fast {
     Forward(u16),
     /// `set eth.dst = D; set eth.src = S; forward P` (a router's next hop).
     Rewrite { macs: [u8; 12], port: u16 },
+    /// `set meta.NAME = V` (a user metadata register): the overlay's mapping tables.
+    SetReg { reg: u8, value: u32 },
+    /// An empty body (`permit`, `no_action`).
+    Nop,
     /// Anything else: run the primitives.
     General,
 }
@@ -113,7 +117,12 @@ fn fast_form(body: &[action::Prim], args: &[u128; MAX_ARGS]) -> Fast {
     };
     let eth_at = |f: &crate::field::FieldRef, byte: u8| f.width == 48 && matches!(f.loc, Loc::Hdr { slot: Slot::Eth, byte: b, .. } if b == byte);
     match body {
+        [] => Fast::Nop,
         [Prim::Forward(p)] => val(p).map_or(Fast::General, |p| Fast::Forward(p as u16)),
+        [Prim::Set(f, v)] => match (f.loc, val(v)) {
+            (Loc::Meta(crate::field::MetaField::Reg(reg)), Some(v)) => Fast::SetReg { reg, value: v as u32 },
+            _ => Fast::General,
+        },
         [Prim::Set(d, dv), Prim::Set(s, sv), Prim::Forward(p)] if eth_at(d, 0) && eth_at(s, 6) => match (val(dv), val(sv), val(p)) {
             (Some(dv), Some(sv), Some(p)) => {
                 let mut macs = [0u8; 12];
@@ -598,6 +607,12 @@ impl Stage for TableStage {
             };
             match fast {
                 Fast::Forward(p) => b.meta_mut(i).out_port = p,
+                Fast::SetReg { reg, value } => {
+                    if let Some(r) = b.meta_mut(i).regs.get_mut(usize::from(reg)) {
+                        *r = value;
+                    }
+                }
+                Fast::Nop => {}
                 Fast::Rewrite { macs, port } => {
                     let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
                     if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..off + 12) {

@@ -68,6 +68,10 @@ pub struct BenchArgs {
     /// second), sizes (64..1518 B). Omit for one run of the full pipeline.
     #[arg(long)]
     scenario: Option<String>,
+    /// With `--scenario ladder`: run only this step (0 = VXLAN forward … 5 = full), e.g. to
+    /// count its instructions per packet under callgrind (scripts/instructions).
+    #[arg(long)]
+    ladder_step: Option<usize>,
     /// The overlay form of this run (set by the scenarios).
     #[arg(skip)]
     variant: scenario::overlay::Variant,
@@ -425,7 +429,12 @@ fn overlay_scenario(a: &BenchArgs, tsc: f64) -> Result<(), String> {
     let which = a.scenario.clone().unwrap_or_default();
     let base_flows = a.flows.unwrap_or(100_000);
     let steps: Vec<(String, BenchArgs)> = match which.as_str() {
-        "ladder" => LADDER.iter().enumerate().map(|(k, n)| (n.to_string(), BenchArgs { variant: Variant::Ladder(k), flows: Some(base_flows), ..a.clone() })).collect(),
+        "ladder" => LADDER
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| a.ladder_step.is_none_or(|s| s == *k))
+            .map(|(k, n)| (n.to_string(), BenchArgs { variant: Variant::Ladder(k), flows: Some(base_flows), ..a.clone() }))
+            .collect(),
         "scale" => [1_000u32, 10_000, 100_000, 1_000_000, 5_000_000].iter().map(|&f| (f.to_string(), BenchArgs { flows: Some(f), ..a.clone() })).collect(),
         "sizes" => [64usize, 128, 256, 512, 1024, 1518].iter().map(|&s| (s.to_string(), BenchArgs { size: s, flows: Some(base_flows), ..a.clone() })).collect(),
         "cps" => vec![("cps".to_string(), BenchArgs { variant: Variant::Cps, flows: Some(a.flows.unwrap_or(2_000_000)), ..a.clone() })],
