@@ -10,38 +10,9 @@ use fastpath_io::af_packet::{AfPacketConfig, PacketPort, RawSocket};
 use fastpath_io::netns::{Netns, VethPair};
 use fastpath_io::worker::{TxAll, Worker};
 use fastpath_io::Port;
-use fastpath_packet::{Batch, Pool};
-use netns_common::{frame, marked_seq, recv_marked, skip_unless_root};
+use fastpath_packet::Pool;
+use netns_common::{frame, recv_marked, rx_marked, skip_unless_root, vlan_tagged};
 
-fn rx_marked(port: &mut PacketPort, pool: &mut Pool, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
-    let mut batch = Batch::new();
-    let mut out = Vec::new();
-    let end = Instant::now() + timeout;
-    while out.len() < n && Instant::now() < end {
-        batch.clear();
-        port.rx_burst(pool, &mut batch, 3);
-        for (i, &h) in batch.handles().iter().enumerate() {
-            assert_eq!(batch.meta(i).in_port, 3);
-            if marked_seq(pool.data(h)).is_some() {
-                out.push(pool.data(h).to_vec());
-            }
-            pool.free(h);
-        }
-        if batch.is_empty() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    out
-}
-
-/// Inserts an 802.1Q tag (TPID 0x8100, VLAN `vid`) after the MAC addresses.
-fn vlan_tagged(f: &[u8], vid: u16) -> Vec<u8> {
-    let mut t = f[..12].to_vec();
-    t.extend_from_slice(&0x8100u16.to_be_bytes());
-    t.extend_from_slice(&vid.to_be_bytes());
-    t.extend_from_slice(&f[12..]);
-    t
-}
 
 #[test]
 fn packet_port_receives_exactly_the_frames_sent_vlan_tags_included() {
@@ -67,7 +38,7 @@ fn packet_port_receives_exactly_the_frames_sent_vlan_tags_included() {
         for f in chunk {
             tx.send(f).unwrap();
         }
-        got.extend(rx_marked(&mut port, &mut pool, chunk.len(), Duration::from_secs(5)));
+        got.extend(rx_marked(&mut port, &mut pool, 3, chunk.len(), Duration::from_secs(5)));
     }
     assert_eq!(got.len(), N as usize);
     assert_eq!(got, sent, "same bytes (VLAN tags restored), same order");

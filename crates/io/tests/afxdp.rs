@@ -11,39 +11,8 @@ use fastpath_io::af_xdp::{XdpConfig, XdpError, XdpMode, XdpPort, ZeroCopy};
 use fastpath_io::netns::{Netns, VethPair};
 use fastpath_io::Port;
 use fastpath_packet::{Batch, PktId, Pool};
-use netns_common::{frame, marked_seq, recv_marked, skip_unless_root};
+use netns_common::{frame, recv_marked, rx_marked, skip_unless_root, vlan_tagged};
 
-/// Polls `port` until `n` marked frames arrived or 5 s passed; returns their bytes, freeing the
-/// buffers.
-fn rx_marked(port: &mut XdpPort, pool: &mut Pool, n: usize) -> Vec<Vec<u8>> {
-    let mut batch = Batch::new();
-    let mut out = Vec::new();
-    let end = Instant::now() + Duration::from_secs(5);
-    while out.len() < n && Instant::now() < end {
-        batch.clear();
-        port.rx_burst(pool, &mut batch, 0);
-        for &h in batch.handles() {
-            let d = pool.data(h);
-            if marked_seq(d).is_some() {
-                out.push(d.to_vec());
-            }
-            pool.free(h);
-        }
-        if batch.is_empty() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    out
-}
-
-/// Inserts an 802.1Q tag (TPID 0x8100, VLAN `vid`) after the MAC addresses.
-fn vlan_tagged(f: &[u8], vid: u16) -> Vec<u8> {
-    let mut t = f[..12].to_vec();
-    t.extend_from_slice(&0x8100u16.to_be_bytes());
-    t.extend_from_slice(&vid.to_be_bytes());
-    t.extend_from_slice(&f[12..]);
-    t
-}
 
 #[test]
 fn xdp_port_receives_exactly_the_frames_sent() {
@@ -76,7 +45,7 @@ fn xdp_port_receives_exactly_the_frames_sent() {
         for f in chunk {
             tx.send(f).unwrap();
         }
-        got.extend(rx_marked(&mut port, &mut pool, chunk.len()));
+        got.extend(rx_marked(&mut port, &mut pool, 0, chunk.len(), Duration::from_secs(5)));
     }
     assert_eq!(got.len(), N as usize);
     assert_eq!(got, sent, "same bytes, same order");
