@@ -46,3 +46,15 @@ pub fn report(title: &str, command: &str) -> Report {
     .pre(command);
     r
 }
+
+/// One JSON object per line, one line per row (rows that fail to serialise are left out).
+pub(crate) fn json_lines<T: serde::Serialize>(rows: &[T]) -> String {
+    let mut s = String::new();
+    for r in rows {
+        if let Ok(j) = serde_json::to_string(r) {
+            s.push_str(&j);
+            s.push('\n');
+        }
+    }
+    s
+}

@@ -384,14 +384,7 @@ fn latency(
 impl Rfc2544Results {
     /// One JSON object per line per (DUT, frame size, flows).
     pub fn json_lines(&self) -> String {
-        let mut s = String::new();
-        for r in &self.rows {
-            if let Ok(j) = serde_json::to_string(r) {
-                s.push_str(&j);
-                s.push('\n');
-            }
-        }
-        s
+        super::json_lines(&self.rows)
     }
 
     /// Adds this run's sections to `report`: a table, throughput vs frame size (Mpps and Gbps)

@@ -386,14 +386,7 @@ fn one(
 impl TcpResults {
     /// One JSON object per line per (DUT, tool, streams).
     pub fn json_lines(&self) -> String {
-        let mut s = String::new();
-        for r in &self.rows {
-            if let Ok(j) = serde_json::to_string(r) {
-                s.push_str(&j);
-                s.push('\n');
-            }
-        }
-        s
+        super::json_lines(&self.rows)
     }
 
     /// Adds a table and the throughput-over-time and CPU-over-time charts to `report`.
