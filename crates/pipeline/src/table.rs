@@ -483,7 +483,21 @@ impl Stage for TableStage {
         let sc = &mut *self.scratch;
         let mut have = Lanes::NONE;
         let mut fused = false;
-        if let Some(x) = self.extract {
+        if let Engine::Acl { live, .. } = &self.engine {
+            // The classifier reads each field once, straight into its 32-bit parts; a packet
+            // missing a key field misses.
+            let mut flat = [0u32; 4 * crate::compile::MAX_KEY_FIELDS];
+            for i in lanes {
+                sc.res[i] = match (live, keys_fields(&self.def, pool.data(b.handle(i)), b.meta(i))) {
+                    (Some(acl), Some(vals)) => {
+                        let n = split_chunks(vals, &self.chunks, &mut flat);
+                        acl.classify(&flat[..n]).map_or(MISS, |(a, _)| a)
+                    }
+                    _ => MISS,
+                };
+            }
+            fused = true;
+        } else if let Some(x) = self.extract {
             // One key field: the loop is monomorphised per extractor shape.
             macro_rules! pass {
                 ($x:expr) => {
@@ -563,18 +577,8 @@ impl Stage for TableStage {
                     sc.res[i] = t.lookup(sc.keys[i]).unwrap_or(MISS);
                 }
             }
-            Engine::Acl { live: Some(acl), .. } => {
-                let mut flat = [0u32; 4 * crate::compile::MAX_KEY_FIELDS];
-                for i in have {
-                    let n = split_chunks(keys_fields(&self.def, pool.data(b.handle(i)), b.meta(i)), &self.chunks, &mut flat);
-                    sc.res[i] = acl.classify(&flat[..n]).map_or(MISS, |(a, _)| a);
-                }
-            }
-            Engine::Acl { live: None, .. } => {
-                for i in have {
-                    sc.res[i] = MISS;
-                }
-            }
+            // Classifier tables were resolved in pass 1.
+            Engine::Acl { .. } => {}
         }
         let res = &sc.res;
         // Pass 3: actions (the common shapes pre-digested in `fast`).
@@ -652,13 +656,13 @@ impl Stage for TableStage {
     }
 }
 
-/// Reads each key field of a packet (missing ones as 0).
-fn keys_fields(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> [u128; crate::compile::MAX_KEY_FIELDS] {
+/// Reads each key field of a packet; `None` when one is missing.
+fn keys_fields(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> Option<[u128; crate::compile::MAX_KEY_FIELDS]> {
     let mut v = [0u128; crate::compile::MAX_KEY_FIELDS];
     for (x, f) in v.iter_mut().zip(&def.key) {
-        *x = f.field.read(data, m).unwrap_or(0);
+        *x = f.field.read(data, m)?;
     }
-    v
+    Some(v)
 }
 
 /// Splits field values into the classifier's 32-bit chunks; returns how many.
