@@ -35,6 +35,13 @@ use crate::port::Port;
 pub trait Processor {
     /// Processes one batch. `now_ns` is the worker's clock, read once for this batch.
     fn process(&mut self, pool: &mut Pool, batch: &mut Batch, now_ns: u64);
+
+    /// Called by the worker thread once per [`Worker::poll_once`], before receiving: a batch
+    /// boundary, where a processor applies queued control-plane changes (one atomic load when
+    /// none are queued). `ports` and `stats` are this worker's counters, for control-plane
+    /// snapshots. Default: nothing. Must not block.
+    #[inline]
+    fn between_batches(&mut self, _ports: &[Box<dyn Port>], _stats: &WorkerStats) {}
 }
 
 impl<F: FnMut(&mut Pool, &mut Batch, u64)> Processor for F {
@@ -251,6 +258,7 @@ impl<P: Processor> Worker<P> {
     /// Polls every port once: receive a batch, process it, act on the verdicts.
     /// Returns the packets received. Never allocates.
     pub fn poll_once(&mut self) -> usize {
+        self.processor.between_batches(&self.ports, &self.stats);
         let mut total = 0;
         for p in 0..self.ports.len() {
             self.batch.clear();
@@ -388,6 +396,25 @@ mod tests {
     fn a_worker_can_move_to_its_thread() {
         fn send<T: Send>() {}
         send::<Worker<TxAll>>();
+    }
+
+    #[test]
+    fn between_batches_runs_once_per_poll_even_when_idle() {
+        struct Count(u32);
+        impl Processor for Count {
+            fn process(&mut self, _: &mut Pool, b: &mut Batch, _: u64) {
+                b.set_live_verdicts(Verdict::Tx(0));
+            }
+            fn between_batches(&mut self, ports: &[Box<dyn Port>], _: &WorkerStats) {
+                assert!(ports.is_empty());
+                self.0 += 1;
+            }
+        }
+        let mut w = Worker::new(Pool::new(8), Vec::new(), Count(0));
+        for _ in 0..3 {
+            assert_eq!(w.poll_once(), 0);
+        }
+        assert_eq!(w.processor().0, 3);
     }
 
     #[test]
