@@ -74,6 +74,8 @@ pub trait TableOps {
     fn remove(&mut self, key: &[Match]) -> Result<(), TableError>;
     /// Makes staged changes live (rebuilds the classifier). A no-op for other engines.
     fn commit(&mut self) -> Result<(), TableError>;
+    /// Removes every entry (live at once, also for the classifier).
+    fn clear(&mut self);
     /// Number of entries.
     fn len(&self) -> usize;
     /// True when there are no entries.
@@ -446,6 +448,22 @@ impl TableOps for TableStage {
             }
         }
         Ok(())
+    }
+
+    fn clear(&mut self) {
+        match &mut self.engine {
+            Engine::Direct(v) => v.fill(MISS),
+            Engine::Exact64(t) => *t = ExactTable::with_capacity(self.def.size),
+            Engine::Exact128(t) => *t = ExactTable::with_capacity(self.def.size),
+            Engine::Lpm4(t) => **t = Lpm4::new(),
+            Engine::Lpm6(t) => **t = Lpm6::new(),
+            Engine::Acl { rules, live, dirty, .. } => {
+                rules.clear();
+                *live = None;
+                *dirty = false;
+            }
+        }
+        self.len = 0;
     }
 
     fn len(&self) -> usize {
