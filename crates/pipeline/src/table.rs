@@ -503,7 +503,7 @@ impl Stage for TableStage {
         let mut fused = false;
         if let Engine::Acl { live, .. } = &self.engine {
             // The classifier reads each field once, straight into its 32-bit parts; a packet
-            // missing a key field misses.
+            // missing a key field misses (a missing port range reads as 0: see `keys_fields`).
             let mut flat = [0u32; 4 * crate::compile::MAX_KEY_FIELDS];
             for i in lanes {
                 sc.res[i] = match (live, keys_fields(&self.def, pool.data(b.handle(i)), b.meta(i))) {
@@ -674,11 +674,17 @@ impl Stage for TableStage {
     }
 }
 
-/// Reads each key field of a packet; `None` when one is missing.
+/// Reads each key field of a packet; `None` when one is missing. A missing `range` field (the
+/// L4 ports of an ICMP packet) reads as 0, as in Open vSwitch's flow key, so a rule with a
+/// wildcard port range still applies to protocols without ports (ping through a stateful ACL).
 fn keys_fields(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> Option<[u128; crate::compile::MAX_KEY_FIELDS]> {
     let mut v = [0u128; crate::compile::MAX_KEY_FIELDS];
     for (x, f) in v.iter_mut().zip(&def.key) {
-        *x = f.field.read(data, m)?;
+        *x = match f.field.read(data, m) {
+            Some(val) => val,
+            None if f.kind == crate::compile::MatchKind::Range => 0,
+            None => return None,
+        };
     }
     Some(v)
 }
