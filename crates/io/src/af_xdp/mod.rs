@@ -66,6 +66,9 @@ const SO_PREFER_BUSY_POLL: i32 = 69;
 const SO_BUSY_POLL_BUDGET: i32 = 70;
 /// Queues an interface's XSKMAP can address.
 const MAX_QUEUES: u32 = 256;
+/// The fill ring is topped up once this many of its slots are free: one refill per few
+/// received frames instead of a pool call on every poll.
+const REFILL_MIN: u32 = 32;
 /// Bytes the kernel reserves in front of every received frame (`XDP_PACKET_HEADROOM`).
 pub const XDP_PACKET_HEADROOM: usize = 256;
 
@@ -441,6 +444,8 @@ pub struct XdpPort {
     busy_poll: bool,
     stats: PortStats,
     errlog: crate::af_packet::ErrorLog,
+    /// Handles on their way between the pool and the fill/completion rings (allocated once).
+    scratch: Box<[PktId; BATCH_MAX]>,
 }
 
 impl XdpPort {
@@ -619,6 +624,7 @@ impl XdpPort {
             busy_poll: cfg.busy_poll_us > 0,
             stats: PortStats::default(),
             errlog: crate::af_packet::ErrorLog::default(),
+            scratch: Box::new([PktId(0); BATCH_MAX]),
         })
     }
 
@@ -638,21 +644,25 @@ impl XdpPort {
         pool.region_raw().0 as usize == self.pool_base && self.umem.base == self.pool_base
     }
 
-    /// Tops the fill ring up with free pool buffers.
+    /// Tops the fill ring up with free pool buffers, once at least [`REFILL_MIN`] slots are
+    /// free (a poll that received nothing leaves it alone). Handles pass through the port's
+    /// scratch array: a fresh `[PktId; BATCH_MAX]` here was a 1 KiB `memset` on every poll,
+    /// 7.6 % of a live worker's time (perf, 64 B l2fwd on veth).
     fn refill(&mut self, pool: &mut Pool) {
-        let mut ids = [PktId(0); BATCH_MAX];
         loop {
-            let free = self.fill.prod_free(self.fill.size()) as usize;
-            let want = free.min(BATCH_MAX).min(pool.available());
-            if want == 0 {
+            let free = self.fill.prod_free(REFILL_MIN) as usize;
+            if free < REFILL_MIN as usize {
                 return;
             }
-            let n = pool.alloc_burst(&mut ids[..want]);
-            for (i, h) in ids[..n].iter().enumerate() {
+            let want = free.min(BATCH_MAX);
+            let n = pool.alloc_burst(&mut self.scratch[..want]);
+            for (i, h) in self.scratch[..n].iter().enumerate() {
                 self.fill.prod_write(i as u32, (h.index() * BUF_SIZE) as u64);
             }
-            self.fill.prod_submit(n as u32);
-            if n < BATCH_MAX {
+            if n > 0 {
+                self.fill.prod_submit(n as u32);
+            }
+            if n < want || n < BATCH_MAX {
                 return;
             }
         }
@@ -665,13 +675,12 @@ impl XdpPort {
             if n == 0 {
                 return;
             }
-            let mut ids = [PktId(0); BATCH_MAX];
             for i in 0..n {
                 let idx = self.comp.cons_read(i) as usize / BUF_SIZE;
-                ids[i as usize] = PktId(idx as u32);
+                self.scratch[i as usize] = PktId(idx as u32);
             }
             self.comp.cons_release(n);
-            pool.free_bulk(&ids[..n as usize]);
+            pool.free_bulk(&self.scratch[..n as usize]);
         }
     }
 
