@@ -578,41 +578,6 @@ pub fn pin_to_core(core: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Set by the SIGINT/SIGTERM handler that [`install_stop_signals`] installs.
-static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn on_stop_signal(_sig: libc::c_int) {
-    // Async-signal-safe: one atomic swap, and `_exit` on the second signal so a stuck drain can
-    // still be interrupted.
-    if STOP.swap(true, Ordering::SeqCst) {
-        // SAFETY: `_exit` is async-signal-safe and never returns.
-        unsafe { libc::_exit(130) }
-    }
-}
-
-/// Installs handlers for SIGINT and SIGTERM that set the returned flag (a second signal exits
-/// at once), and returns the flag. Idempotent.
-///
-/// # Errors
-/// When `sigaction` fails.
-pub fn install_stop_signals() -> io::Result<&'static std::sync::atomic::AtomicBool> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction is valid; we set a handler that only touches an atomic
-        // (async-signal-safe) and an empty mask; the old action is not needed.
-        let r = unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_stop_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigaction(sig, &sa, std::ptr::null_mut())
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(&STOP)
-}
-
 /// Number of CPUs this process may run on.
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)

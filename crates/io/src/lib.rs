@@ -5,7 +5,8 @@
 //! `af_xdp` (XSK sockets whose UMEM is the packet pool); and `worker`, which moves batches from
 //! ports through a [`worker::Processor`] (the pipeline, glued in by the binary) and back out;
 //! `multi` runs one pinned worker per core with flows spread by hash; `netns` builds
-//! namespace/veth test topologies that clean up after themselves.
+//! namespace/veth test topologies that clean up after themselves; `signals` is the process's one
+//! Ctrl-C mechanism (SIGINT/SIGTERM set a stop flag, via signal-hook).
 //! Depends only on `fastpath-packet`.
 //!
 //! `unsafe` lives only in `af_xdp` and `af_packet` (syscalls, mmap'd rings).
@@ -20,6 +21,7 @@ pub mod multi;
 pub mod netns;
 pub mod pcap;
 pub mod port;
+pub mod signals;
 pub mod worker;
 
 pub use port::{Port, PortStats};

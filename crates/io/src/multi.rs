@@ -32,6 +32,7 @@ use fastpath_packet::Pool;
 use crate::af_packet::{self, AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
 use crate::af_xdp::{XdpConfig, XdpPort};
 use crate::port::{Port, PortStats};
+use crate::signals::SecondSignal;
 use crate::worker::{Processor, Worker, WorkerStats};
 
 /// How to run the workers.
@@ -113,12 +114,13 @@ pub fn open_worker_ports(specs: &[PortSpec], worker: usize, workers: usize, pool
     Ok(ports)
 }
 
-/// Installs SIGINT/SIGTERM handlers and returns the stop flag they set (a second signal exits).
+/// Installs SIGINT/SIGTERM handlers and returns the stop flag they set (a second signal exits
+/// with status 130): [`crate::signals`] with [`SecondSignal::Exit`].
 ///
 /// # Errors
 /// When the handlers cannot be installed.
 pub fn stop_on_signals() -> std::io::Result<&'static AtomicBool> {
-    af_packet::install_stop_signals()
+    crate::signals::install_stop_signals(SecondSignal::Exit)
 }
 
 /// Why the runtime could not run.

@@ -20,10 +20,9 @@
 
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 
 use fastpath_io::netns::{Netns, VethPair};
+use fastpath_io::signals::{self, SecondSignal};
 
 use crate::LabError;
 
@@ -145,31 +144,25 @@ pub fn enter_netns(ns: &str) -> Result<(), LabError> {
         .map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))
 }
 
-fn flag() -> &'static Arc<AtomicBool> {
-    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-    FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)))
-}
-
 /// Installs SIGINT/SIGTERM handlers that set the lab's interrupted flag (checked by runners
-/// between trials, so the topology's drop guard still runs).
+/// between trials, so the topology's drop guard still runs). The flag is the process's one stop
+/// flag, [`fastpath_io::signals`]; a second Ctrl-C does not exit (teardown must still run).
 ///
 /// # Errors
 /// [`LabError::Io`] when the handler cannot be registered.
 pub fn install_ctrlc() -> Result<(), LabError> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(flag()))?;
-    }
+    signals::install_stop_signals(SecondSignal::Ignore)?;
     Ok(())
 }
 
 /// True once Ctrl-C (SIGINT) or SIGTERM arrived after [`install_ctrlc`].
 pub fn interrupted() -> bool {
-    flag().load(Ordering::SeqCst)
+    signals::stopped()
 }
 
 /// Sets or clears the interrupted flag by hand (tests inject a Ctrl-C with it).
 pub fn set_interrupted(v: bool) {
-    flag().store(v, Ordering::SeqCst);
+    signals::set_stopped(v);
 }
 
 /// Namespaces currently present whose name starts with `prefix`.
