@@ -1,0 +1,281 @@
+//! The per-worker mailbox: how typed control ops reach a worker without a lock on its path.
+//!
+//! ```text
+//!   control thread                                   worker w (at a batch boundary)
+//!   ─────────────                                    ──────────────────────────────
+//!   ops ─▶ to_worker.try_send(msg) ─┐                if posted.load() == seen: return   ◀─ idle: 1 load
+//!          posted += 1  (Release) ──┼──▶ posted ──▶  while let Ok(msg) = to_worker.try_recv():
+//!                                   └──▶ channel ──▶     seen += 1; apply to own pipeline
+//!   wait for replies (epoch = seq) ◀──── channel ◀──     from_worker.try_send(reply(seq))
+//! ```
+//! Each worker owns one [`WorkerEnd`]; the control thread owns the matching [`ControlEnd`]. The
+//! transport is two bounded `std::sync::mpsc::sync_channel`s, used only through `try_send` /
+//! `try_recv`: since Rust 1.67 that is crossbeam's array channel, lock-free for those calls (a
+//! stamp per slot, no mutex unless a thread blocks). The worker never blocks and never touches
+//! the channel while idle: it compares one atomic, `posted` (on its own cache line, written only
+//! by the control thread), with its local count of messages taken, so an idle poll costs one
+//! `Acquire` load of a line that stays in its cache until a message is posted.
+//!
+//! Ordering: the control thread sends before it bumps `posted` (Release), so a worker that sees
+//! the new count (Acquire) finds the message in the channel. Replies carry the request's `seq`,
+//! so the control thread can tell a late reply to an earlier request (after a timeout) from the
+//! current one.
+
+use crate::metrics::WorkerSnapshot;
+use fastpath_pipeline::entries::EntryOp;
+use fastpath_pipeline::Pipeline;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Messages waiting per direction: the control thread has at most one request in flight per
+/// worker, so this only absorbs late replies.
+const DEPTH: usize = 16;
+
+/// A message to a worker.
+#[derive(Debug)]
+pub enum ToWorker {
+    /// Apply these ops to the worker's pipeline, in order, then commit (one transaction).
+    Apply {
+        /// Request number.
+        seq: u64,
+        /// The ops (one allocation shared by every worker).
+        ops: Arc<[EntryOp]>,
+    },
+    /// Send a copy of the worker's counters.
+    Snapshot {
+        /// Request number.
+        seq: u64,
+    },
+}
+
+/// A worker's answer.
+#[derive(Debug)]
+pub enum FromWorker {
+    /// The result of an `Apply`: the index of the failed op and why.
+    Applied {
+        /// Request number.
+        seq: u64,
+        /// `Err((op index, message))` if the worker's pipeline refused an op.
+        result: Result<(), (usize, String)>,
+    },
+    /// The worker's counters.
+    Snapshot {
+        /// Request number.
+        seq: u64,
+        /// The counters.
+        snap: Box<WorkerSnapshot>,
+    },
+}
+
+impl FromWorker {
+    fn seq(&self) -> u64 {
+        match self {
+            FromWorker::Applied { seq, .. } | FromWorker::Snapshot { seq, .. } => *seq,
+        }
+    }
+}
+
+/// Messages posted to one worker, on its own cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Posted(AtomicU64);
+
+/// The control thread's end of one worker's mailbox.
+pub struct ControlEnd {
+    posted: Arc<Posted>,
+    to: SyncSender<ToWorker>,
+    from: Receiver<FromWorker>,
+}
+
+/// A worker's end of its mailbox. Worker only.
+pub struct WorkerEnd {
+    posted: Arc<Posted>,
+    seen: u64,
+    from: Receiver<ToWorker>,
+    to: SyncSender<FromWorker>,
+}
+
+/// A new mailbox: the control thread keeps the first end, worker gets the second.
+pub fn mailbox() -> (ControlEnd, WorkerEnd) {
+    let posted = Arc::new(Posted::default());
+    let (to_w, from_c) = mpsc::sync_channel(DEPTH);
+    let (to_c, from_w) = mpsc::sync_channel(DEPTH);
+    (ControlEnd { posted: posted.clone(), to: to_w, from: from_w }, WorkerEnd { posted, seen: 0, from: from_c, to: to_c })
+}
+
+/// Why a message could not be delivered or answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MailError {
+    /// The worker has stopped (its end was dropped).
+    Gone,
+    /// The worker's queue is full (it has not polled for a long time).
+    Full,
+    /// No answer before the deadline.
+    Timeout,
+}
+
+impl ControlEnd {
+    /// Posts `msg`. Control thread only; never blocks.
+    ///
+    /// # Errors
+    /// [`MailError::Gone`] or [`MailError::Full`].
+    pub fn post(&self, msg: ToWorker) -> Result<(), MailError> {
+        match self.to.try_send(msg) {
+            Ok(()) => {
+                self.posted.0.fetch_add(1, Ordering::Release);
+                Ok(())
+            }
+            Err(TrySendError::Full(_)) => Err(MailError::Full),
+            Err(TrySendError::Disconnected(_)) => Err(MailError::Gone),
+        }
+    }
+
+    /// Waits until `deadline` for the reply to request `seq`, discarding late replies to older
+    /// requests. Control thread only.
+    ///
+    /// # Errors
+    /// [`MailError::Gone`] or [`MailError::Timeout`].
+    pub fn reply(&self, seq: u64, deadline: Instant) -> Result<FromWorker, MailError> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.from.recv_timeout(left) {
+                Ok(r) if r.seq() == seq => return Ok(r),
+                Ok(_) => continue,
+                Err(RecvTimeoutError::Timeout) => return Err(MailError::Timeout),
+                Err(RecvTimeoutError::Disconnected) => return Err(MailError::Gone),
+            }
+        }
+    }
+}
+
+impl WorkerEnd {
+    /// True when a message waits (one atomic load). Worker only.
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.posted.0.load(Ordering::Acquire) != self.seen
+    }
+
+    /// At a batch boundary: applies every waiting message to `pipe` and answers it. `extra`
+    /// fills in the worker's port and loop counters for a snapshot (called only then). Costs one
+    /// atomic load when nothing waits. Worker only; never blocks.
+    #[inline]
+    pub fn poll(&mut self, pipe: &mut Pipeline, extra: impl FnOnce(&mut WorkerSnapshot)) {
+        if self.pending() {
+            self.serve(pipe, extra);
+        }
+    }
+
+    fn serve(&mut self, pipe: &mut Pipeline, extra: impl FnOnce(&mut WorkerSnapshot)) {
+        let mut extra = Some(extra);
+        while let Ok(msg) = self.from.try_recv() {
+            self.seen += 1;
+            let reply = match msg {
+                ToWorker::Apply { seq, ops } => FromWorker::Applied { seq, result: pipe.apply_ops(&ops) },
+                ToWorker::Snapshot { seq } => {
+                    let mut snap = Box::new(WorkerSnapshot::of(pipe));
+                    if let Some(f) = extra.take() {
+                        f(&mut snap);
+                    }
+                    FromWorker::Snapshot { seq, snap }
+                }
+            };
+            // The control thread waits for at most one reply per worker; a full queue means it
+            // gave up on earlier ones, which it discards anyway.
+            let _ = self.to.try_send(reply);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const SPEC: &str = r#"
+name = "m"
+[parser]
+headers = ["eth"]
+[[table]]
+name = "port_map"
+key = [{ field = "meta.in_port", match = "exact" }]
+actions = ["forward", "drop"]
+size = 64
+default = "drop"
+[control]
+ingress = "apply port_map"
+"#;
+
+    fn pipe() -> Pipeline {
+        fastpath_pipeline::compile("m.toml", SPEC).unwrap().instantiate()
+    }
+
+    #[test]
+    fn idle_poll_touches_nothing_and_a_post_is_applied_at_the_next_poll() {
+        let (c, mut w) = mailbox();
+        let mut p = pipe();
+        assert!(!w.pending());
+        w.poll(&mut p, |_| panic!("no snapshot asked"));
+        let op = p.program().parse_entry("table port_map add 3 => forward(1)").unwrap();
+        c.post(ToWorker::Apply { seq: 7, ops: Arc::from(vec![op]) }).unwrap();
+        assert!(w.pending());
+        assert_eq!(p.table("port_map").unwrap().len(), 0, "nothing happens before the worker polls");
+        w.poll(&mut p, |_| {});
+        assert!(!w.pending());
+        assert_eq!(p.table("port_map").unwrap().len(), 1);
+        let r = c.reply(7, Instant::now() + Duration::from_secs(1)).unwrap();
+        assert!(matches!(r, FromWorker::Applied { seq: 7, result: Ok(()) }), "{r:?}");
+    }
+
+    #[test]
+    fn late_replies_are_skipped_and_a_dropped_worker_is_gone() {
+        let (c, mut w) = mailbox();
+        let mut p = pipe();
+        c.post(ToWorker::Snapshot { seq: 1 }).unwrap();
+        c.post(ToWorker::Snapshot { seq: 2 }).unwrap();
+        w.poll(&mut p, |s| s.worker = 5);
+        let r = c.reply(2, Instant::now() + Duration::from_secs(1)).unwrap();
+        let FromWorker::Snapshot { seq: 2, snap } = r else { panic!("{r:?}") };
+        assert_eq!(snap.stages.len(), p.stats().len());
+        assert_eq!(c.reply(3, Instant::now() + Duration::from_millis(10)).unwrap_err(), MailError::Timeout);
+        drop(w);
+        assert_eq!(c.post(ToWorker::Snapshot { seq: 3 }).unwrap_err(), MailError::Gone);
+        assert_eq!(c.reply(3, Instant::now() + Duration::from_millis(10)).unwrap_err(), MailError::Gone);
+    }
+
+    #[test]
+    fn a_full_queue_is_reported_not_blocked_on() {
+        let (c, _w) = mailbox();
+        for s in 0..DEPTH as u64 {
+            c.post(ToWorker::Snapshot { seq: s }).unwrap();
+        }
+        assert_eq!(c.post(ToWorker::Snapshot { seq: 99 }).unwrap_err(), MailError::Full);
+    }
+
+    #[test]
+    fn a_worker_thread_applies_every_post_in_order() {
+        let (c, mut w) = mailbox();
+        let prog = pipe().program().clone();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let t = s.spawn(|| {
+                let mut p = pipe();
+                while !stop.load(Ordering::Relaxed) {
+                    w.poll(&mut p, |_| {});
+                    std::thread::yield_now();
+                }
+                p.table("port_map").map(|t| t.len())
+            });
+            for k in 0..40u64 {
+                let verb = if k % 4 == 3 { format!("table port_map del {}", k - 1) } else { format!("table port_map add {k} => forward(1)") };
+                let op = prog.parse_entry(&verb).unwrap();
+                c.post(ToWorker::Apply { seq: k, ops: Arc::from(vec![op]) }).unwrap();
+                let r = c.reply(k, Instant::now() + Duration::from_secs(5)).unwrap();
+                assert!(matches!(r, FromWorker::Applied { result: Ok(()), .. }), "{k}: {r:?}");
+            }
+            stop.store(true, Ordering::Relaxed);
+            assert_eq!(t.join().unwrap(), Some(20));
+        });
+    }
+}

@@ -1,0 +1,443 @@
+//! The control thread's state: a shadow replica of the pipeline that decides whether a change
+//! is accepted, the log of accepted changes, and one mailbox per worker.
+//!
+//! ```text
+//!  request ─▶ parse every line (api) ─▶ changes, in order ─▶ shadow.apply_ops ──refused──▶ error,
+//!                                                                  │ ok         shadow restored
+//!                                                                  ▼
+//!                                         log.push(ops); post Apply{seq, ops} to every worker
+//!                                         wait for every worker's Applied{seq} (or time out)
+//! ```
+//! The shadow is one more instance of the same program with the same entries and every
+//! accepted change. Workers' replicas receive exactly the ops the shadow accepted, in the same
+//! order, and the tables are deterministic (fixed hash seeds), so what succeeds on the shadow
+//! succeeds on every worker: "table full" or "no such key" is found out before anything reaches
+//! a worker, and a refused request leaves every replica unchanged. When a multi-op request
+//! fails part-way (or a classifier rebuild fails), the shadow — already changed by the ops before
+//! the failure — is rebuilt from the spec, the entries files and the log.
+
+use crate::api::{parse_request, Command, CtlError, Line, Show, HELP};
+use crate::mailbox::{ControlEnd, FromWorker, MailError, ToWorker};
+use crate::metrics::{Counters, WorkerSnapshot};
+use fastpath_pipeline::compile::TableImpl;
+use fastpath_pipeline::entries::{EntryError, EntryOp};
+use fastpath_pipeline::Pipeline;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Builds a fresh pipeline from the spec and the start-up entries files.
+pub type Rebuild<'a> = Box<dyn FnMut() -> Result<Pipeline, String> + Send + 'a>;
+
+/// The control plane of one running data plane. Control thread only.
+pub struct Control<'a> {
+    shadow: Pipeline,
+    rebuild: Rebuild<'a>,
+    log: Vec<Arc<[EntryOp]>>,
+    workers: Vec<ControlEnd>,
+    seq: u64,
+    timeout: Duration,
+}
+
+impl<'a> Control<'a> {
+    /// A control plane over `workers` (mailbox ends, by worker index). `shadow` must be built
+    /// the way every worker's pipeline was (same spec and entries); `rebuild` builds another.
+    pub fn new(shadow: Pipeline, rebuild: Rebuild<'a>, workers: Vec<ControlEnd>) -> Control<'a> {
+        Control { shadow, rebuild, log: Vec::new(), workers, seq: 0, timeout: Duration::from_secs(5) }
+    }
+
+    /// How long to wait for every worker's answer (default 5 s).
+    pub fn with_timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+
+    /// The shadow replica (every accepted change applied).
+    pub fn shadow(&self) -> &Pipeline {
+        &self.shadow
+    }
+
+    /// Changes accepted since start (ops, over all requests).
+    pub fn changes(&self) -> usize {
+        self.log.iter().map(|t| t.len()).sum()
+    }
+
+    /// Runs a request (one command per line) and returns its output. Every line is parsed
+    /// first; then the commands run in order, and consecutive changes are applied as one
+    /// transaction (every worker switches between two batches). Returns once every worker has
+    /// applied the changes.
+    ///
+    /// # Errors
+    /// [`CtlError`]: a bad line (nothing applied), a refused change (nothing of that transaction
+    /// applied), or a worker that did not answer.
+    pub fn execute(&mut self, request: &str) -> Result<String, CtlError> {
+        let lines = parse_request(self.shadow.program(), request)?;
+        let mut out = String::new();
+        let mut pending: Vec<Line> = Vec::new();
+        let mut applied = 0usize;
+        for l in lines {
+            match l.cmd {
+                Command::Change(_) => pending.push(l),
+                Command::Show(what) => {
+                    applied += self.commit(&mut pending)?;
+                    out.push_str(&self.show(what)?);
+                }
+                Command::Help => {
+                    applied += self.commit(&mut pending)?;
+                    out.push_str(HELP);
+                    out.push('\n');
+                }
+            }
+        }
+        applied += self.commit(&mut pending)?;
+        if applied > 0 {
+            let _ = writeln!(out, "ok: {applied} change(s) applied on {} worker(s)", self.workers.len());
+        }
+        Ok(out)
+    }
+
+    /// Applies `pending` as one transaction: shadow first, then every worker.
+    fn commit(&mut self, pending: &mut Vec<Line>) -> Result<usize, CtlError> {
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        let lines = std::mem::take(pending);
+        let ops: Arc<[EntryOp]> = lines
+            .iter()
+            .filter_map(|l| match &l.cmd {
+                Command::Change(op) => Some(op.clone()),
+                _ => None,
+            })
+            .collect();
+        if let Err((k, msg)) = self.shadow.apply_ops(&ops) {
+            let dirty_classifier = ops.iter().filter_map(EntryOp::table).any(|t| self.shadow.program().tables.get(t).is_some_and(|d| d.imp == TableImpl::Acl));
+            if k > 0 || dirty_classifier {
+                self.restore_shadow()?;
+            }
+            let l = &lines[k.min(lines.len() - 1)];
+            return Err(CtlError::Rejected(EntryError { file: "ctl".into(), line: l.no, col: 0, input: l.text.clone(), msg }));
+        }
+        self.log.push(ops.clone());
+        let seq = self.next_seq();
+        for r in self.broadcast(|| ToWorker::Apply { seq, ops: ops.clone() }, seq)? {
+            if let (w, FromWorker::Applied { result: Err((k, msg)), .. }) = r {
+                // The shadow accepted it, so a worker refusing it is a bug: say so loudly.
+                let l = &lines[k.min(lines.len() - 1)];
+                return Err(CtlError::Worker { worker: w, msg: format!("refused line {} ({}) that the control replica accepted: {msg}", l.no, l.text) });
+            }
+        }
+        Ok(ops.len())
+    }
+
+    fn restore_shadow(&mut self) -> Result<(), CtlError> {
+        let mut p = (self.rebuild)().map_err(|msg| CtlError::Worker { worker: usize::MAX, msg: format!("rebuilding the control replica: {msg}") })?;
+        for t in &self.log {
+            p.apply_ops(t).map_err(|(_, msg)| CtlError::Worker { worker: usize::MAX, msg: format!("replaying the change log: {msg}") })?;
+        }
+        self.shadow = p;
+        Ok(())
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Posts a message to every worker and collects every answer to `seq`.
+    fn broadcast(&self, msg: impl Fn() -> ToWorker, seq: u64) -> Result<Vec<(usize, FromWorker)>, CtlError> {
+        let mut posted = Vec::with_capacity(self.workers.len());
+        let mut first_err = None;
+        for (w, end) in self.workers.iter().enumerate() {
+            match end.post(msg()) {
+                Ok(()) => posted.push(w),
+                Err(e) => {
+                    first_err.get_or_insert((w, e));
+                }
+            }
+        }
+        let deadline = Instant::now() + self.timeout;
+        let mut out = Vec::with_capacity(posted.len());
+        for w in posted {
+            match self.workers[w].reply(seq, deadline) {
+                Ok(r) => out.push((w, r)),
+                Err(e) => {
+                    first_err.get_or_insert((w, e));
+                }
+            }
+        }
+        match first_err {
+            None => Ok(out),
+            Some((worker, e)) => Err(CtlError::Worker {
+                worker,
+                msg: match e {
+                    MailError::Gone => "has stopped".into(),
+                    MailError::Full => "is not taking control messages (its queue is full)".into(),
+                    MailError::Timeout => format!("did not answer within {:?} (a change stays queued and is applied at its next poll)", self.timeout),
+                },
+            }),
+        }
+    }
+
+    /// Every worker's counters (one round trip).
+    ///
+    /// # Errors
+    /// A worker that did not answer.
+    pub fn snapshots(&mut self) -> Result<Vec<WorkerSnapshot>, CtlError> {
+        let seq = self.next_seq();
+        let mut v = Vec::with_capacity(self.workers.len());
+        for (w, r) in self.broadcast(|| ToWorker::Snapshot { seq }, seq)? {
+            if let FromWorker::Snapshot { mut snap, .. } = r {
+                snap.worker = w;
+                snap.totals.worker = w;
+                v.push(*snap);
+            }
+        }
+        Ok(v)
+    }
+
+    /// Counters summed over workers.
+    ///
+    /// # Errors
+    /// A worker that did not answer.
+    pub fn counters(&mut self) -> Result<Counters, CtlError> {
+        Ok(Counters::sum(&self.snapshots()?))
+    }
+
+    fn show(&mut self, what: Show) -> Result<String, CtlError> {
+        let mut o = String::new();
+        match what {
+            Show::Counters { json: false } => o = self.counters()?.render(),
+            Show::Counters { json: true } => {
+                o = serde_json::to_string(&self.counters()?).map_err(|e| CtlError::Protocol(e.to_string()))?;
+                o.push('\n');
+            }
+            Show::Tables => {
+                let snaps = self.snapshots()?;
+                let _ = writeln!(o, "{:<16} {:<8} {:>10} {:>10} {:>14} {:>14}", "table", "engine", "entries", "size", "hits", "misses");
+                for (i, t) in self.shadow.program().tables.iter().enumerate() {
+                    let len = self.shadow.table(&t.name).map_or(0, |t| t.len());
+                    let (h, m) = snaps.iter().filter_map(|s| s.tables.get(i)).fold((0, 0), |(h, m), &(a, b)| (h + a, m + b));
+                    let engine = format!("{:?}", t.imp).to_lowercase();
+                    let _ = writeln!(o, "{:<16} {:<8} {:>10} {:>10} {:>14} {:>14}", t.name, engine, len, t.size, h, m);
+                }
+            }
+            Show::Meters => {
+                let _ = writeln!(o, "{:<16} {:<6} {:>8} {:>11}", "meter", "kind", "size", "configured");
+                for b in &self.shadow.objects().meters {
+                    let set = b.meters.iter().filter(|m| !matches!(m, fastpath_pipeline::objects::Meter::Unset)).count();
+                    let _ = writeln!(o, "{:<16} {:<6} {:>8} {:>11}", b.name, if b.two_rate { "trtcm" } else { "srtcm" }, b.meters.len(), set);
+                }
+            }
+            Show::Conntrack => {
+                let snaps = self.snapshots()?;
+                let _ = writeln!(o, "{:<16} {:>8} {:>12} {:>12}", "conntrack", "worker", "flows", "capacity");
+                for s in &snaps {
+                    for (name, len, cap) in &s.conntrack {
+                        let _ = writeln!(o, "{name:<16} {:>8} {len:>12} {cap:>12}", s.worker);
+                    }
+                }
+            }
+            Show::Plan => o = self.shadow.show_plan(),
+        }
+        Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mailbox::{mailbox, WorkerEnd};
+    use fastpath_packet::{Batch, Pool, Verdict};
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A port-indexed table (8 ports) and a small exact table that can fill up.
+    const SPEC: &str = r#"
+name = "m"
+[parser]
+headers = ["eth"]
+[[table]]
+name = "port_map"
+key = [{ field = "meta.in_port", match = "exact" }]
+actions = ["forward", "drop"]
+size = 6
+default = "drop(no_route)"
+[control]
+ingress = "apply port_map"
+"#;
+
+    fn pipe() -> Pipeline {
+        fastpath_pipeline::compile("m.toml", SPEC).unwrap().instantiate()
+    }
+
+    /// Verdicts of one packet from each of ports 0..8.
+    fn verdicts(p: &mut Pipeline) -> Vec<Verdict> {
+        let mut pool = Pool::new(16);
+        let mut b = Batch::new();
+        for port in 0..8u16 {
+            let h = pool.alloc().unwrap();
+            pool.set_data(h, &[0u8; 60]);
+            b.push(h, port);
+        }
+        p.process(&mut pool, &mut b, 0);
+        (0..8).map(|i| b.verdict(i)).collect()
+    }
+
+    /// Runs `f` with a control plane over `n` worker threads that poll their mailboxes; returns
+    /// what `f` returns and each worker's final verdicts.
+    fn with_workers<R>(n: usize, f: impl FnOnce(&mut Control<'_>) -> R) -> (R, Vec<Vec<Verdict>>) {
+        let (ends, wends): (Vec<ControlEnd>, Vec<WorkerEnd>) = (0..n).map(|_| mailbox()).unzip();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = wends
+                .into_iter()
+                .enumerate()
+                .map(|(w, mut end)| {
+                    let stop = &stop;
+                    s.spawn(move || {
+                        let mut p = pipe();
+                        while !stop.load(Ordering::Relaxed) {
+                            end.poll(&mut p, |snap| snap.totals.rx_pkts = 100 + w as u64);
+                            std::thread::yield_now();
+                        }
+                        verdicts(&mut p)
+                    })
+                })
+                .collect();
+            /// Stops the workers also when `f` panics (a failing assertion), so the scope ends.
+            struct StopOnDrop<'s>(&'s AtomicBool);
+            impl Drop for StopOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let guard = StopOnDrop(&stop);
+            let mut c = Control::new(pipe(), Box::new(|| Ok(pipe())), ends);
+            let r = f(&mut c);
+            drop(guard);
+            (r, hs.into_iter().map(|h| h.join().unwrap()).collect())
+        })
+    }
+
+    #[test]
+    fn a_change_reaches_every_worker_before_execute_returns() {
+        let (out, finals) = with_workers(3, |c| {
+            let out = c.execute("table port_map add 2 => forward(5)\ntable port_map add 3 => forward(6)").unwrap();
+            assert!(out.contains("ok: 2 change(s) applied on 3 worker(s)"), "{out}");
+            let counters = c.execute("show counters json").unwrap();
+            assert!(counters.contains("\"rx_pkts\":102"), "{counters}");
+            c.execute("show tables").unwrap()
+        });
+        assert!(out.contains("port_map") && out.contains("direct"), "{out}");
+        for v in finals {
+            assert_eq!((v[2], v[3], v[4]), (Verdict::Tx(5), Verdict::Tx(6), Verdict::Drop(fastpath_packet::DropReason::NoRoute)));
+        }
+    }
+
+    #[test]
+    fn a_bad_or_refused_request_changes_nothing_anywhere() {
+        let ((), finals) = with_workers(2, |c| {
+            c.execute("table port_map add 1 => forward(4)").unwrap();
+            // One bad line: nothing of the request is applied.
+            let e = c.execute("table port_map add 2 => forward(4)\ntable port_mapp add 3 => forward(4)").unwrap_err();
+            assert_eq!(e.code(), "bad_command");
+            assert!(e.to_string().contains("ctl:2:7: no table \"port_mapp\" (did you mean \"port_map\"?)"), "{e}");
+            // Refused part-way (the second delete finds nothing): the first op is undone too.
+            let e = c.execute("table port_map del 1\ntable port_map del 1").unwrap_err();
+            assert_eq!(e.code(), "rejected");
+            assert!(e.to_string().contains("ctl:2: table \"port_map\": no entry with that key"), "{e}");
+            assert_eq!(c.shadow().table("port_map").unwrap().len(), 1);
+            assert_eq!(c.changes(), 1);
+        });
+        for v in finals {
+            assert_eq!((v[1], v[2], v[3]), (Verdict::Tx(4), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute)));
+        }
+    }
+
+    #[test]
+    fn a_stopped_worker_is_reported() {
+        let (a, wa) = mailbox();
+        drop(wa);
+        let mut c = Control::new(pipe(), Box::new(|| Ok(pipe())), vec![a]).with_timeout(Duration::from_millis(50));
+        let e = c.execute("show counters").unwrap_err();
+        assert_eq!(e.to_string(), "worker 0: has stopped");
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Add(u16, u16),
+        Modify(u16, u16),
+        Del(u16),
+        Clear,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u16..8, 0u16..4).prop_map(|(k, p)| Op::Add(k, p)),
+            2 => (0u16..8, 0u16..4).prop_map(|(k, p)| Op::Modify(k, p)),
+            3 => (0u16..8).prop_map(Op::Del),
+            1 => Just(Op::Clear),
+        ]
+    }
+
+    fn text(o: &Op) -> String {
+        match o {
+            Op::Add(k, p) => format!("table port_map add {k} => forward({p})"),
+            Op::Modify(k, p) => format!("table port_map modify {k} => forward({p})"),
+            Op::Del(k) => format!("table port_map del {k}"),
+            Op::Clear => "table port_map clear".into(),
+        }
+    }
+
+    /// The naive twin: a map, capacity 6; a request applies all or nothing.
+    fn model(m: &BTreeMap<u16, u16>, req: &[Op]) -> Option<BTreeMap<u16, u16>> {
+        let mut m = m.clone();
+        for o in req {
+            match *o {
+                Op::Add(k, p) => {
+                    if !m.contains_key(&k) && m.len() >= 6 {
+                        return None;
+                    }
+                    m.insert(k, p);
+                }
+                Op::Modify(k, p) => *m.get_mut(&k)? = p,
+                Op::Del(k) => {
+                    m.remove(&k)?;
+                }
+                Op::Clear => m.clear(),
+            }
+        }
+        Some(m)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Random requests of 1–4 changes against two workers: each request is accepted exactly
+        /// when the naive model accepts it, and afterwards every worker forwards exactly as the
+        /// model says (refused requests change nothing).
+        #[test]
+        fn workers_follow_the_naive_model(reqs in prop::collection::vec(prop::collection::vec(op(), 1..5), 1..12)) {
+            let (model_final, finals) = with_workers(2, |c| {
+                let mut m = BTreeMap::new();
+                for req in &reqs {
+                    let body: Vec<String> = req.iter().map(text).collect();
+                    let got = c.execute(&body.join("\n"));
+                    match model(&m, req) {
+                        Some(next) => {
+                            assert!(got.is_ok(), "{body:?}: {got:?}");
+                            m = next;
+                        }
+                        None => assert_eq!(got.map_err(|e| e.code().to_string()).unwrap_err(), "rejected", "{body:?}"),
+                    }
+                    assert_eq!(c.shadow().table("port_map").unwrap().len(), m.len());
+                }
+                m
+            });
+            let want: Vec<Verdict> = (0..8u16).map(|k| model_final.get(&k).map_or(Verdict::Drop(fastpath_packet::DropReason::NoRoute), |&p| Verdict::Tx(p))).collect();
+            for v in finals {
+                prop_assert_eq!(&v, &want);
+            }
+        }
+    }
+}
