@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the fastpath lab uses: traffic programs (iperf3, iperf 2), the
 # baseline DUTs (DPDK testpmd, Open vSwitch userspace datapath), and the tools the topology needs
-# (iproute2, ethtool, procps for sysctl, util-linux for taskset).
+# (iproute2, ethtool, procps for sysctl, util-linux for taskset), and nftables (the overlay
+# test's kernel VXLAN gateway enforces its ACL with it).
 #
 # Idempotent: packages already installed are skipped; `apt-get update` runs at most once, and only
 # when something is missing. Noninteractive. Needs root. A package that cannot be installed is
@@ -10,7 +11,7 @@ set -u
 
 # dpdk-testpmd ships in dpdk-dev on Debian 12; its AF_XDP/AF_PACKET drivers are separate packages.
 want=(iproute2 ethtool iperf3 iperf dpdk dpdk-dev librte-net-af-xdp23 librte-net-af-packet23
-      librte-mempool-ring23 openvswitch-switch procps util-linux iputils-ping)
+      librte-mempool-ring23 openvswitch-switch procps util-linux iputils-ping nftables)
 missing=()
 for p in "${want[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

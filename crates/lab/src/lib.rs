@@ -14,6 +14,7 @@
 
 pub mod dut;
 pub mod gen;
+pub mod overlay_topo;
 pub mod report;
 pub mod tests;
 pub mod topo;

@@ -12,10 +12,16 @@
 //! --core <DUT core> --counters-out <file>` plus any `--fastpath-arg`; the DUT's final counters
 //! (per port, per stage with cycles per packet) are printed on stderr after the run; the spec and entries are written to a
 //! temporary directory so the binary needs no source tree.
+//!
+//! `fastpath lab overlay` is different: tenant A ▸ DUT ▸ tenant B namespaces whose kernels run
+//! real VXLAN interfaces; DUTs `fastpath` (this binary running `pipelines/sdn-overlay.toml`) and
+//! `linux-vxlan` (kernel VXLAN devices on a bridge); ping, iperf3 and a stateful-ACL check
+//! (see `fastpath_lab::tests::overlay`).
 
 use clap::{Args, ValueEnum};
 use fastpath_lab::dut::{DutConfig, DutKind};
 use fastpath_lab::gen::{self, GenConfig, Sizes};
+use fastpath_lab::tests::overlay::{self, OverlayConfig, OverlayDut};
 use fastpath_lab::tests::rfc2544::{self, Rfc2544Config};
 use fastpath_lab::tests::tcp::{self, TcpConfig, TcpTool};
 use fastpath_lab::topo;
@@ -35,6 +41,8 @@ pub enum LabTest {
     Tcp,
     /// The generator alone into an XDP sink (its own ceiling).
     Gen,
+    /// The sdn-overlay pipeline as VXLAN gateway between kernel VXLAN tenants: ping, iperf3, stateful ACL.
+    Overlay,
 }
 
 /// Arguments of `fastpath lab`.
@@ -45,14 +53,16 @@ DUTs: fastpath, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacke
 (>= 5.18 for the live-frames generator).\n\nExamples:\n  \
 fastpath lab rfc2544 --dut fastpath --dut linux-bridge-tuned --sizes 64,1518 --json\n  \
 fastpath lab tcp --dut fastpath --dut linux-bridge --streams 1,4 --seconds 10\n  \
-fastpath lab gen --sizes 64,1518 --trial-s 2")]
+fastpath lab gen --sizes 64,1518 --trial-s 2\n  \
+fastpath lab overlay --dut fastpath --dut linux-vxlan --duration 10 --streams 4 --json\n\n\
+overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), linux-vxlan (kernel VXLAN devices on a bridge).")]
 pub struct LabArgs {
     /// The test to run.
     #[arg(value_enum)]
     test: LabTest,
     /// A device under test; repeat for several (measured one after the other in this run).
-    #[arg(long = "dut", value_parser = parse_dut)]
-    duts: Vec<DutKind>,
+    #[arg(long = "dut")]
+    duts: Vec<String>,
     /// Frame sizes in bytes, with FCS (rfc2544, gen), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1280,1518")]
     sizes: Vec<u16>,
@@ -74,9 +84,18 @@ pub struct LabArgs {
     /// Parallel TCP stream counts (tcp), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     streams: Vec<u32>,
-    /// Seconds per TCP run (tcp).
-    #[arg(long, default_value_t = 10)]
+    /// Seconds per TCP run (tcp, overlay).
+    #[arg(long, visible_alias = "duration", default_value_t = 10)]
     seconds: u32,
+    /// Pings A→B per DUT (overlay).
+    #[arg(long, default_value_t = 50)]
+    pings: u32,
+    /// Conntrack entries of the fastpath overlay DUT (the spec's 5,000,000 allocate ~640 MB).
+    #[arg(long, default_value_t = 65536)]
+    conntrack: u32,
+    /// Capture the frames each overlay DUT sends towards tenant B (tshark) into this directory.
+    #[arg(long)]
+    capture: Option<PathBuf>,
     /// Also run iperf 2 (tcp).
     #[arg(long)]
     iperf2: bool,
@@ -96,6 +115,22 @@ pub struct LabArgs {
 
 fn parse_dut(s: &str) -> Result<DutKind, String> {
     DutKind::parse(s).map_err(|e| e.to_string())
+}
+
+/// The overlay test's configuration from the command line.
+fn overlay_config(a: &LabArgs, exe: PathBuf) -> Result<OverlayConfig, String> {
+    let duts = a.duts.iter().map(|d| OverlayDut::parse(d).map_err(|e| e.to_string())).collect::<Result<Vec<_>, _>>()?;
+    Ok(OverlayConfig {
+        duts,
+        fastpath_exe: exe,
+        fastpath_args: a.fastpath_args.clone(),
+        conntrack_size: a.conntrack,
+        pings: a.pings,
+        streams: a.streams.clone(),
+        duration_s: a.seconds,
+        capture_dir: a.capture.clone(),
+        ..OverlayConfig::default()
+    })
 }
 
 /// Removes the temporary directory holding the DUT's spec and entries on every exit path.
@@ -124,7 +159,40 @@ fn table(lines: &str) -> String {
     for l in lines.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else { continue };
         let g = |k: &str| v.get(k).map(|x| x.to_string().trim_matches('"').to_owned()).unwrap_or_default();
-        if v.get("throughput_mpps").is_some() {
+        if let Some(m) = v.get("measurement").and_then(serde_json::Value::as_str) {
+            let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
+            out.push_str(&match m {
+                "ping" => format!(
+                    "{:<12} ping   {}/{} replies  loss {:.1} %  RTT ms min {:.3} avg {:.3} p99 {:.3} max {:.3}\n",
+                    g("dut"),
+                    g("received"),
+                    g("sent"),
+                    f(&v["loss_pct"]),
+                    f(&v["rtt_ms"]["min"]),
+                    f(&v["rtt_ms"]["avg"]),
+                    f(&v["rtt_ms"]["p99"]),
+                    f(&v["rtt_ms"]["max"])
+                ),
+                "tcp" => format!(
+                    "{:<12} iperf3 {:>2} stream(s)  {:>7.2} Gbps  DUT CPU {:.0} %  machine CPU {:.0} %\n",
+                    g("dut"),
+                    g("streams"),
+                    f(&v["gbps"]),
+                    f(&v["dut_cpu_pct"]),
+                    f(&v["machine_cpu_pct"])
+                ),
+                "acl" => format!(
+                    "{:<12} acl    ({})  A→B port {} connects: {}  B→A blocked: {}\n",
+                    g("dut"),
+                    g("acl"),
+                    g("port"),
+                    g("allowed_connect"),
+                    g("denied_connect_blocked")
+                ),
+                "capture" => format!("{:<12} capture of the frames towards B: {}\n", g("dut"), g("pcap")),
+                _ => format!("{l}\n"),
+            });
+        } else if v.get("throughput_mpps").is_some() {
             let lat = |k: &str| v.get("latency_us").and_then(|x| x.get(k)).and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN);
             out.push_str(&format!(
                 "{:<20} {:>5} B  flows {:>5}  {:>8.3} Mpps  {:>7.3} Gbps  latency us min {:.1} p50 {:.1} p99 {:.1} max {:.1}\n",
@@ -148,7 +216,10 @@ fn table(lines: &str) -> String {
 
 /// Runs `fastpath lab`.
 pub fn run(a: LabArgs) -> Result<(), String> {
-    if !matches!(a.test, LabTest::Gen) && a.duts.is_empty() {
+    if matches!(a.test, LabTest::Overlay) && a.duts.is_empty() {
+        return Err("name at least one --dut (fastpath, linux-vxlan)".into());
+    }
+    if !matches!(a.test, LabTest::Gen | LabTest::Overlay) && a.duts.is_empty() {
         return Err("name at least one --dut (fastpath, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
@@ -160,8 +231,12 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     extra.extend(a.fastpath_args.iter().cloned());
     std::fs::write(&spec, L2FWD_SPEC).map_err(|e| format!("{}: {e}", spec.display()))?;
     std::fs::write(&entries, L2FWD_ENTRIES).map_err(|e| format!("{}: {e}", entries.display()))?;
-    let duts: Vec<DutConfig> = a
-        .duts
+    let kinds: Vec<DutKind> = if matches!(a.test, LabTest::Overlay) {
+        Vec::new()
+    } else {
+        a.duts.iter().map(|d| parse_dut(d)).collect::<Result<_, _>>()?
+    };
+    let duts: Vec<DutConfig> = kinds
         .iter()
         .map(|&k| {
             let mut c = DutConfig::new(k);
@@ -209,6 +284,14 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             let r = gen::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
             r.trials.iter().filter_map(|t| serde_json::to_string(t).ok()).map(|s| s + "\n").collect()
         }
+        LabTest::Overlay => {
+            let r = overlay::run(&overlay_config(&a, exe.clone())?, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            if let Some(c) = &r.fastpath_counters {
+                eprintln!("fastpath overlay DUT counters:\n{}", c.trim_end());
+            }
+            r.json_lines()
+        }
     };
     if let Ok(text) = std::fs::read_to_string(&counters) {
         // Where the fastpath DUT's packets and cycles went, over the whole run (all sizes).
@@ -244,6 +327,29 @@ mod tests {
         let prog = fastpath_pipeline::compile("l2fwd.toml", L2FWD_SPEC).unwrap();
         let mut p = prog.instantiate();
         assert_eq!(p.load_entries("e", L2FWD_ENTRIES).unwrap(), 2);
+    }
+
+    #[test]
+    fn overlay_takes_its_own_dut_names_and_rejects_others() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            lab: LabArgs,
+        }
+        let c = Cli::parse_from(["x", "overlay", "--dut", "fastpath", "--dut", "linux-vxlan", "--duration", "3", "--streams", "2", "--pings", "7"]);
+        let cfg = overlay_config(&c.lab, "/bin/fp".into()).unwrap();
+        assert_eq!(cfg.duts, vec![OverlayDut::Fastpath, OverlayDut::LinuxVxlan]);
+        assert_eq!((cfg.duration_s, cfg.pings, cfg.streams.clone()), (3, 7, vec![2]));
+        let c = Cli::parse_from(["x", "overlay", "--dut", "linux-bridge"]);
+        assert!(overlay_config(&c.lab, "/bin/fp".into()).unwrap_err().contains("linux-vxlan"));
+    }
+
+    #[test]
+    fn table_shows_overlay_rows() {
+        let l = r#"{"test":"overlay","dut":"fastpath","measurement":"ping","sent":20,"received":20,"loss_pct":0.0,"rtt_ms":{"min":0.1,"avg":0.2,"p99":0.5,"max":0.6}}"#;
+        let t = table(l);
+        assert!(t.contains("20/20 replies") && t.contains("p99 0.500"), "{t}");
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! report.write("lab-report.html").unwrap();
 //! ```
 
+pub mod overlay;
 pub mod rfc2544;
 pub mod tcp;
 

@@ -132,7 +132,7 @@ fn ncpus() -> f64 {
 }
 
 /// Samples machine and DUT CPU once a second until `stop`; returns (t, dut %, machine %).
-fn sample_cpu(pids: &[u32], stop: &AtomicBool) -> Vec<(f64, f64, f64)> {
+pub(crate) fn sample_cpu(pids: &[u32], stop: &AtomicBool) -> Vec<(f64, f64, f64)> {
     let hz = 100.0; // USER_HZ on Linux
     let t0 = Instant::now();
     let mut out = Vec::new();
@@ -159,7 +159,7 @@ fn sample_cpu(pids: &[u32], stop: &AtomicBool) -> Vec<(f64, f64, f64)> {
 }
 
 /// Parses iperf3 `-J` output into (interval end s, Gbps) and the mean Gbps at the receiver.
-fn parse_iperf3(json: &str) -> Result<(Vec<(f64, f64)>, f64), LabError> {
+pub(crate) fn parse_iperf3(json: &str) -> Result<(Vec<(f64, f64)>, f64), LabError> {
     let v: serde_json::Value =
         serde_json::from_str(json).map_err(|e| LabError::Io(format!("iperf3 JSON: {e}")))?;
     if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
