@@ -11,8 +11,9 @@ use crate::compile::{MatchKind, Program, TableDef, TableImpl};
 use crate::exec::{Stage, StageCx};
 use crate::trace::TraceRec;
 use crate::field::Extract;
+use crate::stages::vxlan::{EncapTemplate, Tunnel};
 use crate::value::Match;
-use fastpath_packet::{Batch, Lanes, Pool, BATCH_MAX};
+use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
 use fastpath_tables::acl::{Acl, AclConfig, AclRule, FieldMatch};
 use fastpath_tables::exact::ExactTable;
 use fastpath_tables::lpm::{Lpm4, Lpm6};
@@ -104,11 +105,14 @@ enum Fast {
     SetReg { reg: u8, value: u32 },
     /// An empty body (`permit`, `no_action`).
     Nop,
+    /// `vxlan_encap D S SIP DIP VNI; forward P` with constant operands: the tunnel's outer
+    /// headers prebuilt (template `tpl` of the stage).
+    Encap { tpl: u32, port: u16 },
     /// Anything else: run the primitives.
     General,
 }
 
-fn fast_form(body: &[action::Prim], args: &[u128; MAX_ARGS]) -> Fast {
+fn fast_form(body: &[action::Prim], args: &[u128; MAX_ARGS], templates: &mut Vec<EncapTemplate>) -> Fast {
     use crate::action::{Operand, Prim};
     use crate::field::Loc;
     use fastpath_packet::Slot;
@@ -121,6 +125,14 @@ fn fast_form(body: &[action::Prim], args: &[u128; MAX_ARGS]) -> Fast {
     match body {
         [] => Fast::Nop,
         [Prim::Forward(p)] => val(p).map_or(Fast::General, |p| Fast::Forward(p as u16)),
+        [Prim::VxlanEncap(ops), Prim::Forward(p)] => match (ops.iter().map(val).collect::<Option<Vec<u128>>>(), val(p)) {
+            (Some(v), Some(p)) => {
+                let t = Tunnel { dmac: v[0] as u64, smac: v[1] as u64, src: v[2] as u32, dst: v[3] as u32, vni: v[4] as u32 };
+                templates.push(EncapTemplate::new(&t));
+                Fast::Encap { tpl: templates.len() as u32 - 1, port: p as u16 }
+            }
+            _ => Fast::General,
+        },
         [Prim::Set(f, v)] => match (f.loc, val(v)) {
             (Loc::Meta(crate::field::MetaField::Reg(reg)), Some(v)) => Fast::SetReg { reg, value: v as u32 },
             _ => Fast::General,
@@ -156,6 +168,8 @@ pub struct TableStage {
     entries: Vec<ActionEntry>,
     fast: Vec<Fast>,
     default_fast: Fast,
+    /// Outer headers of the `Fast::Encap` entries.
+    templates: Vec<EncapTemplate>,
     intern: HashMap<ActionEntry, u32>,
     bodies: Vec<Vec<action::Prim>>,
     default: ActionEntry,
@@ -199,7 +213,8 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
     };
     let (da, dargs) = def.default;
     let bodies: Vec<Vec<action::Prim>> = p.actions.iter().map(|a| a.body.clone()).collect();
-    let default_fast = bodies.get(da).map_or(Fast::General, |b| fast_form(b, &dargs));
+    let mut templates = Vec::new();
+    let default_fast = bodies.get(da).map_or(Fast::General, |b| fast_form(b, &dargs, &mut templates));
     Box::new(TableStage {
         bit: 1 << t,
         table_index: t as u16,
@@ -207,6 +222,7 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         entries: Vec::new(),
         fast: Vec::new(),
         default_fast,
+        templates,
         intern: HashMap::new(),
         bodies,
         default: ActionEntry { action: da as u16, args: dargs },
@@ -247,7 +263,7 @@ impl TableStage {
         }
         let i = self.entries.len() as u32;
         self.entries.push(e);
-        let f = self.bodies.get(usize::from(e.action)).map_or(Fast::General, |b| fast_form(b, &e.args));
+        let f = self.bodies.get(usize::from(e.action)).map_or(Fast::General, |b| fast_form(b, &e.args, &mut self.templates));
         self.fast.push(f);
         self.intern.insert(e, i);
         i
@@ -635,6 +651,17 @@ impl Stage for TableStage {
                     }
                 }
                 Fast::Nop => {}
+                Fast::Encap { tpl, port } => {
+                    let ok = match self.templates.get(tpl as usize) {
+                        Some(t) => crate::stages::vxlan::encap_with(pool, b.handle(i), b.meta_mut(i), t),
+                        None => false,
+                    };
+                    if ok {
+                        b.meta_mut(i).out_port = port;
+                    } else {
+                        cx.drop(b, i, DropReason::NoHeadroom);
+                    }
+                }
                 Fast::Rewrite { macs, port } => {
                     let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
                     if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..off + 12) {

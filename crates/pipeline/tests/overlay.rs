@@ -19,6 +19,7 @@ const ENTRIES: &str = "\
 table vni_map add 100 => set_vnet(1)
 table acl_in add 10.0.0.0/24 10.0.1.0/24 80..80 6/0xff priority 10 => allow
 table acl_in add 10.0.0.0/24 10.0.1.0/24 * 17/0xff priority 20 => allow
+table acl_out add 10.0.0.0/24 10.0.1.1/32 6000..6000 17/0xff priority 5 => deny
 table local_mac add 02:00:00:00:0c:01 => local_mac(1)
 table local_mac add 02:00:00:00:0c:02 => local_mac(2)
 table ca_pa add 1 10.0.1.1 => to_tunnel(7)
@@ -52,13 +53,17 @@ fn tcp(from_client: bool, sport: u16, flags: TcpFlags, seq: u32, ack: u32, paylo
 }
 
 fn udp(sport: u16, len: usize) -> Vec<u8> {
+    udp_to(sport, 5001, len)
+}
+
+fn udp_to(sport: u16, dport: u16, len: usize) -> Vec<u8> {
     FrameBuilder::eth([2, 0, 0, 0, 0xe, 1], [2, 0, 0, 0, 0xe, 9])
         .ipv4(Ipv4Addr::new(198, 18, 9, 9), Ipv4Addr::new(198, 18, 0, 1))
         .udp(50000, 4789)
         .vxlan(100)
         .inner_eth(SERVER_MAC, CLIENT_MAC)
         .ipv4(Ipv4Addr::from(CLIENT), Ipv4Addr::from(SERVER))
-        .udp(sport, 5001)
+        .udp(sport, dport)
         .frame_len(len)
         .build()
 }
@@ -135,6 +140,22 @@ fn unsolicited_inbound_is_denied_and_the_denial_is_cached() {
     assert_eq!(drops(&p, "drop-3", DropReason::AclDeny), 1);
     // A non-SYN first packet is refused by the tracker.
     assert_eq!(one(&mut p, tcp(false, 40002, ACK, 1, 1, 10), SEC), Verdict::Drop(DropReason::ConntrackInvalid));
+}
+
+#[test]
+fn outbound_deny_drops_the_connection_from_its_first_packet_on_by_the_cached_verdict() {
+    let mut p = overlay(1000);
+    // Allowed inbound (UDP from the client subnet), denied outbound (port 6000 to the server).
+    assert_eq!(one(&mut p, udp_to(40000, 6000, 128), SEC), Verdict::Drop(DropReason::AclDeny));
+    assert_eq!(drops(&p, "acl_out", DropReason::AclDeny), 1);
+    // The next packets of that connection never reach the classifiers: the flow says "deny".
+    assert_eq!(one(&mut p, udp_to(40000, 6000, 128), SEC), Verdict::Drop(DropReason::AclDeny));
+    assert_eq!(one(&mut p, udp_to(40000, 6000, 128), SEC), Verdict::Drop(DropReason::AclDeny));
+    assert_eq!(drops(&p, "acl_out", DropReason::AclDeny), 1);
+    let acl_in: u64 = p.stats().into_iter().filter(|(n, _)| n == "acl_in").map(|(_, s)| s.pkts_in).sum();
+    assert_eq!(acl_in, 1, "only the first packet was classified");
+    // Another port of the same pair passes.
+    assert_eq!(one(&mut p, udp_to(40000, 5001, 128), SEC), Verdict::Tx(1));
 }
 
 #[test]

@@ -117,7 +117,9 @@ pub enum Variant {
 pub const LADDER: &[&str] = &["vxlan-forward", "+inbound-acl", "+conntrack", "+policer", "+outbound-acl", "full (encap)"];
 
 const HEAD: &str = "if vxlan.valid:\n    apply vni_map\n    vxlan_decap\nelse:\n    drop not_ip\n";
-const CT: &str = "conntrack flows meta.vnet\nif ct.invalid:\n    drop conntrack_invalid\nelif ct.new:\n    apply acl_in\nct_load flows\nif ct.verdict != 1:\n    drop acl_deny\n";
+/// Conntrack with the stateful ACLs on a connection's first packet; `{out}` is where the outbound
+/// ACL goes from step 4 on.
+const CT: &str = "conntrack flows meta.vnet\nif ct.invalid:\n    drop conntrack_invalid\nelif ct.new:\n    apply acl_in\n{out}ct_load flows\nif ct.verdict != 1:\n    drop acl_deny\n";
 const POL: &str = "apply local_mac\nmeter policer meta.pol drop_red\nif meta.color == 1:\n    set_dscp 10\n";
 
 /// The spec of ladder step `k`: the control block rebuilt from the full one's pieces. Tables a
@@ -125,14 +127,12 @@ const POL: &str = "apply local_mac\nmeter policer meta.pol drop_red\nif meta.col
 /// packet), because a spec must apply every table it defines.
 pub fn ladder_spec(spec: &str, k: usize) -> String {
     let mut body = String::from(HEAD);
-    body.push_str(if k >= 2 { CT } else if k == 1 { "apply acl_in\n" } else { "" });
+    let ct = CT.replace("{out}", if k >= 4 { "    apply acl_out\n" } else { "" });
+    body.push_str(if k >= 2 { &ct } else if k == 1 { "apply acl_in\n" } else { "" });
     if k >= 3 {
         body.push_str(POL);
     }
     body.push_str("apply ca_pa\n");
-    if k >= 4 {
-        body.push_str("apply acl_out\n");
-    }
     body.push_str(if k >= 5 { "apply tunnels\n" } else { "forward 1\n" });
     let unused: Vec<&str> = [(k < 1, "acl_in"), (k < 3, "local_mac"), (k < 4, "acl_out"), (k < 5, "tunnels")]
         .iter()
