@@ -815,7 +815,10 @@ impl Compiler<'_> {
             Cond::Cmp(f, op, v) => {
                 let field = self.field_at(&f.text, f.pos, p, None)?;
                 match field.kind.parse(&v.text) {
-                    Ok(val) => CondC::Cmp(field, *op, val),
+                    Ok(val) => match field.loc {
+                        crate::field::Loc::Meta(m) if val <= u128::from(u32::MAX) => CondC::MetaCmp(m, *op, val as u32),
+                        _ => CondC::Cmp(field, *op, val),
+                    },
                     Err(m) => {
                         let e = self.err(v.pos, m);
                         self.push(e);

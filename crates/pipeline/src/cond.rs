@@ -1,6 +1,6 @@
 //! Compiled branch conditions, evaluated per packet into lane masks.
 
-use crate::field::FieldRef;
+use crate::field::{read_meta, FieldRef, MetaField};
 use crate::spec::syntax::CmpOp;
 use fastpath_packet::{HdrSet, Meta};
 
@@ -13,6 +13,8 @@ pub enum CondC {
     Hit(u8),
     /// `field op constant`.
     Cmp(FieldRef, CmpOp, u128),
+    /// `meta.field op constant` (also `ct.*`): metadata only, no header read.
+    MetaCmp(MetaField, CmpOp, u32),
     /// Negation.
     Not(Box<CondC>),
     /// Conjunction.
@@ -29,20 +31,26 @@ impl CondC {
         match self {
             CondC::Valid(s) => m.valid.has_all(*s),
             CondC::Hit(t) => m.hits >> t & 1 != 0,
-            CondC::Cmp(f, op, v) => match f.read(data, m) {
-                None => false,
-                Some(x) => match op {
-                    CmpOp::Eq => x == *v,
-                    CmpOp::Ne => x != *v,
-                    CmpOp::Lt => x < *v,
-                    CmpOp::Le => x <= *v,
-                    CmpOp::Gt => x > *v,
-                    CmpOp::Ge => x >= *v,
-                },
-            },
+            CondC::Cmp(f, op, v) => f.read(data, m).is_some_and(|x| op.holds(x, *v)),
+            CondC::MetaCmp(f, op, v) => op.holds(read_meta(m, *f), *v),
             CondC::Not(c) => !c.eval(data, m),
             CondC::And(a, b) => a.eval(data, m) && b.eval(data, m),
             CondC::Or(a, b) => a.eval(data, m) || b.eval(data, m),
+        }
+    }
+}
+
+impl CmpOp {
+    /// `a op b`.
+    #[inline]
+    pub fn holds<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
         }
     }
 }

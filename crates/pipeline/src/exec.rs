@@ -300,6 +300,13 @@ fn run_steps(
                             out.insert(i);
                         }
                     }
+                } else if let CondC::MetaCmp(f, op, v) = *cond {
+                    // `ct.new`, `meta.color == 1`: metadata only, one comparison.
+                    for i in src {
+                        if op.holds(crate::field::read_meta(b.meta(i), f), v) {
+                            out.insert(i);
+                        }
+                    }
                 } else {
                     for i in src {
                         if cond.eval(pool.data(b.handle(i)), b.meta(i)) {

@@ -183,6 +183,8 @@ pub struct TableStage {
     scratch: Box<Scratch>,
     /// The specialised extractor when the key is one field.
     extract: Option<Extract>,
+    /// Every key field's extractor, width and whether it is a `range` field, in key order.
+    key_x: Vec<(Extract, u8, bool)>,
 }
 
 struct Scratch {
@@ -231,6 +233,7 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         misses: 0,
         chunks,
         extract: (def.key.len() == 1).then(|| def.key[0].field.extractor()),
+        key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
         scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX], res: [MISS; BATCH_MAX] }),
         def,
     })
@@ -322,11 +325,12 @@ impl TableStage {
 
 /// Packs the key fields of one packet into a u128 (concatenated, first field highest).
 #[inline]
-fn key128(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> Option<u128> {
+/// The key fields packed into one value (most significant first); `None` when one is missing.
+fn key128(key: &[(Extract, u8, bool)], data: &[u8], m: &fastpath_packet::Meta) -> Option<u128> {
     let mut k = 0u128;
-    for f in &def.key {
-        let v = f.field.read(data, m)?;
-        k = if f.field.width >= 128 { v } else { k << f.field.width | v };
+    for &(x, width, _) in key {
+        let v = x.read(data, m)?;
+        k = if width >= 128 { v } else { k << width | v };
     }
     Some(k)
 }
@@ -522,7 +526,7 @@ impl Stage for TableStage {
             // missing a key field misses (a missing port range reads as 0: see `keys_fields`).
             let mut flat = [0u32; 4 * crate::compile::MAX_KEY_FIELDS];
             for i in lanes {
-                sc.res[i] = match (live, keys_fields(&self.def, pool.data(b.handle(i)), b.meta(i))) {
+                sc.res[i] = match (live, keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i))) {
                     (Some(acl), Some(vals)) => {
                         let n = split_chunks(vals, &self.chunks, &mut flat);
                         acl.classify(&flat[..n]).map_or(MISS, |(a, _)| a)
@@ -563,7 +567,7 @@ impl Stage for TableStage {
             }
         } else {
             for i in lanes {
-                if let Some(k) = key128(&self.def, pool.data(b.handle(i)), b.meta(i)) {
+                if let Some(k) = key128(&self.key_x, pool.data(b.handle(i)), b.meta(i)) {
                     sc.keys[i] = k;
                     have.insert(i);
                 }
@@ -704,12 +708,12 @@ impl Stage for TableStage {
 /// Reads each key field of a packet; `None` when one is missing. A missing `range` field (the
 /// L4 ports of an ICMP packet) reads as 0, as in Open vSwitch's flow key, so a rule with a
 /// wildcard port range still applies to protocols without ports (ping through a stateful ACL).
-fn keys_fields(def: &TableDef, data: &[u8], m: &fastpath_packet::Meta) -> Option<[u128; crate::compile::MAX_KEY_FIELDS]> {
+fn keys_fields(key: &[(Extract, u8, bool)], data: &[u8], m: &fastpath_packet::Meta) -> Option<[u128; crate::compile::MAX_KEY_FIELDS]> {
     let mut v = [0u128; crate::compile::MAX_KEY_FIELDS];
-    for (x, f) in v.iter_mut().zip(&def.key) {
-        *x = match f.field.read(data, m) {
+    for (out, &(x, _, range)) in v.iter_mut().zip(key) {
+        *out = match x.read(data, m) {
             Some(val) => val,
-            None if f.kind == crate::compile::MatchKind::Range => 0,
+            None if range => 0,
             None => return None,
         };
     }
