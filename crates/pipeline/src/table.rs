@@ -192,7 +192,6 @@ struct Scratch {
     k32: [u32; BATCH_MAX],
     k64: [u64; BATCH_MAX],
     out: [Option<u32>; BATCH_MAX],
-    res: [u32; BATCH_MAX],
 }
 
 /// Builds the stage for table `t` of `p`.
@@ -234,7 +233,7 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         chunks,
         extract: (def.key.len() == 1).then(|| def.key[0].field.extractor()),
         key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
-        scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX], res: [MISS; BATCH_MAX] }),
+        scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX] }),
         def,
     })
 }
@@ -517,31 +516,33 @@ fn prefix_of(def: &TableDef, key: &[Match], width: u8) -> Result<(u128, u8), Tab
 
 impl Stage for TableStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
-        // Pass 1: keys. A packet missing a key field misses.
+        // Pass 1: keys (straight into the engine's key width). A packet missing a key field
+        // misses. Results go to `sc.out` (None = miss) for every lane.
         let sc = &mut *self.scratch;
         let mut have = Lanes::NONE;
         let mut fused = false;
+        let hit = |r: u32| (r != MISS).then_some(r);
         if let Engine::Acl { live, .. } = &self.engine {
-            // The classifier reads each field once, straight into its 32-bit parts; a packet
-            // missing a key field misses (a missing port range reads as 0: see `keys_fields`).
+            // The classifier reads each field once, straight into its 32-bit parts (a missing
+            // port range reads as 0: see `keys_fields`).
             let mut flat = [0u32; 4 * crate::compile::MAX_KEY_FIELDS];
             for i in lanes {
-                sc.res[i] = match (live, keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i))) {
+                sc.out[i] = match (live, keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i))) {
                     (Some(acl), Some(vals)) => {
                         let n = split_chunks(vals, &self.chunks, &mut flat);
-                        acl.classify(&flat[..n]).map_or(MISS, |(a, _)| a)
+                        acl.classify(&flat[..n]).map(|(a, _)| a)
                     }
-                    _ => MISS,
+                    _ => None,
                 };
             }
             fused = true;
         } else if let Some(x) = self.extract {
-            // One key field: the loop is monomorphised per extractor shape.
+            // One key field: the loop is monomorphised per extractor shape and key width.
             macro_rules! pass {
-                ($x:expr) => {
+                ($x:expr, $keys:expr, $ty:ty) => {
                     for i in lanes {
                         if let Some(v) = $x.read(pool.data(b.handle(i)), b.meta(i)) {
-                            sc.keys[i] = v;
+                            $keys[i] = v as $ty;
                             have.insert(i);
                         }
                     }
@@ -551,31 +552,35 @@ impl Stage for TableStage {
                 (Extract::InPort, Engine::Direct(v)) => {
                     // Port-indexed table (l2fwd): key, lookup and result in one pass.
                     for i in lanes {
-                        sc.res[i] = v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS);
+                        sc.out[i] = v.get(usize::from(b.meta(i).in_port)).copied().and_then(hit);
                     }
                     fused = true;
                 }
-                (Extract::InPort, _) => {
-                    for i in lanes {
-                        sc.keys[i] = u128::from(b.meta(i).in_port);
-                    }
-                    have = lanes;
-                }
-                (e @ Extract::Be32 { .. }, _) => pass!(e),
-                (e @ Extract::Be128 { .. }, _) => pass!(e),
-                (e, _) => pass!(e),
+                (e @ Extract::Meta(_), Engine::Exact64(_)) => pass!(e, sc.k64, u64),
+                (e @ Extract::Short { .. }, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
+                (e @ Extract::Be32 { .. }, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
+                (e @ Extract::Be32 { .. }, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
+                (e @ Extract::Be128 { .. }, _) => pass!(e, sc.keys, u128),
+                (e, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
+                (e, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
+                (e, _) => pass!(e, sc.keys, u128),
             }
         } else {
+            let narrow = matches!(self.engine, Engine::Exact64(_));
             for i in lanes {
                 if let Some(k) = key128(&self.key_x, pool.data(b.handle(i)), b.meta(i)) {
-                    sc.keys[i] = k;
+                    if narrow {
+                        sc.k64[i] = k as u64;
+                    } else {
+                        sc.keys[i] = k;
+                    }
                     have.insert(i);
                 }
             }
         }
-        if !fused {
+        if !fused && have != lanes {
             for i in lanes.and_not(have) {
-                sc.res[i] = MISS;
+                sc.out[i] = None;
             }
         }
         // Pass 2: bulk lookup.
@@ -583,46 +588,31 @@ impl Stage for TableStage {
             _ if fused => {}
             Engine::Direct(v) => {
                 for i in have {
-                    sc.res[i] = v.get(sc.keys[i] as usize).copied().unwrap_or(MISS);
+                    sc.out[i] = v.get(sc.keys[i] as usize).copied().and_then(hit);
                 }
             }
             Engine::Exact64(t) => {
-                for i in have {
-                    sc.k64[i] = sc.keys[i] as u64;
-                }
                 t.lookup_lanes(&sc.k64, have, &mut sc.out);
-                for i in have {
-                    sc.res[i] = sc.out[i].unwrap_or(MISS);
-                }
             }
             Engine::Exact128(t) => {
                 t.lookup_lanes(&sc.keys, have, &mut sc.out);
-                for i in have {
-                    sc.res[i] = sc.out[i].unwrap_or(MISS);
-                }
             }
             Engine::Lpm4(t) => {
-                for i in have {
-                    sc.k32[i] = sc.keys[i] as u32;
-                }
                 t.lookup_lanes(&sc.k32, have, &mut sc.out);
-                for i in have {
-                    sc.res[i] = sc.out[i].unwrap_or(MISS);
-                }
             }
             Engine::Lpm6(t) => {
                 for i in have {
-                    sc.res[i] = t.lookup(sc.keys[i]).unwrap_or(MISS);
+                    sc.out[i] = t.lookup(sc.keys[i]);
                 }
             }
             // Classifier tables were resolved in pass 1.
             Engine::Acl { .. } => {}
         }
-        let res = &sc.res;
+        let out = &sc.out;
         // Pass 3: actions (the common shapes pre-digested in `fast`).
         if cx.tracing() {
             for i in lanes {
-                let r = res[i];
+                let r = out[i].unwrap_or(MISS);
                 let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
                 let mut key = [0u128; 4];
                 let data = pool.data(b.handle(i));
@@ -635,7 +625,7 @@ impl Stage for TableStage {
         }
         let mut hits = 0u64;
         for i in lanes {
-            let r = res[i];
+            let r = out[i].unwrap_or(MISS);
             let fast = if r != MISS {
                 hits += 1;
                 b.meta_mut(i).hits |= self.bit;
