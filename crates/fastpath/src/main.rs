@@ -3,6 +3,7 @@
 //! - `run`    process packets through a pipeline spec (capture files, or live AF_XDP/AF_PACKET ports)
 //! - `bench`  measure a reference pipeline in memory (Mpps, ns and cycles per packet, per stage)
 //! - `check`  compile a spec and show its plan, or its errors
+//! - `ctl`    change tables and read counters of a running `fastpath run`
 //! - `gen`    generate route files and ClassBench-style rule sets
 //! - `lab`    end-to-end tests through real ports between network namespaces
 
@@ -33,6 +34,8 @@ enum Cmd {
     Bench(cli::bench::BenchArgs),
     /// Compile a pipeline spec; print its plan, or every error with file:line:column.
     Check(cli::check::CheckArgs),
+    /// Change tables and read counters of a running `fastpath run` (over its control socket).
+    Ctl(cli::ctl::CtlArgs),
     /// Generate entry files (routes) and rule sets (ClassBench format).
     #[command(subcommand)]
     Gen(cli::gen::GenCmd),
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Bench(a) => cli::bench::run(a),
         Cmd::Check(a) => cli::check::run(a),
+        Cmd::Ctl(a) => cli::ctl::run(a),
         Cmd::Gen(g) => cli::gen::run(g),
         Cmd::Lab(a) => cli::lab::run(a),
     };

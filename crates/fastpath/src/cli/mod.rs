@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod ctl;
 pub mod gen;
 pub mod lab;
 pub mod run;

@@ -6,7 +6,12 @@
 //! pipeline instance built from the same spec and entries, so flows are spread by the NIC/veth
 //! RSS hash or the fanout hash and one flow stays on one worker (the DPDK/VPP model).
 //!
-//! The control thread only watches: once per batch each worker adds its rx/tx/drop counts to
+//! Live runs serve the control socket (`--ctl PATH`, default `/run/fastpath/<pid>.sock`) on a
+//! control thread of their own: `fastpath ctl` changes tables and reads counters while traffic
+//! flows. Each worker checks its mailbox between batches (one atomic load when idle) and applies
+//! a request's changes to its own pipeline replica all at once; see `fastpath_control`.
+//!
+//! The display thread only watches: once per batch each worker adds its rx/tx/drop counts to
 //! its own cache-line-sized slot of relaxed atomics, and the control thread reads them every
 //! 100 ms to draw the one-line rate display (when stdout is a terminal) and to apply the
 //! `--duration` / `--packets` bounds. SIGINT/SIGTERM (or a bound) set the stop flag; workers
@@ -20,13 +25,16 @@ use fastpath_io::af_xdp::{XdpConfig, XdpMode, XdpPort, ZeroCopy};
 use fastpath_io::multi::{self, MultiConfig};
 use fastpath_io::pcap::{PcapSink, PcapSource};
 use fastpath_io::port::{Duplex, Port};
-use fastpath_io::worker::{Processor, Worker};
+use fastpath_control::mailbox::{ControlEnd, WorkerEnd};
+use fastpath_control::{Control, LoopCounters, PortCounters, Server, WorkerSnapshot};
+use fastpath_io::worker::{Processor, Worker, WorkerStats};
 use fastpath_packet::{Batch, Pool, Verdict};
 use fastpath_pipeline::{Pipeline, StageStats};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Arguments of `fastpath run`.
@@ -93,6 +101,12 @@ pub struct RunArgs {
     /// Also write the final counters (live ports) to this file.
     #[arg(long = "counters-out")]
     counters_out: Option<PathBuf>,
+    /// Control socket for `fastpath ctl` (live ports) [default: /run/fastpath/<pid>.sock].
+    #[arg(long)]
+    ctl: Option<PathBuf>,
+    /// Do not serve a control socket.
+    #[arg(long = "no-ctl", conflicts_with = "ctl")]
+    no_ctl: bool,
 }
 
 /// XDP attach mode on the command line.
@@ -218,10 +232,32 @@ struct LiveSlot {
     drop_pkts: AtomicU64,
 }
 
-/// The pipeline plus the per-batch live counters.
+/// The pipeline plus the per-batch live counters and the worker's control mailbox.
 struct LiveProc<'a> {
     inner: PipeProc,
     slot: &'a LiveSlot,
+    mail: Option<WorkerEnd>,
+}
+
+/// Copies a worker's port and loop counters into a control snapshot.
+fn fill_snapshot(snap: &mut WorkerSnapshot, ports: &[Box<dyn Port>], st: &WorkerStats) {
+    snap.ports = ports
+        .iter()
+        .map(|p| {
+            let s = p.stats();
+            PortCounters {
+                name: p.name().to_string(),
+                rx_pkts: s.rx_pkts,
+                rx_bytes: s.rx_bytes,
+                rx_dropped: s.rx_dropped,
+                tx_pkts: s.tx_pkts,
+                tx_bytes: s.tx_bytes,
+                tx_dropped: s.tx_dropped,
+                errors: s.errors,
+            }
+        })
+        .collect();
+    snap.totals = LoopCounters { worker: 0, rx_pkts: st.rx_pkts, tx_pkts: st.tx_pkts, dropped: st.dropped, tx_dropped: st.tx_dropped, batches: st.batches };
 }
 
 impl Processor for LiveProc<'_> {
@@ -238,6 +274,13 @@ impl Processor for LiveProc<'_> {
         s.rx_pkts.store(s.rx_pkts.load(Ordering::Relaxed) + batch.len() as u64, Ordering::Relaxed);
         s.tx_pkts.store(s.tx_pkts.load(Ordering::Relaxed) + tx, Ordering::Relaxed);
         s.drop_pkts.store(s.drop_pkts.load(Ordering::Relaxed) + dropped, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn between_batches(&mut self, ports: &[Box<dyn Port>], stats: &WorkerStats) {
+        if let Some(m) = &mut self.mail {
+            m.poll(&mut self.inner.0, |snap| fill_snapshot(snap, ports, stats));
+        }
     }
 }
 
@@ -345,12 +388,30 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if !a.rx_ring.is_power_of_two() || a.rx_ring < 64 {
         return Err(format!("--rx-ring {}: a power of two, at least 64", a.rx_ring));
     }
-    // Compile once up front so spec and entry errors stop us before any socket opens.
-    let first = build_pipeline(&a)?;
+    // Compile once up front so spec and entry errors stop us before any socket opens; this
+    // instance becomes the control plane's shadow replica.
+    let shadow = build_pipeline(&a)?;
     for e in &a.entries {
         eprintln!("loaded entries from {}", e.display());
     }
-    drop(first);
+    let server = if a.no_ctl {
+        None
+    } else {
+        let path = a.ctl.clone().unwrap_or_else(fastpath_control::default_socket_path);
+        match Server::bind(&path) {
+            Ok(s) => Some(s),
+            Err(e) if a.ctl.is_some() => return Err(e),
+            Err(e) => {
+                eprintln!("fastpath: no control socket ({e}); give --ctl PATH to serve one elsewhere");
+                None
+            }
+        }
+    };
+    let (ends, mail): (Vec<ControlEnd>, Vec<Mutex<Option<WorkerEnd>>>) = if server.is_some() {
+        (0..a.workers).map(|_| fastpath_control::mailbox()).map(|(c, w)| (c, Mutex::new(Some(w)))).unzip()
+    } else {
+        (Vec::new(), (0..a.workers).map(|_| Mutex::new(None)).collect())
+    };
     let xdp = XdpConfig {
         mode: match a.mode {
             Mode::Auto => XdpMode::Auto,
@@ -388,8 +449,19 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         a.ports.join(" "),
         a.workers
     );
+    if let Some(sv) = &server {
+        eprintln!("fastpath: control socket {} (fastpath ctl --socket {} show counters)", sv.path().display(), sv.path().display());
+    }
+    let mut control = server.as_ref().map(|_| Control::new(shadow, Box::new(|| build_pipeline(&a)), ends));
     let t0 = Instant::now();
     let (report, ended_by) = std::thread::scope(|s| {
+        if let (Some(sv), Some(ctl)) = (&server, control.as_mut()) {
+            let done = &done;
+            let spawned = std::thread::Builder::new().name("fp-ctl".into()).spawn_scoped(s, move || sv.serve_until(ctl, done));
+            if let Err(e) = spawned {
+                eprintln!("fastpath: no control thread: {e}");
+            }
+        }
         let rt = s.spawn(|| {
             let r = multi::run(
                 &mcfg,
@@ -398,7 +470,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
                     let mut pool = Pool::new(pool_size);
                     let opened = open_live_ports(ports, w, &lc, &mut pool)?;
                     let pipe = build_pipeline(&a)?;
-                    Ok(Worker::new(pool, opened, LiveProc { inner: PipeProc(pipe), slot: &slots[w] }))
+                    let mail = mail.get(w).and_then(|m| m.lock().ok().and_then(|mut m| m.take()));
+                    Ok(Worker::new(pool, opened, LiveProc { inner: PipeProc(pipe), slot: &slots[w], mail }))
                 },
                 |_, w| w.processor().inner.0.stats(),
             );
@@ -531,12 +604,30 @@ mod tests {
             pool.set_data(h, &f);
             b.push(h, in_port);
         }
-        let mut p = LiveProc { inner: PipeProc(l2fwd()), slot: &slot };
+        let mut p = LiveProc { inner: PipeProc(l2fwd()), slot: &slot, mail: None };
         p.process(&mut pool, &mut b, 0);
         assert_eq!(b.verdict(0), Verdict::Tx(1));
         assert_eq!(sum_slots(std::slice::from_ref(&slot)), (3, 2, 1));
         p.process(&mut pool, &mut b, 0);
         assert_eq!(sum_slots(std::slice::from_ref(&slot)), (6, 4, 2));
+    }
+
+    #[test]
+    fn live_proc_applies_control_changes_between_batches_and_snapshots_its_counters() {
+        let slot = LiveSlot::default();
+        let (end, mail) = fastpath_control::mailbox();
+        let mut p = LiveProc { inner: PipeProc(l2fwd()), slot: &slot, mail: Some(mail) };
+        let op = p.inner.0.program().parse_entry("table port_pair add 5 => forward(0)").unwrap();
+        end.post(fastpath_control::mailbox::ToWorker::Apply { seq: 1, ops: std::sync::Arc::from(vec![op]) }).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        p.between_batches(&[], &WorkerStats { rx_pkts: 9, ..WorkerStats::default() });
+        let r = end.reply(1, deadline).unwrap();
+        assert!(matches!(r, fastpath_control::mailbox::FromWorker::Applied { result: Ok(()), .. }), "{r:?}");
+        assert_eq!(p.inner.0.table("port_pair").unwrap().len(), 3);
+        end.post(fastpath_control::mailbox::ToWorker::Snapshot { seq: 2 }).unwrap();
+        p.between_batches(&[], &WorkerStats { rx_pkts: 9, ..WorkerStats::default() });
+        let fastpath_control::mailbox::FromWorker::Snapshot { snap, .. } = end.reply(2, deadline).unwrap() else { panic!("no snapshot") };
+        assert_eq!(snap.totals.rx_pkts, 9);
     }
 
     fn l2fwd() -> Pipeline {
