@@ -625,17 +625,20 @@ impl Stage for TableStage {
         }
         let mut hits = 0u64;
         for i in lanes {
-            let r = out[i].unwrap_or(MISS);
-            let fast = if r != MISS {
-                hits += 1;
-                b.meta_mut(i).hits |= self.bit;
-                self.fast.get(r as usize).copied().unwrap_or(Fast::General)
-            } else {
-                if let Some(reason) = self.def.default_drop {
-                    cx.drop(b, i, reason);
-                    continue;
+            let r = out[i];
+            let fast = match r {
+                Some(r) => {
+                    hits += 1;
+                    b.meta_mut(i).hits |= self.bit;
+                    self.fast.get(r as usize).copied().unwrap_or(Fast::General)
                 }
-                self.default_fast
+                None => {
+                    if let Some(reason) = self.def.default_drop {
+                        cx.drop(b, i, reason);
+                        continue;
+                    }
+                    self.default_fast
+                }
             };
             match fast {
                 Fast::Forward(p) => b.meta_mut(i).out_port = p,
@@ -664,7 +667,7 @@ impl Stage for TableStage {
                     b.meta_mut(i).out_port = port;
                 }
                 Fast::General => {
-                    let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
+                    let entry = r.and_then(|r| self.entries.get(r as usize)).unwrap_or(&self.default);
                     let mut acx = cx.action_ctx();
                     if let Some(body) = self.bodies.get(usize::from(entry.action)) {
                         for p in body {
