@@ -203,6 +203,17 @@ mod tests {
         assert_eq!(r[3].cmd, Command::Help);
     }
 
+    proptest::proptest! {
+        /// Any text, including multi-byte characters and stray `=>`, `(`, `/`: an answer, never
+        /// a panic (columns are computed from token positions).
+        #[test]
+        fn parsing_never_panics(text in "[ -~\u{e9}\u{2192}\n]{0,80}", words in proptest::collection::vec(proptest::sample::select(vec!["table", "fib4", "add", "del", "modify", "clear", "=>", "nexthop(", ")", "1,", "10.0.0.0/8", "show", "counters", "meter", "priority", "\u{e9}"]), 0..10)) {
+            let p = prog();
+            let _ = parse_request(&p, &text);
+            let _ = parse_request(&p, &words.join(" "));
+        }
+    }
+
     #[test]
     fn every_bad_line_is_reported_with_its_line_column_and_a_suggestion() {
         let p = prog();

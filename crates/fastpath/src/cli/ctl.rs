@@ -91,6 +91,39 @@ pub fn run(a: CtlArgs) -> Result<(), String> {
             print!("{out}");
             Ok(())
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => {
+            // With one file and nothing else, request lines are that file's lines: name it.
+            let file = match (a.files.as_slice(), a.command.is_empty()) {
+                ([f], true) if f.as_os_str() != "-" => Some(f.display().to_string()),
+                _ => None,
+            };
+            Err(match file {
+                Some(f) => name_file(&e.to_string(), &f),
+                None => e.to_string(),
+            })
+        }
+    }
+}
+
+/// Replaces the `ctl:` of `ctl:LINE[:COL]:` at the start of error lines with `file:`.
+fn name_file(msg: &str, file: &str) -> String {
+    msg.lines()
+        .map(|l| match l.strip_prefix("ctl:") {
+            Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => format!("{file}:{rest}"),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn errors_from_a_file_name_the_file() {
+        let m = "ctl:3:7: no table \"fib5\" (did you mean \"fib4\"?)\n    table fib5 del 1.0.0.0/8\n          ^";
+        let out = super::name_file(m, "routes.txt");
+        assert!(out.starts_with("routes.txt:3:7: no table"), "{out}");
+        assert!(out.ends_with("\n          ^"), "{out}");
+        assert_eq!(super::name_file("ctl: not a line", "f"), "ctl: not a line");
     }
 }
