@@ -364,6 +364,49 @@ ingress = "apply port_map"
         assert_eq!(e.to_string(), "worker 0: has stopped");
     }
 
+    #[test]
+    fn show_meters_conntrack_and_plan_read_the_replicas() {
+        const STATEFUL: &str = r#"
+name = "s"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp"]
+[[meter]]
+name = "pol"
+kind = "trtcm"
+size = 4
+[[conntrack]]
+name = "flows"
+size = 1024
+[control]
+ingress = '''
+conntrack flows
+forward 1
+'''
+"#;
+        let build = || fastpath_pipeline::compile("s.toml", STATEFUL).map(|p| p.instantiate()).map_err(|e| e.to_string());
+        let (end, mut w) = mailbox();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut p = build().unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    w.poll(&mut p, |_| {});
+                    std::thread::yield_now();
+                }
+            });
+            let mut c = Control::new(build().unwrap(), Box::new(build), vec![end]);
+            let r = c.execute("meter pol 2 cir 1000 cbs 100 pir 2000 pbs 200\nshow meters\nshow conntrack\nshow plan");
+            stop.store(true, Ordering::Relaxed);
+            let out = r.unwrap();
+            let meter = out.lines().find(|l| l.starts_with("pol ")).unwrap_or_else(|| panic!("{out}"));
+            assert_eq!(meter.split_whitespace().collect::<Vec<_>>(), vec!["pol", "trtcm", "4", "1"], "{out}");
+            let ct = out.lines().find(|l| l.starts_with("flows ")).unwrap_or_else(|| panic!("{out}"));
+            assert_eq!(ct.split_whitespace().take(3).collect::<Vec<_>>(), vec!["flows", "0", "0"], "{out}");
+            assert!(out.contains("ok: 1 change(s) applied on 1 worker(s)"), "{out}");
+            assert!(out.contains("conntrack"), "show plan lists the conntrack stage: {out}");
+        });
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Add(u16, u16),
