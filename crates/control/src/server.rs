@@ -8,8 +8,8 @@
 //!         or "error CODE\n" followed by the message  (CODE: bad_command, rejected, worker, …)
 //!  server closes the connection.
 //! ```
-//! `socat - UNIX-CONNECT:/run/fastpath/PID.sock` speaks it too. Requests are served one at a
-//! time, in order of arrival; a request's changes are applied as described in [`crate::state`].
+//! Requests are served one at a time, in order of arrival; a request's changes are applied as
+//! described in [`crate::state`]. A connection that sends nothing for 30 s is dropped.
 
 use crate::api::CtlError;
 use crate::state::Control;
