@@ -340,6 +340,9 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
+    if a.ctl.is_some() {
+        return Err("--ctl serves live runs only (a capture run ends when its files are read)".into());
+    }
     let mut pipe = load_pipeline(&a.spec, &a.entries)?;
     let mut opened = Vec::with_capacity(ports.len());
     for p in ports {
