@@ -96,6 +96,10 @@ pub struct LabArgs {
     /// Capture the frames each overlay DUT sends towards tenant B (tshark) into this directory.
     #[arg(long)]
     capture: Option<PathBuf>,
+    /// Overlay: tenants send without checksum offload, TSO and GSO for every DUT (by default the
+    /// kernel gateway gets them; fastpath never does).
+    #[arg(long = "no-offloads")]
+    no_offloads: bool,
     /// Also run iperf 2 (tcp).
     #[arg(long)]
     iperf2: bool,
@@ -129,6 +133,7 @@ fn overlay_config(a: &LabArgs, exe: PathBuf) -> Result<OverlayConfig, String> {
         streams: a.streams.clone(),
         duration_s: a.seconds,
         capture_dir: a.capture.clone(),
+        kernel_offloads: !a.no_offloads,
         ..OverlayConfig::default()
     })
 }

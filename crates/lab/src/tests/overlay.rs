@@ -111,6 +111,10 @@ pub struct OverlayConfig {
     pub capture_dir: Option<PathBuf>,
     /// How long to wait for a DUT to become ready.
     pub ready_timeout: Duration,
+    /// Tenants keep checksum offload, TSO and GSO when the gateway is the kernel's (false: every
+    /// DUT gets the MTU-sized, software-checksummed frames fastpath needs — the like-for-like
+    /// comparison).
+    pub kernel_offloads: bool,
 }
 
 impl Default for OverlayConfig {
@@ -127,6 +131,7 @@ impl Default for OverlayConfig {
             duration_s: 10,
             capture_dir: None,
             ready_timeout: Duration::from_secs(20),
+            kernel_offloads: true,
         }
     }
 }
@@ -178,6 +183,8 @@ pub struct TcpRow {
     pub tool: &'static str,
     /// Parallel streams.
     pub streams: u32,
+    /// The tenants sent with checksum offload, TSO and GSO (large segments to the gateway).
+    pub tenant_offloads: bool,
     /// Mean throughput at the receiver, Gbps (inner TCP payload).
     pub gbps: f64,
     /// Throughput per second: (seconds since start, Gbps).
@@ -561,7 +568,7 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
     let mut out = OverlayResults::default();
     for &kind in &cfg.duts {
         let name = kind.name();
-        let t = OverlayTopo::create(kind != OverlayDut::Fastpath)?;
+        let t = OverlayTopo::create(kind != OverlayDut::Fastpath && cfg.kernel_offloads)?;
         let t0 = Instant::now();
         let mut gw = match Gateway::start(&t, kind, cfg) {
             Ok(g) => g,
@@ -572,7 +579,8 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
             }
             Err(e) => return Err(e),
         };
-        progress(&format!("{name}: started in {} ({:.1} s); ACL: {}", t.dut_ns, t0.elapsed().as_secs_f64(), gw.acl));
+        let offl = if kind != OverlayDut::Fastpath && cfg.kernel_offloads { "on" } else { "off" };
+        progress(&format!("{name}: started in {} ({:.1} s); ACL: {}; tenant offloads {offl}", t.dut_ns, t0.elapsed().as_secs_f64(), gw.acl));
         let check = || if topo::interrupted() { Err(LabError::Interrupted) } else { Ok(()) };
         if let Some(dir) = &cfg.capture_dir {
             check()?;
@@ -600,7 +608,8 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
         out.rows.push(OverlayRow::Acl(acl));
         for &n in &streams {
             check()?;
-            let row = iperf(&t, name, &gw.pids(), n, cfg.duration_s)?;
+            let mut row = iperf(&t, name, &gw.pids(), n, cfg.duration_s)?;
+            row.tenant_offloads = offl == "on";
             progress(&format!(
                 "{name} iperf3 A→B {n} stream(s): {:.2} Gbps, DUT CPU {:.0} %, machine CPU {:.0} %",
                 row.gbps, row.dut_cpu_pct, row.machine_cpu_pct
@@ -747,6 +756,7 @@ fn iperf(t: &OverlayTopo, dut: &str, pids: &[u32], streams: u32, secs: u32) -> R
         measurement: "tcp",
         tool: "iperf3",
         streams,
+        tenant_offloads: false,
         gbps,
         gbps_over_time: series,
         dut_cpu_pct: mean(&dut_cpu),
@@ -783,7 +793,8 @@ impl OverlayResults {
              (VXLAN decap ▸ conntrack + stateful inbound ACL ▸ per-MAC srTCM policer ▸ CA→PA ▸ outbound ACL ▸ VXLAN \
              encap) on AF_XDP ports; linux-vxlan is one kernel VXLAN device per tunnel on a Linux bridge, with the \
              same ACL in nftables when nft is installed. For fastpath the tenants send without checksum offload, TSO \
-             and GSO; the kernel gateway keeps them. CPU in % of one core.",
+             and GSO; the kernel gateway keeps them unless the run says otherwise (--no-offloads). CPU in % of one \
+             core; the kernel gateway has no process of its own, so only the machine's CPU counts for it.",
         );
         report.pre(
             "tenant A vx0 198.19.100.1 ══VXLAN══▶ a0 198.18.1.1 ── d0 [DUT] d1 ── b0 198.18.2.1 ══VXLAN══▶ tenant B vx0 198.19.100.2",
@@ -809,9 +820,18 @@ impl OverlayResults {
         report.table(&["DUT", "pings", "replies", "loss %", "RTT min ms", "avg ms", "p99 ms", "max ms"], rows);
         let rows = self
             .tcps()
-            .map(|r| vec![r.dut.clone(), r.streams.to_string(), format!("{:.2}", r.gbps), format!("{:.0}", r.dut_cpu_pct), format!("{:.0}", r.machine_cpu_pct)])
+            .map(|r| {
+                vec![
+                    r.dut.clone(),
+                    r.streams.to_string(),
+                    if r.tenant_offloads { "on" } else { "off" }.to_owned(),
+                    format!("{:.2}", r.gbps),
+                    format!("{:.0}", r.dut_cpu_pct),
+                    format!("{:.0}", r.machine_cpu_pct),
+                ]
+            })
             .collect();
-        report.table(&["DUT", "iperf3 streams", "Gbps", "DUT CPU %", "machine CPU %"], rows);
+        report.table(&["DUT", "iperf3 streams", "tenant offloads", "Gbps", "DUT CPU %", "machine CPU %"], rows);
         let yes = |b: bool| if b { "yes" } else { "NO" }.to_owned();
         let rows = self
             .acls()
@@ -836,6 +856,11 @@ impl OverlayResults {
         let mut c = Chart::new("Machine CPU over time").x_label("time (s)").y_label("CPU busy (% of one core)");
         for r in self.tcps() {
             c = c.series(label(r), r.machine_cpu_over_time.clone());
+        }
+        report.line_chart(c);
+        let mut c = Chart::new("DUT CPU over time").x_label("time (s)").y_label("CPU of the DUT's processes (% of one core)");
+        for r in self.tcps().filter(|r| r.dut != "linux-vxlan") {
+            c = c.series(label(r), r.dut_cpu_over_time.clone());
         }
         report.line_chart(c);
         let mut c = Chart::new("Ping RTT through the gateway (A→B)").x_label("ping number").y_label("RTT (ms)");
