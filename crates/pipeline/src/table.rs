@@ -192,6 +192,7 @@ struct Scratch {
     k32: [u32; BATCH_MAX],
     k64: [u64; BATCH_MAX],
     out: [Option<u32>; BATCH_MAX],
+    res: [u32; BATCH_MAX],
 }
 
 /// Builds the stage for table `t` of `p`.
@@ -233,7 +234,7 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         chunks,
         extract: (def.key.len() == 1).then(|| def.key[0].field.extractor()),
         key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
-        scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX] }),
+        scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX], res: [MISS; BATCH_MAX] }),
         def,
     })
 }
@@ -521,6 +522,8 @@ impl Stage for TableStage {
         let sc = &mut *self.scratch;
         let mut have = Lanes::NONE;
         let mut fused = false;
+        // Port-indexed direct tables leave their results in `sc.res` (MISS = miss).
+        let mut direct_fused = false;
         let hit = |r: u32| (r != MISS).then_some(r);
         if let Engine::Acl { live, .. } = &self.engine {
             // The classifier reads each field once, straight into its 32-bit parts (a missing
@@ -552,9 +555,10 @@ impl Stage for TableStage {
                 (Extract::InPort, Engine::Direct(v)) => {
                     // Port-indexed table (l2fwd): key, lookup and result in one pass.
                     for i in lanes {
-                        sc.out[i] = v.get(usize::from(b.meta(i).in_port)).copied().and_then(hit);
+                        sc.res[i] = v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS);
                     }
                     fused = true;
+                    direct_fused = true;
                 }
                 (e @ Extract::Meta(_), Engine::Exact64(_)) => pass!(e, sc.k64, u64),
                 (e @ Extract::Short { .. }, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
@@ -612,7 +616,7 @@ impl Stage for TableStage {
         // Pass 3: actions (the common shapes pre-digested in `fast`).
         if cx.tracing() {
             for i in lanes {
-                let r = out[i].unwrap_or(MISS);
+                let r = if direct_fused { sc.res[i] } else { out[i].unwrap_or(MISS) };
                 let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
                 let mut key = [0u128; 4];
                 let data = pool.data(b.handle(i));
@@ -624,60 +628,70 @@ impl Stage for TableStage {
             }
         }
         let mut hits = 0u64;
-        for i in lanes {
-            let r = out[i];
-            let fast = match r {
-                Some(r) => {
-                    hits += 1;
-                    b.meta_mut(i).hits |= self.bit;
-                    self.fast.get(r as usize).copied().unwrap_or(Fast::General)
-                }
-                None => {
-                    if let Some(reason) = self.def.default_drop {
-                        cx.drop(b, i, reason);
-                        continue;
-                    }
-                    self.default_fast
-                }
-            };
-            match fast {
-                Fast::Forward(p) => b.meta_mut(i).out_port = p,
-                Fast::SetReg { reg, value } => {
-                    if let Some(r) = b.meta_mut(i).regs.get_mut(usize::from(reg)) {
-                        *r = value;
-                    }
-                }
-                Fast::Nop => {}
-                Fast::Encap { tpl, port } => {
-                    let ok = match self.templates.get(tpl as usize) {
-                        Some(t) => crate::stages::vxlan::encap_with(pool, b.handle(i), b.meta_mut(i), t),
-                        None => false,
+        // The action pass, monomorphised over where the lookup result is read from.
+        macro_rules! act {
+            ($get:expr) => {
+                for i in lanes {
+                    let r: Option<u32> = $get(i);
+                    let fast = match r {
+                        Some(r) => {
+                            hits += 1;
+                            b.meta_mut(i).hits |= self.bit;
+                            self.fast.get(r as usize).copied().unwrap_or(Fast::General)
+                        }
+                        None => {
+                            if let Some(reason) = self.def.default_drop {
+                                cx.drop(b, i, reason);
+                                continue;
+                            }
+                            self.default_fast
+                        }
                     };
-                    if ok {
-                        b.meta_mut(i).out_port = port;
-                    } else {
-                        cx.drop(b, i, DropReason::NoHeadroom);
-                    }
-                }
-                Fast::Rewrite { macs, port } => {
-                    let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
-                    if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..off + 12) {
-                        h.copy_from_slice(&macs);
-                    }
-                    b.meta_mut(i).out_port = port;
-                }
-                Fast::General => {
-                    let entry = r.and_then(|r| self.entries.get(r as usize)).unwrap_or(&self.default);
-                    let mut acx = cx.action_ctx();
-                    if let Some(body) = self.bodies.get(usize::from(entry.action)) {
-                        for p in body {
-                            if !action::apply(p, &entry.args, pool, b, i, &mut acx) {
-                                break;
+                    match fast {
+                        Fast::Forward(p) => b.meta_mut(i).out_port = p,
+                        Fast::SetReg { reg, value } => {
+                            if let Some(r) = b.meta_mut(i).regs.get_mut(usize::from(reg)) {
+                                *r = value;
+                            }
+                        }
+                        Fast::Nop => {}
+                        Fast::Encap { tpl, port } => {
+                            let ok = match self.templates.get(tpl as usize) {
+                                Some(t) => crate::stages::vxlan::encap_with(pool, b.handle(i), b.meta_mut(i), t),
+                                None => false,
+                            };
+                            if ok {
+                                b.meta_mut(i).out_port = port;
+                            } else {
+                                cx.drop(b, i, DropReason::NoHeadroom);
+                            }
+                        }
+                        Fast::Rewrite { macs, port } => {
+                            let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
+                            if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..off + 12) {
+                                h.copy_from_slice(&macs);
+                            }
+                            b.meta_mut(i).out_port = port;
+                        }
+                        Fast::General => {
+                            let entry = r.and_then(|r| self.entries.get(r as usize)).unwrap_or(&self.default);
+                            let mut acx = cx.action_ctx();
+                            if let Some(body) = self.bodies.get(usize::from(entry.action)) {
+                                for p in body {
+                                    if !action::apply(p, &entry.args, pool, b, i, &mut acx) {
+                                        break;
+                                    }
+                                }
                             }
                         }
                     }
                 }
-            }
+            };
+        }
+        if direct_fused {
+            act!(|i: usize| { let r = sc.res[i]; (r != MISS).then_some(r) });
+        } else {
+            act!(|i: usize| out[i]);
         }
         let misses = lanes.count() as u64 - hits;
         self.hits += hits;
