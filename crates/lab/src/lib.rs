@@ -4,7 +4,9 @@
 //! Layout: [`topo`] builds generator ▸ DUT ▸ sink namespaces; [`gen`] offers traffic (XDP live
 //! frames at millions of packets per second, AF_PACKET probes for latency) and counts what
 //! arrives; [`dut`] starts and stops the devices under test (Linux bridge, DPDK testpmd, Open
-//! vSwitch, fastpath); [`tests`] holds the runners (`rfc2544`, `tcp`); [`report`] writes HTML.
+//! vSwitch, fastpath); [`overlay_topo`] builds tenant A ▸ DUT ▸ tenant B namespaces whose kernels
+//! run real VXLAN interfaces; [`tests`] holds the runners (`rfc2544`, `tcp`, `overlay`, the last
+//! with its own gateways: fastpath on `sdn-overlay`, a kernel VXLAN bridge); [`report`] writes HTML.
 //! Every runner takes a plain config struct and a progress callback and returns results:
 //! `run(&config, &mut |line| eprintln!("{line}")) -> Result<Results, LabError>`.
 //!
