@@ -100,6 +100,9 @@ pub struct LabArgs {
     /// kernel gateway gets them; fastpath never does).
     #[arg(long = "no-offloads")]
     no_offloads: bool,
+    /// Overlay: the fastpath DUT's port kind (afxdp or afpacket).
+    #[arg(long = "port-kind", default_value = "afxdp", value_parser = ["afxdp", "afpacket"])]
+    port_kind: String,
     /// Also run iperf 2 (tcp).
     #[arg(long)]
     iperf2: bool,
@@ -134,6 +137,7 @@ fn overlay_config(a: &LabArgs, exe: PathBuf) -> Result<OverlayConfig, String> {
         duration_s: a.seconds,
         capture_dir: a.capture.clone(),
         kernel_offloads: !a.no_offloads,
+        port_kind: a.port_kind.clone(),
         ..OverlayConfig::default()
     })
 }

@@ -95,6 +95,8 @@ pub struct OverlayConfig {
     pub fastpath_args: Vec<String>,
     /// The CPU the fastpath worker is pinned to.
     pub core: usize,
+    /// The fastpath DUT's port kind: `afxdp` (default) or `afpacket`.
+    pub port_kind: String,
     /// Conntrack entries of the fastpath DUT (the spec's 5,000,000 take ~640 MB; the test has
     /// a handful of connections).
     pub conntrack_size: u32,
@@ -124,6 +126,7 @@ impl Default for OverlayConfig {
             fastpath_exe: PathBuf::from("fastpath"),
             fastpath_args: Vec::new(),
             core: 1,
+            port_kind: "afxdp".into(),
             conntrack_size: 65536,
             pings: 50,
             ping_interval_s: 0.05,
@@ -368,6 +371,7 @@ struct Gateway {
     child: Option<Child>,
     tmp: Option<PathBuf>,
     acl: String,
+    ports: String,
 }
 
 fn tmp_dir() -> Result<PathBuf, LabError> {
@@ -390,7 +394,7 @@ fn have(prog: &str) -> bool {
 
 impl Gateway {
     fn start(t: &OverlayTopo, kind: OverlayDut, cfg: &OverlayConfig) -> Result<Gateway, LabError> {
-        let mut g = Gateway { child: None, tmp: None, acl: "none".into() };
+        let mut g = Gateway { child: None, tmp: None, acl: "none".into(), ports: "kernel".into() };
         match kind {
             OverlayDut::Fastpath => g.fastpath(t, cfg)?,
             OverlayDut::LinuxVxlan => g.linux_vxlan(t, cfg)?,
@@ -399,6 +403,9 @@ impl Gateway {
     }
 
     fn fastpath(&mut self, t: &OverlayTopo, cfg: &OverlayConfig) -> Result<(), LabError> {
+        if !matches!(cfg.port_kind.as_str(), "afxdp" | "afpacket") {
+            return Err(LabError::Config(format!("port kind \"{}\": afxdp or afpacket", cfg.port_kind)));
+        }
         if !cfg.fastpath_exe.is_file() {
             return Err(LabError::Unavailable { dut: "fastpath".into(), why: format!("{} is not a file", cfg.fastpath_exe.display()) });
         }
@@ -414,9 +421,9 @@ impl Gateway {
             "--entries".into(),
             entries.to_string_lossy().into_owned(),
             "--port".into(),
-            format!("p0=afxdp:{}", t.a.dut_if),
+            format!("p0={}:{}", cfg.port_kind, t.a.dut_if),
             "--port".into(),
-            format!("p1=afxdp:{}", t.b.dut_if),
+            format!("p1={}:{}", cfg.port_kind, t.b.dut_if),
             "--core".into(),
             cfg.core.to_string(),
             "--counters-out".into(),
@@ -435,20 +442,27 @@ impl Gateway {
             .map_err(|e| LabError::Cmd { cmd: argv.join(" "), status: -1, stderr: e.to_string() })?;
         self.child = Some(child);
         self.acl = "sdn-overlay acl_in + conntrack".into();
+        self.ports = cfg.port_kind.clone();
         let t0 = Instant::now();
         loop {
             if let Some(Ok(Some(st))) = self.child.as_mut().map(Child::try_wait) {
                 return Err(LabError::Io(format!("fastpath exited early ({st})\n--- {} ---\n{}", log.display(), log_tail(&log))));
             }
-            let attached = [t.a.dut_if, t.b.dut_if]
-                .iter()
-                .all(|p| ns_exec(&t.dut_ns, &["ip", "link", "show", p]).map(|o| o.contains("xdp")).unwrap_or(false));
-            if attached {
+            // Ready when both ports are open: an XDP program on each interface (AF_XDP), or two
+            // packet sockets in the DUT namespace (AF_PACKET; /proc/net/packet is per namespace).
+            let ready = if cfg.port_kind == "afxdp" {
+                [t.a.dut_if, t.b.dut_if]
+                    .iter()
+                    .all(|p| ns_exec(&t.dut_ns, &["ip", "link", "show", p]).map(|o| o.contains("xdp")).unwrap_or(false))
+            } else {
+                ns_exec(&t.dut_ns, &["cat", "/proc/net/packet"]).map(|o| o.lines().count() > 2).unwrap_or(false)
+            };
+            if ready {
                 return Ok(());
             }
             if t0.elapsed() > cfg.ready_timeout {
                 return Err(LabError::Io(format!(
-                    "fastpath: no XDP program on {} and {} after {:?}\n--- {} ---\n{}",
+                    "fastpath: ports on {} and {} not open after {:?}\n--- {} ---\n{}",
                     t.a.dut_if,
                     t.b.dut_if,
                     cfg.ready_timeout,
@@ -580,7 +594,13 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
             Err(e) => return Err(e),
         };
         let offl = if kind != OverlayDut::Fastpath && cfg.kernel_offloads { "on" } else { "off" };
-        progress(&format!("{name}: started in {} ({:.1} s); ACL: {}; tenant offloads {offl}", t.dut_ns, t0.elapsed().as_secs_f64(), gw.acl));
+        progress(&format!(
+            "{name}: started in {} ({:.1} s); ports: {}; ACL: {}; tenant offloads {offl}",
+            t.dut_ns,
+            t0.elapsed().as_secs_f64(),
+            gw.ports,
+            gw.acl
+        ));
         let check = || if topo::interrupted() { Err(LabError::Interrupted) } else { Ok(()) };
         if let Some(dir) = &cfg.capture_dir {
             check()?;
