@@ -76,6 +76,8 @@ pub mod mailbox;
 pub mod metrics;
 pub mod server;
 pub mod state;
+#[cfg(test)]
+pub(crate) mod testutil;
 
 pub use api::{parse_request, Command, CtlError, Show};
 pub use mailbox::{mailbox, ControlEnd, WorkerEnd};

@@ -193,22 +193,9 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    const SPEC: &str = r#"
-name = "m"
-[parser]
-headers = ["eth"]
-[[table]]
-name = "port_map"
-key = [{ field = "meta.in_port", match = "exact" }]
-actions = ["forward", "drop"]
-size = 64
-default = "drop"
-[control]
-ingress = "apply port_map"
-"#;
-
+    /// Room for every key the tests add (up to 40).
     fn pipe() -> Pipeline {
-        fastpath_pipeline::compile("m.toml", SPEC).unwrap().instantiate()
+        crate::testutil::port_map(64, "drop")
     }
 
     #[test]

@@ -161,22 +161,8 @@ mod tests {
     use super::*;
     use crate::mailbox::mailbox;
 
-    const SPEC: &str = r#"
-name = "m"
-[parser]
-headers = ["eth"]
-[[table]]
-name = "port_map"
-key = [{ field = "meta.in_port", match = "exact" }]
-actions = ["forward", "drop"]
-size = 8
-default = "drop"
-[control]
-ingress = "apply port_map"
-"#;
-
     fn pipe() -> fastpath_pipeline::Pipeline {
-        fastpath_pipeline::compile("m.toml", SPEC).unwrap().instantiate()
+        crate::testutil::port_map(8, "drop")
     }
 
     #[test]

@@ -252,23 +252,10 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    /// A port-indexed table (8 ports) and a small exact table that can fill up.
-    const SPEC: &str = r#"
-name = "m"
-[parser]
-headers = ["eth"]
-[[table]]
-name = "port_map"
-key = [{ field = "meta.in_port", match = "exact" }]
-actions = ["forward", "drop"]
-size = 6
-default = "drop(no_route)"
-[control]
-ingress = "apply port_map"
-"#;
-
+    /// The port-indexed table with room for 6 of the 8 ports, so it can fill up (the model's
+    /// capacity); a miss drops as `no_route`.
     fn pipe() -> Pipeline {
-        fastpath_pipeline::compile("m.toml", SPEC).unwrap().instantiate()
+        crate::testutil::port_map(6, "drop(no_route)")
     }
 
     /// Verdicts of one packet from each of ports 0..8.
