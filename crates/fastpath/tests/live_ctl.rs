@@ -17,13 +17,16 @@
 //! Needs root; in CI a missing root is a failure. Namespaces, the child and the socket file
 //! are removed on every exit path (drop guards).
 
+mod common;
+
+use common::{root_or_skip, ChildGuard};
 use fastpath_io::af_packet::RawSocket;
-use fastpath_io::netns::{self, Netns, VethPair};
+use fastpath_io::netns::{Netns, VethPair};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const MAC_H0: [u8; 6] = [2, 0x18, 0, 0, 0, 0xa0];
@@ -32,30 +35,6 @@ const NH_DMAC: &str = "02:18:00:00:00:b1";
 const NH_SMAC: &str = "02:18:00:00:00:d1";
 const FLOWS: u16 = 64;
 const ROUTE: &str = "table fib4 add 198.19.1.0/24 => nexthop(1, 02:18:00:00:00:b1, 02:18:00:00:00:d1)";
-
-fn root_or_skip() -> bool {
-    if netns::is_root() {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
-    eprintln!("not root: skipped");
-    false
-}
-
-/// Kills the child by PID on drop (if still running) and removes the socket file.
-struct ChildGuard(Option<Child>, PathBuf);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            if let Ok(None) = c.try_wait() {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_file(&self.1);
-    }
-}
 
 fn csum(b: &[u8]) -> u16 {
     let mut s: u32 = b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
@@ -207,11 +186,11 @@ fn ctl_adds_and_deletes_a_route_on_both_workers_while_traffic_flows() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut guard = ChildGuard(Some(child), sock.clone());
+    let mut guard = ChildGuard::new(child).removing(&sock);
     // Ready when the socket answers.
     let t0 = Instant::now();
     while !ctl(&sock, &["show", "tables"], None).0 {
-        assert!(guard.0.as_mut().unwrap().try_wait().unwrap().is_none(), "fastpath run exited early");
+        assert!(guard.child().try_wait().unwrap().is_none(), "fastpath run exited early");
         assert!(t0.elapsed() < Duration::from_secs(10), "the control socket never answered");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -270,19 +249,7 @@ fn ctl_adds_and_deletes_a_route_on_both_workers_while_traffic_flows() {
     assert_eq!(c["ports"][1]["tx_pkts"].as_u64(), Some(n), "{c}");
 
     // Stop; the final report agrees.
-    let child = guard.0.as_mut().unwrap();
-    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(15), "fastpath did not stop");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let (status, out, err) = guard.stop(true);
     assert!(status.success(), "{status}\n{out}\n{err}");
     assert!(err.contains(&format!("control socket {}", sock.display())), "the socket is printed at start: {err}");
     assert!(out.contains(&format!("fib4/no_route: {}", 2 * n)), "{out}");

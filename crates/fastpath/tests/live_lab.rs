@@ -4,13 +4,13 @@
 //! HTML report, and that no lab namespace of this run is left behind.
 //! Needs root; in CI (`CI` set) a missing root is a failure, not a skip.
 
+mod common;
+
 use std::process::Command;
 
 #[test]
 fn rfc2544_fastpath_and_linux_bridge_in_one_run() {
-    if !fastpath_io::netns::is_root() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
-        eprintln!("not root: skipped");
+    if !common::root_or_skip() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("fpl-lab-{}", std::process::id()));

@@ -8,14 +8,14 @@
 //! directory or process of the run is left behind. Needs root; in CI a missing root or tshark
 //! is a failure, not a skip.
 
+mod common;
+
 use fastpath_packet::testutil::{assert_clean, tshark_fields, tshark_or_skip};
 use std::process::Command;
 
 #[test]
 fn overlay_fastpath_and_linux_vxlan_between_kernel_vxlan_tenants() {
-    if !fastpath_io::netns::is_root() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
-        eprintln!("not root: skipped");
+    if !common::root_or_skip() {
         return;
     }
     let tshark = tshark_or_skip("overlay_fastpath_and_linux_vxlan_between_kernel_vxlan_tenants");

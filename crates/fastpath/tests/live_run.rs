@@ -11,39 +11,18 @@
 //! Needs root; in CI (`CI` set) a missing root is a failure, not a skip. Namespaces and the
 //! child process are removed on every exit path (drop guards).
 
+mod common;
+
+use common::{root_or_skip, ChildGuard};
 use fastpath_io::af_packet::RawSocket;
-use fastpath_io::netns::{self, Netns, VethPair};
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use fastpath_io::netns::{Netns, VethPair};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
 const MAC_A: [u8; 6] = [2, 0x18, 0, 0, 0, 0xaa];
 const MAC_B: [u8; 6] = [2, 0x18, 0, 0, 0, 0xbb];
 const CHUNK: u32 = 32;
-
-fn root_or_skip() -> bool {
-    if netns::is_root() {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
-    eprintln!("not root: skipped");
-    false
-}
-
-/// Kills the child by PID on drop (SIGKILL if it is still running).
-struct ChildGuard(Option<Child>);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            if let Ok(None) = c.try_wait() {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-    }
-}
 
 fn frame(dir: u8, seq: u32, len: usize) -> Vec<u8> {
     let mut f = vec![0u8; len];
@@ -137,7 +116,7 @@ fn start(s: &Setup, ports: [&str; 2], extra: &[&str]) -> ChildGuard {
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let child = ChildGuard(Some(c.spawn().unwrap()));
+    let child = ChildGuard::new(c.spawn().unwrap());
     // Ready: both ports opened (an XDP program shows on d0 for afxdp; AF_PACKET binds at once).
     let t0 = Instant::now();
     loop {
@@ -153,22 +132,7 @@ fn start(s: &Setup, ports: [&str; 2], extra: &[&str]) -> ChildGuard {
 }
 
 fn finish(mut g: ChildGuard, term: bool) -> String {
-    let c = g.0.as_mut().unwrap();
-    if term {
-        let st = Command::new("kill").args(["-TERM", &c.id().to_string()]).status().unwrap();
-        assert!(st.success());
-    }
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(15), "fastpath did not stop");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let (status, out, err) = g.stop(term);
     assert!(status.success(), "fastpath failed: {status}\nstdout:\n{out}\nstderr:\n{err}");
     out
 }
