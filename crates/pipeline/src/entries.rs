@@ -500,34 +500,28 @@ apply fib4
         assert_eq!(e.col, 7);
         assert!(e.msg.contains("no table \"fib\" (did you mean \"fib4\"?)"), "{e}");
         assert!(e.to_string().ends_with("table fib add 10.0.0.0/8 => drop\n          ^"), "{e}");
-        let e = err("table fib4 ad 10.0.0.0/8 => drop");
-        assert!(e.msg.contains("did you mean \"add\""), "{e}");
-        assert_eq!(e.col, 12);
-        let e = err("table fib4 add 10.0.0.1/8 => drop");
-        assert!(e.msg.contains("beyond its /8"), "{e}");
-        assert_eq!(e.col, 16);
-        let e = err("table fib4 add 10.0.0.0/8 => nexthp(1, 02:00:00:00:00:01)");
-        assert!(e.msg.contains("did you mean \"nexthop\""), "{e}");
-        assert_eq!(e.col, 30);
-        let e = err("table fib4 add 10.0.0.0/8 => nexthop(port=1, dmc=02:00:00:00:00:01)");
-        assert!(e.msg.contains("no parameter \"dmc\" (did you mean \"dmac\"?)"), "{e}");
-        let e = err("table fib4 add 10.0.0.0/8 => nexthop(1)");
-        assert!(e.msg.contains("takes 2 argument(s) (port, dmac), 1 given"), "{e}");
-        let e = err("table fib4 add 10.0.0.0/8");
-        assert!(e.msg.contains("needs '=> ACTION(ARGS)'"), "{e}");
-        let e = err("table fib4 del 10.0.0.0/8 => drop");
-        assert!(e.msg.contains("key only"), "{e}");
-        let e = err("table acl add 1.2.3.4 => drop");
-        assert!(e.msg.contains("2 key field(s) (ipv4.src, ipv4.dst), 1 given"), "{e}");
-        let e = err("tabel fib4 clear");
-        assert!(e.msg.contains("did you mean \"table\""), "{e}");
-        assert_eq!(e.col, 1);
-        let e = err("meter pl 0 cir 1 cbs 1 ebs 1");
-        assert!(e.msg.contains("did you mean \"pol\""), "{e}");
-        let e = err("meter pol 2 cir 1 cbs 1 ebs 1");
-        assert!(e.msg.contains("out of range"), "{e}");
-        let e = err("meter pol 0 cri 1 cbs 1 ebs 1");
-        assert!(e.msg.contains("did you mean \"cir\""), "{e}");
+        // (command, part of the message, column of the offending token where it is checked)
+        let cases: &[(&str, &str, Option<usize>)] = &[
+            ("table fib4 ad 10.0.0.0/8 => drop", "did you mean \"add\"", Some(12)),
+            ("table fib4 add 10.0.0.1/8 => drop", "beyond its /8", Some(16)),
+            ("table fib4 add 10.0.0.0/8 => nexthp(1, 02:00:00:00:00:01)", "did you mean \"nexthop\"", Some(30)),
+            ("table fib4 add 10.0.0.0/8 => nexthop(port=1, dmc=02:00:00:00:00:01)", "no parameter \"dmc\" (did you mean \"dmac\"?)", None),
+            ("table fib4 add 10.0.0.0/8 => nexthop(1)", "takes 2 argument(s) (port, dmac), 1 given", None),
+            ("table fib4 add 10.0.0.0/8", "needs '=> ACTION(ARGS)'", None),
+            ("table fib4 del 10.0.0.0/8 => drop", "key only", None),
+            ("table acl add 1.2.3.4 => drop", "2 key field(s) (ipv4.src, ipv4.dst), 1 given", None),
+            ("tabel fib4 clear", "did you mean \"table\"", Some(1)),
+            ("meter pl 0 cir 1 cbs 1 ebs 1", "did you mean \"pol\"", None),
+            ("meter pol 2 cir 1 cbs 1 ebs 1", "out of range", None),
+            ("meter pol 0 cri 1 cbs 1 ebs 1", "did you mean \"cir\"", None),
+        ];
+        for &(cmd, msg, col) in cases {
+            let e = err(cmd);
+            assert!(e.msg.contains(msg), "{cmd}: {e}");
+            if let Some(col) = col {
+                assert_eq!(e.col, col, "{cmd}: {e}");
+            }
+        }
     }
 
     #[test]
