@@ -650,7 +650,7 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
 
 fn ping(t: &OverlayTopo, dut: &str, count: u32, interval_s: f64) -> Result<PingRow, LabError> {
     let (c, i, dst) = (count.to_string(), format!("{interval_s}"), t.b.ca.to_string());
-    let (_, stdout, stderr) = ns_output(&t.a.ns, &["ping", "-n", "-c", &c, "-i", &i, "-W", "1", &dst])?;
+    let (_, stdout, stderr) = ns_output(&t.a.ns, &["ping", "-n", "-c", &c, "-i", &i, "-W", "2", &dst])?;
     let (sent, received, rtts) = parse_ping(&stdout);
     if sent == 0 {
         return Err(LabError::Io(format!("ping printed no summary: {stdout}{stderr}")));
@@ -681,9 +681,10 @@ fn acl_check(t: &OverlayTopo, dut: &str) -> Result<AclRow, LabError> {
     // Listeners on both sides; the kernel completes handshakes into the backlog without accept().
     let _la = listen(&t.a.ns, t.a.ca, DENIED_PORT)?;
     let _lb = listen(&t.b.ns, t.b.ca, DENIED_PORT)?;
-    let timeout = Duration::from_millis(1500);
-    let allowed = connects(&t.a.ns, t.b.ca, DENIED_PORT, timeout)?;
-    let denied_ok = !connects(&t.b.ns, t.a.ca, DENIED_PORT, timeout)?;
+    // 3 s lets a lost SYN be retransmitted (after 1 s) on a busy machine; 1.5 s of silence is
+    // enough to call the denied direction blocked.
+    let allowed = connects(&t.a.ns, t.b.ca, DENIED_PORT, Duration::from_secs(3))?;
+    let denied_ok = !connects(&t.b.ns, t.a.ca, DENIED_PORT, Duration::from_millis(1500))?;
     Ok(AclRow {
         test: "overlay",
         dut: dut.to_owned(),
