@@ -6,7 +6,7 @@
 //! tshark — not our parser — decodes the frames fastpath wrote towards tenant B as VXLAN (UDP
 //! 4789, B's VNI 200, inner ICMP echo requests, checksums good), and that no namespace, temp
 //! directory or process of the run is left behind. Needs root; in CI a missing root or tshark
-//! is a failure, not a skip.
+//! is a failure, not a skip. A second, shorter run puts the fastpath gateway on AF_PACKET ports.
 
 mod common;
 
@@ -120,4 +120,32 @@ fn overlay_fastpath_and_linux_vxlan_between_kernel_vxlan_tenants() {
             assert!(r["ip.checksum.status"].iter().all(|s| s == "1" || s == "Good"), "frame {k}: {r:?}");
         }
     }
+}
+
+/// The fastpath gateway on AF_PACKET ports (`--port-kind afpacket`), the fallback where AF_XDP
+/// cannot run: ping through with no loss, TCP through, the stateful ACL enforced.
+#[test]
+fn overlay_fastpath_on_af_packet_ports() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let html = std::env::temp_dir().join(format!("fpl-overlay-afp-{}.html", std::process::id()));
+    let out = Command::new("timeout")
+        .args(["60", env!("CARGO_BIN_EXE_fastpath"), "lab", "overlay", "--dut", "fastpath", "--port-kind", "afpacket"])
+        .args(["--duration", "1", "--streams", "1", "--pings", "5", "--json", "--report"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&html);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(stderr.contains("ports: afpacket"), "{stderr}");
+    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let row = |m: &str| rows.iter().find(|r| r["measurement"] == m).unwrap_or_else(|| panic!("no {m} row: {stdout}"));
+    assert_eq!((row("ping")["sent"].as_u64(), row("ping")["received"].as_u64()), (Some(5), Some(5)), "{stdout}");
+    assert!(row("tcp")["gbps"].as_f64().is_some_and(|x| x > 0.0), "{stdout}");
+    assert_eq!((&row("acl")["allowed_connect"], &row("acl")["denied_connect_blocked"]), (&serde_json::json!(true), &serde_json::json!(true)), "{stdout}");
+    let pid = stderr.lines().find_map(|l| l.split("started in fp-odut-").nth(1)).and_then(|r| r.split('-').next()).unwrap_or_else(|| panic!("{stderr}"));
+    let ns = fastpath_io::netns::ip(&["netns", "list"]).unwrap();
+    assert!(!ns.contains(&format!("-{pid}-")), "namespaces left behind:\n{ns}");
 }
