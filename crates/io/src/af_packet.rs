@@ -504,6 +504,41 @@ impl RawSocket {
         Ok(RawSocket { fd })
     }
 
+    /// Keeps only IPv4/UDP frames to destination port `port` (with a 20-byte IP header): a
+    /// classic BPF socket filter, run by the kernel before a frame is queued to the socket, so
+    /// other traffic costs no copy.
+    ///
+    /// # Errors
+    /// The OS error of `setsockopt(SO_ATTACH_FILTER)`.
+    pub fn accept_only_udp_dport(&self, port: u16) -> io::Result<()> {
+        // ldh [12]; jeq 0x800; ldb [23]; jeq 17; ldh [36]; jeq port; ret 0xffff | ret 0
+        let code = [
+            libc::sock_filter { code: 0x28, jt: 0, jf: 0, k: 12 },
+            libc::sock_filter { code: 0x15, jt: 0, jf: 5, k: 0x0800 },
+            libc::sock_filter { code: 0x30, jt: 0, jf: 0, k: 23 },
+            libc::sock_filter { code: 0x15, jt: 0, jf: 3, k: 17 },
+            libc::sock_filter { code: 0x28, jt: 0, jf: 0, k: 36 },
+            libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: u32::from(port) },
+            libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0xffff },
+            libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 },
+        ];
+        let prog = libc::sock_fprog { len: code.len() as u16, filter: code.as_ptr().cast_mut() };
+        // SAFETY: `prog` points at `code`, both live for the call; the kernel copies the program.
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&prog as *const libc::sock_fprog).cast(),
+                std::mem::size_of::<libc::sock_fprog>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Sends one frame.
     ///
     /// # Errors
@@ -578,6 +613,61 @@ pub fn pin_to_core(core: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Pins the calling thread to the CPUs in `cores` (any of them).
+///
+/// # Errors
+/// `EINVAL` when `cores` is empty, names no existing CPU, or one past `CPU_SETSIZE`.
+pub fn pin_to_cores(cores: &[usize]) -> io::Result<()> {
+    if cores.is_empty() || cores.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: as in `pin_to_core`; every index was checked against CPU_SETSIZE above.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        for &c in cores {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets the nice value of the calling thread (-20..=19; lower runs more). Linux keeps a nice
+/// value per thread, so other threads of the process keep theirs.
+///
+/// # Errors
+/// `EACCES`/`EPERM` when lowering it without CAP_SYS_NICE.
+pub fn set_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: plain setpriority(2) on our own thread id.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes the calling thread a real-time thread (`SCHED_FIFO` at `priority`, 1..=99): it then
+/// runs as soon as it wakes, ahead of every ordinary thread. For threads that sleep almost
+/// always (latency probes); a busy one would starve its CPU's ordinary work.
+///
+/// # Errors
+/// `EPERM` without CAP_SYS_NICE; `EINVAL` for a priority out of range.
+pub fn set_realtime(priority: i32) -> io::Result<()> {
+    let p = libc::sched_param { sched_priority: priority };
+    // SAFETY: `p` is a live sched_param; pid 0 means the calling thread.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Number of CPUs this process may run on.
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
@@ -617,5 +707,49 @@ mod tests {
     fn pin_to_core_accepts_core_0_and_refuses_nonsense() {
         pin_to_core(0).unwrap();
         assert!(pin_to_core(1 << 20).is_err());
+    }
+
+    #[test]
+    fn udp_port_filter_keeps_only_that_port() {
+        if !crate::netns::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        // In a private network namespace, on its loopback.
+        let ns = crate::netns::Netns::new("fp-filt").unwrap();
+        let got = std::thread::scope(|s| {
+            s.spawn(|| {
+                enter_netns(&ns.path()).unwrap();
+                std::process::Command::new("ip").args(["link", "set", "lo", "up"]).status().unwrap();
+                let raw = RawSocket::open("lo").unwrap();
+                raw.accept_only_udp_dport(7777).unwrap();
+                let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                let _rx = std::net::UdpSocket::bind("127.0.0.1:7777").unwrap();
+                tx.send_to(b"other", "127.0.0.1:7778").unwrap();
+                tx.send_to(b"probe", "127.0.0.1:7777").unwrap();
+                let mut buf = [0u8; 2048];
+                let mut got = Vec::new();
+                while let Some(n) = raw.recv(&mut buf, 200).unwrap() {
+                    got.push(buf[42..n].to_vec());
+                }
+                got
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(got, vec![b"probe".to_vec()]);
+    }
+
+    #[test]
+    fn pin_to_cores_sets_the_mask() {
+        std::thread::spawn(|| {
+            pin_to_cores(&[0]).unwrap();
+            // SAFETY: sched_getcpu has no arguments and only reads the calling thread's CPU.
+            assert_eq!(unsafe { libc::sched_getcpu() }, 0);
+            assert!(pin_to_cores(&[]).is_err());
+            assert!(pin_to_cores(&[0, 1 << 20]).is_err());
+        })
+        .join()
+        .unwrap();
     }
 }
