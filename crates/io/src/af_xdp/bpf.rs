@@ -373,6 +373,31 @@ pub struct ProgType(pub u32);
 impl ProgType {
     /// XDP.
     pub const XDP: ProgType = ProgType(6);
+    /// Traffic-control classifier (`BPF_PROG_TYPE_SCHED_CLS`): runs on `struct __sk_buff`.
+    pub const SCHED_CLS: ProgType = ProgType(3);
+}
+
+/// `enum bpf_attach_type` value of a tc program on a device's ingress (tcx, Linux ≥ 6.6).
+pub const BPF_TCX_INGRESS: u32 = 46;
+
+/// Verdicts of a tc (tcx) program.
+pub mod tc_action {
+    /// Let the packet continue (`TC_ACT_OK` / `TCX_PASS`).
+    pub const OK: i32 = 0;
+    /// Drop it (`TC_ACT_SHOT` / `TCX_DROP`).
+    pub const SHOT: i32 = 2;
+}
+
+/// Field offsets in `struct __sk_buff` (the tc program's context), from `linux/bpf.h`.
+pub mod sk_buff {
+    /// `len`: bytes of the packet (from the Ethernet header at tc ingress).
+    pub const LEN: i16 = 0;
+    /// `data`: packet start (u32 in the context, a pointer to the verifier).
+    pub const DATA: i16 = 76;
+    /// `data_end`: end of the linear part.
+    pub const DATA_END: i16 = 80;
+    /// `gso_segs`: frames a GRO-merged packet stands for (0 or 1 otherwise).
+    pub const GSO_SEGS: i16 = 164;
 }
 
 #[repr(C)]
@@ -600,6 +625,21 @@ impl Link {
             ..Default::default()
         };
         Ok(Link { fd: fd_from(sys_bpf(BPF_LINK_CREATE, &mut a), "link create (xdp)")? })
+    }
+
+    /// Attaches a `SCHED_CLS` program to the ingress of interface `ifindex` (tcx,
+    /// `BPF_LINK_CREATE` with `BPF_TCX_INGRESS`, after any programs already there).
+    ///
+    /// # Errors
+    /// `EINVAL` on kernels without tcx (< 6.6); `ENODEV` for a bad ifindex.
+    pub fn tcx_ingress(prog: &Prog, ifindex: u32) -> Result<Link, BpfError> {
+        let mut a = LinkCreateAttr {
+            prog_fd: prog.fd() as u32,
+            target_ifindex: ifindex,
+            attach_type: BPF_TCX_INGRESS,
+            ..Default::default()
+        };
+        Ok(Link { fd: fd_from(sys_bpf(BPF_LINK_CREATE, &mut a), "link create (tcx ingress)")? })
     }
 
     /// The link's fd.
