@@ -865,6 +865,15 @@ impl Port for XdpPort {
 
 impl Drop for XdpPort {
     fn drop(&mut self) {
+        // Name the kernel's losses once, at close (control path): which ring ran short tells
+        // a slow worker (rx ring full) from a starved pool (fill ring empty).
+        let k = self.xdp_stats();
+        if k != XdpStatistics::default() {
+            eprintln!(
+                "fastpath: af_xdp {} queue {}: kernel counters: rx_dropped {} rx_ring_full {} rx_fill_ring_empty {} rx_invalid {} tx_invalid {} tx_ring_empty {}",
+                self.name, self.queue, k.rx_dropped, k.rx_ring_full, k.rx_fill_ring_empty_descs, k.rx_invalid_descs, k.tx_invalid_descs, k.tx_ring_empty_descs
+            );
+        }
         // Stop the program redirecting into a socket nobody reads. An error here means the map
         // entry is already gone.
         let _ = self.attach.map.delete(&self.queue.to_ne_bytes());
