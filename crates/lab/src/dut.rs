@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::topo::{ns_exec, run_cmd, Topology};
+use crate::topo::{self, ns_exec, run_cmd, thread_napi, Topology};
 use crate::LabError;
 
 /// The kinds of DUT the lab can start.
@@ -95,10 +95,16 @@ pub struct DutConfig {
     pub fastpath_cmd: Vec<String>,
     /// How long to wait for the DUT to become ready.
     pub ready_timeout: Duration,
+    /// Nice value given to every thread of the DUT once it is ready (its processes' threads,
+    /// or the tuned bridge's NAPI threads; the untuned bridge runs in the softirq of the
+    /// generator's thread, which the lab gives the same value). Default [`topo::LAB_NICE`];
+    /// `None` leaves them at 0.
+    pub nice: Option<i32>,
 }
 
 impl DutConfig {
-    /// Defaults for `kind`: core 1, the l2fwd pipeline on AF_XDP ports for fastpath.
+    /// Defaults for `kind`: core 1, nice [`topo::LAB_NICE`], the l2fwd pipeline on AF_XDP ports
+    /// for fastpath.
     pub fn new(kind: DutKind) -> DutConfig {
         let cmd = [
             "fastpath",
@@ -114,6 +120,7 @@ impl DutConfig {
             core: 1,
             fastpath_cmd: cmd.iter().map(|s| (*s).to_owned()).collect(),
             ready_timeout: Duration::from_secs(20),
+            nice: Some(topo::LAB_NICE),
         }
     }
 }
@@ -177,26 +184,10 @@ fn wait_for(
     }
 }
 
-/// PIDs of all NAPI kernel threads (`napi/<dev>-<id>`).
-fn napi_threads() -> Vec<u32> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Ok(c) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-                if c.starts_with("napi/") {
-                    out.push(pid);
-                }
-            }
-        }
-    }
-    out
-}
-
 impl Dut {
-    /// Starts the DUT in `t`'s DUT namespace and waits until it forwards.
+    /// Starts the DUT in `t`'s DUT namespace and waits until it forwards. Reserves the DUT's
+    /// core ([`topo::reserve_dut_core`]) until it stops, so the lab's traffic threads and the
+    /// sink's receive work run on the other CPUs.
     ///
     /// # Errors
     /// [`LabError::Unavailable`] when its program is not installed; [`LabError::Cmd`] or
@@ -209,11 +200,16 @@ impl Dut {
             tmp: None,
             napi_pids: Vec::new(),
         };
+        // From here on the lab's own threads stay off the DUT's core (lifted again by `stop`).
+        topo::reserve_dut_core(Some(cfg.core));
         match cfg.kind {
             DutKind::LinuxBridge | DutKind::LinuxBridgeTuned => d.bridge(t, cfg)?,
             DutKind::TestpmdAfXdp | DutKind::TestpmdAfPacket => d.testpmd(t, cfg)?,
             DutKind::OvsAfXdp => d.ovs(t, cfg)?,
             DutKind::Fastpath => d.fastpath(t, cfg)?,
+        }
+        if let Some(n) = cfg.nice {
+            d.renice(n)?;
         }
         Ok(d)
     }
@@ -229,6 +225,32 @@ impl Dut {
         let mut p: Vec<u32> = self.children.iter().map(|(_, c)| c.id()).collect();
         p.extend(&self.napi_pids);
         p
+    }
+
+    /// Every thread of the DUT: its processes' threads and its NAPI threads.
+    pub fn threads(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        for (_, c) in &self.children {
+            let tasks = std::fs::read_dir(format!("/proc/{}/task", c.id()));
+            out.extend(tasks.into_iter().flatten().flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()));
+        }
+        out.extend(&self.napi_pids);
+        out
+    }
+
+    /// Sets the nice value of every thread of the DUT ([`Dut::threads`]).
+    ///
+    /// # Errors
+    /// [`LabError::Cmd`] when `renice` fails.
+    pub fn renice(&self, nice: i32) -> Result<(), LabError> {
+        let tids: Vec<String> = self.threads().iter().map(u32::to_string).collect();
+        if tids.is_empty() {
+            return Ok(());
+        }
+        let n = nice.to_string();
+        let mut args = vec!["-n", n.as_str(), "-p"];
+        args.extend(tids.iter().map(String::as_str));
+        run_cmd("renice", &args).map(|_| ())
     }
 
     fn bridge(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
@@ -262,20 +284,8 @@ impl Dut {
             }
             // Threaded NAPI: receive processing moves from the sender's softirq to kernel threads,
             // which we pin to the DUT core.
-            let before = napi_threads();
             for p in [t.dut_in, t.dut_out] {
-                ns_exec(
-                    ns,
-                    &["sh", "-c", &format!("echo 1 > /sys/class/net/{p}/threaded")],
-                )?;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-            self.napi_pids = napi_threads()
-                .into_iter()
-                .filter(|p| !before.contains(p))
-                .collect();
-            for pid in &self.napi_pids {
-                let _ = run_cmd("taskset", &["-pc", &cfg.core.to_string(), &pid.to_string()]);
+                self.napi_pids.extend(thread_napi(ns, p, &[cfg.core])?);
             }
         }
         let kind = cfg.kind;
@@ -549,8 +559,16 @@ impl Dut {
             let _ = ns_exec(&self.ns, &["ip", "link", "del", "br0"]);
         }
         if let Some(d) = self.tmp.take() {
+            if self.kind == DutKind::Fastpath {
+                // The ports' own lines: the XDP mode obtained, and the kernel's loss counters.
+                let log = std::fs::read_to_string(d.join("fastpath.log")).unwrap_or_default();
+                for l in log.lines().filter(|l| l.starts_with("fastpath: af_xdp")) {
+                    eprintln!("  DUT {l}");
+                }
+            }
             let _ = std::fs::remove_dir_all(d);
         }
+        topo::reserve_dut_core(None);
     }
 }
 

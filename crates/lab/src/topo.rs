@@ -20,6 +20,7 @@
 
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fastpath_io::netns::{Netns, VethPair};
 use fastpath_io::signals::{self, SecondSignal};
@@ -118,7 +119,8 @@ fn ns_path(ns: &str) -> std::path::PathBuf {
     std::path::PathBuf::from("/var/run/netns").join(ns)
 }
 
-/// Runs `f` on a new thread that has entered network namespace `ns`, and returns its result.
+/// Runs `f` on a new thread that has entered network namespace `ns` (and, while a DUT core is
+/// reserved, is pinned to [`tester_cpus`]), and returns its result.
 ///
 /// # Errors
 /// [`LabError::Io`] when the namespace cannot be entered; a panic in `f` is re-raised.
@@ -126,6 +128,7 @@ pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T, La
     std::thread::scope(|s| {
         let h = s.spawn(move || -> Result<T, LabError> {
             enter_netns(ns)?;
+            pin_to_tester_cpus()?;
             Ok(f())
         });
         match h.join() {
@@ -142,6 +145,105 @@ pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T, La
 pub fn enter_netns(ns: &str) -> Result<(), LabError> {
     fastpath_io::af_packet::enter_netns(&ns_path(ns))
         .map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))
+}
+
+/// The CPU reserved for the device under test; `usize::MAX` when none is.
+static DUT_CORE: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Reserves `core` for the device under test (`None` lifts the reservation). While a core is
+/// reserved, the lab keeps its own work off it: every thread [`in_netns`] starts (generator,
+/// latency probes, sink counter) runs on [`tester_cpus`], and the sink's receive work moves to
+/// a NAPI thread on those CPUs ([`thread_napi`]). A DUT then competes for its core with nothing
+/// the lab runs, as with a separate tester box in RFC 2544 §6. [`crate::dut::Dut::start`]
+/// reserves the DUT's core and `stop` lifts it.
+pub fn reserve_dut_core(core: Option<usize>) {
+    DUT_CORE.store(core.unwrap_or(usize::MAX), Ordering::SeqCst);
+}
+
+/// The reserved DUT core, if any.
+pub fn dut_core() -> Option<usize> {
+    let c = DUT_CORE.load(Ordering::SeqCst);
+    (c != usize::MAX).then_some(c)
+}
+
+/// The CPUs the lab's own threads use: all but the reserved DUT core (all of them when no core
+/// is reserved or the machine has only one).
+pub fn tester_cpus() -> Vec<usize> {
+    let n = fastpath_io::af_packet::available_cores();
+    let all: Vec<usize> = (0..n).collect();
+    match dut_core() {
+        Some(d) if n > 1 && d < n => all.into_iter().filter(|&c| c != d).collect(),
+        _ => all,
+    }
+}
+
+/// The nice value of everything the lab measures with while a DUT runs: the DUT's threads
+/// ([`crate::dut::DutConfig::nice`]) and the lab's own traffic threads. On a machine shared with
+/// other work (compilers), a polling DUT at nice 0 gets a fair share of its core, not the core:
+/// at load 5 the fastpath worker got 23–40 % of core 1 and held frames for the others' time
+/// slices (p50 3.4 ms at half rate), and the generator could not offer 0.16 Mpps. At nice -10 a
+/// thread outweighs an ordinary one about 9:1 (the worker got its whole core: p50 34 µs).
+/// Every DUT gets the same.
+pub const LAB_NICE: i32 = -10;
+
+/// Pins the calling thread to [`tester_cpus`] and gives it [`LAB_NICE`] when a DUT core is
+/// reserved (else leaves it be).
+///
+/// # Errors
+/// [`LabError::Io`] when the affinity cannot be set (the nice value is best effort).
+pub fn pin_to_tester_cpus() -> Result<(), LabError> {
+    if dut_core().is_none() {
+        return Ok(());
+    }
+    let cpus = tester_cpus();
+    fastpath_io::af_packet::pin_to_cores(&cpus).map_err(|e| LabError::Io(format!("pinning to CPUs {cpus:?}: {e}")))?;
+    let _ = fastpath_io::af_packet::set_nice(LAB_NICE);
+    Ok(())
+}
+
+/// PIDs of all NAPI kernel threads (`napi/<dev>-<id>`).
+pub fn napi_threads() -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(c) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+                if c.starts_with("napi/") {
+                    out.push(pid);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Switches `ifname` (in namespace `ns`) to threaded NAPI, so its receive processing runs in
+/// kernel threads instead of the softirq of whichever CPU queued the frames, and pins those
+/// threads to `cpus` (unpinned when `cpus` is empty). Returns the threads' PIDs.
+///
+/// # Errors
+/// [`LabError::Cmd`] when the interface has no `threaded` switch or a thread cannot be pinned.
+pub fn thread_napi(ns: &str, ifname: &str, cpus: &[usize]) -> Result<Vec<u32>, LabError> {
+    let before = napi_threads();
+    ns_exec(ns, &["sh", "-c", &format!("echo 1 > /sys/class/net/{ifname}/threaded")])?;
+    // The kernel starts the threads synchronously, but give /proc a moment.
+    let mut new = Vec::new();
+    for _ in 0..20 {
+        new = napi_threads().into_iter().filter(|p| !before.contains(p)).collect();
+        if !new.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    if !cpus.is_empty() {
+        let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+        for pid in &new {
+            run_cmd("taskset", &["-pc", &list.join(","), &pid.to_string()])?;
+        }
+    }
+    Ok(new)
 }
 
 /// Installs SIGINT/SIGTERM handlers that set the lab's interrupted flag (checked by runners
