@@ -86,8 +86,9 @@ pub struct RunArgs {
     /// Busy polling for afxdp ports, in microseconds (0: off).
     #[arg(long = "busy-poll", default_value_t = 0)]
     busy_poll_us: u32,
-    /// AF_XDP rx and fill ring slots (power of two): deeper rings absorb bursts.
-    #[arg(long = "rx-ring", default_value_t = 2048)]
+    /// AF_XDP rx and fill ring slots (power of two): deeper rings absorb bursts and stalls
+    /// (8192 = 10 ms at 0.8 Mpps; lab l2fwd 64 B at 0 % loss: 0.80 Mpps with 2048, 0.93 with 8192).
+    #[arg(long = "rx-ring", default_value_t = 8192)]
     rx_ring: u32,
     /// Sleep this many microseconds after 1024 idle polls (0: spin, the data-plane default).
     #[arg(long = "idle-sleep", default_value_t = 0)]
