@@ -374,9 +374,9 @@ impl Bucket {
 }
 
 /// Stages are this many packets apart in [`FlowTable::lookup_batch`].
-const PIPE_D: usize = 8;
+const PIPE_D: usize = 16;
 /// Candidate ring between stages 2 and 3 (a power of two > `PIPE_D`).
-const CAND: usize = 16;
+const CAND: usize = 32;
 /// Entries [`FlowTable::expire`] handles per prefetch group.
 const EXPIRE_W: usize = 16;
 /// Nodes in the cuckoo breadth-first search (2 roots + 16 + 128 + headroom).
