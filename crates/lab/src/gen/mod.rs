@@ -91,6 +91,19 @@ impl Sizes {
     }
 }
 
+/// How the paced generator behaves after a stall (the generator's thread preempted, a slow
+/// program run): its token bucket's depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pacing {
+    /// Catch up on up to 1 ms of missed frames, back to back: the offered count stays exact
+    /// (throughput trials).
+    CatchUp,
+    /// Catch up on at most 32 frames: a steady load without bursts the generator made (the
+    /// latency test: a DUT with a queue would otherwise show the generator's stalls as
+    /// latency), at the price of offering slightly less after a stall.
+    Smooth,
+}
+
 /// Addresses and ports of generated frames.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameSpec {
@@ -583,15 +596,25 @@ impl Traffic {
 
     /// Offers `rate_pps` (0 = as fast as possible) frames of `frame_size` (0 = IMIX) over
     /// `flows` UDP source ports for `duration`, then waits for the sink's count to settle.
+    /// A stalled generator catches up ([`Pacing::CatchUp`]), so the offered count is exact.
     ///
     /// # Errors
     /// [`LabError::Bpf`]/[`LabError::Io`] from the generator or the sink counter.
-    pub fn trial(
+    pub fn trial(&self, frame_size: u16, flows: u32, rate_pps: u64, duration: Duration) -> Result<Trial, LabError> {
+        self.trial_paced(frame_size, flows, rate_pps, duration, Pacing::CatchUp)
+    }
+
+    /// [`Traffic::trial`] with the given pacing.
+    ///
+    /// # Errors
+    /// As [`Traffic::trial`].
+    pub fn trial_paced(
         &self,
         frame_size: u16,
         flows: u32,
         rate_pps: u64,
         duration: Duration,
+        pacing: Pacing,
     ) -> Result<Trial, LabError> {
         self.sink.reset()?;
         let limit = if rate_pps == 0 {
@@ -603,7 +626,7 @@ impl Traffic {
             (Some(g), GenMode::XdpLive) => {
                 let (gif, spec) = (self.gen_if.clone(), self.spec.clone());
                 topo::in_netns(&self.gen_ns, move || {
-                    xdp_send(g, &gif, &spec, frame_size, flows, rate_pps, limit, duration)
+                    xdp_send(g, &gif, &spec, frame_size, flows, rate_pps, limit, duration, pacing)
                 })??
             }
             _ => {
@@ -649,6 +672,7 @@ fn xdp_send(
     rate_pps: u64,
     limit: u64,
     duration: Duration,
+    pacing: Pacing,
 ) -> Result<(u64, f64), LabError> {
     let ifindex = fastpath_io::af_xdp::ifindex(iface)?;
     let pattern = Sizes::pattern(frame_size);
@@ -669,7 +693,7 @@ fn xdp_send(
             limit * w / total_w
         };
         let seg_time = duration.mul_f64(w as f64 / total_w as f64);
-        let (n, t) = xdp_segment(g, ifindex, &frame, flows, rate_pps, seg_limit, seg_time)?;
+        let (n, t) = xdp_segment(g, ifindex, &frame, flows, rate_pps, seg_limit, seg_time, pacing)?;
         sent += n;
         secs += t;
     }
@@ -686,8 +710,9 @@ fn xdp_segment(
     rate_pps: u64,
     limit: u64,
     duration: Duration,
+    pacing: Pacing,
 ) -> Result<(u64, f64), LabError> {
-    g.arm(limit, rate_pps, flows, BASE_PORT)?;
+    g.arm(limit, rate_pps, flows, BASE_PORT, pacing)?;
     let start = Instant::now();
     let paced = rate_pps != 0 && limit != u64::MAX;
     // A paced run may take a little longer than planned when the core is shared.

@@ -31,7 +31,8 @@ use crate::LabError;
 /// UDP destination port of generated data frames (discard, RFC 863).
 pub const DATA_PORT: u16 = 9;
 /// After a stall (preemption, a slow batch) the generator may catch up by sending back to back,
-/// for at most this many frames or [`BURST_NS`], whichever is more.
+/// for at most this many frames ([`super::Pacing::Smooth`]) or, with
+/// [`super::Pacing::CatchUp`], this many or [`BURST_NS`], whichever is more.
 const BURST_FRAMES: u64 = 32;
 /// Catch-up window in ns (see [`BURST_FRAMES`]).
 const BURST_NS: u64 = 1_000_000;
@@ -228,6 +229,7 @@ impl GenProg {
         rate_pps: u64,
         flows: u32,
         base_port: u16,
+        pacing: super::Pacing,
     ) -> Result<(), LabError> {
         let interval = if rate_pps == 0 {
             0
@@ -245,7 +247,11 @@ impl GenProg {
         put(st::LIMIT, limit);
         put(st::FLOWS, u64::from(flows.max(1)));
         put(st::BASE_PORT, u64::from(base_port));
-        put(st::BURST, (interval * BURST_FRAMES).max(BURST_NS << 8));
+        let burst = match pacing {
+            super::Pacing::CatchUp => (interval * BURST_FRAMES).max(BURST_NS << 8),
+            super::Pacing::Smooth => interval * BURST_FRAMES,
+        };
+        put(st::BURST, burst);
         self.state.update(&0u32.to_ne_bytes(), &v).map_err(bpf_err)
     }
 

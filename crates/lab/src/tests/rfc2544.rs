@@ -346,11 +346,12 @@ fn latency(
         let bg = s.spawn(|| {
             if load_pps > 0 {
                 traffic
-                    .trial(
+                    .trial_paced(
                         size,
                         flows,
                         load_pps,
                         Duration::from_secs_f64(cfg.latency_s),
+                        gen::Pacing::Smooth,
                     )
                     .map(|_| ())
             } else {
