@@ -201,6 +201,17 @@ pub fn pin_to_tester_cpus() -> Result<(), LabError> {
     Ok(())
 }
 
+/// The command prefix that starts a tester program (iperf3, …) like the lab's own traffic
+/// threads: on [`tester_cpus`] at [`LAB_NICE`] (`taskset -c … nice -n …`), when a DUT core is
+/// reserved; empty otherwise.
+pub fn tester_prefix() -> Vec<String> {
+    if dut_core().is_none() {
+        return Vec::new();
+    }
+    let cpus: Vec<String> = tester_cpus().iter().map(usize::to_string).collect();
+    ["taskset", "-c", &cpus.join(","), "nice", "-n", &LAB_NICE.to_string()].map(str::to_owned).to_vec()
+}
+
 /// PIDs of all NAPI kernel threads (`napi/<dev>-<id>`).
 pub fn napi_threads() -> Vec<u32> {
     let mut out = Vec::new();

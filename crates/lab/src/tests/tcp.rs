@@ -307,10 +307,13 @@ fn one(
 ) -> Result<TcpRow, LabError> {
     let ip = t.sink_ip.to_string();
     let (secs_s, n_s) = (secs.to_string(), streams.to_string());
-    let server_args: Vec<&str> = match tool {
-        TcpTool::Iperf3 => vec!["iperf3", "-s", "-1", "-B", &ip],
-        TcpTool::Iperf2 => vec!["iperf", "-s", "-B", &ip],
-    };
+    // iperf runs where the lab's own traffic threads run: off the DUT's core, at the lab's priority.
+    let prefix = topo::tester_prefix();
+    let mut server_args: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    match tool {
+        TcpTool::Iperf3 => server_args.extend(["iperf3", "-s", "-1", "-B", &ip]),
+        TcpTool::Iperf2 => server_args.extend(["iperf", "-s", "-B", &ip]),
+    }
     let mut server = Command::new("ip")
         .args(["netns", "exec", &t.sink_ns])
         .args(&server_args)
@@ -337,14 +340,11 @@ fn one(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let client_args: Vec<&str> = match tool {
-        TcpTool::Iperf3 => vec![
-            "iperf3", "-c", &ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-J",
-        ],
-        TcpTool::Iperf2 => vec![
-            "iperf", "-c", &ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-y", "C",
-        ],
-    };
+    let mut client_args: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    match tool {
+        TcpTool::Iperf3 => client_args.extend(["iperf3", "-c", &ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-J"]),
+        TcpTool::Iperf2 => client_args.extend(["iperf", "-c", &ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-y", "C"]),
+    }
     let stop = AtomicBool::new(false);
     let pids = dut.pids();
     let (client, cpu) = std::thread::scope(|s| {
