@@ -56,3 +56,27 @@ fn rfc2544_fastpath_and_linux_bridge_in_one_run() {
         assert!(!ns.contains(n.trim()), "namespace {n} left behind:\n{ns}");
     }
 }
+
+/// `fastpath lab tcp`: iperf3 through the `fastpath` DUT (io forwarding) and the Linux bridge in
+/// one invocation; both carry TCP, and the DUT's CPU is sampled.
+#[test]
+fn tcp_through_fastpath_and_linux_bridge_in_one_run() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let out = Command::new("timeout")
+        .args(["120", env!("CARGO_BIN_EXE_fastpath"), "lab", "tcp", "--dut", "fastpath", "--dut", "linux-bridge"])
+        .args(["--seconds", "2", "--streams", "1", "--json", "--report", "/dev/null"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "fastpath lab tcp failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for (row, dut) in rows.iter().zip(["fastpath", "linux-bridge"]) {
+        assert_eq!(row["dut"], dut, "{row}");
+        assert!(row["gbps"].as_f64().is_some_and(|g| g > 0.01), "no TCP throughput: {row}\n{stderr}");
+        assert!(row["gbps_over_time"].as_array().is_some_and(|v| !v.is_empty()), "{row}");
+    }
+    assert!(rows[0]["dut_cpu_pct"].as_f64().is_some_and(|c| c > 1.0), "the fastpath DUT's CPU was not sampled: {}", rows[0]);
+}

@@ -238,7 +238,10 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let counters = dir.0.join("fastpath-dut-counters.txt");
     let mut extra = vec!["--counters-out".to_owned(), counters.to_string_lossy().into_owned()];
     extra.extend(a.fastpath_args.iter().cloned());
-    std::fs::write(&spec, L2FWD_SPEC).map_err(|e| format!("{}: {e}", spec.display()))?;
+    // TCP needs frames addressed to the receiving host: the DUT forwards them unchanged (io
+    // forwarding, as testpmd does); the throughput tests keep l2fwd's MAC swap.
+    let spec_text = if matches!(a.test, LabTest::Tcp) { L2FWD_SPEC.replace("swap eth.dst eth.src\n", "") } else { L2FWD_SPEC.to_owned() };
+    std::fs::write(&spec, spec_text).map_err(|e| format!("{}: {e}", spec.display()))?;
     std::fs::write(&entries, L2FWD_ENTRIES).map_err(|e| format!("{}: {e}", entries.display()))?;
     let kinds: Vec<DutKind> = if matches!(a.test, LabTest::Overlay) {
         Vec::new()
