@@ -238,20 +238,7 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
                 tree.nodes.push(node);
                 // Children in reverse so the first child is laid out right after its parent.
                 for k in (0..=ts.len()).rev() {
-                    let lo = if k == 0 {
-                        blo
-                    } else {
-                        ts.get(k - 1).map_or(blo, |&t| t + 1)
-                    };
-                    let hi = ts.get(k).copied().unwrap_or(bhi);
-                    let sub: Vec<u32> = ranks
-                        .iter()
-                        .copied()
-                        .filter(|&r| {
-                            let (rlo, rhi) = ctx.range(r, d);
-                            rlo <= hi && rhi >= lo
-                        })
-                        .collect();
+                    let (lo, hi, sub) = child_interval(ctx, &ranks, d, &ts, k, (blo, bhi));
                     let mut reg = region.clone();
                     if let Some(b) = reg.get_mut(d) {
                         *b = (lo, hi);
@@ -278,6 +265,22 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
     tree
 }
 
+/// Interval `k` of field `d` cut by the ascending thresholds `ts` inside `(blo, bhi)` (interval
+/// `k` ends at `ts[k]`, inclusive), and the rules of `ranks` that overlap it.
+fn child_interval(ctx: &Ctx<'_>, ranks: &[u32], d: usize, ts: &[u32], k: usize, (blo, bhi): (u32, u32)) -> (u32, u32, Vec<u32>) {
+    let lo = if k == 0 { blo } else { ts.get(k - 1).map_or(blo, |&t| t + 1) };
+    let hi = ts.get(k).copied().unwrap_or(bhi);
+    let sub = ranks
+        .iter()
+        .copied()
+        .filter(|&r| {
+            let (rlo, rhi) = ctx.range(r, d);
+            rlo <= hi && rhi >= lo
+        })
+        .collect();
+    (lo, hi, sub)
+}
+
 /// Up to `FANOUT - 1` ascending thresholds on field `d`, starting from `t`: each round splits
 /// every interval that still holds more than `leaf_size` rules at its own best point on `d`
 /// (1, then 3, then up to 6 thresholds: a binary tree on one field folded into one node).
@@ -294,20 +297,7 @@ fn refine(
     while ts.len() < FANOUT - 1 {
         let mut add = Vec::new();
         for k in 0..=ts.len() {
-            let lo = if k == 0 {
-                blo
-            } else {
-                ts.get(k - 1).map_or(blo, |&t| t + 1)
-            };
-            let hi = ts.get(k).copied().unwrap_or(bhi);
-            let sub: Vec<u32> = ranks
-                .iter()
-                .copied()
-                .filter(|&r| {
-                    let (rlo, rhi) = ctx.range(r, d);
-                    rlo <= hi && rhi >= lo
-                })
-                .collect();
+            let (lo, hi, sub) = child_interval(ctx, ranks, d, &ts, k, (blo, bhi));
             if sub.len() <= leaf_size || lo == hi {
                 continue;
             }
