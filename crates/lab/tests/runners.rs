@@ -182,10 +182,10 @@ fn short_tcp_run_against_the_linux_bridge() {
     let r = tcp::run(&cfg, &mut |l| eprintln!("{l}")).unwrap();
     assert_eq!(r.rows.len(), 2);
     for row in &r.rows {
-        assert!(row.gbps > 0.0, "{row:?}");
-        assert!(!row.gbps_over_time.is_empty(), "{row:?}");
+        assert!(row.m.gbps > 0.0, "{row:?}");
+        assert!(!row.m.gbps_over_time.is_empty(), "{row:?}");
         assert!(
-            row.machine_cpu_pct > 0.0,
+            row.m.machine_cpu_pct > 0.0,
             "TCP at Gbps rates keeps the machine busy: {row:?}"
         );
     }

@@ -29,7 +29,7 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -188,18 +188,10 @@ pub struct TcpRow {
     pub streams: u32,
     /// The tenants sent with checksum offload, TSO and GSO (large segments to the gateway).
     pub tenant_offloads: bool,
-    /// Mean throughput at the receiver, Gbps (inner TCP payload).
-    pub gbps: f64,
-    /// Throughput per second: (seconds since start, Gbps).
-    pub gbps_over_time: Vec<(f64, f64)>,
-    /// Mean CPU of the DUT's processes, % of one core (0 for the kernel gateway, which has none).
-    pub dut_cpu_pct: f64,
-    /// Mean CPU of the machine, % of one core.
-    pub machine_cpu_pct: f64,
-    /// DUT CPU per second: (seconds, %).
-    pub dut_cpu_over_time: Vec<(f64, f64)>,
-    /// Machine CPU per second: (seconds, %).
-    pub machine_cpu_over_time: Vec<(f64, f64)>,
+    /// Throughput at the receiver (inner TCP payload) and CPU (flattened; the kernel gateway
+    /// has no DUT process, so its `dut_cpu_pct` is 0).
+    #[serde(flatten)]
+    pub m: super::tcp::TcpMeasure,
 }
 
 /// The stateful ACL check (one JSON line).
@@ -632,7 +624,7 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
             row.tenant_offloads = offl == "on";
             progress(&format!(
                 "{name} iperf3 A→B {n} stream(s): {:.2} Gbps, DUT CPU {:.0} %, machine CPU {:.0} %",
-                row.gbps, row.dut_cpu_pct, row.machine_cpu_pct
+                row.m.gbps, row.m.dut_cpu_pct, row.m.machine_cpu_pct
             ));
             out.rows.push(OverlayRow::Tcp(row));
         }
@@ -740,51 +732,9 @@ fn capture(t: &OverlayTopo, dut: &str, dir: &Path) -> Result<CaptureRow, LabErro
 }
 
 fn iperf(t: &OverlayTopo, dut: &str, pids: &[u32], streams: u32, secs: u32) -> Result<TcpRow, LabError> {
-    let ip = t.b.ca.to_string();
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &t.b.ns, "iperf3", "-s", "-1", "-B", &ip])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| LabError::Cmd { cmd: "iperf3 -s".into(), status: -1, stderr: e.to_string() })?;
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(5) {
-        if ns_exec(&t.b.ns, &["ss", "-ltn"]).unwrap_or_default().contains(":5201") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let (secs_s, n_s) = (secs.to_string(), streams.to_string());
-    let args = ["iperf3", "-c", &ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-J"];
-    let stop = AtomicBool::new(false);
-    let (client, cpu) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| super::tcp::sample_cpu(pids, &stop));
-        let r = ns_output(&t.a.ns, &args);
-        stop.store(true, Ordering::SeqCst);
-        (r, sampler.join().unwrap_or_default())
-    });
-    let _ = run_cmd("kill", &["-TERM", &server.id().to_string()]);
-    let _ = server.wait();
-    let (_, json, stderr) = client?;
-    let (series, gbps) = super::tcp::parse_iperf3(&json).map_err(|e| LabError::Io(format!("{dut} iperf3 -P {streams}: {e} {stderr}")))?;
-    let mean = |v: &[(f64, f64)]| if v.is_empty() { 0.0 } else { v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64 };
-    let dut_cpu: Vec<(f64, f64)> = cpu.iter().map(|c| (c.0, c.1)).collect();
-    let machine_cpu: Vec<(f64, f64)> = cpu.iter().map(|c| (c.0, c.2)).collect();
-    Ok(TcpRow {
-        test: "overlay",
-        dut: dut.to_owned(),
-        measurement: "tcp",
-        tool: "iperf3",
-        streams,
-        tenant_offloads: false,
-        gbps,
-        gbps_over_time: series,
-        dut_cpu_pct: mean(&dut_cpu),
-        machine_cpu_pct: mean(&machine_cpu),
-        dut_cpu_over_time: dut_cpu,
-        machine_cpu_over_time: machine_cpu,
-    })
+    let m = super::tcp::measure(super::tcp::TcpTool::Iperf3, &t.b.ns, &t.a.ns, &t.b.ca.to_string(), streams, secs, pids)
+        .map_err(|e| LabError::Io(format!("{dut} iperf3 -P {streams}: {e}")))?;
+    Ok(TcpRow { test: "overlay", dut: dut.to_owned(), measurement: "tcp", tool: "iperf3", streams, tenant_offloads: false, m })
 }
 
 impl OverlayResults {
@@ -846,9 +796,9 @@ impl OverlayResults {
                     r.dut.clone(),
                     r.streams.to_string(),
                     if r.tenant_offloads { "on" } else { "off" }.to_owned(),
-                    format!("{:.2}", r.gbps),
-                    format!("{:.0}", r.dut_cpu_pct),
-                    format!("{:.0}", r.machine_cpu_pct),
+                    format!("{:.2}", r.m.gbps),
+                    format!("{:.0}", r.m.dut_cpu_pct),
+                    format!("{:.0}", r.m.machine_cpu_pct),
                 ]
             })
             .collect();
@@ -871,17 +821,17 @@ impl OverlayResults {
         let label = |r: &TcpRow| format!("{} ×{}", r.dut, r.streams);
         let mut c = Chart::new("Overlay TCP throughput over time (iperf3 A→B)").x_label("time (s)").y_label("throughput (Gbps)");
         for r in self.tcps() {
-            c = c.series(label(r), r.gbps_over_time.clone());
+            c = c.series(label(r), r.m.gbps_over_time.clone());
         }
         report.line_chart(c);
         let mut c = Chart::new("Machine CPU over time").x_label("time (s)").y_label("CPU busy (% of one core)");
         for r in self.tcps() {
-            c = c.series(label(r), r.machine_cpu_over_time.clone());
+            c = c.series(label(r), r.m.machine_cpu_over_time.clone());
         }
         report.line_chart(c);
         let mut c = Chart::new("DUT CPU over time").x_label("time (s)").y_label("CPU of the DUT's processes (% of one core)");
         for r in self.tcps().filter(|r| r.dut != "linux-vxlan") {
-            c = c.series(label(r), r.dut_cpu_over_time.clone());
+            c = c.series(label(r), r.m.dut_cpu_over_time.clone());
         }
         report.line_chart(c);
         let mut c = Chart::new("Ping RTT through the gateway (A→B)").x_label("ping number").y_label("RTT (ms)");

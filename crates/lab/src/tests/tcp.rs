@@ -76,6 +76,14 @@ pub struct TcpRow {
     pub tool: &'static str,
     /// Parallel streams.
     pub streams: u32,
+    /// Throughput and CPU (flattened: `gbps`, `gbps_over_time`, `dut_cpu_pct`, …).
+    #[serde(flatten)]
+    pub m: TcpMeasure,
+}
+
+/// Throughput and CPU of one iperf run, shared by the `tcp` and `overlay` rows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TcpMeasure {
     /// Mean throughput over the run, Gbps.
     pub gbps: f64,
     /// Throughput per interval: (seconds since start, Gbps).
@@ -132,7 +140,7 @@ fn ncpus() -> f64 {
 }
 
 /// Samples machine and DUT CPU once a second until `stop`; returns (t, dut %, machine %).
-pub(crate) fn sample_cpu(pids: &[u32], stop: &AtomicBool) -> Vec<(f64, f64, f64)> {
+fn sample_cpu(pids: &[u32], stop: &AtomicBool) -> Vec<(f64, f64, f64)> {
     let hz = 100.0; // USER_HZ on Linux
     let t0 = Instant::now();
     let mut out = Vec::new();
@@ -159,7 +167,7 @@ pub(crate) fn sample_cpu(pids: &[u32], stop: &AtomicBool) -> Vec<(f64, f64, f64)
 }
 
 /// Parses iperf3 `-J` output into (interval end s, Gbps) and the mean Gbps at the receiver.
-pub(crate) fn parse_iperf3(json: &str) -> Result<(Vec<(f64, f64)>, f64), LabError> {
+fn parse_iperf3(json: &str) -> Result<(Vec<(f64, f64)>, f64), LabError> {
     let v: serde_json::Value =
         serde_json::from_str(json).map_err(|e| LabError::Io(format!("iperf3 JSON: {e}")))?;
     if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
@@ -287,9 +295,9 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                 progress(&format!(
                     "{name} {} {n} stream(s): {:.2} Gbps, DUT CPU {:.0} %, machine CPU {:.0} %",
                     tool.name(),
-                    row.gbps,
-                    row.dut_cpu_pct,
-                    row.machine_cpu_pct
+                    row.m.gbps,
+                    row.m.dut_cpu_pct,
+                    row.m.machine_cpu_pct
                 ));
                 out.rows.push(row);
             }
@@ -305,51 +313,57 @@ fn one(
     streams: u32,
     secs: u32,
 ) -> Result<TcpRow, LabError> {
-    let ip = t.sink_ip.to_string();
+    let m = measure(tool, &t.sink_ns, &t.gen_ns, &t.sink_ip.to_string(), streams, secs, &dut.pids())?;
+    Ok(TcpRow { test: "tcp", dut: dut.kind().name().to_owned(), tool: tool.name(), streams, m })
+}
+
+/// Runs `tool` with `streams` streams for `secs` seconds, server in `server_ns` bound to `ip`,
+/// client in `client_ns`, both on the tester's CPUs at the lab's priority (like the generator),
+/// sampling the CPU of `pids` and of the machine meanwhile.
+pub(crate) fn measure(
+    tool: TcpTool,
+    server_ns: &str,
+    client_ns: &str,
+    ip: &str,
+    streams: u32,
+    secs: u32,
+    pids: &[u32],
+) -> Result<TcpMeasure, LabError> {
     let (secs_s, n_s) = (secs.to_string(), streams.to_string());
-    // iperf runs where the lab's own traffic threads run: off the DUT's core, at the lab's priority.
     let prefix = topo::tester_prefix();
     let mut server_args: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    let mut client_args = server_args.clone();
     match tool {
-        TcpTool::Iperf3 => server_args.extend(["iperf3", "-s", "-1", "-B", &ip]),
-        TcpTool::Iperf2 => server_args.extend(["iperf", "-s", "-B", &ip]),
+        TcpTool::Iperf3 => {
+            server_args.extend(["iperf3", "-s", "-1", "-B", ip]);
+            client_args.extend(["iperf3", "-c", ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-J"]);
+        }
+        TcpTool::Iperf2 => {
+            server_args.extend(["iperf", "-s", "-B", ip]);
+            client_args.extend(["iperf", "-c", ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-y", "C"]);
+        }
     }
     let mut server = Command::new("ip")
-        .args(["netns", "exec", &t.sink_ns])
+        .args(["netns", "exec", server_ns])
         .args(&server_args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| LabError::Cmd {
-            cmd: server_args.join(" "),
-            status: -1,
-            stderr: e.to_string(),
-        })?;
+        .map_err(|e| LabError::Cmd { cmd: server_args.join(" "), status: -1, stderr: e.to_string() })?;
     // Wait for the server's listening socket.
-    let port = if tool == TcpTool::Iperf3 {
-        ":5201"
-    } else {
-        ":5001"
-    };
+    let port = if tool == TcpTool::Iperf3 { ":5201" } else { ":5001" };
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(5) {
-        let ss = topo::ns_exec(&t.sink_ns, &["ss", "-ltn"]).unwrap_or_default();
-        if ss.contains(port) {
+        if topo::ns_exec(server_ns, &["ss", "-ltn"]).unwrap_or_default().contains(port) {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let mut client_args: Vec<&str> = prefix.iter().map(String::as_str).collect();
-    match tool {
-        TcpTool::Iperf3 => client_args.extend(["iperf3", "-c", &ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-J"]),
-        TcpTool::Iperf2 => client_args.extend(["iperf", "-c", &ip, "-t", &secs_s, "-P", &n_s, "-i", "1", "-y", "C"]),
-    }
     let stop = AtomicBool::new(false);
-    let pids = dut.pids();
     let (client, cpu) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| sample_cpu(&pids, &stop));
-        let r = topo::ns_exec(&t.gen_ns, &client_args);
+        let sampler = s.spawn(|| sample_cpu(pids, &stop));
+        let r = topo::ns_exec(client_ns, &client_args);
         stop.store(true, Ordering::SeqCst);
         (r, sampler.join().unwrap_or_default())
     });
@@ -360,20 +374,10 @@ fn one(
         TcpTool::Iperf3 => parse_iperf3(&client)?,
         TcpTool::Iperf2 => parse_iperf2(&client),
     };
-    let mean = |v: &[(f64, f64)]| {
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64
-        }
-    };
+    let mean = |v: &[(f64, f64)]| if v.is_empty() { 0.0 } else { v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64 };
     let dut_cpu: Vec<(f64, f64)> = cpu.iter().map(|c| (c.0, c.1)).collect();
     let machine_cpu: Vec<(f64, f64)> = cpu.iter().map(|c| (c.0, c.2)).collect();
-    Ok(TcpRow {
-        test: "tcp",
-        dut: dut.kind().name().to_owned(),
-        tool: tool.name(),
-        streams,
+    Ok(TcpMeasure {
         gbps,
         gbps_over_time: series,
         dut_cpu_pct: mean(&dut_cpu),
@@ -409,9 +413,9 @@ impl TcpResults {
                     r.dut.clone(),
                     r.tool.to_owned(),
                     r.streams.to_string(),
-                    format!("{:.2}", r.gbps),
-                    format!("{:.0}", r.dut_cpu_pct),
-                    format!("{:.0}", r.machine_cpu_pct),
+                    format!("{:.2}", r.m.gbps),
+                    format!("{:.0}", r.m.dut_cpu_pct),
+                    format!("{:.0}", r.m.machine_cpu_pct),
                 ]
             })
             .collect();
@@ -431,21 +435,21 @@ impl TcpResults {
             .x_label("time (s)")
             .y_label("throughput (Gbps)");
         for r in &self.rows {
-            c = c.series(label(r), r.gbps_over_time.clone());
+            c = c.series(label(r), r.m.gbps_over_time.clone());
         }
         report.line_chart(c);
         let mut c = Chart::new("Machine CPU over time")
             .x_label("time (s)")
             .y_label("CPU busy (% of one core)");
         for r in &self.rows {
-            c = c.series(label(r), r.machine_cpu_over_time.clone());
+            c = c.series(label(r), r.m.machine_cpu_over_time.clone());
         }
         report.line_chart(c);
         let mut c = Chart::new("DUT CPU over time")
             .x_label("time (s)")
             .y_label("CPU of the DUT's processes (% of one core)");
         for r in &self.rows {
-            c = c.series(label(r), r.dut_cpu_over_time.clone());
+            c = c.series(label(r), r.m.dut_cpu_over_time.clone());
         }
         report.line_chart(c);
     }
