@@ -557,6 +557,27 @@ impl RawSocket {
     /// # Errors
     /// The OS error of `poll`/`recv`.
     pub fn recv(&self, buf: &mut [u8], timeout_ms: i32) -> io::Result<Option<usize>> {
+        Ok(self.recv_stamped(buf, timeout_ms)?.map(|(n, _)| n))
+    }
+
+    /// Asks the kernel to stamp each received frame (`SO_TIMESTAMPNS`): the time the receive
+    /// path took it, before this socket's reader woke up. [`RawSocket::recv_stamped`] returns it.
+    /// The kernel switches stamping on from a work item shortly after the first socket asks
+    /// (`net_enable_timestamp`); frames that arrive before that are stamped when read, so give
+    /// it some milliseconds before the frames that matter.
+    ///
+    /// # Errors
+    /// The OS error of `setsockopt(SO_TIMESTAMPNS)`.
+    pub fn enable_rx_timestamps(&self) -> io::Result<()> {
+        setsockopt(self.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32)
+    }
+
+    /// As [`RawSocket::recv`], with the frame's kernel receive time (`CLOCK_REALTIME`, ns) when
+    /// [`RawSocket::enable_rx_timestamps`] is on.
+    ///
+    /// # Errors
+    /// The OS error of `poll`/`recvmsg`.
+    pub fn recv_stamped(&self, buf: &mut [u8], timeout_ms: i32) -> io::Result<Option<(usize, Option<u64>)>> {
         let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one live pollfd.
         let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
@@ -566,14 +587,45 @@ impl RawSocket {
         if r == 0 {
             return Ok(None);
         }
-        // SAFETY: `buf` is a live, writable buffer of the length passed.
-        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        // Room for one SCM_TIMESTAMPNS control message, u64-aligned as cmsghdr requires.
+        let mut control = [0u64; 8];
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: `msg` points at `iov` (over `buf`) and `control`, all live and writable.
+        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
         if n < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) };
         }
-        Ok(Some(n as usize))
+        let mut stamp = None;
+        // SAFETY: the CMSG_* walk stays within `msg.msg_control`/`msg_controllen` as the kernel
+        // filled them; the payload of SCM_TIMESTAMPNS is a timespec (read unaligned).
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        Ok(Some((n as usize, stamp)))
     }
+}
+
+/// `CLOCK_REALTIME` in nanoseconds: the clock of the kernel's receive timestamps
+/// ([`RawSocket::recv_stamped`]).
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a live timespec; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Moves the calling thread into the network namespace at `path` (e.g. `/var/run/netns/NAME`).

@@ -110,3 +110,38 @@ fn open_error_names_the_interface() {
     let e = a.run(|| PacketPort::open("lo", &cfg)).unwrap().unwrap_err();
     assert!(e.to_string().contains("rx ring"), "{e}");
 }
+
+#[test]
+fn raw_socket_stamps_frames_when_they_arrive_not_when_they_are_read() {
+    if skip_unless_root() {
+        return;
+    }
+    let a = Netns::new("fp-pt").unwrap();
+    let b = Netns::new("fp-pu").unwrap();
+    let _v = VethPair::new(&a, "pt0", &b, "pu0").unwrap();
+    let tx = a.run(|| RawSocket::open("pt0")).unwrap().unwrap();
+    let rx = b.run(|| RawSocket::open("pu0")).unwrap().unwrap();
+    rx.enable_rx_timestamps().unwrap();
+    // The kernel turns receive stamping on from a work item, shortly after the first socket
+    // asks for it (`net_enable_timestamp`); until then frames are stamped when read.
+    std::thread::sleep(Duration::from_millis(100));
+    let mut buf = [0u8; 2048];
+    let f = frame(3, 42, 100);
+    for _ in 0..3 {
+        let before = fastpath_io::af_packet::realtime_ns();
+        tx.send(&f).unwrap();
+        // Read well after the frame arrived: the stamp must still be the arrival time.
+        std::thread::sleep(Duration::from_millis(50));
+        let read_at = fastpath_io::af_packet::realtime_ns();
+        let (n, stamp) = rx.recv_stamped(&mut buf, 1000).unwrap().expect("the frame arrives");
+        assert_eq!(&buf[..n], &f[..]);
+        let stamp = stamp.expect("SO_TIMESTAMPNS gives a stamp");
+        assert!(stamp >= before, "stamp {stamp} before the send at {before}");
+        assert!(stamp < read_at - 30_000_000, "stamp {stamp} is not the arrival time (read at {read_at})");
+    }
+    // Without timestamps on, no stamp.
+    let plain = b.run(|| RawSocket::open("pu0")).unwrap().unwrap();
+    tx.send(&f).unwrap();
+    let (_, stamp) = plain.recv_stamped(&mut buf, 1000).unwrap().expect("the frame arrives");
+    assert_eq!(stamp, None);
+}
