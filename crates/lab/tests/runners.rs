@@ -22,7 +22,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// Sends `count` probes of `size` bytes at `pps` from gen to sink; returns (sent, seconds spent
 /// sending, what the receiver saw).
 fn probe_run(t: &Topology, count: u64, pps: u64, size: u16) -> (u64, f64, Option<StreamRx>) {
-    let base = Instant::now();
+    let clock = gen::ProbeClock::start();
     let (stop, ready, never) = (
         AtomicBool::new(false),
         AtomicBool::new(false),
@@ -42,7 +42,7 @@ fn probe_run(t: &Topology, count: u64, pps: u64, size: u16) -> (u64, f64, Option
                 gen::receive_probes(
                     t.sink_if,
                     t.sink_ip,
-                    base,
+                    clock,
                     &stop,
                     &ready,
                     Duration::from_millis(300),
@@ -55,7 +55,7 @@ fn probe_run(t: &Topology, count: u64, pps: u64, size: u16) -> (u64, f64, Option
             std::thread::sleep(Duration::from_millis(5));
         }
         let t0 = Instant::now();
-        let sent = topo::in_netns(&t.gen_ns, || gen::send_probes(&cfg, base, &never))
+        let sent = topo::in_netns(&t.gen_ns, || gen::send_probes(&cfg, clock, &never))
             .unwrap()
             .unwrap();
         let secs = t0.elapsed().as_secs_f64();

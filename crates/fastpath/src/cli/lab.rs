@@ -22,7 +22,7 @@ use clap::{Args, ValueEnum};
 use fastpath_lab::dut::{DutConfig, DutKind};
 use fastpath_lab::gen::{self, GenConfig, Sizes};
 use fastpath_lab::tests::overlay::{self, OverlayConfig, OverlayDut};
-use fastpath_lab::tests::rfc2544::{self, Rfc2544Config};
+use fastpath_lab::tests::rfc2544::{self, LatencyLoad, Rfc2544Config};
 use fastpath_lab::tests::tcp::{self, TcpConfig, TcpTool};
 use fastpath_lab::topo;
 use std::path::PathBuf;
@@ -81,6 +81,14 @@ pub struct LabArgs {
     /// Seconds of the latency test (rfc2544).
     #[arg(long = "latency-s", default_value_t = 3.0)]
     latency_s: f64,
+    /// Background load of the latency test (rfc2544) as a fraction of each DUT's found
+    /// throughput.
+    #[arg(long = "latency-load", default_value_t = 0.5, conflicts_with = "latency_mpps")]
+    latency_load: f64,
+    /// Background load of the latency test (rfc2544) as one rate for every DUT, Mpps (capped at
+    /// a DUT's found throughput): compares latency at equal load.
+    #[arg(long = "latency-mpps")]
+    latency_mpps: Option<f64>,
     /// Parallel TCP stream counts (tcp), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     streams: Vec<u32>,
@@ -270,6 +278,10 @@ pub fn run(a: LabArgs) -> Result<(), String> {
                 trial_s: a.trial_s,
                 max_trials: a.max_trials,
                 latency_s: a.latency_s,
+                latency_load: match a.latency_mpps {
+                    Some(m) => LatencyLoad::Pps((m * 1e6) as u64),
+                    None => LatencyLoad::Fraction(a.latency_load),
+                },
                 ..Rfc2544Config::default()
             };
             let r = rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;

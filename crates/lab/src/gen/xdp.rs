@@ -30,9 +30,8 @@ use crate::LabError;
 
 /// UDP destination port of generated data frames (discard, RFC 863).
 pub const DATA_PORT: u16 = 9;
-/// After a stall (preemption, a slow batch) the generator may catch up by sending back to back,
-/// for at most this many frames ([`super::Pacing::Smooth`]) or, with
-/// [`super::Pacing::CatchUp`], this many or [`BURST_NS`], whichever is more.
+/// After a stall (preemption, a slow batch) the [`super::Pacing::CatchUp`] generator catches up
+/// by sending back to back, for this many frames or [`BURST_NS`], whichever is more.
 const BURST_FRAMES: u64 = 32;
 /// Catch-up window in ns (see [`BURST_FRAMES`]).
 const BURST_NS: u64 = 1_000_000;
@@ -249,7 +248,8 @@ impl GenProg {
         put(st::BASE_PORT, u64::from(base_port));
         let burst = match pacing {
             super::Pacing::CatchUp => (interval * BURST_FRAMES).max(BURST_NS << 8),
-            super::Pacing::Smooth => interval * BURST_FRAMES,
+            // The bucket holds one frame: a stall's missed frames are skipped, not sent.
+            super::Pacing::Smooth => interval,
         };
         put(st::BURST, burst);
         self.state.update(&0u32.to_ne_bytes(), &v).map_err(bpf_err)

@@ -10,7 +10,8 @@
 //!      lo = 0 ≤ … ≤ hi = full speed; a trial passes when loss ≤ threshold and the generator
 //!      offered ≥ 95 % of the asked rate; stop when (hi − lo) / hi < resolution or after
 //!      max_trials
-//!      latency: probes at `latency_probe_pps` on top of `latency_fraction` × throughput
+//!      latency: probes at `latency_probe_pps` on top of a background load: a fraction of
+//!      this DUT's throughput (RFC 2544 §26.2), or one fixed rate for every DUT
 //! ```
 //!
 //! RFC 2544 asks for 0 % loss; CSIT's MLRsearch also reports a partial-drop rate (0.5 %): set
@@ -45,8 +46,8 @@ pub struct Rfc2544Config {
     pub resolution: f64,
     /// Most trials per (frame size, flows), the first full-speed one included.
     pub max_trials: u32,
-    /// Background load of the latency test, as a fraction of the found throughput.
-    pub latency_fraction: f64,
+    /// Background load of the latency test.
+    pub latency_load: LatencyLoad,
     /// Probe rate of the latency test, packets per second.
     pub latency_probe_pps: u64,
     /// Seconds of the latency test.
@@ -65,10 +66,31 @@ impl Default for Rfc2544Config {
             trial_s: 5.0,
             resolution: 0.02,
             max_trials: 10,
-            latency_fraction: 0.5,
+            latency_load: LatencyLoad::Fraction(0.5),
             latency_probe_pps: 1000,
             latency_s: 3.0,
             mode: GenMode::XdpLive,
+        }
+    }
+}
+
+/// The background load under the latency probes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LatencyLoad {
+    /// This fraction of the DUT's own found throughput (RFC 2544 §26.2 measures at the
+    /// throughput rate; a fraction keeps the DUT out of its own overload).
+    Fraction(f64),
+    /// The same rate for every DUT, packets per second (capped at the DUT's found throughput):
+    /// latency compared at equal load.
+    Pps(u64),
+}
+
+impl LatencyLoad {
+    /// Background packets per second for a DUT whose found throughput is `found_pps`.
+    pub fn pps(self, found_pps: f64) -> u64 {
+        match self {
+            LatencyLoad::Fraction(f) => (found_pps * f) as u64,
+            LatencyLoad::Pps(p) => p.min(found_pps as u64),
         }
     }
 }
@@ -128,7 +150,8 @@ pub struct Rfc2544Row {
     pub max_offered_mpps: f64,
     /// Latency at `latency_load_mpps`.
     pub latency_us: LatencyUs,
-    /// Background load during the latency test, Mpps.
+    /// Background load the generator offered during the latency test, Mpps (the asked load,
+    /// less what a stall of the evenly paced generator skipped).
     pub latency_load_mpps: f64,
     /// Probe loss ratio during the latency test.
     pub latency_probe_loss: f64,
@@ -275,10 +298,9 @@ fn measure(
     let best = best.unwrap_or_default();
     let mpps = best.offered_mpps();
     let bytes = if size == 0 { 362.0 } else { f64::from(size) };
-    // Latency at a fraction of the found rate.
     check_interrupt()?;
-    let load_pps = (mpps * 1e6 * cfg.latency_fraction) as u64;
-    let (lat, samples) = latency(cfg, t, traffic, size, flows, load_pps)?;
+    let load_pps = cfg.latency_load.pps(mpps * 1e6);
+    let (lat, samples, load_mpps) = latency(cfg, t, traffic, size, flows, load_pps)?;
     let row = Rfc2544Row {
         test: "rfc2544",
         dut: name.to_owned(),
@@ -291,7 +313,7 @@ fn measure(
         overload_rx_mpps: full.received_mpps(),
         max_offered_mpps: full.offered_mpps(),
         latency_us: lat.latency_us.map(LatencyUs::from).unwrap_or_default(),
-        latency_load_mpps: load_pps as f64 / 1e6,
+        latency_load_mpps: load_mpps,
         latency_probe_loss: lat.loss_ratio,
         latency_reordered: lat.reordered,
         trials,
@@ -300,7 +322,8 @@ fn measure(
     Ok((row, samples))
 }
 
-/// Probes at `cfg.latency_probe_pps` on top of `load_pps` of background traffic.
+/// Probes at `cfg.latency_probe_pps` on top of `load_pps` of evenly paced background traffic.
+/// Returns the probes' statistics, their latencies (µs) and the load offered (Mpps).
 fn latency(
     cfg: &Rfc2544Config,
     t: &Topology,
@@ -308,8 +331,8 @@ fn latency(
     size: u16,
     flows: u32,
     load_pps: u64,
-) -> Result<(gen::StreamStats, Vec<f64>), LabError> {
-    let base = Instant::now();
+) -> Result<(gen::StreamStats, Vec<f64>, f64), LabError> {
+    let clock = gen::ProbeClock::start();
     let (stop_rx, stop_tx, ready) = (
         AtomicBool::new(false),
         AtomicBool::new(false),
@@ -326,13 +349,13 @@ fn latency(
     };
     let (sink_ns, sink_if, sink_ip, gen_ns) =
         (t.sink_ns.clone(), t.sink_if, t.sink_ip, t.gen_ns.clone());
-    let (sent, rx) = std::thread::scope(|s| -> Result<(u64, _), LabError> {
+    let (sent, rx, load_mpps) = std::thread::scope(|s| -> Result<(u64, _, f64), LabError> {
         let rx = s.spawn(|| {
             topo::in_netns(&sink_ns, || {
                 gen::receive_probes(
                     sink_if,
                     sink_ip,
-                    base,
+                    clock,
                     &stop_rx,
                     &ready,
                     Duration::from_millis(300),
@@ -353,33 +376,33 @@ fn latency(
                         Duration::from_secs_f64(cfg.latency_s),
                         gen::Pacing::Smooth,
                     )
-                    .map(|_| ())
+                    .map(|tr| tr.offered_mpps())
             } else {
-                Ok(())
+                Ok(0.0)
             }
         });
-        let sent = topo::in_netns(&gen_ns, || gen::send_probes(&probe, base, &stop_tx));
+        let sent = topo::in_netns(&gen_ns, || gen::send_probes(&probe, clock, &stop_tx));
         let bg = bg.join();
         stop_rx.store(true, Ordering::SeqCst);
         let rx = rx.join();
         let sent = sent??;
-        match bg {
+        let load_mpps = match bg {
             Ok(r) => r?,
             Err(p) => std::panic::resume_unwind(p),
-        }
+        };
         let rx = match rx {
             Ok(r) => r??,
             Err(p) => std::panic::resume_unwind(p),
         };
-        Ok((sent, rx))
+        Ok((sent, rx, load_mpps))
     })?;
     let mut rx = rx;
     let probes = rx.remove(&1);
-    let samples = probes
+    let samples: Vec<f64> = probes
         .as_ref()
         .map(|s| s.latency_ns.iter().map(|&n| n as f64 / 1e3).collect())
         .unwrap_or_default();
-    Ok((gen::stream_stats(1, sent, probes), samples))
+    Ok((gen::stream_stats(1, sent, probes), samples, load_mpps))
 }
 
 impl Rfc2544Results {
@@ -395,8 +418,10 @@ impl Rfc2544Results {
         if let Some(r) = self.rows.first() {
             report.para(format!(
                 "Highest offered rate with loss ≤ {} % (binary search over trials), then one-way latency of \
-                 AF_PACKET probes sent on top of background load at a fraction of that rate (the \"load\" \
-                 column). Frame sizes include the FCS; Gbps counts frame bytes without preamble and gap.",
+                 AF_PACKET probes (sent at a known time, stamped by the sink's kernel on arrival) on top of an \
+                 evenly paced background load: a fraction of that rate, or one rate for every DUT (the \"load\" \
+                 column, as offered). Frame sizes include the FCS; Gbps counts frame bytes without preamble \
+                 and gap.",
                 r.loss_threshold * 100.0
             ));
         }
@@ -483,7 +508,7 @@ impl Rfc2544Results {
             c = c.series(n, p);
         }
         report.line_chart(c);
-        let mut c = Chart::new("Latency at a fraction of the throughput")
+        let mut c = Chart::new("Latency under the background load")
             .x_label("percentile")
             .y_label("one-way latency (µs)");
         for r in &self.rows {
