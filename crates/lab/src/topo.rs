@@ -152,9 +152,11 @@ static DUT_CORE: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// Reserves `core` for the device under test (`None` lifts the reservation). While a core is
 /// reserved, the lab keeps its own work off it: every thread [`in_netns`] starts (generator,
-/// latency probes, sink counter) runs on [`tester_cpus`], and the sink's receive work moves to
-/// a NAPI thread on those CPUs ([`thread_napi`]). A DUT then competes for its core with nothing
-/// the lab runs, as with a separate tester box in RFC 2544 §6. [`crate::dut::Dut::start`]
+/// latency probes, sink counter) runs on [`tester_cpus`]. A DUT then competes for its core with
+/// no thread the lab runs, as with a separate tester box in RFC 2544 §6. One piece of the
+/// tester stays on the DUT's core: a veth receives in the softirq of the CPU that sent, so the
+/// sink's receive path runs where the DUT transmits — which is also where the probes' kernel
+/// receive stamp is taken, right as the DUT's frame arrives. [`crate::dut::Dut::start`]
 /// reserves the DUT's core and `stop` lifts it.
 pub fn reserve_dut_core(core: Option<usize>) {
     DUT_CORE.store(core.unwrap_or(usize::MAX), Ordering::SeqCst);
