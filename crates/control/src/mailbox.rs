@@ -24,6 +24,7 @@
 use crate::metrics::WorkerSnapshot;
 use fastpath_pipeline::entries::EntryOp;
 use fastpath_pipeline::Pipeline;
+use fastpath_pipeline::table::Acl;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -42,6 +43,9 @@ pub enum ToWorker {
         seq: u64,
         /// The ops (one allocation shared by every worker).
         ops: Arc<[EntryOp]>,
+        /// Classifiers the control replica built from these ops, by table: the worker adopts
+        /// them instead of rebuilding (shared by every worker).
+        prebuilt: Arc<[(usize, Arc<Acl>)]>,
     },
     /// Send a copy of the worker's counters.
     Snapshot {
@@ -59,6 +63,9 @@ pub enum FromWorker {
         seq: u64,
         /// `Err((op index, message))` if the worker's pipeline refused an op.
         result: Result<(), (usize, String)>,
+        /// The classifiers the worker replaced, handed back so that the control thread, not
+        /// the worker, frees them.
+        retired: Vec<Arc<Acl>>,
     },
     /// The worker's counters.
     Snapshot {
@@ -172,7 +179,11 @@ impl WorkerEnd {
         while let Ok(msg) = self.from.try_recv() {
             self.seen += 1;
             let reply = match msg {
-                ToWorker::Apply { seq, ops } => FromWorker::Applied { seq, result: pipe.apply_ops(&ops) },
+                ToWorker::Apply { seq, ops, prebuilt } => {
+                    let mut retired = Vec::new();
+                    let result = pipe.apply_ops_prebuilt(&ops, &prebuilt, &mut retired);
+                    FromWorker::Applied { seq, result, retired }
+                }
                 ToWorker::Snapshot { seq } => {
                     let mut snap = Box::new(WorkerSnapshot::of(pipe));
                     if let Some(f) = extra.take() {
@@ -205,14 +216,14 @@ mod tests {
         assert!(!w.pending());
         w.poll(&mut p, |_| panic!("no snapshot asked"));
         let op = p.program().parse_entry("table port_map add 3 => forward(1)").unwrap();
-        c.post(ToWorker::Apply { seq: 7, ops: Arc::from(vec![op]) }).unwrap();
+        c.post(ToWorker::Apply { seq: 7, ops: Arc::from(vec![op]), prebuilt: Arc::from(Vec::new()) }).unwrap();
         assert!(w.pending());
         assert_eq!(p.table("port_map").unwrap().len(), 0, "nothing happens before the worker polls");
         w.poll(&mut p, |_| {});
         assert!(!w.pending());
         assert_eq!(p.table("port_map").unwrap().len(), 1);
         let r = c.reply(7, Instant::now() + Duration::from_secs(1)).unwrap();
-        assert!(matches!(r, FromWorker::Applied { seq: 7, result: Ok(()) }), "{r:?}");
+        assert!(matches!(r, FromWorker::Applied { seq: 7, result: Ok(()), .. }), "{r:?}");
     }
 
     #[test]
@@ -257,7 +268,7 @@ mod tests {
             for k in 0..40u64 {
                 let verb = if k % 4 == 3 { format!("table port_map del {}", k - 1) } else { format!("table port_map add {k} => forward(1)") };
                 let op = prog.parse_entry(&verb).unwrap();
-                c.post(ToWorker::Apply { seq: k, ops: Arc::from(vec![op]) }).unwrap();
+                c.post(ToWorker::Apply { seq: k, ops: Arc::from(vec![op]), prebuilt: Arc::from(Vec::new()) }).unwrap();
                 let r = c.reply(k, Instant::now() + Duration::from_secs(5)).unwrap();
                 assert!(matches!(r, FromWorker::Applied { result: Ok(()), .. }), "{k}: {r:?}");
             }

@@ -5,7 +5,7 @@
 //!  request ─▶ parse every line (api) ─▶ changes, in order ─▶ shadow.apply_ops ──refused──▶ error,
 //!                                                                  │ ok         shadow restored
 //!                                                                  ▼
-//!                                         log.push(ops); post Apply{seq, ops} to every worker
+//!                          log.push(ops); post Apply{seq, ops, classifiers built} to every worker
 //!                                         wait for every worker's Applied{seq} (or time out)
 //! ```
 //! The shadow is one more instance of the same program with the same entries and every
@@ -118,8 +118,10 @@ impl<'a> Control<'a> {
             return Err(CtlError::Rejected(EntryError { file: "ctl".into(), line: l.no, col: 0, input: l.text.clone(), msg }));
         }
         self.log.push(ops.clone());
+        // Classifiers are built once, here; workers adopt the result.
+        let prebuilt: Arc<[_]> = self.shadow.built_classifiers(&ops).into();
         let seq = self.next_seq();
-        for r in self.broadcast(|| ToWorker::Apply { seq, ops: ops.clone() }, seq)? {
+        for r in self.broadcast(|| ToWorker::Apply { seq, ops: ops.clone(), prebuilt: prebuilt.clone() }, seq)? {
             if let (w, FromWorker::Applied { result: Err((k, msg)), .. }) = r {
                 // The shadow accepted it, so a worker refusing it is a bug: say so loudly.
                 let l = &lines[k.min(lines.len() - 1)];
@@ -340,6 +342,54 @@ mod tests {
         for v in finals {
             assert_eq!((v[1], v[2], v[3]), (Verdict::Tx(4), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute)));
         }
+    }
+
+    /// A classifier change is built once, on the control thread: every worker ends up with
+    /// the control replica's classifier itself (the same allocation), not a rebuild of its own.
+    #[test]
+    fn workers_adopt_the_classifier_the_control_thread_built() {
+        const ACL: &str = r#"
+name = "a"
+[parser]
+headers = ["eth", "ipv4"]
+[[table]]
+name = "acl"
+key = [{ field = "ipv4.src", match = "ternary" }, { field = "ipv4.dst", match = "ternary" }]
+actions = ["forward", "drop"]
+size = 16
+default = "drop"
+[control]
+ingress = "apply acl"
+"#;
+        let acl = || fastpath_pipeline::compile("a.toml", ACL).unwrap_or_else(|e| panic!("{e}")).instantiate();
+        let (ends, wends): (Vec<ControlEnd>, Vec<WorkerEnd>) = (0..2).map(|_| mailbox()).unzip();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = wends
+                .into_iter()
+                .map(|mut end| {
+                    let stop = &stop;
+                    s.spawn(move || {
+                        let mut p = acl();
+                        while !stop.load(Ordering::Relaxed) {
+                            end.poll(&mut p, |_| {});
+                            std::thread::yield_now();
+                        }
+                        p.table("acl").unwrap().built_classifier()
+                    })
+                })
+                .collect();
+            let mut c = Control::new(acl(), Box::new(|| Ok(acl())), ends);
+            let r = c.execute("table acl add 10.0.0.0/8 * priority 1 => forward(1)\ntable acl add * 192.0.2.0/24 priority 2 => forward(2)");
+            stop.store(true, Ordering::Relaxed);
+            let ours = c.shadow().table("acl").unwrap().built_classifier();
+            for h in hs {
+                let theirs = h.join().unwrap();
+                assert!(r.is_ok(), "{r:?}");
+                let (a, b) = (ours.as_ref().expect("built"), theirs.expect("adopted"));
+                assert!(Arc::ptr_eq(a, &b), "a worker rebuilt the classifier instead of adopting it");
+            }
+        });
     }
 
     #[test]

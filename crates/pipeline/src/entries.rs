@@ -27,6 +27,8 @@ use crate::objects::MeterRates;
 use crate::spec::suggest;
 use crate::table::TableOps;
 use crate::value::Match;
+use crate::table::Acl;
+use std::sync::Arc;
 
 /// A rejected entry command: where, what was given, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -316,6 +318,34 @@ impl Pipeline {
     /// The index of the first op that failed and why; ops before it stay applied (staged
     /// classifier changes are committed), the failed op changed nothing.
     pub fn apply_ops(&mut self, ops: &[EntryOp]) -> Result<(), (usize, String)> {
+        self.apply_ops_prebuilt(ops, &[], &mut Vec::new())
+    }
+
+    /// The classifiers of the tables `ops` touch, as this replica built them when it applied
+    /// `ops` — for [`Pipeline::apply_ops_prebuilt`] on the other replicas. Control plane.
+    pub fn built_classifiers(&mut self, ops: &[EntryOp]) -> Vec<(usize, Arc<Acl>)> {
+        let mut out: Vec<(usize, Arc<Acl>)> = Vec::new();
+        for t in ops.iter().filter_map(EntryOp::table) {
+            if out.iter().any(|(u, _)| *u == t) {
+                continue;
+            }
+            let first = self.stages_of(t).next();
+            if let Some(acl) = first.and_then(|s| self.stages[s].table()).and_then(|tab| tab.built_classifier()) {
+                out.push((t, acl));
+            }
+        }
+        out
+    }
+
+    /// [`Pipeline::apply_ops`], where the classifier tables listed in `prebuilt` adopt the
+    /// given classifier (built by another replica from the same ops,
+    /// [`Pipeline::built_classifiers`]) instead of rebuilding: a worker then swaps pointers
+    /// between two batches instead of stalling for a build. The classifiers replaced go to
+    /// `retired`, for the caller to free off the packet path.
+    ///
+    /// # Errors
+    /// As [`Pipeline::apply_ops`].
+    pub fn apply_ops_prebuilt(&mut self, ops: &[EntryOp], prebuilt: &[(usize, Arc<Acl>)], retired: &mut Vec<Arc<Acl>>) -> Result<(), (usize, String)> {
         let mut result = Ok(());
         let mut touched = 0u64;
         for (k, op) in ops.iter().enumerate() {
@@ -330,9 +360,13 @@ impl Pipeline {
         for t in 0..self.program.tables.len() {
             if touched & (1u64 << (t % 64)) != 0 {
                 let stages: Vec<usize> = self.stages_of(t).collect();
+                let built = prebuilt.iter().find(|(u, _)| *u == t).map(|(_, a)| a);
                 for s in stages {
                     if let Some(tab) = self.stages[s].table() {
-                        if let Err(e) = tab.commit() {
+                        // A failed op leaves the replica unlike the one that built `built`.
+                        if let (Some(acl), true) = (built, result.is_ok()) {
+                            retired.extend(tab.adopt_classifier(Arc::clone(acl)));
+                        } else if let Err(e) = tab.commit() {
                             let k = ops.iter().position(|o| o.table() == Some(t)).unwrap_or(0);
                             return Err((k, e.to_string()));
                         }

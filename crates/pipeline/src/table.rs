@@ -14,10 +14,13 @@ use crate::field::Extract;
 use crate::stages::vxlan::{EncapTemplate, Tunnel};
 use crate::value::Match;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
-use fastpath_tables::acl::{Acl, AclConfig, AclRule, FieldMatch};
+use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch};
+/// A built classifier (the engine of `acl` tables), shared read-only between replicas.
+pub use fastpath_tables::acl::Acl;
 use fastpath_tables::exact::ExactTable;
 use fastpath_tables::lpm::{Lpm4, Lpm6};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 const MISS: u32 = u32::MAX;
 
@@ -75,6 +78,19 @@ pub trait TableOps {
     fn remove(&mut self, key: &[Match]) -> Result<(), TableError>;
     /// Makes staged changes live (rebuilds the classifier). A no-op for other engines.
     fn commit(&mut self) -> Result<(), TableError>;
+    /// The classifier the last commit built, to share with replicas that staged the same
+    /// changes ([`TableOps::adopt_classifier`]); `None` for other engines or while changes are
+    /// staged.
+    fn built_classifier(&self) -> Option<Arc<Acl>> {
+        None
+    }
+    /// Makes `acl` live instead of building one: staged changes are committed with a classifier
+    /// built elsewhere from the same rules (the control thread's replica), so a worker swaps a
+    /// pointer between two batches instead of stalling for a build. Returns the classifier it
+    /// replaced, for the caller to free off the packet path. A no-op for other engines.
+    fn adopt_classifier(&mut self, _acl: Arc<Acl>) -> Option<Arc<Acl>> {
+        None
+    }
     /// Removes every entry (live at once, also for the classifier).
     fn clear(&mut self);
     /// Number of entries.
@@ -156,7 +172,7 @@ enum Engine {
     Exact128(ExactTable<u128, u32>),
     Lpm4(Box<Lpm4>),
     Lpm6(Box<Lpm6>),
-    Acl { cfg: AclConfig, rules: Vec<AclRule>, live: Option<Acl>, dirty: bool },
+    Acl { cfg: AclConfig, rules: Vec<AclRule>, live: Option<Arc<Acl>>, dirty: bool },
 }
 
 /// A table and the stage that applies it.
@@ -463,11 +479,24 @@ impl TableOps for TableStage {
         if let Engine::Acl { cfg, rules, live, dirty } = &mut self.engine {
             if *dirty {
                 let acl = Acl::build(cfg, rules).map_err(|e| TableError::Build { table: self.def.name.clone(), msg: e.to_string() })?;
-                *live = Some(acl);
+                *live = Some(Arc::new(acl));
                 *dirty = false;
             }
         }
         Ok(())
+    }
+
+    fn built_classifier(&self) -> Option<Arc<Acl>> {
+        match &self.engine {
+            Engine::Acl { live, dirty: false, .. } => live.clone(),
+            _ => None,
+        }
+    }
+
+    fn adopt_classifier(&mut self, acl: Arc<Acl>) -> Option<Arc<Acl>> {
+        let Engine::Acl { live, dirty, .. } = &mut self.engine else { return None };
+        *dirty = false;
+        live.replace(acl)
     }
 
     fn clear(&mut self) {
@@ -528,6 +557,7 @@ impl Stage for TableStage {
         if let Engine::Acl { live, .. } = &self.engine {
             // The classifier reads each field once, straight into its 32-bit parts (a missing
             // port range reads as 0: see `keys_fields`).
+            let live = live.as_deref();
             let mut flat = [0u32; 4 * crate::compile::MAX_KEY_FIELDS];
             for i in lanes {
                 sc.out[i] = match (live, keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i))) {

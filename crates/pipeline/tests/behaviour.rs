@@ -236,6 +236,44 @@ fn acl_priorities_ranges_masks_and_remarking() {
     assert_eq!(p.table("acl").unwrap().hit_miss(), (3, 2));
 }
 
+/// The control thread builds a classifier once; worker replicas adopt it (a pointer swap at a
+/// batch boundary, no rebuild) and hand the one they replaced back to be freed elsewhere.
+#[test]
+fn a_replica_adopts_the_classifier_the_control_replica_built() {
+    let ops = |p: &Pipeline, text: &str| -> Vec<fastpath_pipeline::entries::EntryOp> {
+        text.lines().map(|l| p.program().parse_entry(l).unwrap_or_else(|e| panic!("{l}: {e:?}"))).collect()
+    };
+    let (mut control, mut worker) = (inline(ACL), inline(ACL));
+    let first = ops(
+        &control,
+        "table acl add 10.0.0.0/8 * 80..90 6/0xff priority 10 => drop
+         table acl add 10.1.0.0/16 * 0..65535 * priority 5 => remark(46)",
+    );
+    control.apply_ops(&first).unwrap();
+    let built = control.built_classifiers(&first);
+    assert_eq!(built.len(), 1);
+    let mut retired = Vec::new();
+    worker.apply_ops_prebuilt(&first, &built, &mut retired).unwrap();
+    assert!(retired.is_empty(), "nothing was live before");
+    let live = worker.table("acl").unwrap().built_classifier().unwrap();
+    assert!(std::sync::Arc::ptr_eq(&live, &built[0].1), "the worker adopted, it did not rebuild");
+    let tcp = |s: &str, port| FrameBuilder::eth(A, B).ipv4(s.parse().unwrap(), "192.0.2.1".parse().unwrap()).tcp(999, port, TcpFlags::SYN, 1, 0).build();
+    let out = run(&mut worker, &[(0, tcp("10.2.0.1", 85)), (0, tcp("10.1.0.1", 85)), (0, tcp("10.2.0.1", 91))]);
+    assert_eq!(out[0].0, Verdict::Drop(DropReason::ActionDrop));
+    assert_eq!((out[1].0, ipv4_ok(&out[1].1).dscp()), (Verdict::Tx(1), 46));
+    assert_eq!(out[2].0, Verdict::Tx(9));
+    // A second change: the first classifier comes back to be freed by the caller.
+    let second = ops(&control, "table acl del 10.0.0.0/8 * 80..90 6/0xff");
+    control.apply_ops(&second).unwrap();
+    let built2 = control.built_classifiers(&second);
+    worker.apply_ops_prebuilt(&second, &built2, &mut retired).unwrap();
+    assert_eq!(retired.len(), 1);
+    assert!(std::sync::Arc::ptr_eq(&retired[0], &built[0].1));
+    let out = run(&mut worker, &[(0, tcp("10.2.0.1", 85))]);
+    assert_eq!(out[0].0, Verdict::Tx(9), "the deleted rule is gone on the worker");
+    assert_eq!(worker.table("acl").unwrap().len(), 1);
+}
+
 #[test]
 fn exact_and_direct_tables_with_set_and_vlan_push_pop() {
     let spec = r#"

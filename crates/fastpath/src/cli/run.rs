@@ -622,7 +622,7 @@ mod tests {
         let (end, mail) = fastpath_control::mailbox();
         let mut p = LiveProc { inner: PipeProc(l2fwd()), slot: &slot, mail: Some(mail) };
         let op = p.inner.0.program().parse_entry("table port_pair add 5 => forward(0)").unwrap();
-        end.post(fastpath_control::mailbox::ToWorker::Apply { seq: 1, ops: std::sync::Arc::from(vec![op]) }).unwrap();
+        end.post(fastpath_control::mailbox::ToWorker::Apply { seq: 1, ops: std::sync::Arc::from(vec![op]), prebuilt: std::sync::Arc::from(Vec::new()) }).unwrap();
         let deadline = Instant::now() + Duration::from_secs(1);
         p.between_batches(&[], &WorkerStats { rx_pkts: 9, ..WorkerStats::default() });
         let r = end.reply(1, deadline).unwrap();
