@@ -462,10 +462,13 @@ impl TableOps for TableStage {
             Engine::Acl { .. } => {
                 let fields = self.acl_fields(key)?;
                 let Engine::Acl { rules, dirty, .. } = &mut self.engine else { return Err(nf()) };
+                // The key has no priority: every rule with these fields goes.
                 let before = rules.len();
                 rules.retain(|r| r.fields != fields);
                 *dirty = true;
-                rules.len() != before
+                let removed = before - rules.len();
+                self.len -= removed.saturating_sub(1);
+                removed > 0
             }
         };
         if !found {

@@ -274,6 +274,18 @@ fn a_replica_adopts_the_classifier_the_control_replica_built() {
     assert_eq!(worker.table("acl").unwrap().len(), 1);
 }
 
+/// `del` has no priority: it removes every rule with those fields, and the count follows.
+#[test]
+fn deleting_a_classifier_key_removes_each_of_its_priorities() {
+    let mut p = inline(ACL);
+    p.load_entries("rules", "table acl add 10.0.0.0/8 * * * priority 10 => drop
+table acl add 10.0.0.0/8 * * * priority 20 => forward(3)
+").unwrap();
+    assert_eq!(p.table("acl").unwrap().len(), 2);
+    p.apply_command("table acl del 10.0.0.0/8 * * *").unwrap();
+    assert_eq!(p.table("acl").unwrap().len(), 0);
+}
+
 #[test]
 fn exact_and_direct_tables_with_set_and_vlan_push_pop() {
     let spec = r#"
