@@ -24,7 +24,7 @@
 use crate::metrics::WorkerSnapshot;
 use fastpath_pipeline::entries::EntryOp;
 use fastpath_pipeline::Pipeline;
-use fastpath_pipeline::table::Acl;
+use fastpath_pipeline::table::{Acl, BuiltClassifier};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub enum ToWorker {
         ops: Arc<[EntryOp]>,
         /// Classifiers the control replica built from these ops, by table: the worker adopts
         /// them instead of rebuilding (shared by every worker).
-        prebuilt: Arc<[(usize, Arc<Acl>)]>,
+        prebuilt: Arc<[(usize, BuiltClassifier)]>,
     },
     /// Send a copy of the worker's counters.
     Snapshot {

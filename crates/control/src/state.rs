@@ -387,7 +387,7 @@ ingress = "apply acl"
                 let theirs = h.join().unwrap();
                 assert!(r.is_ok(), "{r:?}");
                 let (a, b) = (ours.as_ref().expect("built"), theirs.expect("adopted"));
-                assert!(Arc::ptr_eq(a, &b), "a worker rebuilt the classifier instead of adopting it");
+                assert!(Arc::ptr_eq(&a.acl, &b.acl), "a worker rebuilt the classifier instead of adopting it");
             }
         });
     }

@@ -27,7 +27,7 @@ use crate::objects::MeterRates;
 use crate::spec::suggest;
 use crate::table::TableOps;
 use crate::value::Match;
-use crate::table::Acl;
+use crate::table::{Acl, Adopt, BuiltClassifier};
 use std::sync::Arc;
 
 /// A rejected entry command: where, what was given, and why.
@@ -323,8 +323,8 @@ impl Pipeline {
 
     /// The classifiers of the tables `ops` touch, as this replica built them when it applied
     /// `ops` — for [`Pipeline::apply_ops_prebuilt`] on the other replicas. Control plane.
-    pub fn built_classifiers(&mut self, ops: &[EntryOp]) -> Vec<(usize, Arc<Acl>)> {
-        let mut out: Vec<(usize, Arc<Acl>)> = Vec::new();
+    pub fn built_classifiers(&mut self, ops: &[EntryOp]) -> Vec<(usize, BuiltClassifier)> {
+        let mut out: Vec<(usize, BuiltClassifier)> = Vec::new();
         for t in ops.iter().filter_map(EntryOp::table) {
             if out.iter().any(|(u, _)| *u == t) {
                 continue;
@@ -345,7 +345,7 @@ impl Pipeline {
     ///
     /// # Errors
     /// As [`Pipeline::apply_ops`].
-    pub fn apply_ops_prebuilt(&mut self, ops: &[EntryOp], prebuilt: &[(usize, Arc<Acl>)], retired: &mut Vec<Arc<Acl>>) -> Result<(), (usize, String)> {
+    pub fn apply_ops_prebuilt(&mut self, ops: &[EntryOp], prebuilt: &[(usize, BuiltClassifier)], retired: &mut Vec<Arc<Acl>>) -> Result<(), (usize, String)> {
         let mut result = Ok(());
         let mut touched = 0u64;
         for (k, op) in ops.iter().enumerate() {
@@ -363,9 +363,14 @@ impl Pipeline {
                 let built = prebuilt.iter().find(|(u, _)| *u == t).map(|(_, a)| a);
                 for s in stages {
                     if let Some(tab) = self.stages[s].table() {
-                        // A failed op leaves the replica unlike the one that built `built`.
-                        if let (Some(acl), true) = (built, result.is_ok()) {
-                            retired.extend(tab.adopt_classifier(Arc::clone(acl)));
+                        // A failed op leaves the replica unlike the one that built `built`;
+                        // a refused one (other action entries) builds its own.
+                        let adopted = match built {
+                            Some(b) if result.is_ok() => tab.adopt_classifier(b),
+                            _ => Adopt::Refused,
+                        };
+                        if let Adopt::Adopted(old) = adopted {
+                            retired.extend(old);
                         } else if let Err(e) = tab.commit() {
                             let k = ops.iter().position(|o| o.table() == Some(t)).unwrap_or(0);
                             return Err((k, e.to_string()));

@@ -81,15 +81,16 @@ pub trait TableOps {
     /// The classifier the last commit built, to share with replicas that staged the same
     /// changes ([`TableOps::adopt_classifier`]); `None` for other engines or while changes are
     /// staged.
-    fn built_classifier(&self) -> Option<Arc<Acl>> {
+    fn built_classifier(&self) -> Option<BuiltClassifier> {
         None
     }
-    /// Makes `acl` live instead of building one: staged changes are committed with a classifier
+    /// Makes `b` live instead of building a classifier: staged changes are committed with one
     /// built elsewhere from the same rules (the control thread's replica), so a worker swaps a
-    /// pointer between two batches instead of stalling for a build. Returns the classifier it
-    /// replaced, for the caller to free off the packet path. A no-op for other engines.
-    fn adopt_classifier(&mut self, _acl: Arc<Acl>) -> Option<Arc<Acl>> {
-        None
+    /// pointer between two batches instead of stalling for a build. Refused (the caller then
+    /// commits, i.e. builds) when this replica's action entries differ from those the
+    /// classifier's rules point at. A no-op for other engines.
+    fn adopt_classifier(&mut self, _b: &BuiltClassifier) -> Adopt {
+        Adopt::Refused
     }
     /// Removes every entry (live at once, also for the classifier).
     fn clear(&mut self);
@@ -101,6 +102,25 @@ pub trait TableOps {
     }
     /// Packets that hit and missed so far.
     fn hit_miss(&self) -> (u64, u64);
+}
+
+/// A classifier built by one replica, with a digest of the action entries its rules point at
+/// (rules hold indices into the table's interned entries, so another replica may use it only
+/// if its entries are the same).
+#[derive(Clone, Debug)]
+pub struct BuiltClassifier {
+    /// The classifier, shared read-only.
+    pub acl: Arc<Acl>,
+    actions: u64,
+}
+
+/// What [`TableOps::adopt_classifier`] did.
+#[derive(Debug)]
+pub enum Adopt {
+    /// Live now; the classifier it replaced, if any, for the caller to free off the packet path.
+    Adopted(Option<Arc<Acl>>),
+    /// Not adopted: not a classifier table, or its action entries differ.
+    Refused,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -274,6 +294,21 @@ fn chunk_widths(width: u8) -> Vec<u8> {
 impl TableStage {
     fn bad_key(&self, msg: String) -> TableError {
         TableError::BadKey { table: self.def.name.clone(), msg }
+    }
+
+    /// FNV-1a over the interned action entries, in index order.
+    fn actions_digest(&self) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut eat = |x: u128| {
+            for b in x.to_le_bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        for e in &self.entries {
+            eat(u128::from(e.action));
+            e.args.iter().for_each(|&a| eat(a));
+        }
+        h
     }
 
     fn intern(&mut self, e: ActionEntry) -> u32 {
@@ -489,17 +524,22 @@ impl TableOps for TableStage {
         Ok(())
     }
 
-    fn built_classifier(&self) -> Option<Arc<Acl>> {
+    fn built_classifier(&self) -> Option<BuiltClassifier> {
         match &self.engine {
-            Engine::Acl { live, dirty: false, .. } => live.clone(),
+            Engine::Acl { live: Some(acl), dirty: false, .. } => Some(BuiltClassifier { acl: Arc::clone(acl), actions: self.actions_digest() }),
             _ => None,
         }
     }
 
-    fn adopt_classifier(&mut self, acl: Arc<Acl>) -> Option<Arc<Acl>> {
-        let Engine::Acl { live, dirty, .. } = &mut self.engine else { return None };
-        *dirty = false;
-        live.replace(acl)
+    fn adopt_classifier(&mut self, b: &BuiltClassifier) -> Adopt {
+        let same = self.actions_digest() == b.actions;
+        match &mut self.engine {
+            Engine::Acl { live, dirty, .. } if same => {
+                *dirty = false;
+                Adopt::Adopted(live.replace(Arc::clone(&b.acl)))
+            }
+            _ => Adopt::Refused,
+        }
     }
 
     fn clear(&mut self) {

@@ -256,7 +256,7 @@ fn a_replica_adopts_the_classifier_the_control_replica_built() {
     worker.apply_ops_prebuilt(&first, &built, &mut retired).unwrap();
     assert!(retired.is_empty(), "nothing was live before");
     let live = worker.table("acl").unwrap().built_classifier().unwrap();
-    assert!(std::sync::Arc::ptr_eq(&live, &built[0].1), "the worker adopted, it did not rebuild");
+    assert!(std::sync::Arc::ptr_eq(&live.acl, &built[0].1.acl), "the worker adopted, it did not rebuild");
     let tcp = |s: &str, port| FrameBuilder::eth(A, B).ipv4(s.parse().unwrap(), "192.0.2.1".parse().unwrap()).tcp(999, port, TcpFlags::SYN, 1, 0).build();
     let out = run(&mut worker, &[(0, tcp("10.2.0.1", 85)), (0, tcp("10.1.0.1", 85)), (0, tcp("10.2.0.1", 91))]);
     assert_eq!(out[0].0, Verdict::Drop(DropReason::ActionDrop));
@@ -268,10 +268,23 @@ fn a_replica_adopts_the_classifier_the_control_replica_built() {
     let built2 = control.built_classifiers(&second);
     worker.apply_ops_prebuilt(&second, &built2, &mut retired).unwrap();
     assert_eq!(retired.len(), 1);
-    assert!(std::sync::Arc::ptr_eq(&retired[0], &built[0].1));
+    assert!(std::sync::Arc::ptr_eq(&retired[0], &built[0].1.acl));
     let out = run(&mut worker, &[(0, tcp("10.2.0.1", 85))]);
     assert_eq!(out[0].0, Verdict::Tx(9), "the deleted rule is gone on the worker");
     assert_eq!(worker.table("acl").unwrap().len(), 1);
+
+    // A replica whose action entries differ (another history: `forward(7)` interned first)
+    // must not use a classifier whose rules index the control replica's entries: it builds its
+    // own, and forwards by its own entries.
+    let mut other = inline(ACL);
+    other.apply_ops(&ops(&other, "table acl add 192.168.0.0/16 * * * priority 1 => forward(7)\ntable acl del 192.168.0.0/16 * * *")).unwrap();
+    let mut retired = Vec::new();
+    other.apply_ops_prebuilt(&first, &built, &mut retired).unwrap();
+    let own = other.table("acl").unwrap().built_classifier().unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&own.acl, &built[0].1.acl), "refused: built its own");
+    let out = run(&mut other, &[(0, tcp("10.2.0.1", 85)), (0, tcp("10.1.0.1", 85))]);
+    assert_eq!(out[0].0, Verdict::Drop(DropReason::ActionDrop));
+    assert_eq!((out[1].0, ipv4_ok(&out[1].1).dscp()), (Verdict::Tx(1), 46));
 }
 
 /// `del` has no priority: it removes every rule with those fields, and the count follows.
