@@ -23,8 +23,8 @@
 
 use crate::metrics::WorkerSnapshot;
 use fastpath_pipeline::entries::EntryOp;
-use fastpath_pipeline::Pipeline;
 use fastpath_pipeline::table::{Acl, BuiltClassifier};
+use fastpath_pipeline::Pipeline;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;

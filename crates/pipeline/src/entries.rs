@@ -25,9 +25,8 @@ use crate::compile::{Program, StageDef};
 use crate::exec::Pipeline;
 use crate::objects::MeterRates;
 use crate::spec::suggest;
-use crate::table::TableOps;
+use crate::table::{Acl, Adopt, BuiltClassifier, TableOps};
 use crate::value::Match;
-use crate::table::{Acl, Adopt, BuiltClassifier};
 use std::sync::Arc;
 
 /// A rejected entry command: where, what was given, and why.

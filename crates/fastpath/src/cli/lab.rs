@@ -231,6 +231,16 @@ fn table(lines: &str) -> String {
     out
 }
 
+/// The latency test's background load from `--latency-load` / `--latency-mpps`.
+fn latency_load(a: &LabArgs) -> Result<LatencyLoad, String> {
+    match a.latency_mpps {
+        Some(m) if m > 0.0 && m.is_finite() => Ok(LatencyLoad::Pps((m * 1e6) as u64)),
+        Some(m) => Err(format!("--latency-mpps {m}: give a rate above 0 Mpps")),
+        None if a.latency_load > 0.0 && a.latency_load <= 1.0 => Ok(LatencyLoad::Fraction(a.latency_load)),
+        None => Err(format!("--latency-load {}: give a fraction of the found rate, above 0 and at most 1", a.latency_load)),
+    }
+}
+
 /// Runs `fastpath lab`.
 pub fn run(a: LabArgs) -> Result<(), String> {
     if matches!(a.test, LabTest::Overlay) && a.duts.is_empty() {
@@ -278,10 +288,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
                 trial_s: a.trial_s,
                 max_trials: a.max_trials,
                 latency_s: a.latency_s,
-                latency_load: match a.latency_mpps {
-                    Some(m) => LatencyLoad::Pps((m * 1e6) as u64),
-                    None => LatencyLoad::Fraction(a.latency_load),
-                },
+                latency_load: latency_load(&a)?,
                 ..Rfc2544Config::default()
             };
             let r = rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
@@ -367,6 +374,27 @@ mod tests {
         assert_eq!((cfg.duration_s, cfg.pings, cfg.streams.clone()), (3, 7, vec![2]));
         let c = Cli::parse_from(["x", "overlay", "--dut", "linux-bridge"]);
         assert!(overlay_config(&c.lab, "/bin/fp".into()).unwrap_err().contains("linux-vxlan"));
+    }
+
+    #[test]
+    fn latency_load_is_a_fraction_or_one_rate_for_every_dut() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            lab: LabArgs,
+        }
+        let load = |args: &[&str]| latency_load(&Cli::try_parse_from(["x", "rfc2544"].iter().chain(args)).map_err(|e| e.to_string())?.lab);
+        assert_eq!(load(&[]).unwrap(), LatencyLoad::Fraction(0.5));
+        assert_eq!(load(&["--latency-load", "0.9"]).unwrap(), LatencyLoad::Fraction(0.9));
+        assert_eq!(load(&["--latency-mpps", "0.25"]).unwrap(), LatencyLoad::Pps(250_000));
+        assert!(load(&["--latency-load", "1.5"]).unwrap_err().contains("--latency-load 1.5"));
+        assert!(load(&["--latency-mpps", "0"]).unwrap_err().contains("--latency-mpps 0"));
+        assert!(load(&["--latency-load", "0.5", "--latency-mpps", "1"]).unwrap_err().contains("cannot be used with"));
+        // One rate for every DUT, but never above what a DUT forwards without loss.
+        assert_eq!(LatencyLoad::Pps(250_000).pps(100_000.0), 100_000);
+        assert_eq!(LatencyLoad::Pps(250_000).pps(700_000.0), 250_000);
+        assert_eq!(LatencyLoad::Fraction(0.5).pps(700_000.0), 350_000);
     }
 
     #[test]

@@ -371,7 +371,7 @@ impl ProbeClock {
 }
 
 /// Sends the probes of `cfg` from the calling thread (which must be in the generator's
-/// namespace), each stamped with its sequence number and the time since `base`. Stops early
+/// namespace), each stamped with its sequence number and the time on `clock`. Stops early
 /// when `stop` is set. Returns how many were sent.
 ///
 /// # Errors
