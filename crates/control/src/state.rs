@@ -276,6 +276,12 @@ mod tests {
     /// Runs `f` with a control plane over `n` worker threads that poll their mailboxes; returns
     /// what `f` returns and each worker's final verdicts.
     fn with_workers<R>(n: usize, f: impl FnOnce(&mut Control<'_>) -> R) -> (R, Vec<Vec<Verdict>>) {
+        with_workers_of(n, pipe, verdicts, f)
+    }
+
+    /// [`with_workers`] with pipelines from `make`; returns what `fin` reads from each worker's
+    /// pipeline after the workers stop.
+    fn with_workers_of<R, T: Send>(n: usize, make: fn() -> Pipeline, fin: fn(&mut Pipeline) -> T, f: impl FnOnce(&mut Control<'_>) -> R) -> (R, Vec<T>) {
         let (ends, wends): (Vec<ControlEnd>, Vec<WorkerEnd>) = (0..n).map(|_| mailbox()).unzip();
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
@@ -285,12 +291,12 @@ mod tests {
                 .map(|(w, mut end)| {
                     let stop = &stop;
                     s.spawn(move || {
-                        let mut p = pipe();
+                        let mut p = make();
                         while !stop.load(Ordering::Relaxed) {
                             end.poll(&mut p, |snap| snap.totals.rx_pkts = 100 + w as u64);
                             std::thread::yield_now();
                         }
-                        verdicts(&mut p)
+                        fin(&mut p)
                     })
                 })
                 .collect();
@@ -302,7 +308,7 @@ mod tests {
                 }
             }
             let guard = StopOnDrop(&stop);
-            let mut c = Control::new(pipe(), Box::new(|| Ok(pipe())), ends);
+            let mut c = Control::new(make(), Box::new(move || Ok(make())), ends);
             let r = f(&mut c);
             drop(guard);
             (r, hs.into_iter().map(|h| h.join().unwrap()).collect())
@@ -361,35 +367,16 @@ default = "drop"
 [control]
 ingress = "apply acl"
 "#;
-        let acl = || fastpath_pipeline::compile("a.toml", ACL).unwrap_or_else(|e| panic!("{e}")).instantiate();
-        let (ends, wends): (Vec<ControlEnd>, Vec<WorkerEnd>) = (0..2).map(|_| mailbox()).unzip();
-        let stop = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let hs: Vec<_> = wends
-                .into_iter()
-                .map(|mut end| {
-                    let stop = &stop;
-                    s.spawn(move || {
-                        let mut p = acl();
-                        while !stop.load(Ordering::Relaxed) {
-                            end.poll(&mut p, |_| {});
-                            std::thread::yield_now();
-                        }
-                        p.table("acl").unwrap().built_classifier()
-                    })
-                })
-                .collect();
-            let mut c = Control::new(acl(), Box::new(|| Ok(acl())), ends);
-            let r = c.execute("table acl add 10.0.0.0/8 * priority 1 => forward(1)\ntable acl add * 192.0.2.0/24 priority 2 => forward(2)");
-            stop.store(true, Ordering::Relaxed);
-            let ours = c.shadow().table("acl").unwrap().built_classifier();
-            for h in hs {
-                let theirs = h.join().unwrap();
-                assert!(r.is_ok(), "{r:?}");
-                let (a, b) = (ours.as_ref().expect("built"), theirs.expect("adopted"));
-                assert!(Arc::ptr_eq(&a.acl, &b.acl), "a worker rebuilt the classifier instead of adopting it");
-            }
+        fn acl() -> Pipeline {
+            fastpath_pipeline::compile("a.toml", ACL).unwrap_or_else(|e| panic!("{e}")).instantiate()
+        }
+        let (ours, theirs) = with_workers_of(2, acl, |p| p.table("acl").unwrap().built_classifier(), |c| {
+            c.execute("table acl add 10.0.0.0/8 * priority 1 => forward(1)\ntable acl add * 192.0.2.0/24 priority 2 => forward(2)").unwrap();
+            c.shadow().table("acl").unwrap().built_classifier().expect("built")
         });
+        for t in theirs {
+            assert!(Arc::ptr_eq(&ours.acl, &t.expect("adopted").acl), "a worker rebuilt the classifier instead of adopting it");
+        }
     }
 
     #[test]
