@@ -8,7 +8,7 @@
 //! table fib4 del 198.18.0.0/15          # or delete; the key must exist
 //! table fib4 clear
 //! meter policer 7 cir 1250000 cbs 15000 ebs 15000
-//! show tables | counters [json] | meters | conntrack | plan
+//! show tables | table NAME | counters [json] | meters | conntrack | plan
 //! help
 //! ```
 //! Changes use the entries-file grammar (`fastpath_pipeline::entries`) and are checked against
@@ -20,7 +20,7 @@ use fastpath_pipeline::spec::suggest;
 use fastpath_pipeline::Program;
 
 /// What a `show` command shows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Show {
     /// Tables: name, engine, entries, size, hits and misses (summed over workers).
     Tables,
@@ -35,6 +35,11 @@ pub enum Show {
     Conntrack,
     /// The compiled plan.
     Plan,
+    /// Every entry of one table, as entry commands that load back as an entries file.
+    Table {
+        /// Table name (checked against the spec when parsed).
+        name: String,
+    },
 }
 
 /// One parsed command.
@@ -66,7 +71,8 @@ table T modify KEY… [priority P] => ACTION(ARGS) change an existing entry's ac
 table T del KEY…                                 delete an existing entry (also: delete)
 table T clear                                    delete every entry
 meter M I cir R cbs B (ebs B | pir R pbs B)      configure meter I of array M (bytes/s, bytes)
-show tables | counters [json] | meters | conntrack | plan
+show tables | table T | counters [json] | meters | conntrack | plan
+                                                 (show table T lists T's entries as commands)
 help
 Changes in one request are applied together: every worker switches between two batches.";
 
@@ -124,9 +130,20 @@ impl CtlError {
     }
 }
 
-fn parse_show<'a>(words: &[&'a str]) -> Result<Show, (String, &'a str)> {
+fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'a str)> {
     const WHAT: [&str; 5] = ["tables", "counters", "meters", "conntrack", "plan"];
-    let Some(&what) = words.get(1) else { return Err(("'show' needs what: tables, counters, meters, conntrack or plan".into(), words[0])) };
+    let Some(&what) = words.get(1) else { return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack or plan".into(), words[0])) };
+    if let ("table", Some(&name)) = (what, words.get(2)) {
+        if let Some(&extra) = words.get(3) {
+            return Err((format!("unexpected \"{extra}\""), extra));
+        }
+        if prog.table_index(name).is_none() {
+            let hint = suggest(name, prog.tables.iter().map(|t| t.name.as_str())).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+            let known: Vec<&str> = prog.tables.iter().map(|t| t.name.as_str()).collect();
+            return Err((format!("no table \"{name}\"{hint} (tables: {})", known.join(", ")), name));
+        }
+        return Ok(Show::Table { name: name.to_string() });
+    }
     let json = match words.get(2) {
         None => false,
         Some(&"json") if what == "counters" => true,
@@ -159,7 +176,7 @@ pub fn parse_request(prog: &Program, text: &str) -> Result<Vec<Line>, CtlError> 
         }
         let words: Vec<&str> = t.split_whitespace().collect();
         let cmd = match words[0] {
-            "show" => parse_show(&words).map(Command::Show).map_err(|(msg, tok)| {
+            "show" => parse_show(prog, &words).map(Command::Show).map_err(|(msg, tok)| {
                 let col = (tok.as_ptr() as usize).saturating_sub(t.as_ptr() as usize);
                 EntryError { file: "ctl".into(), line: k + 1, col: t[..col.min(t.len())].chars().count() + 1, input: t.to_string(), msg }
             }),

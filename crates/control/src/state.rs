@@ -240,6 +240,14 @@ impl<'a> Control<'a> {
                 }
             }
             Show::Plan => o = self.shadow.show_plan(),
+            Show::Table { name } => {
+                // The control replica holds exactly what every worker holds.
+                let lines = self.shadow.entry_lines(&name).unwrap_or_default();
+                for l in &lines {
+                    let _ = writeln!(o, "{l}");
+                }
+                let _ = writeln!(o, "# {} entr{} in table \"{name}\"", lines.len(), if lines.len() == 1 { "y" } else { "ies" });
+            }
         }
         Ok(o)
     }
@@ -377,6 +385,20 @@ ingress = "apply acl"
         for t in theirs {
             assert!(Arc::ptr_eq(&ours.acl, &t.expect("adopted").acl), "a worker rebuilt the classifier instead of adopting it");
         }
+    }
+
+    #[test]
+    fn show_table_lists_entries_as_commands_that_load_back() {
+        let (out, _) = with_workers(1, |c| {
+            c.execute("table port_map add 3 => forward(6)\ntable port_map add 2 => forward(5)").unwrap();
+            let e = c.execute("show table port_mapp").unwrap_err();
+            assert!(e.to_string().contains("no table \"port_mapp\" (did you mean \"port_map\"?)"), "{e}");
+            c.execute("show table port_map").unwrap()
+        });
+        assert_eq!(out, "table port_map add 2 => forward(5)\ntable port_map add 3 => forward(6)\n# 2 entries in table \"port_map\"\n");
+        let mut fresh = pipe();
+        fresh.load_entries("shown", &out).unwrap();
+        assert_eq!(fresh.table("port_map").unwrap().len(), 2);
     }
 
     #[test]

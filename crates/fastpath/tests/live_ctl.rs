@@ -238,6 +238,9 @@ fn ctl_adds_and_deletes_a_route_on_both_workers_while_traffic_flows() {
     assert!(!ok);
     assert!(err.contains("no entry with that key") && err.contains("nothing of this request was applied"), "{err}");
     assert_eq!(fib4_entries(&sock), 1, "failed requests changed nothing");
+    let (ok, out, err) = ctl(&sock, &["show", "table", "fib4"], None);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().next(), Some(ROUTE), "the running table reads back as the command that filled it: {out}");
 
     // 4. Delete the route: dropped again.
     let (ok, out, err) = ctl(&sock, &["table", "fib4", "del", "198.19.1.0/24"], None);

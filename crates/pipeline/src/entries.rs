@@ -275,6 +275,40 @@ impl Pipeline {
         self.stages[i].table_ref()
     }
 
+    /// Every entry of table `name` as an entry command (`table T add KEY… [priority P] =>
+    /// ACTION(ARGS)`), sorted by priority and key: the text loads back as an entries file and
+    /// gives the same table. `None` when there is no such table. Control thread.
+    pub fn entry_lines(&self, name: &str) -> Option<Vec<String>> {
+        let t = self.program.table_index(name)?;
+        let def = &self.program.tables[t];
+        let first = self.stages_of(t).next()?;
+        let tab = self.stages[first].table_ref()?;
+        let classifier = def.imp == crate::compile::TableImpl::Acl;
+        let lines = tab
+            .dump()
+            .iter()
+            .map(|e| {
+                let mut l = format!("table {name} add");
+                for (m, k) in e.key.iter().zip(&def.key) {
+                    l.push(' ');
+                    l.push_str(&m.format(k.field.kind));
+                }
+                if classifier {
+                    l.push_str(&format!(" priority {}", e.priority));
+                }
+                let a = &self.program.actions[e.action];
+                l.push_str(" => ");
+                l.push_str(&a.name);
+                if !a.params.is_empty() {
+                    let args: Vec<String> = a.params.iter().zip(&e.args).map(|((_, kind), &v)| kind.format(v)).collect();
+                    l.push_str(&format!("({})", args.join(", ")));
+                }
+                l
+            })
+            .collect();
+        Some(lines)
+    }
+
     /// Stage indices that apply table `t` (a table applied twice has two stages).
     fn stages_of(&self, t: usize) -> impl Iterator<Item = usize> + '_ {
         self.program.stages.iter().enumerate().filter(move |(_, (_, s))| matches!(s, StageDef::Table(x) if *x == t)).map(|(i, _)| i)

@@ -92,6 +92,8 @@ pub trait TableOps {
     fn adopt_classifier(&mut self, _b: &BuiltClassifier) -> Adopt {
         Adopt::Refused
     }
+    /// Every entry, sorted by priority and key. Control thread.
+    fn dump(&self) -> Vec<EntryView>;
     /// Removes every entry (live at once, also for the classifier).
     fn clear(&mut self);
     /// Number of entries.
@@ -102,6 +104,21 @@ pub trait TableOps {
     }
     /// Packets that hit and missed so far.
     fn hit_miss(&self) -> (u64, u64);
+}
+
+/// One entry as the control plane reads it back: one match per key field, the priority
+/// (classifier tables; 0 for the others), the action (index into `Program::actions`) and its
+/// arguments. Adding it again gives the same entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryView {
+    /// One match per key field.
+    pub key: Vec<Match>,
+    /// Rule priority (lower wins; classifier tables only).
+    pub priority: u32,
+    /// Index into `Program::actions`.
+    pub action: usize,
+    /// The action's arguments.
+    pub args: [u128; MAX_ARGS],
 }
 
 /// A classifier built by one replica, with a digest of the action entries its rules point at
@@ -374,6 +391,83 @@ impl TableStage {
     }
 }
 
+impl TableStage {
+    /// The key a classifier rule was added with, back from its per-chunk matches: the inverse
+    /// of `acl_fields` (adding the result again gives the same chunks).
+    fn acl_key(&self, fields: &[FieldMatch]) -> Vec<Match> {
+        let mut out = Vec::with_capacity(self.def.key.len());
+        let mut at = 0;
+        for (f, chunks) in self.def.key.iter().zip(&self.chunks) {
+            let w = f.field.width;
+            let part = fields.get(at..at + chunks.len()).unwrap_or(&[]);
+            at += chunks.len();
+            if let [one] = part {
+                out.push(match *one {
+                    // Shown as given: `v/0xmask` adds back as the same masked chunk.
+                    FieldMatch::Masked { value, mask } => Match::Masked(u128::from(value), u128::from(mask)),
+                    FieldMatch::Range { lo, hi } => range_match(u128::from(lo), u128::from(hi), w, f.kind == MatchKind::Range),
+                });
+                continue;
+            }
+            // Wide field: exact or masked chunks, most significant first.
+            let (mut v, mut m) = (0u128, 0u128);
+            for (&cw, fm) in chunks.iter().zip(part) {
+                let (cv, cm) = match *fm {
+                    FieldMatch::Range { lo, hi } if lo == hi => (lo, width_max(cw)),
+                    FieldMatch::Range { .. } => (0, 0),
+                    FieldMatch::Masked { value, mask } => (value, mask),
+                };
+                v = v << cw | u128::from(cv);
+                m = m << cw | u128::from(cm);
+            }
+            let all = if w >= 128 { u128::MAX } else { (1u128 << w) - 1 };
+            out.push(if m == 0 {
+                Match::Any
+            } else if m == all {
+                Match::Exact(v)
+            } else if m == crate::value::prefix_mask(m.count_ones() as u8, w) {
+                Match::Prefix(v, m.count_ones() as u8)
+            } else {
+                Match::Masked(v, m)
+            });
+        }
+        out
+    }
+}
+
+/// A single-chunk classifier range shown the way it was most likely given: `*`, one value, a
+/// prefix (not for `range` fields), or `lo..hi`. Each adds back as the same range.
+fn range_match(lo: u128, hi: u128, width: u8, range_field: bool) -> Match {
+    let max = if width >= 128 { u128::MAX } else { (1u128 << width) - 1 };
+    let host = hi - lo;
+    if lo == 0 && hi == max {
+        Match::Any
+    } else if lo == hi {
+        Match::Exact(lo)
+    } else if !range_field && host & host.wrapping_add(1) == 0 && lo & host == 0 {
+        Match::Prefix(lo, width - host.count_ones() as u8)
+    } else {
+        Match::Range(lo, hi)
+    }
+}
+
+/// The key fields of a packed exact or direct key, first field highest (the inverse of
+/// `self_pack`).
+fn unpack_key(def: &TableDef, mut k: u128) -> Vec<Match> {
+    let mut out = vec![Match::Any; def.key.len()];
+    for (m, f) in out.iter_mut().zip(&def.key).rev() {
+        let w = f.field.width;
+        if w >= 128 {
+            *m = Match::Exact(k);
+            k = 0;
+        } else {
+            *m = Match::Exact(k & ((1u128 << w) - 1));
+            k >>= w;
+        }
+    }
+    out
+}
+
 /// Packs the key fields of one packet into a u128 (concatenated, first field highest).
 #[inline]
 /// The key fields packed into one value (most significant first); `None` when one is missing.
@@ -540,6 +634,25 @@ impl TableOps for TableStage {
             }
             _ => Adopt::Refused,
         }
+    }
+
+    fn dump(&self) -> Vec<EntryView> {
+        let view = |key: Vec<Match>, priority: u32, r: u32| {
+            let e = self.entries.get(r as usize).copied().unwrap_or(self.default);
+            EntryView { key, priority, action: usize::from(e.action), args: e.args }
+        };
+        let unpack = |k: u128| unpack_key(&self.def, k);
+        let mut out = Vec::with_capacity(self.len);
+        match &self.engine {
+            Engine::Direct(v) => out.extend(v.iter().enumerate().filter(|(_, &r)| r != MISS).map(|(i, &r)| view(unpack(i as u128), 0, r))),
+            Engine::Exact64(t) => out.extend(t.iter().map(|(k, r)| view(unpack(u128::from(k)), 0, r))),
+            Engine::Exact128(t) => out.extend(t.iter().map(|(k, r)| view(unpack(k), 0, r))),
+            Engine::Lpm4(t) => out.extend(t.routes().map(|(p, l, r)| view(vec![Match::Prefix(u128::from(p), l)], 0, r))),
+            Engine::Lpm6(t) => out.extend(t.routes().map(|(p, l, r)| view(vec![Match::Prefix(p, l)], 0, r))),
+            Engine::Acl { rules, .. } => out.extend(rules.iter().map(|r| view(self.acl_key(&r.fields), r.priority, r.action))),
+        }
+        out.sort_by(|a, b| (a.priority, &a.key).cmp(&(b.priority, &b.key)));
+        out
     }
 
     fn clear(&mut self) {

@@ -88,7 +88,7 @@ fn parse_mac(s: &str) -> Option<u128> {
 }
 
 /// A key-field match as written in an entry: exact value, prefix, value/mask, range or wildcard.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Match {
     /// Exactly this value.
     Exact(u128),
@@ -103,6 +103,17 @@ pub enum Match {
 }
 
 impl Match {
+    /// Writes the match the way [`Match::parse`] reads it, for a field of `kind`.
+    pub fn format(&self, kind: ValueKind) -> String {
+        match *self {
+            Match::Exact(v) => kind.format(v),
+            Match::Prefix(v, l) => format!("{}/{l}", kind.format(v)),
+            Match::Masked(v, m) => format!("{}/{m:#x}", kind.format(v)),
+            Match::Range(lo, hi) => format!("{}..{}", kind.format(lo), kind.format(hi)),
+            Match::Any => "*".into(),
+        }
+    }
+
     /// Parses `*`, `v`, `v/len`, `v/0xmask` (or `v&&&mask`) and `lo..hi` for a field of `kind`.
     pub fn parse(kind: ValueKind, s: &str) -> Result<Match, String> {
         let s = s.trim();
