@@ -14,13 +14,15 @@
 //! succeeds on every worker: "table full" or "no such key" is found out before anything reaches
 //! a worker, and a refused request leaves every replica unchanged. When a multi-op request
 //! fails part-way (or a classifier rebuild fails), the shadow — already changed by the ops before
-//! the failure — is rebuilt from the spec, the entries files and the log.
+//! the failure — is rebuilt from the spec, the entries files and the log. The log stays
+//! bounded: once it outgrows what it changed, it becomes a snapshot of the tables and meters
+//! it touched (`ChangeLog`).
 
 use crate::api::{parse_request, Command, CtlError, Line, Show, HELP};
 use crate::mailbox::{ControlEnd, FromWorker, MailError, ToWorker};
 use crate::metrics::{Counters, WorkerSnapshot};
 use fastpath_pipeline::compile::TableImpl;
-use fastpath_pipeline::entries::{EntryError, EntryOp};
+use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
 use fastpath_pipeline::Pipeline;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -29,21 +31,92 @@ use std::time::{Duration, Instant};
 /// Builds a fresh pipeline from the spec and the start-up entries files.
 pub type Rebuild<'a> = Box<dyn FnMut() -> Result<Pipeline, String> + Send + 'a>;
 
+/// The change log is compacted once it holds more ops than this and more than twice as many as
+/// a snapshot of what it changed.
+const LOG_COMPACT_AT: usize = 65_536;
+
 /// The control plane of one running data plane. Control thread only.
 pub struct Control<'a> {
     shadow: Pipeline,
     rebuild: Rebuild<'a>,
-    log: Vec<Arc<[EntryOp]>>,
+    log: ChangeLog,
+    accepted: usize,
     workers: Vec<ControlEnd>,
     seq: u64,
     timeout: Duration,
+}
+
+/// The accepted changes since start, enough to rebuild the control replica from the spec and
+/// the start-up entries (after a request failed part-way). Bounded: once it outgrows what it
+/// changed, it is replaced by a snapshot — every table it touched cleared and refilled with
+/// the replica's entries, and each meter it configured at its last rates.
+struct ChangeLog {
+    ops: Vec<Arc<[EntryOp]>>,
+    len: usize,
+    tables: Vec<usize>,
+    meters: Vec<EntryOp>,
+    compact_at: usize,
+}
+
+impl ChangeLog {
+    fn push(&mut self, ops: Arc<[EntryOp]>, shadow: &Pipeline) {
+        for op in ops.iter() {
+            match op {
+                EntryOp::Meter { bank, index, .. } => {
+                    self.meters.retain(|m| !matches!(m, EntryOp::Meter { bank: b, index: i, .. } if b == bank && i == index));
+                    self.meters.push(op.clone());
+                }
+                _ => {
+                    if let Some(t) = op.table().filter(|t| !self.tables.contains(t)) {
+                        self.tables.push(t);
+                    }
+                }
+            }
+        }
+        self.len += ops.len();
+        self.ops.push(ops);
+        // What a snapshot would hold: a clear and the entries of each table, the meters.
+        let snapshot: usize = self.tables.iter().map(|&t| 1 + shadow.table_len(t)).sum::<usize>() + self.meters.len();
+        if self.len > self.compact_at && self.len > 2 * snapshot {
+            self.compact(shadow);
+        }
+    }
+
+    fn compact(&mut self, shadow: &Pipeline) {
+        let mut snap: Vec<EntryOp> = Vec::new();
+        for &t in &self.tables {
+            snap.push(EntryOp::Clear { table: t });
+            for e in shadow.table_entries(t).unwrap_or_default() {
+                snap.push(EntryOp::Add(EntrySpec { table: t, key: e.key, priority: e.priority, action: e.action, args: e.args }));
+            }
+        }
+        snap.extend(self.meters.iter().cloned());
+        self.len = snap.len();
+        self.ops = vec![snap.into()];
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Arc<[EntryOp]>> {
+        self.ops.iter()
+    }
 }
 
 impl<'a> Control<'a> {
     /// A control plane over `workers` (mailbox ends, by worker index). `shadow` must be built
     /// the way every worker's pipeline was (same spec and entries); `rebuild` builds another.
     pub fn new(shadow: Pipeline, rebuild: Rebuild<'a>, workers: Vec<ControlEnd>) -> Control<'a> {
-        Control { shadow, rebuild, log: Vec::new(), workers, seq: 0, timeout: Duration::from_secs(5) }
+        let log = ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: Vec::new(), compact_at: LOG_COMPACT_AT };
+        Control { shadow, rebuild, log, accepted: 0, workers, seq: 0, timeout: Duration::from_secs(5) }
+    }
+
+    /// Compacts the change log once it holds more than `ops` (default 65,536).
+    pub fn with_log_limit(mut self, ops: usize) -> Self {
+        self.log.compact_at = ops;
+        self
+    }
+
+    /// Ops held in the change log (bounded; see [`Control::with_log_limit`]).
+    pub fn log_len(&self) -> usize {
+        self.log.len
     }
 
     /// How long to wait for every worker's answer (default 5 s).
@@ -59,7 +132,7 @@ impl<'a> Control<'a> {
 
     /// Changes accepted since start (ops, over all requests).
     pub fn changes(&self) -> usize {
-        self.log.iter().map(|t| t.len()).sum()
+        self.accepted
     }
 
     /// Runs a request (one command per line) and returns its output. Every line is parsed
@@ -117,7 +190,8 @@ impl<'a> Control<'a> {
             let l = &lines[k.min(lines.len() - 1)];
             return Err(CtlError::Rejected(EntryError { file: "ctl".into(), line: l.no, col: 0, input: l.text.clone(), msg }));
         }
-        self.log.push(ops.clone());
+        self.accepted += ops.len();
+        self.log.push(ops.clone(), &self.shadow);
         // Classifiers are built once, here; workers adopt the result.
         let prebuilt: Arc<[_]> = self.shadow.built_classifiers(&ops).into();
         let seq = self.next_seq();
@@ -133,7 +207,7 @@ impl<'a> Control<'a> {
 
     fn restore_shadow(&mut self) -> Result<(), CtlError> {
         let mut p = (self.rebuild)().map_err(|msg| CtlError::Worker { worker: usize::MAX, msg: format!("rebuilding the control replica: {msg}") })?;
-        for t in &self.log {
+        for t in self.log.iter() {
             p.apply_ops(t).map_err(|(_, msg)| CtlError::Worker { worker: usize::MAX, msg: format!("replaying the change log: {msg}") })?;
         }
         self.shadow = p;
@@ -316,7 +390,8 @@ mod tests {
                 }
             }
             let guard = StopOnDrop(&stop);
-            let mut c = Control::new(make(), Box::new(move || Ok(make())), ends);
+            // A tiny log limit, so that every test also runs on compacted logs.
+            let mut c = Control::new(make(), Box::new(move || Ok(make())), ends).with_log_limit(2);
             let r = f(&mut c);
             drop(guard);
             (r, hs.into_iter().map(|h| h.join().unwrap()).collect())
@@ -399,6 +474,37 @@ ingress = "apply acl"
         let mut fresh = pipe();
         fresh.load_entries("shown", &out).unwrap();
         assert_eq!(fresh.table("port_map").unwrap().len(), 2);
+    }
+
+    /// Churn on one key keeps the change log at the size of what it changed, and a request that
+    /// fails part-way afterwards restores the replica from the compacted log exactly.
+    #[test]
+    fn the_change_log_stays_bounded_and_still_restores_the_replica() {
+        // Start-up entries (port 7) are what the rebuild starts from: the snapshot must clear them.
+        fn with_startup_entry() -> Pipeline {
+            let mut p = pipe();
+            p.load_entries("startup", "table port_map add 7 => forward(1)").unwrap();
+            p
+        }
+        let (shown, finals) = with_workers_of(2, with_startup_entry, verdicts, |c| {
+            c.execute("table port_map add 1 => forward(4)\ntable port_map del 7").unwrap();
+            for k in 0..500 {
+                c.execute(&format!("table port_map add 2 => forward({})\ntable port_map del 2", k % 7)).unwrap();
+                assert!(c.log_len() <= 2 * 3 + 2, "after {k} requests the log holds {} ops", c.log_len());
+            }
+            assert_eq!(c.changes(), 2 + 1000);
+            let before = c.execute("show table port_map").unwrap();
+            // Refused at its second op: the replica is rebuilt from the spec and the log.
+            let e = c.execute("table port_map add 3 => forward(5)\ntable port_map del 6").unwrap_err();
+            assert_eq!(e.code(), "rejected");
+            let after = c.execute("show table port_map").unwrap();
+            assert_eq!(before, after);
+            after
+        });
+        assert_eq!(shown, "table port_map add 1 => forward(4)\n# 1 entry in table \"port_map\"\n");
+        for v in finals {
+            assert_eq!((v[1], v[2], v[3], v[7]), (Verdict::Tx(4), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute)));
+        }
     }
 
     #[test]

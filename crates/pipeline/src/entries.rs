@@ -25,7 +25,7 @@ use crate::compile::{Program, StageDef};
 use crate::exec::Pipeline;
 use crate::objects::MeterRates;
 use crate::spec::suggest;
-use crate::table::{Acl, Adopt, BuiltClassifier, TableOps};
+use crate::table::{Acl, Adopt, BuiltClassifier, EntryView, TableOps};
 use crate::value::Match;
 use std::sync::Arc;
 
@@ -281,11 +281,9 @@ impl Pipeline {
     pub fn entry_lines(&self, name: &str) -> Option<Vec<String>> {
         let t = self.program.table_index(name)?;
         let def = &self.program.tables[t];
-        let first = self.stages_of(t).next()?;
-        let tab = self.stages[first].table_ref()?;
         let classifier = def.imp == crate::compile::TableImpl::Acl;
-        let lines = tab
-            .dump()
+        let lines = self
+            .table_entries(t)?
             .iter()
             .map(|e| {
                 let mut l = format!("table {name} add");
@@ -307,6 +305,18 @@ impl Pipeline {
             })
             .collect();
         Some(lines)
+    }
+
+    /// Every entry of table `t` (index into `Program::tables`), sorted by priority and key;
+    /// `None` when no stage applies it. Control thread.
+    pub fn table_entries(&self, t: usize) -> Option<Vec<EntryView>> {
+        let first = self.stages_of(t).next()?;
+        Some(self.stages[first].table_ref()?.dump())
+    }
+
+    /// Entries in table `t` (index into `Program::tables`); 0 when no stage applies it.
+    pub fn table_len(&self, t: usize) -> usize {
+        self.stages_of(t).next().and_then(|s| self.stages[s].table_ref()).map_or(0, |tab| tab.len())
     }
 
     /// Stage indices that apply table `t` (a table applied twice has two stages).
