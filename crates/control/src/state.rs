@@ -49,7 +49,11 @@ pub struct Control<'a> {
 /// The accepted changes since start, enough to rebuild the control replica from the spec and
 /// the start-up entries (after a request failed part-way). Bounded: once it outgrows what it
 /// changed, it is replaced by a snapshot — every table it touched cleared and refilled with
-/// the replica's entries, and each meter it configured at its last rates.
+/// the replica's entries, and each meter it configured at its last rates. A replica rebuilt
+/// from a snapshot may have interned its action entries in another order than the workers; they
+/// then refuse its classifiers ([`TableOps::adopt_classifier`]) and build their own.
+///
+/// [`TableOps::adopt_classifier`]: fastpath_pipeline::table::TableOps::adopt_classifier
 struct ChangeLog {
     ops: Vec<Arc<[EntryOp]>>,
     len: usize,
