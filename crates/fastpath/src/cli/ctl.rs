@@ -20,8 +20,10 @@ table T modify KEY… [priority P] => ACTION(ARGS)  change an existing entry\n  
 table T del KEY…                                  delete an existing entry\n  \
 table T clear                                     delete every entry\n  \
 meter M I cir R cbs B (ebs B | pir R pbs B)       configure a meter (bytes/s, bytes)\n  \
-show tables | counters [json] | meters | conntrack | plan\n\n\
+show tables | counters [json] | meters | conntrack | plan\n  \
+show table T                                      T's entries, as commands that load back\n\n\
 Examples:\n  fastpath ctl show counters\n  \
+fastpath ctl show table fib4 > fib4.txt   # save a running table as an entries file\n  \
 fastpath ctl 'table fib4 add 198.18.0.0/15 => nexthop(1, 02:00:00:00:01:01, 02:00:00:00:00:01)'\n  \
 fastpath ctl -f routes.txt            # one request: all or nothing\n  \
 echo 'show tables' | fastpath ctl --socket /run/fastpath/1234.sock")]
