@@ -71,8 +71,8 @@ table T modify KEY… [priority P] => ACTION(ARGS) change an existing entry's ac
 table T del KEY…                                 delete an existing entry (also: delete)
 table T clear                                    delete every entry
 meter M I cir R cbs B (ebs B | pir R pbs B)      configure meter I of array M (bytes/s, bytes)
-show tables | table T | counters [json] | meters | conntrack | plan
-                                                 (show table T lists T's entries as commands)
+show tables | counters [json] | meters | conntrack | plan
+show table T                                     T's entries, as commands that load back
 help
 Changes in one request are applied together: every worker switches between two batches.";
 
