@@ -86,6 +86,29 @@ impl Asm {
         self.labels.push((name, self.code.len()));
         self
     }
+    /// Sink: jumps to `pass` unless the frame at `r2` (38 bytes known readable) is IPv4/UDP to
+    /// [`DATA_PORT`]. Clobbers `r4`.
+    fn unless_data_frame_goto_pass(&mut self) -> &mut Asm {
+        self.i(Insn::ldx_h(R4, R2, 12))
+            .jmp(Insn::jne_imm(R4, i32::from(0x0800u16.to_be()), 0), "pass")
+            .i(Insn::ldx_b(R4, R2, 23))
+            .jmp(Insn::jne_imm(R4, 17, 0), "pass")
+            .i(Insn::ldx_h(R4, R2, 36))
+            .jmp(Insn::jne_imm(R4, i32::from(DATA_PORT.to_be()), 0), "pass")
+    }
+    /// Sink: adds `pkts` and `bytes` (registers) to slot 0 of `counters`, then falls through to
+    /// the `drop` label it defines.
+    fn count_then_drop(&mut self, counters: &Map, pkts: Reg, bytes: Reg) -> &mut Asm {
+        self.i(Insn::st_w(R10, -4, 0))
+            .i2(Insn::ld_map_fd(R1, counters.fd()))
+            .i(Insn::mov64_reg(R2, R10))
+            .i(Insn::add64_imm(R2, -4))
+            .i(Insn::call(HELPER_MAP_LOOKUP))
+            .jmp(Insn::jeq_imm(R0, 0, 0), "drop")
+            .i(atomic_add_dw(R0, pkts, 0))
+            .i(atomic_add_dw(R0, bytes, 8))
+            .label("drop")
+    }
     fn finish(mut self) -> Vec<Insn> {
         for (at, name) in &self.fixups {
             let to = self
@@ -310,24 +333,11 @@ impl SinkProg {
             .i(Insn::mov64_reg(R4, R2))
             .i(Insn::add64_imm(R4, 38))
             .jmp(Insn::jgt_reg(R4, R3, 0), "pass")
-            .i(Insn::ldx_h(R4, R2, 12))
-            .jmp(Insn::jne_imm(R4, i32::from(0x0800u16.to_be()), 0), "pass")
-            .i(Insn::ldx_b(R4, R2, 23))
-            .jmp(Insn::jne_imm(R4, 17, 0), "pass")
-            .i(Insn::ldx_h(R4, R2, 36))
-            .jmp(Insn::jne_imm(R4, i32::from(DATA_PORT.to_be()), 0), "pass")
+            .unless_data_frame_goto_pass()
             .i(Insn::mov64_reg(R7, R3))
             .i(sub64_reg(R7, R2))
-            .i(Insn::st_w(R10, -4, 0))
-            .i2(Insn::ld_map_fd(R1, counters.fd()))
-            .i(Insn::mov64_reg(R2, R10))
-            .i(Insn::add64_imm(R2, -4))
-            .i(Insn::call(HELPER_MAP_LOOKUP))
-            .jmp(Insn::jeq_imm(R0, 0, 0), "drop")
-            .i(Insn::mov64_imm(R1, 1))
-            .i(atomic_add_dw(R0, R1, 0))
-            .i(atomic_add_dw(R0, R7, 8))
-            .label("drop")
+            .i(Insn::mov64_imm(R8, 1))
+            .count_then_drop(&counters, R8, R7)
             .i(Insn::mov64_imm(R0, xdp_action::DROP))
             .i(Insn::exit())
             .label("pass")
@@ -365,26 +375,13 @@ impl SinkProg {
             .i(Insn::add64_imm(R4, 38))
             .jmp(Insn::jgt_reg(R4, R3, 0), "pull")
             .label("parse")
-            .i(Insn::ldx_h(R4, R2, 12))
-            .jmp(Insn::jne_imm(R4, i32::from(0x0800u16.to_be()), 0), "pass")
-            .i(Insn::ldx_b(R4, R2, 23))
-            .jmp(Insn::jne_imm(R4, 17, 0), "pass")
-            .i(Insn::ldx_h(R4, R2, 36))
-            .jmp(Insn::jne_imm(R4, i32::from(DATA_PORT.to_be()), 0), "pass")
+            .unless_data_frame_goto_pass()
             .i(Insn::ldx_w(R7, R6, sk_buff::LEN))
             .i(Insn::ldx_w(R8, R6, sk_buff::GSO_SEGS))
             .jmp(Insn::jne_imm(R8, 0, 0), "segs")
             .i(Insn::mov64_imm(R8, 1))
             .label("segs")
-            .i(Insn::st_w(R10, -4, 0))
-            .i2(Insn::ld_map_fd(R1, counters.fd()))
-            .i(Insn::mov64_reg(R2, R10))
-            .i(Insn::add64_imm(R2, -4))
-            .i(Insn::call(HELPER_MAP_LOOKUP))
-            .jmp(Insn::jeq_imm(R0, 0, 0), "drop")
-            .i(atomic_add_dw(R0, R8, 0))
-            .i(atomic_add_dw(R0, R7, 8))
-            .label("drop")
+            .count_then_drop(&counters, R8, R7)
             .i(Insn::mov64_imm(R0, tc_action::SHOT))
             .i(Insn::exit())
             // Headers outside the linear part (an AF_PACKET TX-ring frame carries only its
