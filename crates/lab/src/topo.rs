@@ -186,9 +186,10 @@ pub fn tester_cpus() -> Vec<usize> {
 /// slices (p50 3.4 ms at half rate), and the generator could not offer 0.16 Mpps. At nice -10 a
 /// thread outweighs an ordinary one about 9:1 (the worker got its whole core: p50 34 µs). At
 /// −20 it also outweighs the machine's own agent, whose thread runs at −10 and preempted the
-/// DUT for up to 57 ms at a time: in three runs each of fastpath alone at equal load (64 B,
-/// 0.25 Mpps), the longest probe delay fell from 0.16–2.8 ms to 0.08–0.22 ms and the 0 %-loss
-/// rate rose from 0.73–0.81 to 0.79–0.94 Mpps. Every DUT gets the same.
+/// DUT for up to 57 ms at a time: in three runs each of `fastpath lab rfc2544 --sizes 64 --dut
+/// fastpath --latency-mpps 0.25 --latency-s 5` (−10 as at commit 36951b2, −20 as since), the
+/// longest probe delay fell from 0.16–2.8 ms to 0.08–0.22 ms and the 0 %-loss rate rose from
+/// 0.73–0.81 to 0.79–0.94 Mpps. Every DUT gets the same.
 pub const LAB_NICE: i32 = -20;
 
 /// Pins the calling thread to [`tester_cpus`] and gives it [`LAB_NICE`] when a DUT core is

@@ -107,7 +107,8 @@ pub enum Pacing {
     /// is not neutral between DUTs: a DUT on its own core queues it and the probes sent next
     /// wait behind it, while the Linux bridge forwards it inside the generator's own call, on
     /// the tester's core, before the next probe can even be stamped. With bursts of up to 32
-    /// frames, fastpath's p99 at 0.25 Mpps was 24–41 µs; without, 11–12 µs.
+    /// frames, fastpath's p99 at 0.25 Mpps was 24–41 µs; without, 11–12 µs (two runs each,
+    /// the burst switched in a scratch build while making the change).
     Smooth,
 }
 
