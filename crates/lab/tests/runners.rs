@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use fastpath_lab::dut::{Dut, DutConfig, DutKind};
 use fastpath_lab::gen::{self, FrameSpec, ProbeConfig, StreamRx, PROBE_PORT};
-use fastpath_lab::tests::rfc2544::{self, Rfc2544Config};
+use fastpath_lab::tests::rfc2544::{self, LatencyLoad, Rfc2544Config};
 use fastpath_lab::tests::tcp::{self, TcpConfig, TcpTool};
 use fastpath_lab::topo::{self, ns_exec, TopoConfig, Topology};
 
@@ -131,6 +131,8 @@ fn short_rfc2544_against_the_linux_bridge() {
         resolution: 0.1,
         latency_s: 1.0,
         latency_probe_pps: 500,
+        // Latency at a fixed load and at half the found rate, in that order.
+        latency_loads: vec![LatencyLoad::Pps(10_000), LatencyLoad::Fraction(0.5)],
         ..Rfc2544Config::default()
     };
     let r = rfc2544::run(&cfg, &mut |l| eprintln!("{l}")).unwrap();
@@ -145,6 +147,13 @@ fn short_rfc2544_against_the_linux_bridge() {
         "{row:?}"
     );
     assert!(row.trials >= 1 && row.trials <= 5);
+    let [first, half] = row.latency_by_load.as_slice() else { panic!("two loads: {row:?}") };
+    assert_eq!((first.latency_us, first.load_mpps), (row.latency_us, row.latency_load_mpps), "the row repeats the first load");
+    assert!(first.load_mpps > 0.005 && first.load_mpps <= 0.0101, "{first:?}");
+    assert!(half.load_mpps > 0.0 && half.load_mpps <= 0.5 * row.throughput_mpps * 1.001, "{half:?} of {row:?}");
+    assert!(half.latency_us.p50 > 0.0 && half.latency_us.min <= half.latency_us.p99, "{half:?}");
+    assert_eq!(r.latency_samples[0].len(), 2);
+    assert!(r.latency_samples[0].iter().all(|s| s.len() > 100), "500 probes/s for 1 s at each load");
     let line = r.json_lines();
     let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
     for k in [
@@ -164,10 +173,12 @@ fn short_rfc2544_against_the_linux_bridge() {
         );
     }
     assert_eq!(v["dut"], "linux-bridge");
+    assert_eq!(v["latency_by_load"].as_array().map(Vec::len), Some(2), "{line}");
     let mut rep = fastpath_lab::tests::report("rfc2544 test", "cargo test");
     r.add_to(&mut rep);
     let html = rep.to_html();
     assert!(html.contains("Throughput vs frame size") && html.contains("linux-bridge, 1 flow"));
+    assert!(html.contains("p99 latency vs background load") && html.contains("1 fl at 0.0"), "one series per load");
 }
 
 #[test]

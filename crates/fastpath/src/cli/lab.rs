@@ -82,13 +82,14 @@ pub struct LabArgs {
     #[arg(long = "latency-s", default_value_t = 3.0)]
     latency_s: f64,
     /// Background load of the latency test (rfc2544) as a fraction of each DUT's found
-    /// throughput.
-    #[arg(long = "latency-load", default_value_t = 0.5, conflicts_with = "latency_mpps")]
-    latency_load: f64,
+    /// throughput; a comma-separated list measures latency at each (e.g. 0.1,0.5,0.9).
+    #[arg(long = "latency-load", value_delimiter = ',', default_value = "0.5", conflicts_with = "latency_mpps")]
+    latency_load: Vec<f64>,
     /// Background load of the latency test (rfc2544) as one rate for every DUT, Mpps (capped at
-    /// a DUT's found throughput): compares latency at equal load.
-    #[arg(long = "latency-mpps")]
-    latency_mpps: Option<f64>,
+    /// a DUT's found throughput): compares latency at equal load; a comma-separated list
+    /// measures latency at each (e.g. 0.02,0.1,0.25).
+    #[arg(long = "latency-mpps", value_delimiter = ',')]
+    latency_mpps: Vec<f64>,
     /// Parallel TCP stream counts (tcp), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     streams: Vec<u32>,
@@ -223,6 +224,21 @@ fn table(lines: &str) -> String {
                 lat("p99"),
                 lat("max")
             ));
+            let by_load = v.get("latency_by_load").and_then(serde_json::Value::as_array).map_or(&[][..], Vec::as_slice);
+            if by_load.len() > 1 {
+                for l in by_load {
+                    let lat = |k: &str| l.get("latency_us").and_then(|x| x.get(k)).and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN);
+                    out.push_str(&format!(
+                        "{:<20}   at a load of {:>6.3} Mpps:  latency us min {:.1} p50 {:.1} p99 {:.1} max {:.1}\n",
+                        "",
+                        l["load_mpps"].as_f64().unwrap_or(f64::NAN),
+                        lat("min"),
+                        lat("p50"),
+                        lat("p99"),
+                        lat("max")
+                    ));
+                }
+            }
         } else {
             out.push_str(l);
             out.push('\n');
@@ -231,14 +247,25 @@ fn table(lines: &str) -> String {
     out
 }
 
-/// The latency test's background load from `--latency-load` / `--latency-mpps`.
-fn latency_load(a: &LabArgs) -> Result<LatencyLoad, String> {
-    match a.latency_mpps {
-        Some(m) if m > 0.0 && m.is_finite() => Ok(LatencyLoad::Pps((m * 1e6) as u64)),
-        Some(m) => Err(format!("--latency-mpps {m}: give a rate above 0 Mpps")),
-        None if a.latency_load > 0.0 && a.latency_load <= 1.0 => Ok(LatencyLoad::Fraction(a.latency_load)),
-        None => Err(format!("--latency-load {}: give a fraction of the found rate, above 0 and at most 1", a.latency_load)),
+/// The latency test's background loads from `--latency-load` / `--latency-mpps`.
+fn latency_loads(a: &LabArgs) -> Result<Vec<LatencyLoad>, String> {
+    if !a.latency_mpps.is_empty() {
+        return a
+            .latency_mpps
+            .iter()
+            .map(|&m| match m {
+                m if m > 0.0 && m.is_finite() => Ok(LatencyLoad::Pps((m * 1e6) as u64)),
+                m => Err(format!("--latency-mpps {m}: give rates above 0 Mpps")),
+            })
+            .collect();
     }
+    a.latency_load
+        .iter()
+        .map(|&f| match f {
+            f if f > 0.0 && f <= 1.0 => Ok(LatencyLoad::Fraction(f)),
+            f => Err(format!("--latency-load {f}: give fractions of the found rate, above 0 and at most 1")),
+        })
+        .collect()
 }
 
 /// Runs `fastpath lab`.
@@ -288,7 +315,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
                 trial_s: a.trial_s,
                 max_trials: a.max_trials,
                 latency_s: a.latency_s,
-                latency_load: latency_load(&a)?,
+                latency_loads: latency_loads(&a)?,
                 ..Rfc2544Config::default()
             };
             let r = rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
@@ -377,19 +404,26 @@ mod tests {
     }
 
     #[test]
-    fn latency_load_is_a_fraction_or_one_rate_for_every_dut() {
+    fn latency_loads_are_fractions_or_rates_for_every_dut() {
         use clap::Parser;
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
             lab: LabArgs,
         }
-        let load = |args: &[&str]| latency_load(&Cli::try_parse_from(["x", "rfc2544"].iter().chain(args)).map_err(|e| e.to_string())?.lab);
-        assert_eq!(load(&[]).unwrap(), LatencyLoad::Fraction(0.5));
-        assert_eq!(load(&["--latency-load", "0.9"]).unwrap(), LatencyLoad::Fraction(0.9));
-        assert_eq!(load(&["--latency-mpps", "0.25"]).unwrap(), LatencyLoad::Pps(250_000));
+        let load = |args: &[&str]| latency_loads(&Cli::try_parse_from(["x", "rfc2544"].iter().chain(args)).map_err(|e| e.to_string())?.lab);
+        assert_eq!(load(&[]).unwrap(), vec![LatencyLoad::Fraction(0.5)]);
+        assert_eq!(load(&["--latency-load", "0.9"]).unwrap(), vec![LatencyLoad::Fraction(0.9)]);
+        assert_eq!(load(&["--latency-mpps", "0.25"]).unwrap(), vec![LatencyLoad::Pps(250_000)]);
+        assert_eq!(
+            load(&["--latency-load", "0.1,0.5,0.9"]).unwrap(),
+            vec![LatencyLoad::Fraction(0.1), LatencyLoad::Fraction(0.5), LatencyLoad::Fraction(0.9)]
+        );
+        assert_eq!(load(&["--latency-mpps", "0.02,0.25"]).unwrap(), vec![LatencyLoad::Pps(20_000), LatencyLoad::Pps(250_000)]);
         assert!(load(&["--latency-load", "1.5"]).unwrap_err().contains("--latency-load 1.5"));
+        assert!(load(&["--latency-load", "0.5,0"]).unwrap_err().contains("--latency-load 0:"));
         assert!(load(&["--latency-mpps", "0"]).unwrap_err().contains("--latency-mpps 0"));
+        assert!(load(&["--latency-mpps", "0.1,-1"]).unwrap_err().contains("--latency-mpps -1"));
         assert!(load(&["--latency-load", "0.5", "--latency-mpps", "1"]).unwrap_err().contains("cannot be used with"));
         // One rate for every DUT, but never above what a DUT forwards without loss.
         assert_eq!(LatencyLoad::Pps(250_000).pps(100_000.0), 100_000);
@@ -409,5 +443,12 @@ mod tests {
         let l = r#"{"dut":"fastpath","frame_size":64,"flows":1,"loss_threshold":0.0,"throughput_mpps":1.5,"throughput_gbps":1.008,"latency_us":{"min":3.0,"p50":5.0,"p99":9.5,"max":20.0}}"#;
         let t = table(l);
         assert!(t.contains("fastpath") && t.contains("1.500 Mpps") && t.contains("p99 9.5"), "{t}");
+        assert_eq!(t.lines().count(), 1, "one load: one line\n{t}");
+        let l = r#"{"dut":"fastpath","frame_size":64,"flows":1,"throughput_mpps":1.5,"throughput_gbps":1.008,"latency_us":{"min":3.0,"p50":5.0,"p99":9.5,"max":20.0},"latency_by_load":[{"load_mpps":0.02,"latency_us":{"min":3.0,"p50":5.0,"p99":9.5,"max":20.0}},{"load_mpps":0.25,"latency_us":{"min":3.1,"p50":6.0,"p99":14.5,"max":30.0}}]}"#;
+        let t = table(l);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        assert!(lines[1].contains("0.020 Mpps") && lines[1].contains("p99 9.5"), "{t}");
+        assert!(lines[2].contains("0.250 Mpps") && lines[2].contains("p99 14.5"), "{t}");
     }
 }

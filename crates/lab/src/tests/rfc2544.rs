@@ -11,7 +11,8 @@
 //!      offered ≥ 95 % of the asked rate; stop when (hi − lo) / hi < resolution or after
 //!      max_trials
 //!      latency: probes at `latency_probe_pps` on top of a background load: a fraction of
-//!      this DUT's throughput (RFC 2544 §26.2), or one fixed rate for every DUT
+//!      this DUT's throughput (RFC 2544 §26.2), or one fixed rate for every DUT; repeated
+//!      for each load asked (latency against load, as CSIT reports it at 10/50/90 % of NDR)
 //! ```
 //!
 //! RFC 2544 asks for 0 % loss; CSIT's MLRsearch also reports a partial-drop rate (0.5 %): set
@@ -46,8 +47,8 @@ pub struct Rfc2544Config {
     pub resolution: f64,
     /// Most trials per (frame size, flows), the first full-speed one included.
     pub max_trials: u32,
-    /// Background load of the latency test.
-    pub latency_load: LatencyLoad,
+    /// Background loads of the latency test, measured in this order (at least one).
+    pub latency_loads: Vec<LatencyLoad>,
     /// Probe rate of the latency test, packets per second.
     pub latency_probe_pps: u64,
     /// Seconds of the latency test.
@@ -66,7 +67,7 @@ impl Default for Rfc2544Config {
             trial_s: 5.0,
             resolution: 0.02,
             max_trials: 10,
-            latency_load: LatencyLoad::Fraction(0.5),
+            latency_loads: vec![LatencyLoad::Fraction(0.5)],
             latency_probe_pps: 1000,
             latency_s: 3.0,
             mode: GenMode::XdpLive,
@@ -125,6 +126,20 @@ impl From<Latency> for LatencyUs {
     }
 }
 
+/// The latency test at one background load.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LoadLatency {
+    /// Background load the generator offered, Mpps (the asked load, less what a stall of the
+    /// evenly paced generator skipped).
+    pub load_mpps: f64,
+    /// Probe latency.
+    pub latency_us: LatencyUs,
+    /// Probe loss ratio.
+    pub probe_loss: f64,
+    /// Probes that arrived out of order.
+    pub reordered: u64,
+}
+
 /// One result: a DUT at one frame size and flow count (one JSON line).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Rfc2544Row {
@@ -148,15 +163,17 @@ pub struct Rfc2544Row {
     pub overload_rx_mpps: f64,
     /// The generator's full speed in that trial, Mpps.
     pub max_offered_mpps: f64,
-    /// Latency at `latency_load_mpps`.
+    /// Latency at `latency_load_mpps` (the first load asked).
     pub latency_us: LatencyUs,
-    /// Background load the generator offered during the latency test, Mpps (the asked load,
-    /// less what a stall of the evenly paced generator skipped).
+    /// Background load the generator offered during the (first) latency test, Mpps (the asked
+    /// load, less what a stall of the evenly paced generator skipped).
     pub latency_load_mpps: f64,
-    /// Probe loss ratio during the latency test.
+    /// Probe loss ratio during the (first) latency test.
     pub latency_probe_loss: f64,
     /// Probes that arrived out of order.
     pub latency_reordered: u64,
+    /// The latency test at every load asked, in order (the first repeats the fields above).
+    pub latency_by_load: Vec<LoadLatency>,
     /// Trials run.
     pub trials: u32,
     /// The full-speed trial already passed: the DUT was not saturated, the throughput is a
@@ -171,8 +188,8 @@ pub struct Rfc2544Results {
     pub rows: Vec<Rfc2544Row>,
     /// DUTs that could not run, with the reason.
     pub skipped: Vec<(String, String)>,
-    /// Latency samples (µs, sorted) of each row, for the distribution chart.
-    pub latency_samples: Vec<Vec<f64>>,
+    /// Latency samples (µs) of each row at each of its loads, for the distribution chart.
+    pub latency_samples: Vec<Vec<Vec<f64>>>,
 }
 
 /// Runs RFC 2544 throughput and latency for every DUT, frame size and flow count.
@@ -184,9 +201,9 @@ pub fn run(
     cfg: &Rfc2544Config,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Rfc2544Results, LabError> {
-    if cfg.duts.is_empty() || cfg.frame_sizes.is_empty() || cfg.flows.is_empty() {
+    if cfg.duts.is_empty() || cfg.frame_sizes.is_empty() || cfg.flows.is_empty() || cfg.latency_loads.is_empty() {
         return Err(LabError::Config(
-            "rfc2544 needs at least one DUT, frame size and flow count".into(),
+            "rfc2544 needs at least one DUT, frame size, flow count and latency load".into(),
         ));
     }
     if !(0.0..1.0).contains(&cfg.loss_threshold) {
@@ -218,8 +235,8 @@ pub fn run(
             for &flows in &cfg.flows {
                 let (row, samples) = measure(cfg, &t, &traffic, name, size, flows, progress)?;
                 progress(&format!(
-                    "{name} {size} B {flows} flow(s): {:.3} Mpps ({:.2} Gbps), latency p50 {:.1} µs p99 {:.1} µs",
-                    row.throughput_mpps, row.throughput_gbps, row.latency_us.p50, row.latency_us.p99
+                    "{name} {size} B {flows} flow(s): {:.3} Mpps ({:.2} Gbps), latency p50 {:.1} µs p99 {:.1} µs at {:.3} Mpps",
+                    row.throughput_mpps, row.throughput_gbps, row.latency_us.p50, row.latency_us.p99, row.latency_load_mpps
                 ));
                 out.rows.push(row);
                 out.latency_samples.push(samples);
@@ -249,7 +266,7 @@ fn measure(
     size: u16,
     flows: u32,
     progress: &mut dyn FnMut(&str),
-) -> Result<(Rfc2544Row, Vec<f64>), LabError> {
+) -> Result<(Rfc2544Row, Vec<Vec<f64>>), LabError> {
     let dur = Duration::from_secs_f64(cfg.trial_s);
     let passes = |tr: &Trial| tr.loss() <= cfg.loss_threshold;
     check_interrupt()?;
@@ -298,9 +315,27 @@ fn measure(
     let best = best.unwrap_or_default();
     let mpps = best.offered_mpps();
     let bytes = if size == 0 { 362.0 } else { f64::from(size) };
-    check_interrupt()?;
-    let load_pps = cfg.latency_load.pps(mpps * 1e6);
-    let (lat, samples, load_mpps) = latency(cfg, t, traffic, size, flows, load_pps)?;
+    let mut by_load = Vec::with_capacity(cfg.latency_loads.len());
+    let mut samples = Vec::with_capacity(cfg.latency_loads.len());
+    for load in &cfg.latency_loads {
+        check_interrupt()?;
+        let (lat, s, load_mpps) = latency(cfg, t, traffic, size, flows, load.pps(mpps * 1e6))?;
+        let l = LoadLatency {
+            load_mpps,
+            latency_us: lat.latency_us.map(LatencyUs::from).unwrap_or_default(),
+            probe_loss: lat.loss_ratio,
+            reordered: lat.reordered,
+        };
+        if cfg.latency_loads.len() > 1 {
+            progress(&format!(
+                "  {name} {size} B: latency at {load_mpps:.3} Mpps: p50 {:.1} µs p99 {:.1} µs max {:.1} µs",
+                l.latency_us.p50, l.latency_us.p99, l.latency_us.max
+            ));
+        }
+        by_load.push(l);
+        samples.push(s);
+    }
+    let first = by_load[0];
     let row = Rfc2544Row {
         test: "rfc2544",
         dut: name.to_owned(),
@@ -312,10 +347,11 @@ fn measure(
         loss: best.loss(),
         overload_rx_mpps: full.received_mpps(),
         max_offered_mpps: full.offered_mpps(),
-        latency_us: lat.latency_us.map(LatencyUs::from).unwrap_or_default(),
-        latency_load_mpps: load_mpps,
-        latency_probe_loss: lat.loss_ratio,
-        latency_reordered: lat.reordered,
+        latency_us: first.latency_us,
+        latency_load_mpps: first.load_mpps,
+        latency_probe_loss: first.probe_loss,
+        latency_reordered: first.reordered,
+        latency_by_load: by_load,
         trials,
         generator_limited: passes(&full),
     };
@@ -525,29 +561,81 @@ impl Rfc2544Results {
             );
         }
         report.bar_chart(c);
-        // Latency distribution: percentile spectrum per row (x: percentile on a log scale of 1/(1−p)).
+        let several_loads = self.rows.iter().any(|r| r.latency_by_load.len() > 1);
+        if several_loads {
+            self.add_latency_by_load(report);
+        }
+        // Latency distribution: percentile spectrum per row and load (x: percentile on a log
+        // scale of 1/(1−p)).
         let mut c = Chart::new("Latency distribution")
             .x_label("percentile (1 / (1 − p), log scale: 10 = p90, 100 = p99)")
             .y_label("one-way latency (µs)")
             .log_x();
-        for (r, s) in self.rows.iter().zip(&self.latency_samples) {
-            if s.is_empty() {
-                continue;
-            }
-            let mut s = s.clone();
-            s.sort_by(f64::total_cmp);
-            let n = s.len();
-            let mut pts = Vec::new();
-            for k in 0..60 {
-                let p = 1.0 - 10f64.powf(-(k as f64) / 15.0);
-                let idx = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
-                pts.push((1.0 / (1.0 - p).max(1e-9), s[idx]));
-                if p * n as f64 >= n as f64 - 1.0 {
-                    break;
+        for (r, per_load) in self.rows.iter().zip(&self.latency_samples) {
+            for (l, s) in r.latency_by_load.iter().zip(per_load) {
+                if s.is_empty() {
+                    continue;
                 }
+                let at = if several_loads { format!(" at {:.3} Mpps", l.load_mpps) } else { String::new() };
+                c = c.series(format!("{} {} B {} fl{at}", r.dut, r.frame_size, r.flows), percentile_spectrum(s));
             }
-            c = c.series(format!("{} {} B {} fl", r.dut, r.frame_size, r.flows), pts);
         }
         report.line_chart(c);
     }
+
+    /// A table of the latency at every load, and p50 / p99 against load per (DUT, size, flows).
+    fn add_latency_by_load(&self, report: &mut Report) {
+        let rows = self
+            .rows
+            .iter()
+            .flat_map(|r| {
+                r.latency_by_load.iter().map(move |l| {
+                    vec![
+                        r.dut.clone(),
+                        r.frame_size.to_string(),
+                        r.flows.to_string(),
+                        format!("{:.3}", l.load_mpps),
+                        format!("{:.1}", l.latency_us.min),
+                        format!("{:.1}", l.latency_us.p50),
+                        format!("{:.1}", l.latency_us.p99),
+                        format!("{:.1}", l.latency_us.p999),
+                        format!("{:.1}", l.latency_us.max),
+                        format!("{:.2}", l.probe_loss * 100.0),
+                    ]
+                })
+            })
+            .collect();
+        report.table(
+            &["DUT", "frame (B)", "flows", "load Mpps", "min (µs)", "p50 (µs)", "p99 (µs)", "p99.9 (µs)", "max (µs)", "probe loss %"],
+            rows,
+        );
+        for (what, pick) in [("p99", (|l: &LatencyUs| l.p99) as fn(&LatencyUs) -> f64), ("p50", |l: &LatencyUs| l.p50)] {
+            let mut c = Chart::new(format!("{what} latency vs background load"))
+                .x_label("background load (Mpps)")
+                .y_label(format!("{what} one-way latency (µs)"));
+            for r in &self.rows {
+                let pts = r.latency_by_load.iter().map(|l| (l.load_mpps, pick(&l.latency_us))).collect();
+                c = c.series(format!("{} {} B {} fl", r.dut, r.frame_size, r.flows), pts);
+            }
+            report.line_chart(c);
+        }
+    }
+}
+
+/// Latency samples (any order) as a percentile spectrum: points (1 / (1 − p), latency at p), 15
+/// per decade of 1 / (1 − p) from p = 0 up to the largest sample.
+fn percentile_spectrum(samples: &[f64]) -> Vec<(f64, f64)> {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let mut pts = Vec::new();
+    for k in 0..60 {
+        let p = 1.0 - 10f64.powf(-(k as f64) / 15.0);
+        let idx = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+        pts.push((1.0 / (1.0 - p).max(1e-9), s[idx]));
+        if p * n as f64 >= n as f64 - 1.0 {
+            break;
+        }
+    }
+    pts
 }
