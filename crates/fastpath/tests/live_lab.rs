@@ -1,5 +1,5 @@
 //! `fastpath lab rfc2544` end to end: one frame size, short trials, the `fastpath` DUT (this
-//! binary, started by the lab in the DUT namespace) and the Linux bridge in one invocation.
+//! binary, started by the lab in the DUT namespace) and the Linux bridge in one invocation, two runs.
 //! Checks the JSON lines (one per DUT, the required fields, traffic actually forwarded), the
 //! HTML report, and that no lab namespace of this run is left behind.
 //! Needs root; in CI (`CI` set) a missing root is a failure, not a skip.
@@ -18,7 +18,7 @@ fn rfc2544_fastpath_and_linux_bridge_in_one_run() {
     let (json, html) = (dir.join("out.jsonl"), dir.join("report.html"));
     let out = Command::new("timeout")
         .args(["120", env!("CARGO_BIN_EXE_fastpath"), "lab", "rfc2544", "--dut", "fastpath", "--dut", "linux-bridge"])
-        .args(["--sizes", "64", "--trial-s", "0.3", "--max-trials", "2", "--latency-s", "0.3", "--json", "--json-out"])
+        .args(["--sizes", "64", "--trial-s", "0.3", "--max-trials", "2", "--latency-s", "0.3", "--runs", "2", "--json", "--json-out"])
         .arg(&json)
         .arg("--report")
         .arg(&html)
@@ -43,17 +43,24 @@ fn rfc2544_fastpath_and_linux_bridge_in_one_run() {
         for k in ["min", "p50", "p99", "max"] {
             assert!(row["latency_us"][k].as_f64().is_some_and(|x| x > 0.0), "latency {k}: {row}");
         }
+        assert_eq!(row["runs"].as_array().map(Vec::len), Some(2), "--runs 2: {row}");
         // The DUT forwarded traffic when offered more than it could take.
         assert!(row["overload_rx_mpps"].as_f64().is_some_and(|x| x > 0.01), "nothing forwarded: {row}\n{stderr}");
     }
     assert!(stderr.contains("fastpath: started in") && stderr.contains("linux-bridge: started in"), "{stderr}");
+    // The second run measures the DUTs in reverse order.
+    let second = |d: &str| stderr.lines().position(|l| l.starts_with(&format!("{d}: started in")) && l.ends_with("(run 2/2)"));
+    assert!(second("linux-bridge").unwrap() < second("fastpath").unwrap(), "{stderr}");
     assert!(report.contains("<svg") && report.contains("fastpath") && report.contains("linux-bridge"));
     // Torn down: none of this run's namespaces remain.
     let ns = fastpath_io::netns::ip(&["netns", "list"]).unwrap();
-    let created: Vec<&str> = stderr.lines().filter_map(|l| l.split("started in ").nth(1)).collect();
-    assert_eq!(created.len(), 2, "{stderr}");
+    let created: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.split("started in ").nth(1)?.split_whitespace().next())
+        .collect();
+    assert_eq!(created.len(), 4, "two DUTs, two runs: {stderr}");
     for n in created {
-        assert!(!ns.contains(n.trim()), "namespace {n} left behind:\n{ns}");
+        assert!(!ns.contains(n), "namespace {n} left behind:\n{ns}");
     }
 }
 

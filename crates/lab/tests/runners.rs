@@ -133,6 +133,8 @@ fn short_rfc2544_against_the_linux_bridge() {
         latency_probe_pps: 500,
         // Latency at a fixed load and at half the found rate, in that order.
         latency_loads: vec![LatencyLoad::Pps(10_000), LatencyLoad::Fraction(0.5)],
+        // Two runs: the row is the median run, with the spread and every run kept.
+        runs: 2,
         ..Rfc2544Config::default()
     };
     let r = rfc2544::run(&cfg, &mut |l| eprintln!("{l}")).unwrap();
@@ -146,14 +148,19 @@ fn short_rfc2544_against_the_linux_bridge() {
         row.latency_us.p50 > 0.0 && row.latency_us.min <= row.latency_us.p99,
         "{row:?}"
     );
-    assert!(row.trials >= 1 && row.trials <= 5);
+    assert!(row.trials >= 2 && row.trials <= 10, "trials of both runs: {row:?}");
+    let [a, b] = row.runs.as_slice() else { panic!("two runs: {row:?}") };
+    assert_eq!(row.throughput_mpps, a.throughput_mpps.max(b.throughput_mpps), "upper middle of two: {row:?}");
+    assert_eq!(row.throughput_min_mpps, a.throughput_mpps.min(b.throughput_mpps));
+    assert_eq!(row.throughput_max_mpps, row.throughput_mpps);
+    assert!(a.latency_by_load.len() == 2 && b.latency_by_load.len() == 2, "{row:?}");
     let [first, half] = row.latency_by_load.as_slice() else { panic!("two loads: {row:?}") };
     assert_eq!((first.latency_us, first.load_mpps), (row.latency_us, row.latency_load_mpps), "the row repeats the first load");
     assert!(first.load_mpps > 0.005 && first.load_mpps <= 0.0101, "{first:?}");
     assert!(half.load_mpps > 0.0 && half.load_mpps <= 0.5 * row.throughput_mpps * 1.001, "{half:?} of {row:?}");
     assert!(half.latency_us.p50 > 0.0 && half.latency_us.min <= half.latency_us.p99, "{half:?}");
     assert_eq!(r.latency_samples[0].len(), 2);
-    assert!(r.latency_samples[0].iter().all(|s| s.len() > 100), "500 probes/s for 1 s at each load");
+    assert!(r.latency_samples[0].iter().all(|s| s.len() > 200), "500 probes/s for 1 s at each load, in each run");
     let line = r.json_lines();
     let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
     for k in [
@@ -174,11 +181,13 @@ fn short_rfc2544_against_the_linux_bridge() {
     }
     assert_eq!(v["dut"], "linux-bridge");
     assert_eq!(v["latency_by_load"].as_array().map(Vec::len), Some(2), "{line}");
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(2), "{line}");
     let mut rep = fastpath_lab::tests::report("rfc2544 test", "cargo test");
     r.add_to(&mut rep);
     let html = rep.to_html();
     assert!(html.contains("Throughput vs frame size") && html.contains("linux-bridge, 1 flow"));
     assert!(html.contains("p99 latency vs background load") && html.contains("1 fl at 0.0"), "one series per load");
+    assert!(html.contains("Throughput of each run") && html.contains("Mpps min–max"), "the spread over runs");
 }
 
 #[test]

@@ -75,6 +75,11 @@ pub struct LabArgs {
     /// Most trials of the binary search per (frame size, flows).
     #[arg(long = "max-trials", default_value_t = 10)]
     max_trials: u32,
+    /// Times the whole rfc2544 measurement runs, every DUT once per run (in reverse order on
+    /// every other run); each result is the median run, with the spread over the runs. A shared
+    /// machine is noisy: give 3 or more for figures you publish.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
     /// Acceptable loss ratio (0 = RFC 2544; 0.005 = 0.5 %).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -224,6 +229,18 @@ fn table(lines: &str) -> String {
                 lat("p99"),
                 lat("max")
             ));
+            let runs = v.get("runs").and_then(serde_json::Value::as_array).map_or(&[][..], Vec::as_slice);
+            if runs.len() > 1 {
+                let each: Vec<String> = runs.iter().map(|r| format!("{:.3}", r["throughput_mpps"].as_f64().unwrap_or(f64::NAN))).collect();
+                out.push_str(&format!(
+                    "{:<20}   median of {} runs, {:.3}–{:.3} Mpps (each: {})\n",
+                    "",
+                    runs.len(),
+                    v["throughput_min_mpps"].as_f64().unwrap_or(f64::NAN),
+                    v["throughput_max_mpps"].as_f64().unwrap_or(f64::NAN),
+                    each.join(", ")
+                ));
+            }
             let by_load = v.get("latency_by_load").and_then(serde_json::Value::as_array).map_or(&[][..], Vec::as_slice);
             if by_load.len() > 1 {
                 for l in by_load {
@@ -316,6 +333,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
                 max_trials: a.max_trials,
                 latency_s: a.latency_s,
                 latency_loads: latency_loads(&a)?,
+                runs: a.runs,
                 ..Rfc2544Config::default()
             };
             let r = rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
@@ -432,6 +450,20 @@ mod tests {
     }
 
     #[test]
+    fn runs_default_to_one_and_zero_is_refused() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            lab: LabArgs,
+        }
+        let runs = |args: &[&str]| Cli::try_parse_from(["x", "rfc2544"].iter().chain(args)).map(|c| c.lab.runs).map_err(|e| e.to_string());
+        assert_eq!(runs(&[]).unwrap(), 1);
+        assert_eq!(runs(&["--runs", "3"]).unwrap(), 3);
+        assert!(runs(&["--runs", "0"]).unwrap_err().contains("--runs"));
+    }
+
+    #[test]
     fn table_shows_overlay_rows() {
         let l = r#"{"test":"overlay","dut":"fastpath","measurement":"ping","sent":20,"received":20,"loss_pct":0.0,"rtt_ms":{"min":0.1,"avg":0.2,"p99":0.5,"max":0.6}}"#;
         let t = table(l);
@@ -450,5 +482,11 @@ mod tests {
         assert_eq!(lines.len(), 3, "{t}");
         assert!(lines[1].contains("0.020 Mpps") && lines[1].contains("p99 9.5"), "{t}");
         assert!(lines[2].contains("0.250 Mpps") && lines[2].contains("p99 14.5"), "{t}");
+        let l = r#"{"dut":"fastpath","frame_size":64,"flows":1,"throughput_mpps":0.7,"throughput_gbps":0.47,"throughput_min_mpps":0.6,"throughput_max_mpps":0.9,"latency_us":{"min":3.0,"p50":5.0,"p99":9.5,"max":20.0},"runs":[{"throughput_mpps":0.9},{"throughput_mpps":0.6},{"throughput_mpps":0.7}]}"#;
+        let t = table(l);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 2, "{t}");
+        assert!(lines[0].contains("0.700 Mpps"), "the median: {t}");
+        assert!(lines[1].contains("median of 3 runs, 0.600–0.900 Mpps (each: 0.900, 0.600, 0.700)"), "{t}");
     }
 }

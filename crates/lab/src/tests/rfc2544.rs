@@ -15,6 +15,10 @@
 //!      for each load asked (latency against load, as CSIT reports it at 10/50/90 % of NDR)
 //! ```
 //!
+//! With `runs` > 1 the whole measurement repeats (every DUT once per run, in reverse order on
+//! every other run so that no DUT always goes first), and each row reports the median run and
+//! the spread, as a noisy shared machine needs.
+//!
 //! RFC 2544 asks for 0 % loss; CSIT's MLRsearch also reports a partial-drop rate (0.5 %): set
 //! `loss_threshold` accordingly. Trials are shorter than the RFC's 60 s by default because veth
 //! on a shared 2-core machine is noisy well beyond what longer trials would fix; CI uses 1 s.
@@ -55,6 +59,8 @@ pub struct Rfc2544Config {
     pub latency_s: f64,
     /// How the generator sends.
     pub mode: GenMode,
+    /// Times the whole measurement runs (at least 1); rows report the median and the spread.
+    pub runs: u32,
 }
 
 impl Default for Rfc2544Config {
@@ -71,6 +77,7 @@ impl Default for Rfc2544Config {
             latency_probe_pps: 1000,
             latency_s: 3.0,
             mode: GenMode::XdpLive,
+            runs: 1,
         }
     }
 }
@@ -174,11 +181,37 @@ pub struct Rfc2544Row {
     pub latency_reordered: u64,
     /// The latency test at every load asked, in order (the first repeats the fields above).
     pub latency_by_load: Vec<LoadLatency>,
+    /// Trials run (in all runs).
+    pub trials: u32,
+    /// The full-speed trial already passed (in any run): the DUT was not saturated, the
+    /// throughput is a lower bound set by the generator (on veth the DUT's receive work may
+    /// share its core).
+    pub generator_limited: bool,
+    /// Lowest throughput of the runs, Mpps.
+    pub throughput_min_mpps: f64,
+    /// Highest throughput of the runs, Mpps.
+    pub throughput_max_mpps: f64,
+    /// Every run's own figures, in the order run. The row's throughput, loss and overload
+    /// figures are those of the median run (by throughput; the upper middle one for an even
+    /// count); each latency figure is the median of the runs' figures at that load.
+    pub runs: Vec<RunResult>,
+}
+
+/// One run's figures for a (DUT, frame size, flows).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RunResult {
+    /// Highest offered rate that passed, Mpps.
+    pub throughput_mpps: f64,
+    /// Loss ratio of the passing trial.
+    pub loss: f64,
+    /// What the DUT delivered when offered the generator's full speed, Mpps.
+    pub overload_rx_mpps: f64,
     /// Trials run.
     pub trials: u32,
-    /// The full-speed trial already passed: the DUT was not saturated, the throughput is a
-    /// lower bound set by the generator (on veth the DUT's receive work may share its core).
+    /// The full-speed trial passed.
     pub generator_limited: bool,
+    /// The latency test at every load asked, in order.
+    pub latency_by_load: Vec<LoadLatency>,
 }
 
 /// Results of an RFC 2544 run.
@@ -217,36 +250,121 @@ pub fn run(
             "removed {ns}, left behind by a lab run that no longer exists"
         ));
     }
+    if cfg.runs == 0 {
+        return Err(LabError::Config("rfc2544 needs at least one run".into()));
+    }
     let mut out = Rfc2544Results::default();
-    for dc in &cfg.duts {
-        let name = dc.kind.name();
-        let t = Topology::create(&TopoConfig::default())?;
-        let dut = match Dut::start(&t, dc) {
-            Ok(d) => d,
-            Err(e) => {
-                progress(&format!("{name}: skipped: {e}"));
-                out.skipped.push((name.to_owned(), e.to_string()));
+    // Per DUT (in config order): its rows of every run, in measurement order.
+    let mut measured: Vec<Vec<(Rfc2544Row, Vec<Vec<f64>>)>> = vec![Vec::new(); cfg.duts.len()];
+    for run in 0..cfg.runs {
+        let order: Vec<usize> = if run % 2 == 0 {
+            (0..cfg.duts.len()).collect()
+        } else {
+            (0..cfg.duts.len()).rev().collect()
+        };
+        let of = if cfg.runs > 1 { format!(" (run {}/{})", run + 1, cfg.runs) } else { String::new() };
+        for i in order {
+            let dc = &cfg.duts[i];
+            let name = dc.kind.name();
+            if out.skipped.iter().any(|(d, _)| d == name) {
                 continue;
             }
-        };
-        progress(&format!("{name}: started in {}", t.dut_ns));
-        let traffic = Traffic::attach(&t, cfg.mode)?;
-        for &size in &cfg.frame_sizes {
-            for &flows in &cfg.flows {
-                let (row, samples) = measure(cfg, &t, &traffic, name, size, flows, progress)?;
-                progress(&format!(
-                    "{name} {size} B {flows} flow(s): {:.3} Mpps ({:.2} Gbps), latency p50 {:.1} µs p99 {:.1} µs at {:.3} Mpps",
-                    row.throughput_mpps, row.throughput_gbps, row.latency_us.p50, row.latency_us.p99, row.latency_load_mpps
-                ));
-                out.rows.push(row);
-                out.latency_samples.push(samples);
+            let t = Topology::create(&TopoConfig::default())?;
+            let dut = match Dut::start(&t, dc) {
+                Ok(d) => d,
+                Err(e) => {
+                    progress(&format!("{name}: skipped: {e}"));
+                    out.skipped.push((name.to_owned(), e.to_string()));
+                    continue;
+                }
+            };
+            progress(&format!("{name}: started in {}{of}", t.dut_ns));
+            let traffic = Traffic::attach(&t, cfg.mode)?;
+            for &size in &cfg.frame_sizes {
+                for &flows in &cfg.flows {
+                    let (row, samples) = measure(cfg, &t, &traffic, name, size, flows, progress)?;
+                    progress(&format!(
+                        "{name} {size} B {flows} flow(s){of}: {:.3} Mpps ({:.2} Gbps), latency p50 {:.1} µs p99 {:.1} µs at {:.3} Mpps",
+                        row.throughput_mpps, row.throughput_gbps, row.latency_us.p50, row.latency_us.p99, row.latency_load_mpps
+                    ));
+                    measured[i].push((row, samples));
+                }
             }
+            drop(traffic);
+            drop(dut);
+            drop(t);
         }
-        drop(traffic);
-        drop(dut);
-        drop(t);
+    }
+    for per_dut in measured {
+        // Rows of one DUT: run after run, each in the same (size, flows) order.
+        let per_run = cfg.frame_sizes.len() * cfg.flows.len();
+        let mut by_key: Vec<Vec<(Rfc2544Row, Vec<Vec<f64>>)>> = vec![Vec::new(); per_run];
+        for (k, r) in per_dut.into_iter().enumerate() {
+            by_key[k % per_run].push(r);
+        }
+        for runs in by_key.into_iter().filter(|r| !r.is_empty()) {
+            let (row, samples) = combine_runs(runs);
+            out.rows.push(row);
+            out.latency_samples.push(samples);
+        }
     }
     Ok(out)
+}
+
+/// One row from the runs of a (DUT, frame size, flows): the median run's throughput and the
+/// spread, the median of each latency figure per load, and the runs' latency samples pooled.
+fn combine_runs(runs: Vec<(Rfc2544Row, Vec<Vec<f64>>)>) -> (Rfc2544Row, Vec<Vec<f64>>) {
+    let mut by_tput: Vec<&Rfc2544Row> = runs.iter().map(|(r, _)| r).collect();
+    by_tput.sort_by(|a, b| a.throughput_mpps.total_cmp(&b.throughput_mpps));
+    let mut row = by_tput[by_tput.len() / 2].clone();
+    row.throughput_min_mpps = by_tput[0].throughput_mpps;
+    row.throughput_max_mpps = by_tput[by_tput.len() - 1].throughput_mpps;
+    row.trials = runs.iter().map(|(r, _)| r.trials).sum();
+    row.generator_limited = runs.iter().any(|(r, _)| r.generator_limited);
+    row.latency_by_load = (0..row.latency_by_load.len())
+        .map(|l| {
+            let at: Vec<&LoadLatency> = runs.iter().filter_map(|(r, _)| r.latency_by_load.get(l)).collect();
+            let med = |f: fn(&LoadLatency) -> f64| median(at.iter().map(|x| f(x)).collect());
+            LoadLatency {
+                load_mpps: med(|x| x.load_mpps),
+                latency_us: LatencyUs {
+                    min: med(|x| x.latency_us.min),
+                    mean: med(|x| x.latency_us.mean),
+                    p50: med(|x| x.latency_us.p50),
+                    p99: med(|x| x.latency_us.p99),
+                    p999: med(|x| x.latency_us.p999),
+                    max: med(|x| x.latency_us.max),
+                },
+                probe_loss: med(|x| x.probe_loss),
+                reordered: med(|x| x.reordered as f64) as u64,
+            }
+        })
+        .collect();
+    let first = row.latency_by_load[0];
+    (row.latency_us, row.latency_load_mpps, row.latency_probe_loss, row.latency_reordered) =
+        (first.latency_us, first.load_mpps, first.probe_loss, first.reordered);
+    row.runs = runs
+        .iter()
+        .map(|(r, _)| RunResult {
+            throughput_mpps: r.throughput_mpps,
+            loss: r.loss,
+            overload_rx_mpps: r.overload_rx_mpps,
+            trials: r.trials,
+            generator_limited: r.generator_limited,
+            latency_by_load: r.latency_by_load.clone(),
+        })
+        .collect();
+    let loads = row.latency_by_load.len();
+    let samples = (0..loads)
+        .map(|l| runs.iter().filter_map(|(_, s)| s.get(l)).flatten().copied().collect())
+        .collect();
+    (row, samples)
+}
+
+/// The median (the upper middle value for an even count; 0 for none).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn check_interrupt() -> Result<(), LabError> {
@@ -354,6 +472,9 @@ fn measure(
         latency_by_load: by_load,
         trials,
         generator_limited: passes(&full),
+        throughput_min_mpps: mpps,
+        throughput_max_mpps: mpps,
+        runs: Vec::new(),
     };
     Ok((row, samples))
 }
@@ -464,11 +585,19 @@ impl Rfc2544Results {
         for (d, why) in &self.skipped {
             report.para(format!("{d} skipped: {why}"));
         }
+        let runs = self.rows.iter().map(|r| r.runs.len()).max().unwrap_or(1);
+        if runs > 1 {
+            report.para(format!(
+                "Each DUT was measured in {runs} runs (DUT order reversed on every other run). Mpps, Gbps and \
+                 overload are the median run's; \"Mpps min–max\" is the spread over the runs; each latency figure \
+                 is the median of the runs' figures."
+            ));
+        }
         let rows = self
             .rows
             .iter()
             .map(|r| {
-                vec![
+                let mut v = vec![
                     r.dut.clone(),
                     r.frame_size.to_string(),
                     r.flows.to_string(),
@@ -477,6 +606,11 @@ impl Rfc2544Results {
                         if r.generator_limited { "≥ " } else { "" },
                         r.throughput_mpps
                     ),
+                ];
+                if runs > 1 {
+                    v.push(format!("{:.3}–{:.3}", r.throughput_min_mpps, r.throughput_max_mpps));
+                }
+                v.extend([
                     format!("{:.2}", r.throughput_gbps),
                     format!("{:.3}", r.overload_rx_mpps),
                     format!("{:.3}", r.latency_load_mpps),
@@ -484,25 +618,27 @@ impl Rfc2544Results {
                     format!("{:.1}", r.latency_us.p99),
                     format!("{:.1}", r.latency_us.max),
                     r.trials.to_string(),
-                ]
+                ]);
+                v
             })
             .collect();
-        report.table(
-            &[
-                "DUT",
-                "frame (B)",
-                "flows",
-                "Mpps",
-                "Gbps",
-                "overload rx Mpps",
-                "load Mpps",
-                "p50 (µs)",
-                "p99 (µs)",
-                "max (µs)",
-                "trials",
-            ],
-            rows,
-        );
+        let mut head = vec!["DUT", "frame (B)", "flows", "Mpps"];
+        if runs > 1 {
+            head.push("Mpps min–max");
+        }
+        head.extend(["Gbps", "overload rx Mpps", "load Mpps", "p50 (µs)", "p99 (µs)", "max (µs)", "trials"]);
+        report.table(&head, rows);
+        if runs > 1 {
+            let mut c = Chart::new("Throughput of each run")
+                .x_label("run")
+                .y_label("throughput (Mpps)")
+                .x_ticks(&(1..=runs).map(|k| k as f64).collect::<Vec<_>>());
+            for r in &self.rows {
+                let pts = r.runs.iter().enumerate().map(|(k, x)| ((k + 1) as f64, x.throughput_mpps)).collect();
+                c = c.series(format!("{} {} B {} fl", r.dut, r.frame_size, r.flows), pts);
+            }
+            report.line_chart(c);
+        }
         let mut keys: Vec<(String, u32)> = Vec::new();
         for r in &self.rows {
             if !keys.contains(&(r.dut.clone(), r.flows)) {
@@ -639,4 +775,70 @@ fn percentile_spectrum(samples: &[f64]) -> Vec<(f64, f64)> {
         }
     }
     pts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_row(mpps: f64, p99s: [f64; 2], trials: u32) -> (Rfc2544Row, Vec<Vec<f64>>) {
+        let at = |load_mpps: f64, p99: f64| LoadLatency {
+            load_mpps,
+            latency_us: LatencyUs { min: 1.0, mean: 2.0, p50: 2.0, p99, p999: p99 + 1.0, max: p99 + 2.0 },
+            probe_loss: 0.0,
+            reordered: 0,
+        };
+        let by_load = vec![at(0.02, p99s[0]), at(mpps / 2.0, p99s[1])];
+        let row = Rfc2544Row {
+            dut: "fastpath".into(),
+            throughput_mpps: mpps,
+            throughput_gbps: mpps * 0.512,
+            loss: mpps / 100.0,
+            overload_rx_mpps: mpps + 0.1,
+            latency_us: by_load[0].latency_us,
+            latency_load_mpps: 0.02,
+            latency_by_load: by_load,
+            trials,
+            ..Rfc2544Row::default()
+        };
+        (row, vec![vec![mpps; 3], vec![mpps; 2]])
+    }
+
+    #[test]
+    fn runs_combine_into_the_median_run_with_its_spread() {
+        let runs = vec![run_row(0.9, [20.0, 11.0], 5), run_row(0.6, [10.0, 30.0], 6), run_row(0.7, [15.0, 12.0], 7)];
+        let (row, samples) = combine_runs(runs);
+        // Throughput and what goes with it come from the median run, not an average.
+        assert_eq!((row.throughput_mpps, row.throughput_gbps, row.loss), (0.7, 0.7 * 0.512, 0.7 / 100.0));
+        assert!((row.overload_rx_mpps - 0.8).abs() < 1e-12);
+        assert_eq!((row.throughput_min_mpps, row.throughput_max_mpps), (0.6, 0.9));
+        assert_eq!(row.trials, 18, "trials of every run");
+        // Each latency figure is the median of the runs' figures at that load.
+        assert_eq!(row.latency_by_load[0].latency_us.p99, 15.0);
+        assert_eq!(row.latency_by_load[1].latency_us.p99, 12.0);
+        assert_eq!(row.latency_by_load[1].load_mpps, 0.35);
+        assert_eq!(row.latency_us, row.latency_by_load[0].latency_us, "the row repeats the first load");
+        // Every run kept, in the order run.
+        let each: Vec<f64> = row.runs.iter().map(|r| r.throughput_mpps).collect();
+        assert_eq!(each, [0.9, 0.6, 0.7]);
+        assert_eq!(row.runs[1].latency_by_load[1].latency_us.p99, 30.0);
+        // Samples pooled per load.
+        assert_eq!(samples.iter().map(Vec::len).collect::<Vec<_>>(), [9, 6]);
+    }
+
+    #[test]
+    fn one_run_is_reported_as_it_was_measured() {
+        let (one, _) = run_row(0.5, [9.0, 10.0], 4);
+        let (row, _) = combine_runs(vec![(one.clone(), vec![vec![], vec![]])]);
+        assert_eq!((row.throughput_mpps, row.throughput_min_mpps, row.throughput_max_mpps), (0.5, 0.5, 0.5));
+        assert_eq!(row.latency_by_load, one.latency_by_load);
+        assert_eq!(row.runs.len(), 1);
+    }
+
+    #[test]
+    fn median_takes_the_upper_middle_of_an_even_count() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 3.0);
+        assert_eq!(median(Vec::new()), 0.0);
+    }
 }
