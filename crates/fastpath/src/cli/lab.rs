@@ -51,7 +51,7 @@ pub enum LabTest {
 DUTs: fastpath, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp \
 (repeat --dut to measure several in one run). Needs root and a kernel with XDP sockets \
 (>= 5.18 for the live-frames generator).\n\nExamples:\n  \
-fastpath lab rfc2544 --dut fastpath --dut linux-bridge-tuned --sizes 64,1518 --json\n  \
+fastpath lab rfc2544 --dut fastpath --dut linux-bridge-tuned --sizes 64,1518 --runs 3 --json\n  \
 fastpath lab tcp --dut fastpath --dut linux-bridge --streams 1,4 --seconds 10\n  \
 fastpath lab gen --sizes 64,1518 --trial-s 2\n  \
 fastpath lab overlay --dut fastpath --dut linux-vxlan --duration 10 --streams 4 --json\n\n\
@@ -405,31 +405,30 @@ mod tests {
         assert_eq!(p.load_entries("e", L2FWD_ENTRIES).unwrap(), 2);
     }
 
-    #[test]
-    fn overlay_takes_its_own_dut_names_and_rejects_others() {
+    /// `fastpath lab ARGS…` parsed, or clap's message.
+    fn lab_args(args: &[&str]) -> Result<LabArgs, String> {
         use clap::Parser;
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
             lab: LabArgs,
         }
-        let c = Cli::parse_from(["x", "overlay", "--dut", "fastpath", "--dut", "linux-vxlan", "--duration", "3", "--streams", "2", "--pings", "7"]);
-        let cfg = overlay_config(&c.lab, "/bin/fp".into()).unwrap();
+        Cli::try_parse_from(std::iter::once(&"x").chain(args)).map(|c| c.lab).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn overlay_takes_its_own_dut_names_and_rejects_others() {
+        let a = lab_args(&["overlay", "--dut", "fastpath", "--dut", "linux-vxlan", "--duration", "3", "--streams", "2", "--pings", "7"]).unwrap();
+        let cfg = overlay_config(&a, "/bin/fp".into()).unwrap();
         assert_eq!(cfg.duts, vec![OverlayDut::Fastpath, OverlayDut::LinuxVxlan]);
         assert_eq!((cfg.duration_s, cfg.pings, cfg.streams.clone()), (3, 7, vec![2]));
-        let c = Cli::parse_from(["x", "overlay", "--dut", "linux-bridge"]);
-        assert!(overlay_config(&c.lab, "/bin/fp".into()).unwrap_err().contains("linux-vxlan"));
+        let a = lab_args(&["overlay", "--dut", "linux-bridge"]).unwrap();
+        assert!(overlay_config(&a, "/bin/fp".into()).unwrap_err().contains("linux-vxlan"));
     }
 
     #[test]
     fn latency_loads_are_fractions_or_rates_for_every_dut() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            lab: LabArgs,
-        }
-        let load = |args: &[&str]| latency_loads(&Cli::try_parse_from(["x", "rfc2544"].iter().chain(args)).map_err(|e| e.to_string())?.lab);
+        let load = |args: &[&str]| latency_loads(&lab_args(&[&["rfc2544"], args].concat())?);
         assert_eq!(load(&[]).unwrap(), vec![LatencyLoad::Fraction(0.5)]);
         assert_eq!(load(&["--latency-load", "0.9"]).unwrap(), vec![LatencyLoad::Fraction(0.9)]);
         assert_eq!(load(&["--latency-mpps", "0.25"]).unwrap(), vec![LatencyLoad::Pps(250_000)]);
@@ -451,13 +450,7 @@ mod tests {
 
     #[test]
     fn runs_default_to_one_and_zero_is_refused() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            lab: LabArgs,
-        }
-        let runs = |args: &[&str]| Cli::try_parse_from(["x", "rfc2544"].iter().chain(args)).map(|c| c.lab.runs).map_err(|e| e.to_string());
+        let runs = |args: &[&str]| lab_args(&[&["rfc2544"], args].concat()).map(|a| a.runs);
         assert_eq!(runs(&[]).unwrap(), 1);
         assert_eq!(runs(&["--runs", "3"]).unwrap(), 3);
         assert!(runs(&["--runs", "0"]).unwrap_err().contains("--runs"));

@@ -23,7 +23,9 @@ pub mod overlay;
 pub mod rfc2544;
 pub mod tcp;
 
+use crate::dut::{Dut, DutConfig};
 use crate::report::Report;
+use crate::topo::Topology;
 
 /// A report headed with the command line that produced it and the machine it ran on.
 pub fn report(title: &str, command: &str) -> Report {
@@ -46,6 +48,24 @@ pub fn report(title: &str, command: &str) -> Report {
     ))
     .pre(command);
     r
+}
+
+/// Starts `dc` in `t`; a DUT that cannot start is reported and added to `skipped`.
+pub(crate) fn start_or_skip(
+    t: &Topology,
+    dc: &DutConfig,
+    skipped: &mut Vec<(String, String)>,
+    progress: &mut dyn FnMut(&str),
+) -> Option<Dut> {
+    match Dut::start(t, dc) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            let name = dc.kind.name();
+            progress(&format!("{name}: skipped: {e}"));
+            skipped.push((name.to_owned(), e.to_string()));
+            None
+        }
+    }
 }
 
 /// One JSON object per line, one line per row (rows that fail to serialise are left out).

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::dut::{Dut, DutConfig};
+use crate::dut::DutConfig;
 use crate::gen::{self, FrameSpec, GenMode, Latency, ProbeConfig, Traffic, Trial, PROBE_PORT};
 use crate::report::{Chart, Report};
 use crate::topo::{self, TopoConfig, Topology};
@@ -270,13 +270,8 @@ pub fn run(
                 continue;
             }
             let t = Topology::create(&TopoConfig::default())?;
-            let dut = match Dut::start(&t, dc) {
-                Ok(d) => d,
-                Err(e) => {
-                    progress(&format!("{name}: skipped: {e}"));
-                    out.skipped.push((name.to_owned(), e.to_string()));
-                    continue;
-                }
+            let Some(dut) = super::start_or_skip(&t, dc, &mut out.skipped, progress) else {
+                continue;
             };
             progress(&format!("{name}: started in {}{of}", t.dut_ns));
             let traffic = Traffic::attach(&t, cfg.mode)?;

@@ -266,13 +266,8 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
     for dc in &cfg.duts {
         let name = dc.kind.name();
         let t = Topology::create(&TopoConfig::default())?;
-        let dut = match Dut::start(&t, dc) {
-            Ok(d) => d,
-            Err(e) => {
-                progress(&format!("{name}: skipped: {e}"));
-                out.skipped.push((name.to_owned(), e.to_string()));
-                continue;
-            }
+        let Some(dut) = super::start_or_skip(&t, dc, &mut out.skipped, progress) else {
+            continue;
         };
         if !matches!(dc.kind, DutKind::LinuxBridge | DutKind::LinuxBridgeTuned) {
             // A user-space DUT forwards frames as they are: the endpoints must put real checksums
