@@ -224,6 +224,9 @@ pub struct TableStage {
     /// Outer headers of the `Fast::Encap` entries.
     templates: Vec<EncapTemplate>,
     intern: HashMap<ActionEntry, u32>,
+    /// FNV-1a over `entries` in index order, kept as they are interned (they are only ever
+    /// appended), so that comparing replicas' entries costs nothing between two batches.
+    entries_digest: u64,
     bodies: Vec<Vec<action::Prim>>,
     default: ActionEntry,
     len: usize,
@@ -279,6 +282,7 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         default_fast,
         templates,
         intern: HashMap::new(),
+        entries_digest: FNV_OFFSET,
         bodies,
         default: ActionEntry { action: da as u16, args: dargs },
         len: 0,
@@ -313,27 +317,13 @@ impl TableStage {
         TableError::BadKey { table: self.def.name.clone(), msg }
     }
 
-    /// FNV-1a over the interned action entries, in index order.
-    fn actions_digest(&self) -> u64 {
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
-        let mut eat = |x: u128| {
-            for b in x.to_le_bytes() {
-                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-            }
-        };
-        for e in &self.entries {
-            eat(u128::from(e.action));
-            e.args.iter().for_each(|&a| eat(a));
-        }
-        h
-    }
-
     fn intern(&mut self, e: ActionEntry) -> u32 {
         if let Some(&i) = self.intern.get(&e) {
             return i;
         }
         let i = self.entries.len() as u32;
         self.entries.push(e);
+        self.entries_digest = std::iter::once(u128::from(e.action)).chain(e.args).fold(self.entries_digest, fnv1a);
         let f = self.bodies.get(usize::from(e.action)).map_or(Fast::General, |b| fast_form(b, &e.args, &mut self.templates));
         self.fast.push(f);
         self.intern.insert(e, i);
@@ -433,6 +423,13 @@ impl TableStage {
         }
         out
     }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a of `h` continued over the 16 bytes of `x`.
+fn fnv1a(h: u64, x: u128) -> u64 {
+    x.to_le_bytes().iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// A single-chunk classifier range shown the way it was most likely given: `*`, one value, a
@@ -620,13 +617,13 @@ impl TableOps for TableStage {
 
     fn built_classifier(&self) -> Option<BuiltClassifier> {
         match &self.engine {
-            Engine::Acl { live: Some(acl), dirty: false, .. } => Some(BuiltClassifier { acl: Arc::clone(acl), actions: self.actions_digest() }),
+            Engine::Acl { live: Some(acl), dirty: false, .. } => Some(BuiltClassifier { acl: Arc::clone(acl), actions: self.entries_digest }),
             _ => None,
         }
     }
 
     fn adopt_classifier(&mut self, b: &BuiltClassifier) -> Adopt {
-        let same = self.actions_digest() == b.actions;
+        let same = self.entries_digest == b.actions;
         match &mut self.engine {
             Engine::Acl { live, dirty, .. } if same => {
                 *dirty = false;
