@@ -157,7 +157,7 @@ fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'
         "plan" => Show::Plan,
         other => {
             let hint = suggest(other, WHAT).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
-            return Err((format!("cannot show \"{other}\"{hint} (tables, counters, meters, conntrack, plan)"), other));
+            return Err((format!("cannot show \"{other}\"{hint} (tables, table NAME, counters, meters, conntrack, plan)"), other));
         }
     })
 }

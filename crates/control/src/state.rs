@@ -24,6 +24,7 @@ use crate::metrics::{Counters, WorkerSnapshot};
 use fastpath_pipeline::compile::TableImpl;
 use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
 use fastpath_pipeline::Pipeline;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,7 +59,8 @@ struct ChangeLog {
     ops: Vec<Arc<[EntryOp]>>,
     len: usize,
     tables: Vec<usize>,
-    meters: Vec<EntryOp>,
+    /// The last op that configured each meter, by (array, index).
+    meters: BTreeMap<(String, usize), EntryOp>,
     compact_at: usize,
 }
 
@@ -67,8 +69,7 @@ impl ChangeLog {
         for op in ops.iter() {
             match op {
                 EntryOp::Meter { bank, index, .. } => {
-                    self.meters.retain(|m| !matches!(m, EntryOp::Meter { bank: b, index: i, .. } if b == bank && i == index));
-                    self.meters.push(op.clone());
+                    self.meters.insert((bank.clone(), *index), op.clone());
                 }
                 _ => {
                     if let Some(t) = op.table().filter(|t| !self.tables.contains(t)) {
@@ -94,7 +95,7 @@ impl ChangeLog {
                 snap.push(EntryOp::Add(EntrySpec { table: t, key: e.key, priority: e.priority, action: e.action, args: e.args }));
             }
         }
-        snap.extend(self.meters.iter().cloned());
+        snap.extend(self.meters.values().cloned());
         self.len = snap.len();
         self.ops = vec![snap.into()];
     }
@@ -108,7 +109,7 @@ impl<'a> Control<'a> {
     /// A control plane over `workers` (mailbox ends, by worker index). `shadow` must be built
     /// the way every worker's pipeline was (same spec and entries); `rebuild` builds another.
     pub fn new(shadow: Pipeline, rebuild: Rebuild<'a>, workers: Vec<ControlEnd>) -> Control<'a> {
-        let log = ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: Vec::new(), compact_at: LOG_COMPACT_AT };
+        let log = ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: BTreeMap::new(), compact_at: LOG_COMPACT_AT };
         Control { shadow, rebuild, log, accepted: 0, workers, seq: 0, timeout: Duration::from_secs(5) }
     }
 
@@ -561,6 +562,38 @@ forward 1
             assert!(out.contains("ok: 1 change(s) applied on 1 worker(s)"), "{out}");
             assert!(out.contains("conntrack"), "show plan lists the conntrack stage: {out}");
         });
+    }
+
+    /// Reconfiguring meters keeps one op per meter in the log: the last one.
+    #[test]
+    fn a_compacted_log_keeps_each_meters_last_rates() {
+        const METERED: &str = r#"
+name = "m"
+[parser]
+headers = ["eth"]
+[[meter]]
+name = "pol"
+kind = "srtcm"
+size = 4
+[control]
+ingress = "forward 1"
+"#;
+        let shadow = fastpath_pipeline::compile("m.toml", METERED).unwrap_or_else(|e| panic!("{e}")).instantiate();
+        let mut log = ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: BTreeMap::new(), compact_at: 4 };
+        for k in 1..=1000u64 {
+            let op = shadow.program().parse_entry(&format!("meter pol {} cir {k} cbs 100 ebs 100", k % 2)).unwrap();
+            log.push(Arc::from(vec![op]), &shadow);
+            assert!(log.len <= 2 * 2 + 1, "after {k} ops the log holds {}", log.len);
+        }
+        // Replayed in order, the log leaves each meter at its last rates.
+        let mut replayed = BTreeMap::new();
+        for op in log.iter().flat_map(|ops| ops.iter()) {
+            if let EntryOp::Meter { index, .. } = op {
+                replayed.insert(*index, format!("{op:?}"));
+            }
+        }
+        let last = |i: usize, cir: u64| format!("{:?}", shadow.program().parse_entry(&format!("meter pol {i} cir {cir} cbs 100 ebs 100")).unwrap());
+        assert_eq!(replayed.into_values().collect::<Vec<_>>(), [last(0, 1000), last(1, 999)]);
     }
 
     #[derive(Clone, Debug)]
