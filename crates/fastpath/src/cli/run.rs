@@ -87,8 +87,9 @@ pub struct RunArgs {
     #[arg(long = "busy-poll", default_value_t = 0)]
     busy_poll_us: u32,
     /// AF_XDP rx and fill ring slots (power of two): deeper rings absorb bursts and stalls of
-    /// the worker (32768 = 36 ms at 0.9 Mpps, 64 MiB of buffers per port). Lab l2fwd 64 B at 0 %
-    /// loss, median of 3 runs, two rounds: 0.71 and 0.76 Mpps with 8192, 0.88 and 0.92 with 32768.
+    /// the worker (32768 = 36 ms at 0.9 Mpps; 68 MiB of buffers per port with the tx ring). Lab
+    /// l2fwd 64 B at 0 % loss, median of 3 runs, two rounds: 0.71 and 0.76 Mpps with 8192, 0.88
+    /// and 0.92 with 32768.
     #[arg(long = "rx-ring", default_value_t = 32768)]
     rx_ring: u32,
     /// Sleep this many microseconds after 1024 idle polls (0: spin, the data-plane default).
