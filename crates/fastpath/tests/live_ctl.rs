@@ -14,6 +14,8 @@
 //! 3. A bad command and a refused one fail with a useful error and change nothing.
 //! 4. `ctl table fib4 del …`: the traffic is dropped again.
 //!
+//! Also: with a worker pinned to the last core, no other thread of the process may run there.
+//!
 //! Needs root; in CI a missing root is a failure. Namespaces, the child and the socket file
 //! are removed on every exit path (drop guards).
 
@@ -265,4 +267,70 @@ fn ctl_without_a_running_fastpath_says_so() {
     let (ok, _, err) = ctl(&sock, &["show", "counters"], None);
     assert!(!ok);
     assert!(err.contains("no control socket at"), "{err}");
+}
+
+/// The CPUs a thread of `pid` may run on, by thread name (`/proc/PID/task/*/status`).
+fn thread_cpus(pid: u32) -> BTreeMap<String, Vec<usize>> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).map(str::trim).unwrap_or("").to_string();
+        let mut cpus = Vec::new();
+        for part in field("Cpus_allowed_list:").split(',').filter(|p| !p.is_empty()) {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            cpus.extend(a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap());
+        }
+        out.insert(field("Name:"), cpus);
+    }
+    out
+}
+
+#[test]
+fn a_pinned_worker_has_its_core_to_itself() {
+    if !root_or_skip() {
+        return;
+    }
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if n < 2 {
+        eprintln!("one CPU: no core to keep the other threads on");
+        return;
+    }
+    let peer = Netns::new("fpp-peer").unwrap();
+    let dut = Netns::new("fpp-dut").unwrap();
+    let _v0 = VethPair::new(&peer, "h0", &dut, "d0").unwrap();
+    let _v1 = VethPair::new(&peer, "h1", &dut, "d1").unwrap();
+    let sock = std::env::temp_dir().join(format!("fpp-{}.sock", std::process::id()));
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/l2fwd.toml");
+    let last = (n - 1).to_string();
+    let child = Command::new("ip")
+        .args(["netns", "exec", dut.name(), env!("CARGO_BIN_EXE_fastpath"), "run", spec])
+        .args(["--port", "p0=afpacket:d0", "--port", "p1=afpacket:d1", "--core", &last, "--idle-sleep", "50"])
+        .arg("--ctl")
+        .arg(&sock)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = ChildGuard::new(child).removing(&sock);
+    let pid = guard.child().id();
+    let t0 = Instant::now();
+    let threads = loop {
+        let t = thread_cpus(pid);
+        if t.contains_key("fp-worker-0") && t.contains_key("fp-ctl") && ctl(&sock, &["show", "tables"], None).0 {
+            break t;
+        }
+        assert!(guard.child().try_wait().unwrap().is_none(), "fastpath run exited early");
+        assert!(t0.elapsed() < Duration::from_secs(10), "the worker and control threads never showed: {t:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let others: Vec<usize> = (0..n - 1).collect();
+    assert_eq!(threads["fp-worker-0"], vec![n - 1], "{threads:?}");
+    for (name, cpus) in &threads {
+        if name != "fp-worker-0" {
+            assert_eq!(cpus, &others, "thread {name} stays off the worker's core: {threads:?}");
+        }
+    }
+    let (status, _, err) = guard.stop(true);
+    assert!(status.success(), "{status}\n{err}");
+    assert!(err.contains(&format!("worker core(s) {}, other threads on ", n - 1)), "{err}");
 }

@@ -44,6 +44,9 @@ pub struct MultiConfig {
     pub pin: bool,
     /// First core to pin to.
     pub first_core: usize,
+    /// CPUs to spread the workers over (0: those this thread may run on when [`run`] starts).
+    /// Set it when the caller narrows its own affinity first ([`MultiConfig::pin_housekeeping`]).
+    pub cores: usize,
     /// Network namespace file each worker joins before building its ports.
     pub netns: Option<PathBuf>,
     /// Sleep this long after 1024 consecutive idle polls (0: spin, the data-plane default;
@@ -61,11 +64,60 @@ impl Default for MultiConfig {
             workers: 1,
             pin: true,
             first_core: 0,
+            cores: 0,
             netns: None,
             idle_sleep_us: 0,
             drain_idle_polls: 64,
             drain_max: Duration::from_millis(500),
         }
+    }
+}
+
+impl MultiConfig {
+    /// The CPU count the workers are spread over: [`MultiConfig::cores`], else the CPUs the
+    /// calling thread may run on.
+    pub fn cpu_count(&self) -> usize {
+        if self.cores > 0 {
+            self.cores
+        } else {
+            af_packet::available_cores()
+        }
+    }
+
+    /// The cores the workers are pinned to (empty when they are not pinned).
+    pub fn worker_cores(&self) -> Vec<usize> {
+        if !self.pin {
+            return Vec::new();
+        }
+        let n = self.cpu_count().max(1);
+        let mut v: Vec<usize> = (0..self.workers).map(|w| (self.first_core + w) % n).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// The cores no worker is pinned to: where the process's other threads (control, display)
+    /// and the kernel's own work should run, as DPDK's main lcore and VPP's main core do.
+    pub fn housekeeping_cores(&self) -> Vec<usize> {
+        let busy = self.worker_cores();
+        (0..self.cpu_count()).filter(|c| !busy.contains(c)).collect()
+    }
+
+    /// Pins the calling thread (and so the threads it starts from now on) to
+    /// [`MultiConfig::housekeeping_cores`], and fixes [`MultiConfig::cores`] first so the
+    /// workers still spread over every CPU. Returns the cores, or `None` when there is no core
+    /// to spare (workers unpinned, or one on every core).
+    ///
+    /// # Errors
+    /// The `sched_setaffinity` error.
+    pub fn pin_housekeeping(&mut self) -> std::io::Result<Option<Vec<usize>>> {
+        self.cores = self.cpu_count();
+        let spare = self.housekeeping_cores();
+        if !self.pin || spare.is_empty() {
+            return Ok(None);
+        }
+        af_packet::pin_to_cores(&spare)?;
+        Ok(Some(spare))
     }
 }
 
@@ -264,7 +316,7 @@ where
         return Err(MultiError::NoWorkers);
     }
     let abort = AtomicBool::new(false);
-    let cores = af_packet::available_cores();
+    let cores = cfg.cpu_count();
     let results: Vec<Result<WorkerReport<R>, MultiError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.workers)
             .map(|w| {
@@ -387,6 +439,41 @@ mod tests {
         );
         let e = r.unwrap_err();
         assert_eq!(e.to_string(), "worker 1: no such interface `x`");
+    }
+
+    #[test]
+    fn worker_and_housekeeping_cores_split_the_machine() {
+        let cfg = MultiConfig { workers: 2, first_core: 1, cores: 4, ..MultiConfig::default() };
+        assert_eq!(cfg.worker_cores(), vec![1, 2]);
+        assert_eq!(cfg.housekeeping_cores(), vec![0, 3]);
+        // Wrapping around, and more workers than cores: every core busy, none to spare.
+        let cfg = MultiConfig { workers: 3, first_core: 1, cores: 2, ..MultiConfig::default() };
+        assert_eq!(cfg.worker_cores(), vec![0, 1]);
+        assert!(cfg.housekeeping_cores().is_empty());
+        // Unpinned workers may run anywhere: every core is a housekeeping core.
+        let cfg = MultiConfig { workers: 1, pin: false, cores: 2, ..MultiConfig::default() };
+        assert!(cfg.worker_cores().is_empty());
+        assert_eq!(cfg.housekeeping_cores(), vec![0, 1]);
+    }
+
+    #[test]
+    fn pin_housekeeping_keeps_the_caller_off_the_worker_cores() {
+        let n = af_packet::available_cores();
+        // On a thread of its own: the affinity it sets must not leak into other tests.
+        let (spare, seen) = std::thread::spawn(move || {
+            let mut cfg = MultiConfig { workers: 1, first_core: n - 1, ..MultiConfig::default() };
+            let spare = cfg.pin_housekeeping().unwrap();
+            assert_eq!(cfg.cores, n, "the CPU count is fixed before the caller narrows itself");
+            (spare, af_packet::available_cores())
+        })
+        .join()
+        .unwrap();
+        if n == 1 {
+            assert_eq!(spare, None);
+        } else {
+            assert_eq!(spare, Some((0..n - 1).collect::<Vec<_>>()));
+            assert_eq!(seen, n - 1);
+        }
     }
 
     #[test]

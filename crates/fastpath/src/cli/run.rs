@@ -74,7 +74,8 @@ pub struct RunArgs {
     /// First core to pin workers to (worker w runs on core + w).
     #[arg(long, default_value_t = 0)]
     core: usize,
-    /// Do not pin the workers.
+    /// Do not pin the workers. (Pinned workers keep their cores to themselves: the process's
+    /// other threads run on the remaining cores, when there are any.)
     #[arg(long)]
     no_pin: bool,
     /// XDP attach mode for afxdp ports.
@@ -437,13 +438,15 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     let lc = LiveCfg { xdp, pkt: AfPacketConfig::default(), workers: a.workers };
     let need = ports.len() * (xdp.fill_size + xdp.tx_size) as usize + 2 * fastpath_packet::BATCH_MAX + 256;
     let pool_size = a.pool.unwrap_or(need.max(8192));
-    let mcfg = MultiConfig {
+    let mut mcfg = MultiConfig {
         workers: a.workers,
         pin: !a.no_pin,
         first_core: a.core,
         idle_sleep_us: a.idle_sleep_us,
         ..MultiConfig::default()
     };
+    // Keep this thread and the ones it starts (control, display) off the workers' cores.
+    let housekeeping = mcfg.pin_housekeeping().map_err(|e| format!("pinning the main thread off the worker cores: {e}"))?;
     let stop = multi::stop_on_signals().map_err(|e| format!("installing signal handlers: {e}"))?;
     let slots: Vec<LiveSlot> = (0..a.workers).map(|_| LiveSlot::default()).collect();
     let done = AtomicBool::new(false);
@@ -455,6 +458,10 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         a.ports.join(" "),
         a.workers
     );
+    if let Some(hk) = &housekeeping {
+        let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        eprintln!("fastpath: worker core(s) {}, other threads on {}", list(&mcfg.worker_cores()), list(hk));
+    }
     if let Some(sv) = &server {
         eprintln!("fastpath: control socket {} (fastpath ctl --socket {} show counters)", sv.path().display(), sv.path().display());
     }
