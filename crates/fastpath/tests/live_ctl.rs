@@ -168,34 +168,51 @@ fn fib4_entries(sock: &Path) -> u64 {
     line.split_whitespace().nth(2).unwrap().parse().unwrap()
 }
 
+/// `fastpath run pipelines/SPEC` in a DUT namespace with two afpacket ports (d0, d1; their peers
+/// h0, h1 in `peer`), extra `args`, and a control socket; ready once the socket answers.
+struct Rig {
+    guard: ChildGuard,
+    sock: std::path::PathBuf,
+    peer: Netns,
+    _veths: [VethPair; 2],
+    _dut: Netns,
+}
+
+impl Rig {
+    fn start(tag: &str, spec: &str, args: &[&str]) -> Rig {
+        let peer = Netns::new(&format!("{tag}-peer")).unwrap();
+        let dut = Netns::new(&format!("{tag}-dut")).unwrap();
+        let veths = [VethPair::new(&peer, "h0", &dut, "d0").unwrap(), VethPair::new(&peer, "h1", &dut, "d1").unwrap()];
+        let sock = std::env::temp_dir().join(format!("{tag}-{}.sock", std::process::id()));
+        let spec = format!("{}/../../pipelines/{spec}", env!("CARGO_MANIFEST_DIR"));
+        let child = Command::new("ip")
+            .args(["netns", "exec", dut.name(), env!("CARGO_BIN_EXE_fastpath"), "run", &spec])
+            .args(["--port", "p0=afpacket:d0", "--port", "p1=afpacket:d1", "--idle-sleep", "50"])
+            .args(args)
+            .arg("--ctl")
+            .arg(&sock)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut guard = ChildGuard::new(child).removing(&sock);
+        let t0 = Instant::now();
+        while !ctl(&sock, &["show", "tables"], None).0 {
+            assert!(guard.child().try_wait().unwrap().is_none(), "fastpath run exited early");
+            assert!(t0.elapsed() < Duration::from_secs(10), "the control socket never answered");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Rig { guard, sock, peer, _veths: veths, _dut: dut }
+    }
+}
+
 #[test]
 fn ctl_adds_and_deletes_a_route_on_both_workers_while_traffic_flows() {
     if !root_or_skip() {
         return;
     }
-    let peer = Netns::new("fpc-peer").unwrap();
-    let dut = Netns::new("fpc-dut").unwrap();
-    let _v0 = VethPair::new(&peer, "h0", &dut, "d0").unwrap();
-    let _v1 = VethPair::new(&peer, "h1", &dut, "d1").unwrap();
-    let sock = std::env::temp_dir().join(format!("fpc-{}.sock", std::process::id()));
-    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/router.toml");
-    let child = Command::new("ip")
-        .args(["netns", "exec", dut.name(), env!("CARGO_BIN_EXE_fastpath"), "run", spec])
-        .args(["--port", "p0=afpacket:d0", "--port", "p1=afpacket:d1", "--workers", "2", "--no-pin", "--idle-sleep", "50"])
-        .arg("--ctl")
-        .arg(&sock)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut guard = ChildGuard::new(child).removing(&sock);
-    // Ready when the socket answers.
-    let t0 = Instant::now();
-    while !ctl(&sock, &["show", "tables"], None).0 {
-        assert!(guard.child().try_wait().unwrap().is_none(), "fastpath run exited early");
-        assert!(t0.elapsed() < Duration::from_secs(10), "the control socket never answered");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut rig = Rig::start("fpc", "router.toml", &["--workers", "2", "--no-pin"]);
+    let (peer, sock) = (&rig.peer, rig.sock.clone());
     assert_eq!(fib4_entries(&sock), 0);
     let n = u64::from(FLOWS);
 
@@ -254,7 +271,7 @@ fn ctl_adds_and_deletes_a_route_on_both_workers_while_traffic_flows() {
     assert_eq!(c["ports"][1]["tx_pkts"].as_u64(), Some(n), "{c}");
 
     // Stop; the final report agrees.
-    let (status, out, err) = guard.stop(true);
+    let (status, out, err) = rig.guard.stop(true);
     assert!(status.success(), "{status}\n{out}\n{err}");
     assert!(err.contains(&format!("control socket {}", sock.display())), "the socket is printed at start: {err}");
     assert!(out.contains(&format!("fib4/no_route: {}", 2 * n)), "{out}");
@@ -295,31 +312,15 @@ fn a_pinned_worker_has_its_core_to_itself() {
         eprintln!("one CPU: no core to keep the other threads on");
         return;
     }
-    let peer = Netns::new("fpp-peer").unwrap();
-    let dut = Netns::new("fpp-dut").unwrap();
-    let _v0 = VethPair::new(&peer, "h0", &dut, "d0").unwrap();
-    let _v1 = VethPair::new(&peer, "h1", &dut, "d1").unwrap();
-    let sock = std::env::temp_dir().join(format!("fpp-{}.sock", std::process::id()));
-    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/l2fwd.toml");
     let last = (n - 1).to_string();
-    let child = Command::new("ip")
-        .args(["netns", "exec", dut.name(), env!("CARGO_BIN_EXE_fastpath"), "run", spec])
-        .args(["--port", "p0=afpacket:d0", "--port", "p1=afpacket:d1", "--core", &last, "--idle-sleep", "50"])
-        .arg("--ctl")
-        .arg(&sock)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut guard = ChildGuard::new(child).removing(&sock);
-    let pid = guard.child().id();
+    let mut rig = Rig::start("fpp", "l2fwd.toml", &["--core", &last]);
+    let pid = rig.guard.child().id();
     let t0 = Instant::now();
     let threads = loop {
         let t = thread_cpus(pid);
-        if t.contains_key("fp-worker-0") && t.contains_key("fp-ctl") && ctl(&sock, &["show", "tables"], None).0 {
+        if t.contains_key("fp-worker-0") && t.contains_key("fp-ctl") {
             break t;
         }
-        assert!(guard.child().try_wait().unwrap().is_none(), "fastpath run exited early");
         assert!(t0.elapsed() < Duration::from_secs(10), "the worker and control threads never showed: {t:?}");
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -330,7 +331,7 @@ fn a_pinned_worker_has_its_core_to_itself() {
             assert_eq!(cpus, &others, "thread {name} stays off the worker's core: {threads:?}");
         }
     }
-    let (status, _, err) = guard.stop(true);
+    let (status, _, err) = rig.guard.stop(true);
     assert!(status.success(), "{status}\n{err}");
     assert!(err.contains(&format!("worker core(s) {}, other threads on ", n - 1)), "{err}");
 }
