@@ -21,6 +21,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-pipeline", &["fastpath-packet", "fastpath-tables", "fastpath-tm"]),
     ("fastpath-control", &["fastpath-pipeline"]),
     ("fastpath-lab", &["fastpath-io", "fastpath-pipeline"]),
+    ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
     (
         "fastpath",
         &[
@@ -31,6 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fastpath-pipeline",
             "fastpath-control",
             "fastpath-lab",
+            "fastpath-xdp",
         ],
     ),
 ];

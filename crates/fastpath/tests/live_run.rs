@@ -121,7 +121,7 @@ fn start(s: &Setup, ports: [&str; 2], extra: &[&str]) -> ChildGuard {
     let t0 = Instant::now();
     loop {
         let link = s.dut.ip(&["link", "show", "d0"]).unwrap();
-        if !ports[0].contains("afxdp") || link.contains("xdp") {
+        if !(ports[0].contains("afxdp") || ports[0].contains("=xdp:")) || link.contains("xdp") {
             break;
         }
         assert!(t0.elapsed() < Duration::from_secs(10), "fastpath did not attach XDP to d0: {link}");
@@ -223,4 +223,70 @@ fn a_port_that_cannot_open_is_named() {
     assert!(!out.status.success());
     assert!(err.contains("port up (afxdp:nosuch0"), "{err}");
     assert!(err.contains("nosuch0"), "{err}");
+}
+
+/// The XDP datapath (`xdp:` ports): l2fwd compiled to eBPF forwards every frame exactly, MACs
+/// swapped, in both directions, and prints its per-port and per-table counters. In native mode
+/// a veth hands redirected frames to its peer only when the peer has NAPI (GRO on, as the lab's
+/// hosts have); generic mode needs nothing of the peer.
+fn xdp_forwards(mode: &str, gro_on_hosts: bool) {
+    let s = setup();
+    if gro_on_hosts {
+        for h in ["h0", "h1"] {
+            s.peer.exec("ethtool", &["-K", h, "gro", "on"]).unwrap();
+        }
+    }
+    let g = start(&s, ["p0=xdp:d0", "p1=xdp:d1"], &["--mode", mode]);
+    let link = s.dut.ip(&["link", "show", "d1"]).unwrap();
+    assert!(link.contains(if mode == "skb" { "xdpgeneric" } else { "xdp" }), "{link}");
+    let (n, len) = (500u32, 128usize);
+    send_and_check(&s.peer, "h0", "h1", 0, n, len);
+    send_and_check(&s.peer, "h1", "h0", 1, n, len);
+    let out = finish(g, true);
+    let _ = std::fs::remove_file(&s.entries);
+    assert!(out.contains("stopped by signal"), "{out}");
+    // id port rx_pkts tx_pkts: every frame in, every frame out the other port.
+    let n = u64::from(n);
+    assert_eq!(port_row(&out, "p0"), vec![n, n], "{out}");
+    assert_eq!(port_row(&out, "p1"), vec![n, n], "{out}");
+    let table = out.lines().find(|l| l.starts_with("port_pair")).unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(table.split_whitespace().collect::<Vec<_>>(), ["port_pair", &(2 * n).to_string(), "0"], "{out}");
+    assert!(!out.contains("drops by reason"), "{out}");
+    // Detached at exit: the kernel stack has the ports back.
+    assert!(!s.dut.ip(&["link", "show", "d0"]).unwrap().contains("prog/xdp"), "XDP program left attached");
+}
+
+#[test]
+fn xdp_datapath_native_mode_forwards_exactly() {
+    if !root_or_skip() {
+        return;
+    }
+    xdp_forwards("native", true);
+}
+
+#[test]
+fn xdp_datapath_generic_mode_forwards_exactly() {
+    if !root_or_skip() {
+        return;
+    }
+    xdp_forwards("skb", false);
+}
+
+#[test]
+fn xdp_datapath_refuses_a_pipeline_it_cannot_compile_and_names_why() {
+    if !root_or_skip() {
+        return;
+    }
+    let s = setup();
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/router.toml");
+    let out = Command::new("ip")
+        .args(["netns", "exec", s.dut.name(), env!("CARGO_BIN_EXE_fastpath"), "run", spec])
+        .args(["--port", "p0=xdp:d0", "--port", "p1=xdp:d1", "--duration", "5"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&s.entries);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("the XDP datapath cannot run this pipeline: parser header(s) vlan, ipv4, ipv6"), "{err}");
+    assert!(!s.dut.ip(&["link", "show", "d0"]).unwrap().contains("xdp"), "nothing attached");
 }

@@ -6,6 +6,7 @@ pub mod ctl;
 pub mod gen;
 pub mod lab;
 pub mod run;
+pub mod run_xdp;
 
 use fastpath_io::worker::Processor;
 use fastpath_packet::{Batch, DropReason, Pool};

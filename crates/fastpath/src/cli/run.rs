@@ -46,31 +46,35 @@ NAME=pcap:IN.pcap            read a capture (pcap or pcapng); packets sent to it
 NAME=pcap:IN.pcap:OUT.pcap   read IN, write what the pipeline sends to this port into OUT\n  \
 NAME=pcap::OUT.pcap          output only\n  \
 NAME=afxdp:IFACE[@QUEUE]     AF_XDP socket on IFACE; worker w uses queue QUEUE+w (default 0+w)\n  \
-NAME=afpacket:IFACE          AF_PACKET (TPACKET_V3) socket; several workers share a fanout group\n\n\
+NAME=afpacket:IFACE          AF_PACKET (TPACKET_V3) socket; several workers share a fanout group\n  \
+NAME=xdp:IFACE               XDP datapath: the pipeline compiled to eBPF and run in the kernel's \
+receive path of IFACE (every port must then be xdp:; Ethernet-only pipelines with exact-match \
+tables, e.g. l2fwd; see docs/xdp.md)\n\n\
 Capture ports run one worker until the files are read; live ports run until Ctrl-C/SIGTERM, \
 --duration or --packets, then drain and print per-port and per-stage counters.\n\n\
 Examples:\n  fastpath run pipelines/router.toml --entries testdata/routes/small.txt \\\n    \
 --port p0=pcap:testdata/pcap/router-in.pcap --port p1=pcap::out.pcap --trace 3\n  \
-fastpath run pipelines/l2fwd.toml --entries l2fwd.txt --port p0=afxdp:veth0 --port p1=afxdp:veth1 --workers 2")]
+fastpath run pipelines/l2fwd.toml --entries l2fwd.txt --port p0=afxdp:veth0 --port p1=afxdp:veth1 --workers 2\n  \
+fastpath run pipelines/l2fwd.toml --entries l2fwd.txt --port p0=xdp:veth0 --port p1=xdp:veth1")]
 pub struct RunArgs {
     /// The pipeline spec (TOML).
-    spec: PathBuf,
+    pub(super) spec: PathBuf,
     /// Entries file (table entries, meter settings) loaded before traffic starts.
     #[arg(long, short = 'e')]
-    entries: Vec<PathBuf>,
+    pub(super) entries: Vec<PathBuf>,
     /// A port: NAME=KIND:ARGS (see below). Repeat for each port.
     #[arg(long = "port", short = 'p', required = true)]
-    ports: Vec<String>,
+    pub(super) ports: Vec<String>,
     /// Trace the first N packets through every stage and print it (capture ports only).
     #[arg(long, default_value_t = 0)]
-    trace: usize,
+    pub(super) trace: usize,
     /// Buffers in each worker's packet pool [default: 8192 for capture ports; for live ports
     /// enough for every port's rings plus two batches].
     #[arg(long)]
     pool: Option<usize>,
     /// Worker threads (live ports), one per core, pinned.
     #[arg(long, default_value_t = 1)]
-    workers: usize,
+    pub(super) workers: usize,
     /// First core to pin workers to (worker w runs on core + w).
     #[arg(long, default_value_t = 0)]
     core: usize,
@@ -78,9 +82,9 @@ pub struct RunArgs {
     /// other threads run on the remaining cores, when there are any.)
     #[arg(long)]
     no_pin: bool,
-    /// XDP attach mode for afxdp ports.
+    /// XDP attach mode for afxdp and xdp ports.
     #[arg(long, value_enum, default_value_t = Mode::Auto)]
-    mode: Mode,
+    pub(super) mode: Mode,
     /// Zero-copy policy for afxdp ports.
     #[arg(long = "zero-copy", value_enum, default_value_t = Zc::Auto)]
     zero_copy: Zc,
@@ -98,16 +102,16 @@ pub struct RunArgs {
     idle_sleep_us: u64,
     /// Stop after this many seconds (live ports).
     #[arg(long)]
-    duration: Option<f64>,
+    pub(super) duration: Option<f64>,
     /// Stop once this many packets were received (live ports; the drain may add a few).
     #[arg(long)]
-    packets: Option<u64>,
+    pub(super) packets: Option<u64>,
     /// Also write the final counters (live ports) to this file.
     #[arg(long = "counters-out")]
-    counters_out: Option<PathBuf>,
+    pub(super) counters_out: Option<PathBuf>,
     /// Control socket for `fastpath ctl` (live ports) [default: /run/fastpath/<pid>.sock].
     #[arg(long)]
-    ctl: Option<PathBuf>,
+    pub(super) ctl: Option<PathBuf>,
     /// Do not serve a control socket.
     #[arg(long = "no-ctl", conflicts_with = "ctl")]
     no_ctl: bool,
@@ -115,7 +119,7 @@ pub struct RunArgs {
 
 /// XDP attach mode on the command line.
 #[derive(Clone, Copy, ValueEnum)]
-enum Mode {
+pub(super) enum Mode {
     Auto,
     Native,
     Skb,
@@ -135,12 +139,13 @@ enum PortArg {
     Pcap { name: String, input: String, output: String },
     AfXdp { name: String, iface: String, queue: u32 },
     AfPacket { name: String, iface: String },
+    Xdp { name: String, iface: String },
 }
 
 impl PortArg {
     fn name(&self) -> &str {
         match self {
-            PortArg::Pcap { name, .. } | PortArg::AfXdp { name, .. } | PortArg::AfPacket { name, .. } => name,
+            PortArg::Pcap { name, .. } | PortArg::AfXdp { name, .. } | PortArg::AfPacket { name, .. } | PortArg::Xdp { name, .. } => name,
         }
     }
     fn is_live(&self) -> bool {
@@ -179,7 +184,13 @@ fn parse_port(spec: &str) -> Result<PortArg, String> {
             }
             Ok(PortArg::AfPacket { name, iface: args.into() })
         }
-        other => Err(format!("--port {spec}: unknown port kind \"{other}\" (known: pcap, afxdp, afpacket)")),
+        "xdp" => {
+            if args.is_empty() || args.contains('@') {
+                return Err(format!("--port {spec}: xdp needs an interface (xdp:IFACE)"));
+            }
+            Ok(PortArg::Xdp { name, iface: args.into() })
+        }
+        other => Err(format!("--port {spec}: unknown port kind \"{other}\" (known: pcap, afxdp, afpacket, xdp)")),
     }
 }
 
@@ -222,6 +233,7 @@ fn open_live_ports(ports: &[PortArg], w: usize, lc: &LiveCfg, pool: &mut Pool) -
                 out.push(Box::new(port));
             }
             PortArg::Pcap { name, .. } => return Err(format!("port {name}: capture ports cannot be mixed with live ports")),
+            PortArg::Xdp { name, .. } => return Err(format!("port {name}: xdp ports cannot be mixed with socket ports")),
         }
     }
     Ok(out)
@@ -329,6 +341,19 @@ pub fn run(a: RunArgs) -> Result<(), String> {
         if ports[..i].iter().any(|q| q.name() == p.name()) {
             return Err(format!("--port {}: the name \"{}\" is used twice", a.ports[i], p.name()));
         }
+    }
+    let xdp: Vec<(String, String)> = ports
+        .iter()
+        .filter_map(|p| match p {
+            PortArg::Xdp { name, iface } => Some((name.clone(), iface.clone())),
+            _ => None,
+        })
+        .collect();
+    if !xdp.is_empty() {
+        if xdp.len() != ports.len() {
+            return Err("xdp: ports run the pipeline in the kernel and cannot be mixed with capture or socket ports".into());
+        }
+        return super::run_xdp::run(&a, &xdp);
     }
     let live = ports.iter().filter(|p| p.is_live()).count();
     if live == 0 {
@@ -585,7 +610,9 @@ mod tests {
         assert_eq!(parse_port("p2=pcap::o.pcap").unwrap(), PortArg::Pcap { name: "p2".into(), input: "".into(), output: "o.pcap".into() });
         assert!(parse_port("p0=afxdp:eth0@x").unwrap_err().contains("bad queue number"));
         assert!(parse_port("p0=afxdp:").unwrap_err().contains("needs an interface"));
-        assert!(parse_port("p0=tap:x").unwrap_err().contains("known: pcap, afxdp, afpacket"));
+        assert!(parse_port("p0=tap:x").unwrap_err().contains("known: pcap, afxdp, afpacket, xdp"));
+        assert_eq!(parse_port("p1=xdp:v1").unwrap(), PortArg::Xdp { name: "p1".into(), iface: "v1".into() });
+        assert!(parse_port("p1=xdp:").unwrap_err().contains("xdp needs an interface"));
         assert!(parse_port("afxdp:eth0").unwrap_err().contains("NAME=KIND:ARGS"));
     }
 

@@ -25,6 +25,7 @@ const BPF_MAP_CREATE: u32 = 0;
 const BPF_MAP_LOOKUP_ELEM: u32 = 1;
 const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
+const BPF_MAP_GET_NEXT_KEY: u32 = 4;
 const BPF_PROG_LOAD: u32 = 5;
 const BPF_PROG_TEST_RUN: u32 = 10;
 const BPF_LINK_CREATE: u32 = 28;
@@ -89,6 +90,10 @@ pub const R5: Reg = 5;
 pub const R6: Reg = 6;
 /// Callee-saved.
 pub const R7: Reg = 7;
+/// Callee-saved.
+pub const R8: Reg = 8;
+/// Callee-saved.
+pub const R9: Reg = 9;
 /// Read-only frame pointer.
 pub const R10: Reg = 10;
 
@@ -308,6 +313,15 @@ impl Map {
     /// `EINVAL` when the slices do not have the map's key/value sizes, or the kernel refuses the
     /// value (e.g. an XSKMAP value that is not a bound AF_XDP socket).
     pub fn update(&self, key: &[u8], value: &[u8]) -> Result<(), BpfError> {
+        self.update_with(key, value, UpdateFlags::Any)
+    }
+
+    /// Sets `key` to `value` under `flags`.
+    ///
+    /// # Errors
+    /// As [`Map::update`]; `ENOENT` for [`UpdateFlags::Exist`] on a missing key, `EEXIST` for
+    /// [`UpdateFlags::NoExist`] on a present one, `E2BIG` when a hash map is full.
+    pub fn update_with(&self, key: &[u8], value: &[u8], flags: UpdateFlags) -> Result<(), BpfError> {
         if key.len() != self.key_size || value.len() != self.value_size {
             return Err(BpfError::inval("map update"));
         }
@@ -315,6 +329,7 @@ impl Map {
             map_fd: self.fd.as_raw_fd() as u32,
             key: key.as_ptr() as u64,
             value: value.as_ptr() as u64,
+            flags: flags as u64,
             ..Default::default()
         };
         if sys_bpf(BPF_MAP_UPDATE_ELEM, &mut a) < 0 {
@@ -344,6 +359,53 @@ impl Map {
         Ok(true)
     }
 
+    /// Reads `key` of a per-CPU map: one value per possible CPU ([`possible_cpus`]), each
+    /// padded to 8 bytes, concatenated. `Ok(None)` when the key has no entry.
+    ///
+    /// # Errors
+    /// `EINVAL` when the key has the wrong size; the kernel's error otherwise.
+    pub fn lookup_percpu(&self, key: &[u8]) -> Result<Option<Vec<u8>>, BpfError> {
+        if key.len() != self.key_size {
+            return Err(BpfError::inval("map lookup"));
+        }
+        let cpus = possible_cpus().map_err(|err| BpfError { op: "map lookup", err, log: String::new() })?;
+        let mut value = vec![0u8; self.value_size.next_multiple_of(8) * cpus];
+        let mut a = ElemAttr {
+            map_fd: self.fd.as_raw_fd() as u32,
+            key: key.as_ptr() as u64,
+            value: value.as_mut_ptr() as u64,
+            ..Default::default()
+        };
+        if sys_bpf(BPF_MAP_LOOKUP_ELEM, &mut a) < 0 {
+            let e = BpfError::last("map lookup");
+            return if e.errno() == libc::ENOENT { Ok(None) } else { Err(e) };
+        }
+        Ok(Some(value))
+    }
+
+    /// Every key of the map (`BPF_MAP_GET_NEXT_KEY` from the start). A map changed meanwhile
+    /// may yield a key twice or miss one, as the kernel documents.
+    ///
+    /// # Errors
+    /// The kernel's error other than the end of the map.
+    pub fn keys(&self) -> Result<Vec<Vec<u8>>, BpfError> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        loop {
+            let mut next = vec![0u8; self.key_size];
+            let mut a = ElemAttr {
+                map_fd: self.fd.as_raw_fd() as u32,
+                key: out.last().map_or(0, |k| k.as_ptr() as u64),
+                value: next.as_mut_ptr() as u64,
+                ..Default::default()
+            };
+            if sys_bpf(BPF_MAP_GET_NEXT_KEY, &mut a) < 0 {
+                let e = BpfError::last("map next key");
+                return if e.errno() == libc::ENOENT { Ok(out) } else { Err(e) };
+            }
+            out.push(next);
+        }
+    }
+
     /// Removes `key`. `Ok(false)` when it had no entry.
     ///
     /// # Errors
@@ -364,6 +426,34 @@ impl Map {
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+}
+
+/// How [`Map::update_with`] treats an existing key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum UpdateFlags {
+    /// Create or replace (`BPF_ANY`).
+    Any = 0,
+    /// Create only (`BPF_NOEXIST`).
+    NoExist = 1,
+    /// Replace only (`BPF_EXIST`).
+    Exist = 2,
+}
+
+/// Number of possible CPUs (`/sys/devices/system/cpu/possible`, e.g. `0-1`): the number of
+/// values a per-CPU map returns per key.
+///
+/// # Errors
+/// The file cannot be read or parsed.
+pub fn possible_cpus() -> io::Result<usize> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("cannot parse cpu list {s:?}"));
+    let mut max = 0usize;
+    for part in s.trim().split(',') {
+        let hi = part.rsplit('-').next().ok_or_else(bad)?;
+        max = max.max(hi.parse::<usize>().map_err(|_| bad())?);
+    }
+    Ok(max + 1)
 }
 
 /// A program type (`enum bpf_prog_type`).
@@ -527,6 +617,31 @@ impl Prog {
             data_out: out_ptr,
             data_size_out: out_len,
             repeat,
+            ..Default::default()
+        };
+        if sys_bpf(BPF_PROG_TEST_RUN, &mut a) < 0 {
+            return Err(BpfError::last("prog test run"));
+        }
+        Ok(TestRun { retval: a.retval, duration_ns: a.duration, data_len: a.data_size_out as usize })
+    }
+
+    /// Runs an XDP program once on a copy of `data` as if it arrived on device `ingress_ifindex`
+    /// (which must exist in the caller's namespace), queue 0. Returns its action and the frame
+    /// it left in `out`.
+    ///
+    /// # Errors
+    /// `ENODEV` for a missing device; as [`Prog::test_run_xdp`] otherwise.
+    pub fn test_run_xdp_on(&self, ingress_ifindex: u32, data: &[u8], out: &mut [u8]) -> Result<TestRun, BpfError> {
+        let mut ctx = XdpMdCtx { data: 0, data_end: data.len() as u32, ingress_ifindex, ..Default::default() };
+        let mut a = TestRunAttr {
+            prog_fd: self.fd() as u32,
+            data_size_in: data.len() as u32,
+            data_in: data.as_ptr() as u64,
+            data_out: out.as_mut_ptr() as u64,
+            data_size_out: out.len() as u32,
+            repeat: 1,
+            ctx_size_in: std::mem::size_of::<XdpMdCtx>() as u32,
+            ctx_in: &mut ctx as *mut XdpMdCtx as u64,
             ..Default::default()
         };
         if sys_bpf(BPF_PROG_TEST_RUN, &mut a) < 0 {

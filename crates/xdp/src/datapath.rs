@@ -1,0 +1,333 @@
+//! The XDP datapath at run time: its maps, the loaded program, the attachments, table entries
+//! and counters.
+//!
+//! ```text
+//!  XdpDatapath::build(program, ports)   check ▸ maps (one hash per table, devmap, counters) ▸
+//!                                       generate ▸ load (the verifier's log on refusal)
+//!  load_entries / apply_op              entries file or typed ops ▸ map updates (take effect at once)
+//!  attach(mode)                         one BPF link per port (detached on drop, even on SIGKILL)
+//!  counters()                           per-CPU array summed: per port, per drop reason, per table
+//! ```
+//!
+//! Thread: control path only (every call is a system call); the program runs in the kernel's
+//! receive path of each port, on whichever CPU receives.
+
+use crate::codegen::{self, Layout, MapFds, Unsupported, VALUE_SIZE};
+use fastpath_io::af_xdp::bpf::{BpfError, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_XDP};
+use fastpath_packet::DropReason;
+use fastpath_pipeline::action::MAX_ARGS;
+use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
+use fastpath_pipeline::value::Match;
+use fastpath_pipeline::Program;
+
+/// Why the XDP datapath could not be built or attached.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpDpError {
+    /// The spec uses something the XDP datapath does not compile.
+    #[error("the XDP datapath cannot run this pipeline: {0}; use afxdp or afpacket ports for it")]
+    Unsupported(#[from] Unsupported),
+    /// A port's interface does not exist.
+    #[error("port {port}: no interface \"{iface}\" in this network namespace")]
+    NoInterface {
+        /// Port name.
+        port: String,
+        /// Interface name.
+        iface: String,
+    },
+    /// A BPF call failed.
+    #[error("{what}: {err}")]
+    Bpf {
+        /// What was being done.
+        what: String,
+        /// The kernel's answer.
+        err: Box<BpfError>,
+    },
+    /// The program could not be attached to a port.
+    #[error("port {port} ({iface}): attaching the XDP program in {mode} mode: {err}; {hint}")]
+    Attach {
+        /// Port name.
+        port: String,
+        /// Interface name.
+        iface: String,
+        /// The mode tried last.
+        mode: &'static str,
+        /// The kernel's answer.
+        err: Box<BpfError>,
+        /// What to try.
+        hint: &'static str,
+    },
+}
+
+/// A port of the XDP datapath.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdpPortSpec {
+    /// Port name (for messages and counters).
+    pub name: String,
+    /// Interface.
+    pub iface: String,
+}
+
+/// Counters of a running XDP datapath, summed over CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct XdpCounters {
+    /// Frames received, per port.
+    pub rx: Vec<u64>,
+    /// Frames handed to the redirect, per port.
+    pub tx: Vec<u64>,
+    /// Drops with a count above zero, by reason.
+    pub drops: Vec<(DropReason, u64)>,
+    /// Per table: (name, hits, misses).
+    pub tables: Vec<(String, u64, u64)>,
+}
+
+impl XdpCounters {
+    /// Frames dropped, over every reason.
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().map(|d| d.1).sum()
+    }
+}
+
+/// How to attach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AttachMode {
+    /// Driver mode where the driver has it, else generic.
+    #[default]
+    Auto,
+    /// Driver (native) mode only.
+    Native,
+    /// Generic (skb) mode.
+    Skb,
+}
+
+/// A pipeline compiled to XDP, loaded, with its maps.
+#[derive(Debug)]
+pub struct XdpDatapath {
+    program: Program,
+    ports: Vec<XdpPortSpec>,
+    ifindexes: Vec<u32>,
+    tables: Vec<Map>,
+    _devmap: Map,
+    counters: Map,
+    layout: Layout,
+    prog: Prog,
+    insns: usize,
+    links: Vec<(Link, XdpAttachMode)>,
+}
+
+fn bpf(what: impl Into<String>) -> impl FnOnce(BpfError) -> XdpDpError {
+    let what = what.into();
+    move |err| XdpDpError::Bpf { what, err: Box::new(err) }
+}
+
+/// A table map's key for `key` (one host-order u64 per field).
+fn key_bytes(key: &[Match]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(8 * key.len());
+    for m in key {
+        match *m {
+            Match::Exact(v) if v <= u128::from(u64::MAX) => out.extend_from_slice(&(v as u64).to_ne_bytes()),
+            Match::Exact(v) => return Err(format!("key value {v:#x} wider than 64 bits")),
+            _ => return Err("the XDP datapath matches exact keys only".into()),
+        }
+    }
+    Ok(out)
+}
+
+/// A table map's value: the action index, then the arguments.
+fn value_bytes(e: &EntrySpec) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(VALUE_SIZE as usize);
+    out.extend_from_slice(&(e.action as u64).to_ne_bytes());
+    for a in e.args {
+        if a > u128::from(u64::MAX) {
+            return Err(format!("argument {a:#x} wider than 64 bits"));
+        }
+        out.extend_from_slice(&(a as u64).to_ne_bytes());
+    }
+    debug_assert_eq!(out.len(), 8 + 8 * MAX_ARGS);
+    Ok(out)
+}
+
+impl XdpDatapath {
+    /// Checks `program`, creates its maps, generates and loads the program for `ports` (port
+    /// `i` is the pipeline's port number `i`). Nothing is attached yet.
+    ///
+    /// # Errors
+    /// [`XdpDpError::Unsupported`] naming the first part of the spec that does not compile,
+    /// [`XdpDpError::NoInterface`], or a BPF failure (with the verifier's log).
+    pub fn build(program: Program, ports: &[XdpPortSpec]) -> Result<XdpDatapath, XdpDpError> {
+        codegen::check(&program)?;
+        let ifindexes = ports
+            .iter()
+            .map(|p| {
+                fastpath_io::af_xdp::ifindex(&p.iface).map_err(|_| XdpDpError::NoInterface { port: p.name.clone(), iface: p.iface.clone() })
+            })
+            .collect::<Result<Vec<u32>, _>>()?;
+        let layout = Layout { ports: ports.len(), tables: program.tables.len() };
+        let mut tables = Vec::new();
+        for t in &program.tables {
+            let key = 8 * t.key.len() as u32;
+            let m = Map::create(MapType::HASH, key, VALUE_SIZE, t.size as u32, &t.name).map_err(bpf(format!("creating the map of table \"{}\"", t.name)))?;
+            tables.push(m);
+        }
+        let n = ports.len().max(1) as u32;
+        let devmap = Map::create(MapType::DEVMAP, 4, 4, n, "fp_ports").map_err(bpf("creating the port map"))?;
+        for (i, ifx) in ifindexes.iter().enumerate() {
+            devmap.update(&(i as u32).to_ne_bytes(), &ifx.to_ne_bytes()).map_err(bpf(format!("adding port {} to the port map", ports[i].name)))?;
+        }
+        let counters = Map::create(MapType::PERCPU_ARRAY, 4, 8, layout.len(), "fp_counters").map_err(bpf("creating the counters"))?;
+        let fds = MapFds { tables: tables.iter().map(Map::fd).collect(), devmap: devmap.fd(), counters: counters.fd() };
+        let insns = codegen::generate(&program, &ifindexes, &fds);
+        let prog = Prog::load(ProgType::XDP, &insns, "GPL", BPF_XDP, &format!("fp_{}", program.name)).map_err(bpf("loading the XDP program"))?;
+        Ok(XdpDatapath {
+            program,
+            ports: ports.to_vec(),
+            ifindexes,
+            tables,
+            _devmap: devmap,
+            counters,
+            layout,
+            prog,
+            insns: insns.len(),
+            links: Vec::new(),
+        })
+    }
+
+    /// The compiled spec.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Instructions in the generated program.
+    pub fn insns(&self) -> usize {
+        self.insns
+    }
+
+    /// The loaded program (tests run it with `BPF_PROG_TEST_RUN`).
+    pub fn prog(&self) -> &Prog {
+        &self.prog
+    }
+
+    /// The ports' ifindexes, in port order.
+    pub fn ifindexes(&self) -> &[u32] {
+        &self.ifindexes
+    }
+
+    /// Applies one typed op to the table maps. Meter settings are refused (the XDP datapath
+    /// has no meters).
+    ///
+    /// # Errors
+    /// What was refused: a missing key for modify/del, a full table, a value the maps cannot hold.
+    pub fn apply_op(&mut self, op: &EntryOp) -> Result<(), String> {
+        let name = |t: usize| self.program.tables[t].name.clone();
+        match op {
+            EntryOp::Add(e) | EntryOp::Modify(e) => {
+                let (k, v) = (key_bytes(&e.key)?, value_bytes(e)?);
+                let flags = if matches!(op, EntryOp::Add(_)) { UpdateFlags::Any } else { UpdateFlags::Exist };
+                self.tables[e.table].update_with(&k, &v, flags).map_err(|err| match err.errno() {
+                    libc::ENOENT => format!("table \"{}\" has no entry with that key", name(e.table)),
+                    libc::E2BIG => format!("table \"{}\" is full ({} entries)", name(e.table), self.program.tables[e.table].size),
+                    _ => err.to_string(),
+                })
+            }
+            EntryOp::Del { table, key } => match self.tables[*table].delete(&key_bytes(key)?) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(format!("table \"{}\" has no entry with that key", name(*table))),
+                Err(e) => Err(e.to_string()),
+            },
+            EntryOp::Clear { table } => {
+                let m = &self.tables[*table];
+                for k in m.keys().map_err(|e| e.to_string())? {
+                    m.delete(&k).map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            }
+            EntryOp::Meter { bank, .. } => Err(format!("meter \"{bank}\": the XDP datapath has no meters")),
+        }
+    }
+
+    /// Loads an entries file (the format of `--entries`), line by line; each line takes effect
+    /// at once. Returns the commands applied.
+    ///
+    /// # Errors
+    /// The first bad line, with file, line and column.
+    pub fn load_entries(&mut self, file: &str, text: &str) -> Result<usize, EntryError> {
+        let mut n = 0;
+        for (k, line) in text.lines().enumerate() {
+            let cmd = line.split('#').next().unwrap_or("").trim();
+            if cmd.is_empty() {
+                continue;
+            }
+            let op = self.program.parse_entry(cmd).map_err(|e| e.into_error(file, k + 1, cmd))?;
+            self.apply_op(&op).map_err(|msg| EntryError { file: file.to_string(), line: k + 1, col: 0, input: cmd.to_string(), msg })?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Entries in table `t`.
+    ///
+    /// # Errors
+    /// The kernel's error reading the map.
+    pub fn table_len(&self, t: usize) -> Result<usize, BpfError> {
+        Ok(self.tables[t].keys()?.len())
+    }
+
+    /// Attaches the program to every port (one BPF link each). With [`AttachMode::Auto`], a
+    /// port whose driver refuses native XDP gets generic XDP. Returns the mode of each port.
+    ///
+    /// # Errors
+    /// [`XdpDpError::Attach`] naming the port, mode and what to try; ports attached before it
+    /// stay attached until the datapath drops.
+    pub fn attach(&mut self, mode: AttachMode) -> Result<Vec<&'static str>, XdpDpError> {
+        let tries: &[XdpAttachMode] = match mode {
+            AttachMode::Auto => &[XdpAttachMode::Native, XdpAttachMode::Skb],
+            AttachMode::Native => &[XdpAttachMode::Native],
+            AttachMode::Skb => &[XdpAttachMode::Skb],
+        };
+        for (i, p) in self.ports.iter().enumerate() {
+            let mut last = None;
+            for &m in tries {
+                match Link::xdp(&self.prog, self.ifindexes[i], m) {
+                    Ok(l) => {
+                        self.links.push((l, m));
+                        last = None;
+                        break;
+                    }
+                    Err(e) => last = Some((m, e)),
+                }
+            }
+            if let Some((m, err)) = last {
+                let hint = match (m, err.errno()) {
+                    (_, libc::EBUSY | libc::EEXIST) => "another XDP program is attached: see `ip link show`, remove it with `ip link set dev IFACE xdp off`",
+                    (_, libc::EPERM | libc::EACCES) => "run as root (CAP_NET_ADMIN and CAP_BPF)",
+                    (XdpAttachMode::Native, _) => "the driver may lack native XDP: try `--mode skb`",
+                    (XdpAttachMode::Skb, _) => "check that the device is up and XDP is enabled in the kernel",
+                };
+                return Err(XdpDpError::Attach { port: p.name.clone(), iface: p.iface.clone(), mode: m.name(), err: Box::new(err), hint });
+            }
+        }
+        Ok(self.links.iter().map(|(_, m)| m.name()).collect())
+    }
+
+    /// Detaches the program from every port (the maps and entries stay).
+    pub fn detach(&mut self) {
+        self.links.clear();
+    }
+
+    fn counter(&self, idx: u32) -> u64 {
+        match self.counters.lookup_percpu(&idx.to_ne_bytes()) {
+            Ok(Some(v)) => v.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).sum(),
+            _ => 0,
+        }
+    }
+
+    /// The counters, summed over CPUs.
+    pub fn counters(&self) -> XdpCounters {
+        let l = self.layout;
+        XdpCounters {
+            rx: (0..l.ports).map(|p| self.counter(l.rx(p))).collect(),
+            tx: (0..l.ports).map(|p| self.counter(l.tx(p))).collect(),
+            drops: DropReason::ALL.iter().map(|r| (*r, self.counter(l.drop(*r)))).filter(|d| d.1 > 0).collect(),
+            tables: self.program.tables.iter().enumerate().map(|(t, d)| (d.name.clone(), self.counter(l.hit(t)), self.counter(l.miss(t)))).collect(),
+        }
+    }
+}
