@@ -7,7 +7,8 @@
 //! | `testpmd-afxdp` | `dpdk-testpmd --no-huge` io-forward between two `net_af_xdp` vdevs | "Press enter to exit" printed |
 //! | `testpmd-afpacket` | the same on `net_af_packet` vdevs (qdisc bypass) | as above |
 //! | `ovs-afxdp` | Open vSwitch userspace datapath (`datapath_type=netdev`) with `type=afxdp` ports, its own ovsdb in a temp dir | both ports have an OpenFlow port number and no error |
-//! | `fastpath` | a configurable command line (`{in}`/`{out}` replaced by the interface names) | an XDP program is attached to `dut0`, or 2 s alive |
+//! | `fastpath` | a configurable command line (`{in}`/`{out}` replaced by the interface names): l2fwd on AF_XDP ports | an XDP program is attached to `dut0`, or 2 s alive |
+//! | `fastpath-xdp` | the same command line with `xdp:` ports: l2fwd compiled to an XDP program that forwards in the kernel's receive path | as above |
 //!
 //! Processes are started with `ip netns exec` (which execs the program, so the child's PID is the
 //! program's), stopped with SIGTERM then SIGKILL by that PID, and a DUT whose program is not
@@ -23,8 +24,10 @@ use crate::LabError;
 /// The kinds of DUT the lab can start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DutKind {
-    /// fastpath itself.
+    /// fastpath itself, on AF_XDP ports (user-space workers).
     Fastpath,
+    /// fastpath's XDP datapath: the pipeline compiled to eBPF, run in the ports' receive path.
+    FastpathXdp,
     /// Linux bridge, untuned.
     LinuxBridge,
     /// Linux bridge with threaded NAPI pinned to the DUT core and netfilter calls off.
@@ -39,8 +42,9 @@ pub enum DutKind {
 
 impl DutKind {
     /// Every kind, in report order.
-    pub const ALL: [DutKind; 6] = [
+    pub const ALL: [DutKind; 7] = [
         DutKind::Fastpath,
+        DutKind::FastpathXdp,
         DutKind::LinuxBridge,
         DutKind::LinuxBridgeTuned,
         DutKind::TestpmdAfXdp,
@@ -52,11 +56,20 @@ impl DutKind {
     pub fn name(self) -> &'static str {
         match self {
             DutKind::Fastpath => "fastpath",
+            DutKind::FastpathXdp => "fastpath-xdp",
             DutKind::LinuxBridge => "linux-bridge",
             DutKind::LinuxBridgeTuned => "linux-bridge-tuned",
             DutKind::TestpmdAfXdp => "testpmd-afxdp",
             DutKind::TestpmdAfPacket => "testpmd-afpacket",
             DutKind::OvsAfXdp => "ovs-afxdp",
+        }
+    }
+
+    /// The `--port` arguments of a fastpath DUT of this kind (`{in}`/`{out}` for the interfaces).
+    pub fn fastpath_ports(self) -> [&'static str; 2] {
+        match self {
+            DutKind::FastpathXdp => ["p0=xdp:{in}", "p1=xdp:{out}"],
+            _ => ["p0=afxdp:{in}", "p1=afxdp:{out}"],
         }
     }
 
@@ -91,7 +104,8 @@ pub struct DutConfig {
     pub kind: DutKind,
     /// The CPU the DUT's forwarding runs on (testpmd's forwarding lcore, NAPI threads).
     pub core: usize,
-    /// Command line of the `fastpath` DUT; `{in}` and `{out}` become the DUT's interfaces.
+    /// Command line of the `fastpath` and `fastpath-xdp` DUTs; `{in}` and `{out}` become the
+    /// DUT's interfaces.
     pub fastpath_cmd: Vec<String>,
     /// How long to wait for the DUT to become ready.
     pub ready_timeout: Duration,
@@ -104,17 +118,10 @@ pub struct DutConfig {
 
 impl DutConfig {
     /// Defaults for `kind`: core 1, nice [`topo::LAB_NICE`], the l2fwd pipeline on AF_XDP ports
-    /// for fastpath.
+    /// for fastpath (on `xdp:` ports for fastpath-xdp).
     pub fn new(kind: DutKind) -> DutConfig {
-        let cmd = [
-            "fastpath",
-            "run",
-            "pipelines/l2fwd.toml",
-            "--port",
-            "p0=afxdp:{in}",
-            "--port",
-            "p1=afxdp:{out}",
-        ];
+        let ports = kind.fastpath_ports();
+        let cmd = ["fastpath", "run", "pipelines/l2fwd.toml", "--port", ports[0], "--port", ports[1]];
         DutConfig {
             kind,
             core: 1,
@@ -206,7 +213,7 @@ impl Dut {
             DutKind::LinuxBridge | DutKind::LinuxBridgeTuned => d.bridge(t, cfg)?,
             DutKind::TestpmdAfXdp | DutKind::TestpmdAfPacket => d.testpmd(t, cfg)?,
             DutKind::OvsAfXdp => d.ovs(t, cfg)?,
-            DutKind::Fastpath => d.fastpath(t, cfg)?,
+            DutKind::Fastpath | DutKind::FastpathXdp => d.fastpath(t, cfg)?,
         }
         if let Some(n) = cfg.nice {
             d.renice(n)?;
