@@ -64,6 +64,41 @@ fn rfc2544_fastpath_and_linux_bridge_in_one_run() {
     }
 }
 
+/// `fastpath lab rfc2544 --dut fastpath-xdp`: the l2fwd spec compiled to XDP forwards the lab's
+/// traffic (its counters, printed by the DUT at stop, show every frame through the `port_pair`
+/// table and none dropped) and the latency probes come through; nothing is left attached or behind.
+#[test]
+fn rfc2544_fastpath_xdp_forwards_the_labs_traffic() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let out = Command::new("timeout")
+        .args(["120", env!("CARGO_BIN_EXE_fastpath"), "lab", "rfc2544", "--dut", "fastpath-xdp", "--dut", "linux-bridge"])
+        .args(["--sizes", "64", "--trial-s", "0.3", "--max-trials", "2", "--latency-s", "0.3", "--json", "--report", "/dev/null"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "fastpath lab failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    assert_eq!(rows[0]["dut"], "fastpath-xdp", "{}", rows[0]);
+    assert!(rows[0]["throughput_mpps"].as_f64().is_some_and(|x| x > 0.01), "{}\n{stderr}", rows[0]);
+    assert!(rows[0]["latency_us"]["p50"].as_f64().is_some_and(|x| x > 0.0), "{}", rows[0]);
+    // The DUT's own counters: frames in on p0, out on p1, all through the table, no drops.
+    let line = |name: &str| stderr.lines().find(|l| l.split_whitespace().nth(1) == Some(name)).unwrap_or_else(|| panic!("no {name} row:\n{stderr}"));
+    let cols = |l: &str| l.split_whitespace().skip(2).map(|x| x.parse::<u64>().unwrap()).collect::<Vec<_>>();
+    let (p0, p1) = (cols(line("p0")), cols(line("p1")));
+    assert!(p0[0] > 1000 && p0[0] == p1[1], "p0 {p0:?} p1 {p1:?}\n{stderr}");
+    let table = stderr.lines().find(|l| l.starts_with("port_pair")).unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(table.split_whitespace().nth(1), Some(p0[0].to_string().as_str()), "{stderr}");
+    assert!(!stderr.contains("drops by reason"), "{stderr}");
+    assert!(stderr.contains("(skb mode)"), "the lab runs fastpath-xdp in generic mode on veth:\n{stderr}");
+    let ns = fastpath_io::netns::ip(&["netns", "list"]).unwrap();
+    for n in stderr.lines().filter_map(|l| l.split("started in ").nth(1)?.split_whitespace().next()) {
+        assert!(!ns.contains(n), "namespace {n} left behind:\n{ns}");
+    }
+}
+
 /// `fastpath lab tcp`: iperf3 through the `fastpath` DUT (io forwarding) and the Linux bridge in
 /// one invocation; both carry TCP, and the DUT's CPU is sampled.
 #[test]

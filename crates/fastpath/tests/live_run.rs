@@ -290,3 +290,16 @@ fn xdp_datapath_refuses_a_pipeline_it_cannot_compile_and_names_why() {
     assert!(err.contains("the XDP datapath cannot run this pipeline: parser header(s) vlan, ipv4, ipv6"), "{err}");
     assert!(!s.dut.ip(&["link", "show", "d0"]).unwrap().contains("xdp"), "nothing attached");
 }
+
+#[test]
+fn check_says_whether_xdp_ports_can_run_a_spec() {
+    let check = |spec: &str| {
+        let path = format!("{}/../../pipelines/{spec}", env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new(env!("CARGO_BIN_EXE_fastpath")).args(["check", &path]).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(check("l2fwd.toml").contains("xdp ports: yes"));
+    let r = check("router.toml");
+    assert!(r.contains("xdp ports: no, parser header(s) vlan, ipv4, ipv6 (the XDP datapath parses Ethernet only)"), "{r}");
+}

@@ -566,10 +566,10 @@ impl Dut {
             let _ = ns_exec(&self.ns, &["ip", "link", "del", "br0"]);
         }
         if let Some(d) = self.tmp.take() {
-            if self.kind == DutKind::Fastpath {
+            if matches!(self.kind, DutKind::Fastpath | DutKind::FastpathXdp) {
                 // The ports' own lines: the XDP mode obtained, and the kernel's loss counters.
                 let log = std::fs::read_to_string(d.join("fastpath.log")).unwrap_or_default();
-                for l in log.lines().filter(|l| l.starts_with("fastpath: af_xdp")) {
+                for l in log.lines().filter(|l| l.starts_with("fastpath: af_xdp") || l.contains("as an XDP program")) {
                     eprintln!("  DUT {l}");
                 }
             }

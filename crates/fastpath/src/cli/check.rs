@@ -1,4 +1,4 @@
-//! `fastpath check SPEC`: compile and show the plan.
+//! `fastpath check SPEC`: compile and show the plan, and whether `xdp:` ports can run it.
 
 use clap::Args;
 use std::path::PathBuf;
@@ -15,5 +15,9 @@ pub fn run(a: CheckArgs) -> Result<(), String> {
     let pipe = prog.instantiate();
     println!("{}: pipeline \"{}\" compiles: {} stages, {} tables", a.spec.display(), pipe.name(), pipe.stage_names().len(), prog.tables.len());
     print!("{}", pipe.show_plan());
+    match fastpath_xdp::check(&prog) {
+        Ok(()) => println!("xdp ports: yes, this pipeline compiles to an XDP program (docs/xdp.md)"),
+        Err(e) => println!("xdp ports: no, {e}; afxdp and afpacket ports run it"),
+    }
     Ok(())
 }

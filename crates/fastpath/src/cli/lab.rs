@@ -307,9 +307,8 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let dir = TempDir(std::env::temp_dir().join(format!("fastpath-lab-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).map_err(|e| format!("{}: {e}", dir.0.display()))?;
     let (spec, entries) = (dir.0.join("l2fwd.toml"), dir.0.join("l2fwd-entries.txt"));
-    let counters = dir.0.join("fastpath-dut-counters.txt");
-    let mut extra = vec!["--counters-out".to_owned(), counters.to_string_lossy().into_owned()];
-    extra.extend(a.fastpath_args.iter().cloned());
+    // Each fastpath DUT writes its final counters to its own file.
+    let counters = |k: DutKind| dir.0.join(format!("{}-dut-counters.txt", k.name()));
     // TCP needs frames addressed to the receiving host: the DUT forwards them unchanged (io
     // forwarding, as testpmd does); the throughput tests keep l2fwd's MAC swap.
     let spec_text = if matches!(a.test, LabTest::Tcp) { L2FWD_SPEC.replace("swap eth.dst eth.src\n", "") } else { L2FWD_SPEC.to_owned() };
@@ -324,6 +323,8 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         .iter()
         .map(|&k| {
             let mut c = DutConfig::new(k);
+            let mut extra = vec!["--counters-out".to_owned(), counters(k).to_string_lossy().into_owned()];
+            extra.extend(a.fastpath_args.iter().cloned());
             c.fastpath_cmd = fastpath_cmd(k, &exe.to_string_lossy(), &spec.to_string_lossy(), &entries.to_string_lossy(), c.core, &extra);
             c
         })
@@ -379,9 +380,11 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             r.json_lines()
         }
     };
-    if let Ok(text) = std::fs::read_to_string(&counters) {
-        // Where the fastpath DUT's packets and cycles went, over the whole run (all sizes).
-        eprintln!("fastpath DUT counters (whole run):\n{}", text.trim_end());
+    for k in [DutKind::Fastpath, DutKind::FastpathXdp] {
+        if let Ok(text) = std::fs::read_to_string(counters(k)) {
+            // Where the DUT's packets (and cycles) went from its last start to its stop (all sizes).
+            eprintln!("{} DUT counters (its last start):\n{}", k.name(), text.trim_end());
+        }
     }
     if a.json {
         print!("{lines}");
