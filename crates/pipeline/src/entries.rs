@@ -139,6 +139,15 @@ impl EntryOp {
     }
 }
 
+/// The commands of an entries file with their 1-based line numbers: comments (`#` to the end of
+/// the line) and blank lines removed, each command trimmed.
+pub fn entry_commands(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().filter_map(|(k, line)| {
+        let cmd = line.split('#').next().unwrap_or("").trim();
+        (!cmd.is_empty()).then_some((k + 1, cmd))
+    })
+}
+
 /// Words of `s` with their positions (sub-slices of `s`).
 fn words(s: &str) -> Vec<&str> {
     s.split_whitespace().collect()
@@ -331,13 +340,9 @@ impl Pipeline {
     /// The first bad line, with file, line, column and the command.
     pub fn load_entries(&mut self, file: &str, text: &str) -> Result<usize, EntryError> {
         let mut n = 0;
-        for (k, line) in text.lines().enumerate() {
-            let cmd = line.split('#').next().unwrap_or("").trim();
-            if cmd.is_empty() {
-                continue;
-            }
-            let op = self.program.parse_entry(cmd).map_err(|e| e.into_error(file, k + 1, cmd))?;
-            self.apply_op(&op).map_err(|msg| EntryError { file: file.to_string(), line: k + 1, col: 0, input: cmd.to_string(), msg })?;
+        for (line, cmd) in entry_commands(text) {
+            let op = self.program.parse_entry(cmd).map_err(|e| e.into_error(file, line, cmd))?;
+            self.apply_op(&op).map_err(|msg| EntryError { file: file.to_string(), line, col: 0, input: cmd.to_string(), msg })?;
             n += 1;
         }
         self.commit_all().map_err(|msg| EntryError { file: file.to_string(), line: 0, col: 0, input: String::new(), msg })?;

@@ -382,6 +382,15 @@ impl Gen<'_> {
         self.a.ret(xdp_action::DROP);
     }
 
+    /// Drops the packet as `no_verdict` unless an output port was chosen; leaves it in `r1`.
+    fn drop_unless_forwarded(&mut self) {
+        let have_out = self.a.label();
+        self.a.ldx(Size::Dw, R1, R10, OUT_PORT);
+        self.a.jmp_imm(Jmp::Ne, R1, i32::from(NO_PORT), have_out);
+        self.drop(DropReason::NoVerdict);
+        self.a.bind(have_out);
+    }
+
     fn prim(&mut self, p: &Prim, args: Args<'_>) {
         match p {
             Prim::Forward(o) => {
@@ -607,18 +616,10 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds) -> Vec<Insn> {
     g.a.bind(parsed);
     g.steps(&p.ingress);
     // Egress sees forwarded packets only; the others end as no_verdict either way.
-    let have_out = g.a.label();
-    g.a.ldx(Size::Dw, R1, R10, OUT_PORT);
-    g.a.jmp_imm(Jmp::Ne, R1, i32::from(NO_PORT), have_out);
-    g.drop(DropReason::NoVerdict);
-    g.a.bind(have_out);
+    g.drop_unless_forwarded();
     if !p.egress.is_empty() {
         g.steps(&p.egress);
-        let have_out = g.a.label();
-        g.a.ldx(Size::Dw, R1, R10, OUT_PORT);
-        g.a.jmp_imm(Jmp::Ne, R1, i32::from(NO_PORT), have_out);
-        g.drop(DropReason::NoVerdict);
-        g.a.bind(have_out);
+        g.drop_unless_forwarded();
     }
     // The verdict.
     let a = &mut g.a;

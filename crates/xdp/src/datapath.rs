@@ -16,7 +16,7 @@ use crate::codegen::{self, Layout, MapFds, Unsupported, VALUE_SIZE};
 use fastpath_io::af_xdp::bpf::{BpfError, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_XDP};
 use fastpath_packet::DropReason;
 use fastpath_pipeline::action::MAX_ARGS;
-use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
+use fastpath_pipeline::entries::{entry_commands, EntryError, EntryOp, EntrySpec};
 use fastpath_pipeline::value::Match;
 use fastpath_pipeline::Program;
 
@@ -216,7 +216,7 @@ impl XdpDatapath {
     ///
     /// # Errors
     /// What was refused: a missing key for modify/del, a full table, a value the maps cannot hold.
-    pub fn apply_op(&mut self, op: &EntryOp) -> Result<(), String> {
+    pub fn apply_op(&self, op: &EntryOp) -> Result<(), String> {
         let name = |t: usize| self.program.tables[t].name.clone();
         match op {
             EntryOp::Add(e) | EntryOp::Modify(e) => {
@@ -249,26 +249,14 @@ impl XdpDatapath {
     ///
     /// # Errors
     /// The first bad line, with file, line and column.
-    pub fn load_entries(&mut self, file: &str, text: &str) -> Result<usize, EntryError> {
+    pub fn load_entries(&self, file: &str, text: &str) -> Result<usize, EntryError> {
         let mut n = 0;
-        for (k, line) in text.lines().enumerate() {
-            let cmd = line.split('#').next().unwrap_or("").trim();
-            if cmd.is_empty() {
-                continue;
-            }
-            let op = self.program.parse_entry(cmd).map_err(|e| e.into_error(file, k + 1, cmd))?;
-            self.apply_op(&op).map_err(|msg| EntryError { file: file.to_string(), line: k + 1, col: 0, input: cmd.to_string(), msg })?;
+        for (line, cmd) in entry_commands(text) {
+            let op = self.program.parse_entry(cmd).map_err(|e| e.into_error(file, line, cmd))?;
+            self.apply_op(&op).map_err(|msg| EntryError { file: file.to_string(), line, col: 0, input: cmd.to_string(), msg })?;
             n += 1;
         }
         Ok(n)
-    }
-
-    /// Entries in table `t`.
-    ///
-    /// # Errors
-    /// The kernel's error reading the map.
-    pub fn table_len(&self, t: usize) -> Result<usize, BpfError> {
-        Ok(self.tables[t].keys()?.len())
     }
 
     /// Attaches the program to every port (one BPF link each). With [`AttachMode::Auto`], a

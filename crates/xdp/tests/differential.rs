@@ -86,7 +86,7 @@ fn agree(tag: &str, spec: &str, entries: &str, cases: u32) {
     ns.run(move || {
         let prog = fastpath_pipeline::compile("t.toml", &spec).unwrap();
         let ports = [("p0", "x0"), ("p1", "x1")].map(|(n, i)| XdpPortSpec { name: n.into(), iface: i.into() });
-        let mut dp = XdpDatapath::build(prog.clone(), &ports).unwrap();
+        let dp = XdpDatapath::build(prog.clone(), &ports).unwrap();
         dp.load_entries("entries", &entries).unwrap();
         let mut pipe = prog.instantiate();
         pipe.load_entries("entries", &entries).unwrap();

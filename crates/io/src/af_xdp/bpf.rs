@@ -346,6 +346,11 @@ impl Map {
         if key.len() != self.key_size || value.len() != self.value_size {
             return Err(BpfError::inval("map lookup"));
         }
+        self.lookup_raw(key, value)
+    }
+
+    /// `BPF_MAP_LOOKUP_ELEM` into `value`, which the caller sized for the map's type.
+    fn lookup_raw(&self, key: &[u8], value: &mut [u8]) -> Result<bool, BpfError> {
         let mut a = ElemAttr {
             map_fd: self.fd.as_raw_fd() as u32,
             key: key.as_ptr() as u64,
@@ -370,17 +375,7 @@ impl Map {
         }
         let cpus = possible_cpus().map_err(|err| BpfError { op: "map lookup", err, log: String::new() })?;
         let mut value = vec![0u8; self.value_size.next_multiple_of(8) * cpus];
-        let mut a = ElemAttr {
-            map_fd: self.fd.as_raw_fd() as u32,
-            key: key.as_ptr() as u64,
-            value: value.as_mut_ptr() as u64,
-            ..Default::default()
-        };
-        if sys_bpf(BPF_MAP_LOOKUP_ELEM, &mut a) < 0 {
-            let e = BpfError::last("map lookup");
-            return if e.errno() == libc::ENOENT { Ok(None) } else { Err(e) };
-        }
-        Ok(Some(value))
+        Ok(self.lookup_raw(key, &mut value)?.then_some(value))
     }
 
     /// Every key of the map (`BPF_MAP_GET_NEXT_KEY` from the start). A map changed meanwhile
@@ -440,12 +435,21 @@ pub enum UpdateFlags {
     Exist = 2,
 }
 
-/// Number of possible CPUs (`/sys/devices/system/cpu/possible`, e.g. `0-1`): the number of
-/// values a per-CPU map returns per key.
+/// Number of possible CPUs (`/sys/devices/system/cpu/possible`, e.g. `0-1`, read once): the
+/// number of values a per-CPU map returns per key.
 ///
 /// # Errors
 /// The file cannot be read or parsed.
 pub fn possible_cpus() -> io::Result<usize> {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if let Some(n) = CPUS.get() {
+        return Ok(*n);
+    }
+    let n = read_possible_cpus()?;
+    Ok(*CPUS.get_or_init(|| n))
+}
+
+fn read_possible_cpus() -> io::Result<usize> {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
     let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("cannot parse cpu list {s:?}"));
     let mut max = 0usize;
