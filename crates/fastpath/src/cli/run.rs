@@ -64,7 +64,7 @@ pub struct RunArgs {
     pub(super) entries: Vec<PathBuf>,
     /// A port: NAME=KIND:ARGS (see below). Repeat for each port.
     #[arg(long = "port", short = 'p', required = true)]
-    pub(super) ports: Vec<String>,
+    ports: Vec<String>,
     /// Trace the first N packets through every stage and print it (capture ports only).
     #[arg(long, default_value_t = 0)]
     pub(super) trace: usize,
