@@ -273,6 +273,30 @@ fn xdp_datapath_generic_mode_forwards_exactly() {
 }
 
 #[test]
+fn xdp_datapath_attaches_natively_on_jumbo_mtu_ports() {
+    if !root_or_skip() {
+        return;
+    }
+    // A native XDP program on a veth whose MTU exceeds a page must declare multi-buffer support
+    // (BPF_F_XDP_HAS_FRAGS), or the kernel refuses the attach with ERANGE.
+    let s = setup();
+    for (ns, ifs) in [(&s.peer, ["h0", "h1"]), (&s.dut, ["d0", "d1"])] {
+        for i in ifs {
+            ns.set_mtu(i, 9000).unwrap();
+        }
+    }
+    for h in ["h0", "h1"] {
+        s.peer.exec("ethtool", &["-K", h, "gro", "on"]).unwrap();
+    }
+    let g = start(&s, ["p0=xdp:d0", "p1=xdp:d1"], &["--mode", "native"]);
+    send_and_check(&s.peer, "h0", "h1", 0, 100, 1514);
+    let out = finish(g, true);
+    let _ = std::fs::remove_file(&s.entries);
+    assert_eq!(port_row(&out, "p0"), vec![100, 0], "{out}");
+    assert_eq!(port_row(&out, "p1"), vec![0, 100], "{out}");
+}
+
+#[test]
 fn xdp_datapath_refuses_a_pipeline_it_cannot_compile_and_names_why() {
     if !root_or_skip() {
         return;

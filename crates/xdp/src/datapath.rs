@@ -13,7 +13,7 @@
 //! receive path of each port, on whichever CPU receives.
 
 use crate::codegen::{self, Layout, MapFds, Unsupported, VALUE_SIZE};
-use fastpath_io::af_xdp::bpf::{BpfError, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_XDP};
+use fastpath_io::af_xdp::bpf::{BpfError, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_F_XDP_HAS_FRAGS, BPF_XDP};
 use fastpath_packet::DropReason;
 use fastpath_pipeline::action::MAX_ARGS;
 use fastpath_pipeline::entries::{entry_commands, EntryError, EntryOp, EntrySpec};
@@ -176,7 +176,11 @@ impl XdpDatapath {
         let counters = Map::create(MapType::PERCPU_ARRAY, 4, 8, layout.len(), "fp_counters").map_err(bpf("creating the counters"))?;
         let fds = MapFds { tables: tables.iter().map(Map::fd).collect(), devmap: devmap.fd(), counters: counters.fd() };
         let insns = codegen::generate(&program, &ifindexes, &fds);
-        let prog = Prog::load(ProgType::XDP, &insns, "GPL", BPF_XDP, &format!("fp_{}", program.name)).map_err(bpf("loading the XDP program"))?;
+        // The program reads only the Ethernet header, in the first buffer: it can take
+        // multi-buffer frames, which the kernel would otherwise drop (GRO/GSO skbs in generic
+        // mode, jumbo frames).
+        let prog = Prog::load_with_flags(ProgType::XDP, &insns, "GPL", BPF_XDP, &format!("fp_{}", program.name), BPF_F_XDP_HAS_FRAGS)
+            .map_err(bpf("loading the XDP program"))?;
         Ok(XdpDatapath {
             program,
             ports: ports.to_vec(),

@@ -32,6 +32,10 @@ const BPF_LINK_CREATE: u32 = 28;
 
 /// `enum bpf_attach_type` value of an XDP program attached to a device.
 pub const BPF_XDP: u32 = 37;
+/// `BPF_PROG_LOAD` flag: the XDP program handles multi-buffer frames (it reads only the first
+/// buffer through `data`/`data_end`), so the kernel hands it frames larger than a page (jumbo,
+/// GRO/GSO skbs in generic mode) instead of dropping them.
+pub const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 /// `BPF_PROG_TEST_RUN` flag: run the XDP program on live frames that really leave (kernel ≥ 5.18).
 pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 /// `BPF_PROG_TEST_RUN` flag: run on the CPU given in `cpu` (not supported for XDP live mode).
@@ -570,6 +574,14 @@ impl Prog {
     /// The verifier's rejection with its log (re-loaded with logging on to get it); `EPERM`
     /// without CAP_BPF/root.
     pub fn load(ty: ProgType, insns: &[Insn], license: &str, expected_attach_type: u32, name: &str) -> Result<Prog, BpfError> {
+        Prog::load_with_flags(ty, insns, license, expected_attach_type, name, 0)
+    }
+
+    /// As [`Prog::load`], with `BPF_PROG_LOAD` flags (e.g. [`BPF_F_XDP_HAS_FRAGS`]).
+    ///
+    /// # Errors
+    /// As [`Prog::load`].
+    pub fn load_with_flags(ty: ProgType, insns: &[Insn], license: &str, expected_attach_type: u32, name: &str, prog_flags: u32) -> Result<Prog, BpfError> {
         let mut lic = Vec::with_capacity(license.len() + 1);
         lic.extend_from_slice(license.as_bytes());
         lic.push(0);
@@ -580,6 +592,7 @@ impl Prog {
             license: lic.as_ptr() as u64,
             prog_name: obj_name(name),
             expected_attach_type,
+            prog_flags,
             ..Default::default()
         };
         match fd_from(sys_bpf(BPF_PROG_LOAD, &mut a), "prog load") {

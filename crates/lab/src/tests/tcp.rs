@@ -271,7 +271,10 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
         };
         if !matches!(dc.kind, DutKind::LinuxBridge | DutKind::LinuxBridgeTuned) {
             // A user-space DUT forwards frames as they are: the endpoints must put real checksums
-            // in them and send MTU-sized segments (no checksum offload, TSO or GSO on veth).
+            // in them and send MTU-sized segments (no checksum offload, TSO or GSO on veth). The
+            // XDP datapath too: with the offloads on, the endpoints' 64 KB GSO segments never
+            // reached its program (generic XDP on veth, also with multi-buffer support declared)
+            // and iperf3 carried nothing (tried 2026-11-24).
             for (ns, ifn) in [(&t.gen_ns, t.gen_if), (&t.sink_ns, t.sink_if)] {
                 topo::ns_exec(
                     ns,
