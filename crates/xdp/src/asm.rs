@@ -127,16 +127,6 @@ impl Asm {
         Asm::default()
     }
 
-    /// Instructions emitted so far.
-    pub fn len(&self) -> usize {
-        self.insns.len()
-    }
-
-    /// True before the first instruction.
-    pub fn is_empty(&self) -> bool {
-        self.insns.is_empty()
-    }
-
     /// Appends raw instructions.
     pub fn raw(&mut self, i: &[Insn]) {
         self.insns.extend_from_slice(i);

@@ -87,13 +87,9 @@ impl Layout {
     pub fn miss(&self, t: usize) -> u32 {
         self.hit(t) + 1
     }
-    /// Size of the counter array.
-    pub fn len(&self) -> u32 {
+    /// Number of counters (the size of the array).
+    pub fn slots(&self) -> u32 {
         self.hit(self.tables)
-    }
-    /// True when there is nothing to count (never: every program counts drops).
-    pub fn is_empty(&self) -> bool {
-        false
     }
 }
 
@@ -240,6 +236,18 @@ struct Gen<'a> {
     p: &'a Program,
     maps: &'a MapFds,
     layout: Layout,
+    /// Some condition reads a table's hit bit: only then are the bits kept (per packet).
+    hits: bool,
+}
+
+/// True when `c` reads a table's hit bit.
+fn reads_hits(c: &CondC) -> bool {
+    match c {
+        CondC::Hit(_) => true,
+        CondC::Not(a) => reads_hits(a),
+        CondC::And(a, b) | CondC::Or(a, b) => reads_hits(a) || reads_hits(b),
+        _ => false,
+    }
 }
 
 fn jmp_of(op: CmpOp) -> Jmp {
@@ -541,9 +549,11 @@ impl Gen<'_> {
         self.a.jmp_imm(Jmp::Eq, R0, 0, miss);
         self.a.alu_reg(Alu::Mov, R9, R0);
         self.count(self.layout.hit(t));
-        self.a.ldx(Size::Dw, R1, R10, HITS);
-        self.a.alu_imm(Alu::Or, R1, 1 << t);
-        self.a.stx(Size::Dw, R10, HITS, R1);
+        if self.hits {
+            self.a.ldx(Size::Dw, R1, R10, HITS);
+            self.a.alu_imm(Alu::Or, R1, 1 << t);
+            self.a.stx(Size::Dw, R10, HITS, R1);
+        }
         self.a.ldx(Size::W, R1, R9, 0);
         for &ai in &def.actions {
             let next = self.a.label();
@@ -571,7 +581,8 @@ impl Gen<'_> {
 /// `ifindexes` (port `i` is `ifindexes[i]`), referring to the maps in `maps`.
 pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds) -> Vec<Insn> {
     let layout = Layout { ports: ifindexes.len(), tables: p.tables.len() };
-    let mut g = Gen { a: Asm::new(), p, maps, layout };
+    let hits = p.ingress.iter().chain(&p.egress).any(|s| matches!(s, SymStep::Mask(_, _, c) if reads_hits(c)));
+    let mut g = Gen { a: Asm::new(), p, maps, layout, hits };
     let a = &mut g.a;
     a.alu_reg(Alu::Mov, R6, R1);
     // in_port from the ingress device.
@@ -588,7 +599,9 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds) -> Vec<Insn> {
     a.bind(have);
     a.stx(Size::Dw, R10, IN_PORT, R1);
     a.st(Size::Dw, R10, OUT_PORT, i32::from(NO_PORT));
-    a.st(Size::Dw, R10, HITS, 0);
+    if g.hits {
+        a.st(Size::Dw, R10, HITS, 0);
+    }
     // Every mask register the steps name (the compiler's "empty" register 255 among them)
     // starts empty, register 0 (all lanes) full: one stack byte each, at most 256.
     let mut regs = vec![0u8];
@@ -697,6 +710,6 @@ ingress = "apply l2"
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n);
-        assert_eq!(*all.last().unwrap() + 1, l.len());
+        assert_eq!(*all.last().unwrap() + 1, l.slots());
     }
 }

@@ -173,7 +173,7 @@ impl XdpDatapath {
         for (i, ifx) in ifindexes.iter().enumerate() {
             devmap.update(&(i as u32).to_ne_bytes(), &ifx.to_ne_bytes()).map_err(bpf(format!("adding port {} to the port map", ports[i].name)))?;
         }
-        let counters = Map::create(MapType::PERCPU_ARRAY, 4, 8, layout.len(), "fp_counters").map_err(bpf("creating the counters"))?;
+        let counters = Map::create(MapType::PERCPU_ARRAY, 4, 8, layout.slots(), "fp_counters").map_err(bpf("creating the counters"))?;
         let fds = MapFds { tables: tables.iter().map(Map::fd).collect(), devmap: devmap.fd(), counters: counters.fd() };
         let insns = codegen::generate(&program, &ifindexes, &fds);
         // The program reads only the Ethernet header, in the first buffer: it can take
@@ -193,11 +193,6 @@ impl XdpDatapath {
             insns: insns.len(),
             links: Vec::new(),
         })
-    }
-
-    /// The compiled spec.
-    pub fn program(&self) -> &Program {
-        &self.program
     }
 
     /// Instructions in the generated program.

@@ -176,11 +176,9 @@ fn fastpath_cmd(kind: DutKind, exe: &str, spec: &str, entries: &str, core: usize
         .map(|s| (*s).to_owned())
         .collect();
     v.push(core.to_string());
-    // On veth the senders hand the DUT skbs (the probes, the kernel stack): generic XDP runs on
-    // the skb as it is, where native XDP on veth copies each one into a page first. Measured
-    // with the lab's probes, 64 B: p50 1.7 µs in skb mode against 2.5–2.9 in native mode (docs/xdp.md).
-    if kind == DutKind::FastpathXdp && !extra.iter().any(|a| a.starts_with("--mode")) {
-        v.extend(["--mode".to_owned(), "skb".to_owned()]);
+    // The kind's lab mode, unless a --fastpath-arg gives one.
+    if let Some(m) = kind.fastpath_mode().filter(|_| !extra.iter().any(|a| a.starts_with("--mode"))) {
+        v.extend(["--mode".to_owned(), m.to_owned()]);
     }
     v.extend(extra.iter().cloned());
     v
