@@ -283,12 +283,7 @@ impl XdpDatapath {
                 }
             }
             if let Some((m, err)) = last {
-                let hint = match (m, err.errno()) {
-                    (_, libc::EBUSY | libc::EEXIST) => "another XDP program is attached: see `ip link show`, remove it with `ip link set dev IFACE xdp off`",
-                    (_, libc::EPERM | libc::EACCES) => "run as root (CAP_NET_ADMIN and CAP_BPF)",
-                    (XdpAttachMode::Native, _) => "the driver may lack native XDP: try `--mode skb`",
-                    (XdpAttachMode::Skb, _) => "check that the device is up and XDP is enabled in the kernel",
-                };
+                let hint = m.attach_hint(err.errno());
                 return Err(XdpDpError::Attach { port: p.name.clone(), iface: p.iface.clone(), mode: m.name(), err: Box::new(err), hint });
             }
         }

@@ -724,6 +724,18 @@ impl XdpAttachMode {
             XdpAttachMode::Skb => "skb",
         }
     }
+
+    /// What to try after attaching in this mode failed with `errno`.
+    pub fn attach_hint(self, errno: i32) -> &'static str {
+        match (self, errno) {
+            (_, libc::EBUSY | libc::EEXIST) => {
+                "another XDP program is attached: see `ip link show`, remove it with `ip link set dev IFACE xdp off`"
+            }
+            (_, libc::EPERM | libc::EACCES) => "run as root (CAP_NET_ADMIN and CAP_BPF)",
+            (XdpAttachMode::Native, _) => "the driver may lack native XDP: try `--mode skb`",
+            (XdpAttachMode::Skb, _) => "check that the device is up and XDP is enabled in the kernel",
+        }
+    }
 }
 
 #[repr(C)]

@@ -353,13 +353,7 @@ fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp
     if matches!(err.errno(), libc::EPERM | libc::EACCES) {
         return Err(XdpError::NotPermitted { iface: iface.into(), what: "attaching the XDP program" });
     }
-    let hint = match (m, err.errno()) {
-        (_, libc::EBUSY) | (_, libc::EEXIST) => {
-            "another XDP program is attached: see `ip link show`, remove it with `ip link set dev IFACE xdp off`"
-        }
-        (XdpAttachMode::Native, _) => "the driver may lack native XDP: try `--mode skb`",
-        (XdpAttachMode::Skb, _) => "check that the device is up and XDP is enabled in the kernel",
-    };
+    let hint = m.attach_hint(err.errno());
     Err(XdpError::XdpRefused { iface: iface.into(), mode: m.name(), err, hint })
 }
 
