@@ -132,13 +132,16 @@ impl CtlError {
 
 fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'a str)> {
     const WHAT: [&str; 5] = ["tables", "counters", "meters", "conntrack", "plan"];
-    let Some(&what) = words.get(1) else { return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack or plan".into(), words[0])) };
+    let Some(&what) = words.get(1) else {
+        return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack or plan".into(), words[0]));
+    };
     if let ("table", Some(&name)) = (what, words.get(2)) {
         if let Some(&extra) = words.get(3) {
             return Err((format!("unexpected \"{extra}\""), extra));
         }
         if prog.table_index(name).is_none() {
-            let hint = suggest(name, prog.tables.iter().map(|t| t.name.as_str())).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+            let hint =
+                suggest(name, prog.tables.iter().map(|t| t.name.as_str())).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
             let known: Vec<&str> = prog.tables.iter().map(|t| t.name.as_str()).collect();
             return Err((format!("no table \"{name}\"{hint} (tables: {})", known.join(", ")), name));
         }
@@ -183,8 +186,15 @@ pub fn parse_request(prog: &Program, text: &str) -> Result<Vec<Line>, CtlError> 
             "help" if words.len() == 1 => Ok(Command::Help),
             "table" | "meter" => prog.parse_entry(t).map(Command::Change).map_err(|e| e.into_error("ctl", k + 1, t)),
             other => {
-                let hint = suggest(other, ["table", "meter", "show", "help"]).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
-                Err(EntryError { file: "ctl".into(), line: k + 1, col: 1, input: t.to_string(), msg: format!("unknown command \"{other}\"{hint} (table, meter, show, help)") })
+                let hint =
+                    suggest(other, ["table", "meter", "show", "help"]).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+                Err(EntryError {
+                    file: "ctl".into(),
+                    line: k + 1,
+                    col: 1,
+                    input: t.to_string(),
+                    msg: format!("unknown command \"{other}\"{hint} (table, meter, show, help)"),
+                })
             }
         };
         match cmd {
@@ -211,7 +221,9 @@ mod tests {
     #[test]
     fn a_request_parses_line_by_line_skipping_comments() {
         let p = prog();
-        let r = parse_request(&p, "# routes\ntable fib4 add 198.18.0.0/15 => drop   # a comment\n\nshow counters json\nshow tables\nhelp\n").unwrap();
+        let r =
+            parse_request(&p, "# routes\ntable fib4 add 198.18.0.0/15 => drop   # a comment\n\nshow counters json\nshow tables\nhelp\n")
+                .unwrap();
         assert_eq!(r.len(), 4);
         assert_eq!(r[0].no, 2);
         assert!(matches!(r[0].cmd, Command::Change(EntryOp::Add(_))));
@@ -234,7 +246,8 @@ mod tests {
     #[test]
     fn every_bad_line_is_reported_with_its_line_column_and_a_suggestion() {
         let p = prog();
-        let e = parse_request(&p, "table fib4 add 198.18.0.0/15 => drop\nshow countres\ntable fib44 del 10.0.0.0/8\nsho tables\n").unwrap_err();
+        let e =
+            parse_request(&p, "table fib4 add 198.18.0.0/15 => drop\nshow countres\ntable fib44 del 10.0.0.0/8\nsho tables\n").unwrap_err();
         assert_eq!(e.code(), "bad_command");
         let CtlError::BadCommand(v) = &e else { panic!("{e}") };
         assert_eq!(v.iter().map(|e| (e.line, e.col)).collect::<Vec<_>>(), vec![(2, 6), (3, 7), (4, 1)]);

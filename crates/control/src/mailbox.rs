@@ -266,7 +266,8 @@ mod tests {
                 p.table("port_map").map(|t| t.len())
             });
             for k in 0..40u64 {
-                let verb = if k % 4 == 3 { format!("table port_map del {}", k - 1) } else { format!("table port_map add {k} => forward(1)") };
+                let verb =
+                    if k % 4 == 3 { format!("table port_map del {}", k - 1) } else { format!("table port_map add {k} => forward(1)") };
                 let op = prog.parse_entry(&verb).unwrap();
                 c.post(ToWorker::Apply { seq: k, ops: Arc::from(vec![op]), prebuilt: Arc::from(Vec::new()) }).unwrap();
                 let r = c.reply(k, Instant::now() + Duration::from_secs(5)).unwrap();

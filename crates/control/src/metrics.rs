@@ -145,9 +145,17 @@ impl Counters {
     pub fn render(&self) -> String {
         let mut o = String::new();
         for w in &self.workers {
-            let _ = writeln!(o, "worker {:<3} rx {:>12}  tx {:>12}  dropped {:>12}  tx_dropped {:>8}  batches {:>10}", w.worker, w.rx_pkts, w.tx_pkts, w.dropped, w.tx_dropped, w.batches);
+            let _ = writeln!(
+                o,
+                "worker {:<3} rx {:>12}  tx {:>12}  dropped {:>12}  tx_dropped {:>8}  batches {:>10}",
+                w.worker, w.rx_pkts, w.tx_pkts, w.dropped, w.tx_dropped, w.batches
+            );
         }
-        let _ = writeln!(o, "{:<4} {:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}", "id", "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors");
+        let _ = writeln!(
+            o,
+            "{:<4} {:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}",
+            "id", "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors"
+        );
         for (i, p) in self.ports.iter().enumerate() {
             let _ = writeln!(
                 o,
@@ -157,9 +165,11 @@ impl Counters {
         }
         let _ = writeln!(o, "{:<18} {:>10} {:>12} {:>12} {:>10}", "stage", "calls", "packets in", "packets out", "drops");
         for s in &self.stages {
-            let _ = writeln!(o, "{:<18} {:>10} {:>12} {:>12} {:>10}", s.name, s.calls, s.pkts_in, s.pkts_out, s.drops.values().sum::<u64>());
+            let _ =
+                writeln!(o, "{:<18} {:>10} {:>12} {:>12} {:>10}", s.name, s.calls, s.pkts_in, s.pkts_out, s.drops.values().sum::<u64>());
         }
-        let drops: Vec<String> = self.stages.iter().flat_map(|s| s.drops.iter().map(move |(r, n)| format!("  {}/{r}: {n}", s.name))).collect();
+        let drops: Vec<String> =
+            self.stages.iter().flat_map(|s| s.drops.iter().map(move |(r, n)| format!("  {}/{r}: {n}", s.name))).collect();
         if !drops.is_empty() {
             let _ = writeln!(o, "drops by reason:");
             for d in drops {
@@ -182,7 +192,10 @@ mod tests {
             stages: vec![("fib4".into(), st), ("end".into(), StageStats::default())],
             tables: vec![(rx - no_route, no_route)],
             conntrack: Vec::new(),
-            ports: vec![PortCounters { name: "p0".into(), rx_pkts: rx, ..PortCounters::default() }, PortCounters { name: "p1".into(), tx_pkts: rx - no_route, ..PortCounters::default() }],
+            ports: vec![
+                PortCounters { name: "p0".into(), rx_pkts: rx, ..PortCounters::default() },
+                PortCounters { name: "p1".into(), tx_pkts: rx - no_route, ..PortCounters::default() },
+            ],
             totals: LoopCounters { worker, rx_pkts: rx, tx_pkts: rx - no_route, dropped: no_route, ..LoopCounters::default() },
         }
     }

@@ -118,9 +118,14 @@ fn serve_one(mut conn: UnixStream, control: &mut Control<'_>) -> std::io::Result
 pub fn request(path: &Path, text: &str) -> Result<String, CtlError> {
     let mut conn = UnixStream::connect(path).map_err(|e| {
         CtlError::NotListening(match e.kind() {
-            ErrorKind::NotFound => format!("no control socket at {} (is `fastpath run` running with live ports? it prints its socket at start)", path.display()),
+            ErrorKind::NotFound => format!(
+                "no control socket at {} (is `fastpath run` running with live ports? it prints its socket at start)",
+                path.display()
+            ),
             ErrorKind::ConnectionRefused => format!("nothing listens on {} (a stale socket of a fastpath that stopped?)", path.display()),
-            ErrorKind::PermissionDenied => format!("{}: permission denied (run as the user that started fastpath, e.g. root)", path.display()),
+            ErrorKind::PermissionDenied => {
+                format!("{}: permission denied (run as the user that started fastpath, e.g. root)", path.display())
+            }
             _ => format!("{}: {e}", path.display()),
         })
     })?;

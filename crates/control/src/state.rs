@@ -188,7 +188,8 @@ impl<'a> Control<'a> {
             })
             .collect();
         if let Err((k, msg)) = self.shadow.apply_ops(&ops) {
-            let dirty_classifier = ops.iter().filter_map(EntryOp::table).any(|t| self.shadow.program().tables.get(t).is_some_and(|d| d.imp == TableImpl::Acl));
+            let dirty_classifier =
+                ops.iter().filter_map(EntryOp::table).any(|t| self.shadow.program().tables.get(t).is_some_and(|d| d.imp == TableImpl::Acl));
             if k > 0 || dirty_classifier {
                 self.restore_shadow()?;
             }
@@ -204,14 +205,18 @@ impl<'a> Control<'a> {
             if let (w, FromWorker::Applied { result: Err((k, msg)), .. }) = r {
                 // The shadow accepted it, so a worker refusing it is a bug: say so loudly.
                 let l = &lines[k.min(lines.len() - 1)];
-                return Err(CtlError::Worker { worker: w, msg: format!("refused line {} ({}) that the control replica accepted: {msg}", l.no, l.text) });
+                return Err(CtlError::Worker {
+                    worker: w,
+                    msg: format!("refused line {} ({}) that the control replica accepted: {msg}", l.no, l.text),
+                });
             }
         }
         Ok(ops.len())
     }
 
     fn restore_shadow(&mut self) -> Result<(), CtlError> {
-        let mut p = (self.rebuild)().map_err(|msg| CtlError::Worker { worker: usize::MAX, msg: format!("rebuilding the control replica: {msg}") })?;
+        let mut p = (self.rebuild)()
+            .map_err(|msg| CtlError::Worker { worker: usize::MAX, msg: format!("rebuilding the control replica: {msg}") })?;
         for t in self.log.iter() {
             p.apply_ops(t).map_err(|(_, msg)| CtlError::Worker { worker: usize::MAX, msg: format!("replaying the change log: {msg}") })?;
         }
@@ -253,7 +258,9 @@ impl<'a> Control<'a> {
                 msg: match e {
                     MailError::Gone => "has stopped".into(),
                     MailError::Full => "is not taking control messages (its queue is full)".into(),
-                    MailError::Timeout => format!("did not answer within {:?} (a change stays queued and is applied at its next poll)", self.timeout),
+                    MailError::Timeout => {
+                        format!("did not answer within {:?} (a change stays queued and is applied at its next poll)", self.timeout)
+                    }
                 },
             }),
         }
@@ -306,7 +313,8 @@ impl<'a> Control<'a> {
                 let _ = writeln!(o, "{:<16} {:<6} {:>8} {:>11}", "meter", "kind", "size", "configured");
                 for b in &self.shadow.objects().meters {
                     let set = b.meters.iter().filter(|m| !matches!(m, fastpath_pipeline::objects::Meter::Unset)).count();
-                    let _ = writeln!(o, "{:<16} {:<6} {:>8} {:>11}", b.name, if b.two_rate { "trtcm" } else { "srtcm" }, b.meters.len(), set);
+                    let _ =
+                        writeln!(o, "{:<16} {:<6} {:>8} {:>11}", b.name, if b.two_rate { "trtcm" } else { "srtcm" }, b.meters.len(), set);
                 }
             }
             Show::Conntrack => {
@@ -368,7 +376,12 @@ mod tests {
 
     /// [`with_workers`] with pipelines from `make`; returns what `fin` reads from each worker's
     /// pipeline after the workers stop.
-    fn with_workers_of<R, T: Send>(n: usize, make: fn() -> Pipeline, fin: fn(&mut Pipeline) -> T, f: impl FnOnce(&mut Control<'_>) -> R) -> (R, Vec<T>) {
+    fn with_workers_of<R, T: Send>(
+        n: usize,
+        make: fn() -> Pipeline,
+        fin: fn(&mut Pipeline) -> T,
+        f: impl FnOnce(&mut Control<'_>) -> R,
+    ) -> (R, Vec<T>) {
         let (ends, wends): (Vec<ControlEnd>, Vec<WorkerEnd>) = (0..n).map(|_| mailbox()).unzip();
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
@@ -434,7 +447,10 @@ mod tests {
             assert_eq!(c.changes(), 1);
         });
         for v in finals {
-            assert_eq!((v[1], v[2], v[3]), (Verdict::Tx(4), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute)));
+            assert_eq!(
+                (v[1], v[2], v[3]),
+                (Verdict::Tx(4), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute))
+            );
         }
     }
 
@@ -458,10 +474,16 @@ ingress = "apply acl"
         fn acl() -> Pipeline {
             fastpath_pipeline::compile("a.toml", ACL).unwrap_or_else(|e| panic!("{e}")).instantiate()
         }
-        let (ours, theirs) = with_workers_of(2, acl, |p| p.table("acl").unwrap().built_classifier(), |c| {
-            c.execute("table acl add 10.0.0.0/8 * priority 1 => forward(1)\ntable acl add * 192.0.2.0/24 priority 2 => forward(2)").unwrap();
-            c.shadow().table("acl").unwrap().built_classifier().expect("built")
-        });
+        let (ours, theirs) = with_workers_of(
+            2,
+            acl,
+            |p| p.table("acl").unwrap().built_classifier(),
+            |c| {
+                c.execute("table acl add 10.0.0.0/8 * priority 1 => forward(1)\ntable acl add * 192.0.2.0/24 priority 2 => forward(2)")
+                    .unwrap();
+                c.shadow().table("acl").unwrap().built_classifier().expect("built")
+            },
+        );
         for t in theirs {
             assert!(Arc::ptr_eq(&ours.acl, &t.expect("adopted").acl), "a worker rebuilt the classifier instead of adopting it");
         }
@@ -508,7 +530,15 @@ ingress = "apply acl"
         });
         assert_eq!(shown, "table port_map add 1 => forward(4)\n# 1 entry in table \"port_map\"\n");
         for v in finals {
-            assert_eq!((v[1], v[2], v[3], v[7]), (Verdict::Tx(4), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute)));
+            assert_eq!(
+                (v[1], v[2], v[3], v[7]),
+                (
+                    Verdict::Tx(4),
+                    Verdict::Drop(fastpath_packet::DropReason::NoRoute),
+                    Verdict::Drop(fastpath_packet::DropReason::NoRoute),
+                    Verdict::Drop(fastpath_packet::DropReason::NoRoute)
+                )
+            );
         }
     }
 
@@ -592,7 +622,9 @@ ingress = "forward 1"
                 replayed.insert(*index, format!("{op:?}"));
             }
         }
-        let last = |i: usize, cir: u64| format!("{:?}", shadow.program().parse_entry(&format!("meter pol {i} cir {cir} cbs 100 ebs 100")).unwrap());
+        let last = |i: usize, cir: u64| {
+            format!("{:?}", shadow.program().parse_entry(&format!("meter pol {i} cir {cir} cbs 100 ebs 100")).unwrap())
+        };
         assert_eq!(replayed.into_values().collect::<Vec<_>>(), [last(0, 1000), last(1, 999)]);
     }
 

@@ -14,13 +14,18 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "fastpath", version, about = "A programmable software data plane", long_about = "\
+#[command(
+    name = "fastpath",
+    version,
+    about = "A programmable software data plane",
+    long_about = "\
 fastpath runs packet pipelines described by a spec file (parser ▸ match-action tables ▸ actions), \
 batch at a time, and measures them.\n\n\
 Quick start:\n  fastpath bench                       benchmark every reference pipeline, write an HTML report\n  \
 fastpath bench router --routes 1000000 --flows 65536 --json\n  \
 fastpath check pipelines/router.toml  compile a spec and print its plan\n  \
-fastpath run pipelines/router.toml --entries routes.txt --port p0=pcap:in.pcap --port p1=pcap::out.pcap")]
+fastpath run pipelines/router.toml --entries routes.txt --port p0=pcap:in.pcap --port p1=pcap::out.pcap"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

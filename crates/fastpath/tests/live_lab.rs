@@ -54,10 +54,7 @@ fn rfc2544_fastpath_and_linux_bridge_in_one_run() {
     assert!(report.contains("<svg") && report.contains("fastpath") && report.contains("linux-bridge"));
     // Torn down: none of this run's namespaces remain.
     let ns = fastpath_io::netns::ip(&["netns", "list"]).unwrap();
-    let created: Vec<&str> = stderr
-        .lines()
-        .filter_map(|l| l.split("started in ").nth(1)?.split_whitespace().next())
-        .collect();
+    let created: Vec<&str> = stderr.lines().filter_map(|l| l.split("started in ").nth(1)?.split_whitespace().next()).collect();
     assert_eq!(created.len(), 4, "two DUTs, two runs: {stderr}");
     for n in created {
         assert!(!ns.contains(n), "namespace {n} left behind:\n{ns}");
@@ -85,7 +82,9 @@ fn rfc2544_fastpath_xdp_forwards_the_labs_traffic() {
     assert!(rows[0]["throughput_mpps"].as_f64().is_some_and(|x| x > 0.01), "{}\n{stderr}", rows[0]);
     assert!(rows[0]["latency_us"]["p50"].as_f64().is_some_and(|x| x > 0.0), "{}", rows[0]);
     // The DUT's own counters: frames in on p0, out on p1, all through the table, no drops.
-    let line = |name: &str| stderr.lines().find(|l| l.split_whitespace().nth(1) == Some(name)).unwrap_or_else(|| panic!("no {name} row:\n{stderr}"));
+    let line = |name: &str| {
+        stderr.lines().find(|l| l.split_whitespace().nth(1) == Some(name)).unwrap_or_else(|| panic!("no {name} row:\n{stderr}"))
+    };
     let cols = |l: &str| l.split_whitespace().skip(2).map(|x| x.parse::<u64>().unwrap()).collect::<Vec<_>>();
     let (p0, p1) = (cols(line("p0")), cols(line("p1")));
     assert!(p0[0] > 1000 && p0[0] == p1[1], "p0 {p0:?} p1 {p1:?}\n{stderr}");

@@ -36,7 +36,8 @@ fn overlay_fastpath_and_linux_vxlan_between_kernel_vxlan_tenants() {
         if !out.status.success() {
             return Err(format!("fastpath lab overlay failed: {}", out.status));
         }
-        let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).map_err(|e| format!("{e}: {l}"))).collect::<Result<_, _>>()?;
+        let rows: Vec<serde_json::Value> =
+            stdout.lines().map(|l| serde_json::from_str(l).map_err(|e| format!("{e}: {l}"))).collect::<Result<_, _>>()?;
         for dut in ["fastpath", "linux-vxlan"] {
             let of = |m: &str| rows.iter().filter(|r| r["dut"] == dut && r["measurement"] == m).collect::<Vec<_>>();
             let ping = of("ping");
@@ -115,7 +116,11 @@ fn overlay_fastpath_and_linux_vxlan_between_kernel_vxlan_tenants() {
         for (k, r) in frames.iter().enumerate() {
             assert_eq!(r["udp.dstport"], vec!["4789".to_string()], "frame {k}: {r:?}");
             assert_eq!(r["vxlan.vni"], vec!["200".to_string()], "frame {k}: B's tunnel VNI");
-            assert_eq!(r["ip.dst"], vec!["198.18.2.1".to_string(), "198.19.100.2".to_string()], "frame {k}: outer to B's PA, inner to B's CA");
+            assert_eq!(
+                r["ip.dst"],
+                vec!["198.18.2.1".to_string(), "198.19.100.2".to_string()],
+                "frame {k}: outer to B's PA, inner to B's CA"
+            );
             assert_eq!(r["icmp.type"], vec!["8".to_string()], "frame {k}: inner echo request");
             assert!(r["ip.checksum.status"].iter().all(|s| s == "1" || s == "Good"), "frame {k}: {r:?}");
         }
@@ -144,8 +149,16 @@ fn overlay_fastpath_on_af_packet_ports() {
     let row = |m: &str| rows.iter().find(|r| r["measurement"] == m).unwrap_or_else(|| panic!("no {m} row: {stdout}"));
     assert_eq!((row("ping")["sent"].as_u64(), row("ping")["received"].as_u64()), (Some(5), Some(5)), "{stdout}");
     assert!(row("tcp")["gbps"].as_f64().is_some_and(|x| x > 0.0), "{stdout}");
-    assert_eq!((&row("acl")["allowed_connect"], &row("acl")["denied_connect_blocked"]), (&serde_json::json!(true), &serde_json::json!(true)), "{stdout}");
-    let pid = stderr.lines().find_map(|l| l.split("started in fp-odut-").nth(1)).and_then(|r| r.split('-').next()).unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(
+        (&row("acl")["allowed_connect"], &row("acl")["denied_connect_blocked"]),
+        (&serde_json::json!(true), &serde_json::json!(true)),
+        "{stdout}"
+    );
+    let pid = stderr
+        .lines()
+        .find_map(|l| l.split("started in fp-odut-").nth(1))
+        .and_then(|r| r.split('-').next())
+        .unwrap_or_else(|| panic!("{stderr}"));
     let ns = fastpath_io::netns::ip(&["netns", "list"]).unwrap();
     assert!(!ns.contains(&format!("-{pid}-")), "namespaces left behind:\n{ns}");
 }

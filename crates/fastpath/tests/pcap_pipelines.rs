@@ -36,16 +36,36 @@ fn v4(src: &str, dst: &str, ttl: u8, proto: IpProto) -> Ipv4Repr {
 
 /// The router test traffic, in order, with where each frame must go.
 fn router_frames() -> Vec<(Vec<u8>, &'static str)> {
-    let mut bad = FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("10.1.1.1", "198.19.0.1", 64, IpProto::UDP)).udp(1000, 53).frame_len(64).build();
+    let mut bad =
+        FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("10.1.1.1", "198.19.0.1", 64, IpProto::UDP)).udp(1000, 53).frame_len(64).build();
     bad[14 + 10] ^= 0x5a; // corrupt the IPv4 header checksum
     vec![
-        (FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("10.1.1.1", "198.19.7.7", 64, IpProto::UDP)).udp(1000, 53).frame_len(64).build(), "p1"),
-        (FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("10.1.1.1", "198.18.5.9", 64, IpProto::UDP)).udp(1000, 53).frame_len(128).build(), "p2"),
+        (
+            FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("10.1.1.1", "198.19.7.7", 64, IpProto::UDP)).udp(1000, 53).frame_len(64).build(),
+            "p1",
+        ),
+        (
+            FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("10.1.1.1", "198.18.5.9", 64, IpProto::UDP)).udp(1000, 53).frame_len(128).build(),
+            "p2",
+        ),
         (FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("10.1.1.1", "198.19.0.1", 1, IpProto::UDP)).udp(1000, 53).build(), "ttl_expired"),
         (FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("10.1.1.1", "203.0.113.1", 64, IpProto::UDP)).udp(1000, 53).build(), "no_route"),
         (bad, "ipv4_bad_checksum"),
-        (FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("198.18.0.7", "10.9.9.9", 9, IpProto::TCP)).tcp(40000, 80, TcpFlags::SYN, 7, 0).build(), "p1"),
-        (FrameBuilder::eth(ROUTER, HOST).ipv4_with(v4("198.18.0.7", "198.19.1.1", 64, IpProto::ICMP)).icmp_echo(9, 1).payload(b"ping").build(), "p1"),
+        (
+            FrameBuilder::eth(ROUTER, HOST)
+                .ipv4_with(v4("198.18.0.7", "10.9.9.9", 9, IpProto::TCP))
+                .tcp(40000, 80, TcpFlags::SYN, 7, 0)
+                .build(),
+            "p1",
+        ),
+        (
+            FrameBuilder::eth(ROUTER, HOST)
+                .ipv4_with(v4("198.18.0.7", "198.19.1.1", 64, IpProto::ICMP))
+                .icmp_echo(9, 1)
+                .payload(b"ping")
+                .build(),
+            "p1",
+        ),
         (FrameBuilder::eth(ROUTER, HOST).vlan(42, 0).ipv4_with(v4("10.1.1.1", "198.18.5.200", 64, IpProto::UDP)).udp(7, 9).build(), "p2"),
         (
             FrameBuilder::eth(ROUTER, HOST)
@@ -55,7 +75,12 @@ fn router_frames() -> Vec<(Vec<u8>, &'static str)> {
                 .build(),
             "p3",
         ),
-        (FrameBuilder::eth([0xff; 6], HOST).arp(ArpRepr::request(HOST, Ipv4Addr::new(198, 18, 0, 7), Ipv4Addr::new(198, 18, 0, 1))).build(), "not_ip"),
+        (
+            FrameBuilder::eth([0xff; 6], HOST)
+                .arp(ArpRepr::request(HOST, Ipv4Addr::new(198, 18, 0, 7), Ipv4Addr::new(198, 18, 0, 1)))
+                .build(),
+            "not_ip",
+        ),
     ]
 }
 
@@ -75,7 +100,11 @@ fn committed_router_input_matches_its_builder() {
     }
     let d = tmp("regen");
     write_pcap(&d.join("x.pcap"), &frames).unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(d.join("x.pcap")).unwrap(), "testdata/pcap/router-in.pcap drifted from router_frames()");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        std::fs::read(d.join("x.pcap")).unwrap(),
+        "testdata/pcap/router-in.pcap drifted from router_frames()"
+    );
 }
 
 #[test]
@@ -107,7 +136,11 @@ fn router_pcap_in_pcap_out_checked_by_tshark() {
     }
     for (k, out) in outs.iter().enumerate() {
         assert_clean(out);
-        let rows = tshark_fields(out, &["eth.dst", "eth.src", "ip.ttl", "ip.checksum.status", "udp.checksum.status", "tcp.checksum.status", "ipv6.hlim", "vlan.id"]).unwrap();
+        let rows = tshark_fields(
+            out,
+            &["eth.dst", "eth.src", "ip.ttl", "ip.checksum.status", "udp.checksum.status", "tcp.checksum.status", "ipv6.hlim", "vlan.id"],
+        )
+        .unwrap();
         assert_eq!(rows.len(), want(&format!("p{}", k + 1)), "frames out of port {}", k + 1);
         for r in &rows {
             assert_eq!(r["eth.dst"], vec![format!("02:00:00:00:01:0{}", k + 1)]);
@@ -132,7 +165,13 @@ fn l2fwd_pcap_in_pcap_out_checked_by_tshark() {
     let d = tmp("l2fwd");
     let (a, b) = ([0x02, 0, 0, 0, 0, 0xaa], [0x02, 0, 0, 0, 0, 0xbb]);
     let frames: Vec<Vec<u8>> = (0..8u16)
-        .map(|k| FrameBuilder::eth(b, a).ipv4("198.18.0.1".parse().unwrap(), "198.19.0.1".parse().unwrap()).udp(1000 + k, 9).frame_len(64 + usize::from(k) * 100).build())
+        .map(|k| {
+            FrameBuilder::eth(b, a)
+                .ipv4("198.18.0.1".parse().unwrap(), "198.19.0.1".parse().unwrap())
+                .udp(1000 + k, 9)
+                .frame_len(64 + usize::from(k) * 100)
+                .build()
+        })
         .collect();
     let (in0, in1, out0, out1) = (d.join("in0.pcap"), d.join("in1.pcap"), d.join("out0.pcap"), d.join("out1.pcap"));
     write_pcap(&in0, &frames[..5]).unwrap();

@@ -106,14 +106,7 @@ pub struct AfPacketConfig {
 
 impl Default for AfPacketConfig {
     fn default() -> Self {
-        AfPacketConfig {
-            fanout: None,
-            qdisc_bypass: true,
-            block_size: 1 << 18,
-            block_nr: 16,
-            frame_size: 2048,
-            retire_blk_tov_ms: 1,
-        }
+        AfPacketConfig { fanout: None, qdisc_bypass: true, block_size: 1 << 18, block_nr: 16, frame_size: 2048, retire_blk_tov_ms: 1 }
     }
 }
 

@@ -260,13 +260,7 @@ pub struct TrafficProfile {
 impl Default for TrafficProfile {
     /// 64-byte UDP/IPv4 frames of one flow.
     fn default() -> Self {
-        TrafficProfile {
-            frame_sizes: FrameSizes::Fixed(64),
-            flows: 1,
-            proto: ProtoMix::default(),
-            addrs: Addresses::default(),
-            seed: 0,
-        }
+        TrafficProfile { frame_sizes: FrameSizes::Fixed(64), flows: 1, proto: ProtoMix::default(), addrs: Addresses::default(), seed: 0 }
     }
 }
 
@@ -486,11 +480,8 @@ impl Templates {
             return Err(MemError::TooBig { flows, sizes: seq.len(), stride });
         }
         let (period, total) = (period as usize, total as usize);
-        let mut heads = if stride == LINE {
-            Heads::Line1(vec![Head([0; LINE]); total])
-        } else {
-            Heads::Line2(vec![Head([0; MAX_STRIDE]); total])
-        };
+        let mut heads =
+            if stride == LINE { Heads::Line1(vec![Head([0; LINE]); total]) } else { Heads::Line2(vec![Head([0; MAX_STRIDE]); total]) };
         let mut lens = vec![0u16; total];
         for j in 0..total {
             let dst: &mut [u8] = match &mut heads {
@@ -601,13 +592,7 @@ impl MemSource {
     /// Restores the buffers `hs` from the templates at `cursor` onwards (wrapping), returning
     /// the bytes given. `heads` and `lens` have the same, non-zero length.
     #[inline]
-    fn fill<const N: usize>(
-        hs: &[PktId],
-        heads: &[Head<N>],
-        lens: &[u16],
-        cursor: &mut usize,
-        pool: &mut Pool,
-    ) -> u64 {
+    fn fill<const N: usize>(hs: &[PktId], heads: &[Head<N>], lens: &[u16], cursor: &mut usize, pool: &mut Pool) -> u64 {
         let mut bytes = 0u64;
         let mut rest = hs;
         while !rest.is_empty() && !heads.is_empty() {
@@ -736,9 +721,6 @@ mod tests {
         assert_eq!(Templates::build(&g, 0, &FrameSizes::Fixed(64)).err(), Some(MemError::NoFlows));
         assert_eq!(Templates::build(&g, 1, &FrameSizes::List(vec![])).err(), Some(MemError::NoSizes));
         assert_eq!(Templates::build(&g, 1, &FrameSizes::Fixed(5000)).err(), Some(MemError::BadSize(5000)));
-        assert!(matches!(
-            Templates::build(&g, u32::MAX, &FrameSizes::Imix).err(),
-            Some(MemError::TooBig { .. })
-        ));
+        assert!(matches!(Templates::build(&g, u32::MAX, &FrameSizes::Imix).err(), Some(MemError::TooBig { .. })));
     }
 }

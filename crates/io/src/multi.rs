@@ -155,10 +155,7 @@ pub fn open_worker_ports(specs: &[PortSpec], worker: usize, workers: usize, pool
                 ports.push(Box::new(XdpPort::open(iface, worker as u32, cfg, pool).map_err(|e| e.to_string())?));
             }
             PortSpec::AfPacket { iface, cfg, fanout_group } => {
-                let cfg = AfPacketConfig {
-                    fanout: if workers > 1 { Some((*fanout_group, PACKET_FANOUT_HASH)) } else { None },
-                    ..*cfg
-                };
+                let cfg = AfPacketConfig { fanout: if workers > 1 { Some((*fanout_group, PACKET_FANOUT_HASH)) } else { None }, ..*cfg };
                 ports.push(Box::new(PacketPort::open(iface, &cfg).map_err(|e| e.to_string())?));
             }
         }
@@ -271,7 +268,11 @@ impl<R> MultiReport<R> {
 
 impl<R: fmt::Display> fmt::Display for MultiReport<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}", "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors")?;
+        writeln!(
+            f,
+            "{:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}",
+            "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors"
+        )?;
         for (name, s) in self.port_totals() {
             writeln!(
                 f,
@@ -321,15 +322,13 @@ where
         let handles: Vec<_> = (0..cfg.workers)
             .map(|w| {
                 let (make, finish, abort) = (&make, &finish, &abort);
-                let h = std::thread::Builder::new()
-                    .name(format!("fp-worker-{w}"))
-                    .spawn_scoped(s, move || {
-                        let r = worker_main(cfg, w, cores, stop, abort, make, finish);
-                        if r.is_err() {
-                            abort.store(true, Ordering::Relaxed);
-                        }
-                        r
-                    });
+                let h = std::thread::Builder::new().name(format!("fp-worker-{w}")).spawn_scoped(s, move || {
+                    let r = worker_main(cfg, w, cores, stop, abort, make, finish);
+                    if r.is_err() {
+                        abort.store(true, Ordering::Relaxed);
+                    }
+                    r
+                });
                 (w, h)
             })
             .collect();

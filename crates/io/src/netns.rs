@@ -27,11 +27,7 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 fn run(cmd: &str, args: &[&str]) -> io::Result<String> {
     let out = Command::new(cmd).args(args).output()?;
     if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "`{cmd} {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+        return Err(io::Error::other(format!("`{cmd} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -188,8 +184,24 @@ impl VethPair {
     pub fn with_queues(ns_a: &Netns, if_a: &str, ns_b: &Netns, if_b: &str, queues: u32) -> io::Result<VethPair> {
         let q = queues.to_string();
         ns_a.ip(&[
-            "link", "add", if_a, "numrxqueues", &q, "numtxqueues", &q, "type", "veth", "peer", "name", if_b,
-            "netns", ns_b.name(), "numrxqueues", &q, "numtxqueues", &q,
+            "link",
+            "add",
+            if_a,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            if_b,
+            "netns",
+            ns_b.name(),
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
         ])?;
         let pair = VethPair { ns_a: ns_a.name().to_string(), if_a: if_a.to_string(), queues };
         ns_a.link_up(if_a)?;

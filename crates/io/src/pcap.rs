@@ -316,10 +316,7 @@ impl Reader {
         } else if u32::from_be_bytes(bom) == NG_BOM {
             Order::Be
         } else {
-            return Err(self.corrupt(
-                start,
-                format!("section header byte-order magic 0x{:08x}", u32::from_be_bytes(bom)),
-            ));
+            return Err(self.corrupt(start, format!("section header byte-order magic 0x{:08x}", u32::from_be_bytes(bom))));
         };
         self.order = order;
         self.ifaces.clear();
@@ -367,10 +364,7 @@ impl Reader {
         let (sec, frac) = (o.u32(arr4(&h, 0)), o.u32(arr4(&h, 4)));
         let incl = o.u32(arr4(&h, 8));
         if incl > MAX_RECORD_BYTES {
-            return Err(self.corrupt(
-                start,
-                format!("captured length {incl} exceeds {MAX_RECORD_BYTES}"),
-            ));
+            return Err(self.corrupt(start, format!("captured length {incl} exceeds {MAX_RECORD_BYTES}")));
         }
         let ts_ns = u64::from(sec) * 1_000_000_000 + u64::from(frac) * self.frac_ns;
         let rec = self.data(dst, incl as usize, incl as usize, start, ts_ns)?;
@@ -379,14 +373,7 @@ impl Reader {
     }
 
     /// Reads a record's `incl` bytes of frame into `dst` and skips `body` − `incl` more.
-    fn data(
-        &mut self,
-        dst: &mut [u8],
-        incl: usize,
-        body: usize,
-        start: u64,
-        ts_ns: u64,
-    ) -> Result<Rec, PcapErrorKind> {
+    fn data(&mut self, dst: &mut [u8], incl: usize, body: usize, start: u64, ts_ns: u64) -> Result<Rec, PcapErrorKind> {
         let len = incl.min(dst.len());
         self.exact(&mut dst[..len], start)?;
         self.skip((body - len) as u64, start)?;
@@ -424,18 +411,11 @@ impl Reader {
                         return Err(self.corrupt(start, format!("packet block of {total} bytes")));
                     }
                     self.exact(&mut f, start)?;
-                    let iface = if ty == NG_EPB {
-                        o.u32(arr4(&f, 0))
-                    } else {
-                        u32::from(o.u16(arr2(&f, 0)))
-                    };
+                    let iface = if ty == NG_EPB { o.u32(arr4(&f, 0)) } else { u32::from(o.u16(arr2(&f, 0))) };
                     let ts = u64::from(o.u32(arr4(&f, 4))) << 32 | u64::from(o.u32(arr4(&f, 8)));
                     let cap = o.u32(arr4(&f, 12)) as usize;
                     if cap > body - f.len() {
-                        return Err(self.corrupt(
-                            start,
-                            format!("captured length {cap} exceeds its block ({total} bytes)"),
-                        ));
+                        return Err(self.corrupt(start, format!("captured length {cap} exceeds its block ({total} bytes)")));
                     }
                     let Some(ifc) = self.ifaces.get(iface as usize).copied() else {
                         return Err(self.corrupt(start, format!("interface {iface} not declared")));
@@ -544,11 +524,7 @@ impl PcapSource {
     ///
     /// # Errors
     /// As [`PcapSource::open`].
-    pub fn from_reader(
-        name: &str,
-        label: impl Into<PathBuf>,
-        r: impl Read + Send + 'static,
-    ) -> Result<PcapSource, PcapError> {
+    pub fn from_reader(name: &str, label: impl Into<PathBuf>, r: impl Read + Send + 'static) -> Result<PcapSource, PcapError> {
         let path = label.into();
         let mut rd = match Reader::open(Box::new(r)) {
             Ok(rd) => rd,
@@ -709,14 +685,9 @@ impl PcapSink {
     ///
     /// # Errors
     /// The header cannot be written.
-    pub fn from_writer(
-        name: &str,
-        label: impl Into<PathBuf>,
-        w: impl Write + Send + 'static,
-    ) -> Result<PcapSink, PcapError> {
+    pub fn from_writer(name: &str, label: impl Into<PathBuf>, w: impl Write + Send + 'static) -> Result<PcapSink, PcapError> {
         let path = label.into();
-        let mut w: BufWriter<Box<dyn Write + Send>> =
-            BufWriter::with_capacity(IO_BUF_BYTES, Box::new(w));
+        let mut w: BufWriter<Box<dyn Write + Send>> = BufWriter::with_capacity(IO_BUF_BYTES, Box::new(w));
         let mut h = [0u8; 24];
         h[0..4].copy_from_slice(&MAGIC_US.to_ne_bytes());
         h[4..6].copy_from_slice(&2u16.to_ne_bytes());
@@ -726,14 +697,7 @@ impl PcapSink {
         if let Err(e) = w.write_all(&h) {
             return Err(PcapError { path, kind: e.into() });
         }
-        Ok(PcapSink {
-            name: name.to_string(),
-            path,
-            w,
-            clock: SinkClock::Wall,
-            error: None,
-            stats: PortStats::default(),
-        })
+        Ok(PcapSink { name: name.to_string(), path, w, clock: SinkClock::Wall, error: None, stats: PortStats::default() })
     }
 
     /// Chooses how records are stamped (default [`SinkClock::Wall`]).
@@ -769,9 +733,7 @@ impl Port for PcapSink {
             return 0;
         }
         let wall_ns = match self.clock {
-            SinkClock::Wall => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
+            SinkClock::Wall => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64),
             SinkClock::Sequence => 0,
         };
         for (k, &h) in pkts.iter().enumerate() {

@@ -13,7 +13,6 @@ use fastpath_io::Port;
 use fastpath_packet::Pool;
 use netns_common::{frame, recv_marked, rx_marked, skip_unless_root, vlan_tagged};
 
-
 #[test]
 fn packet_port_receives_exactly_the_frames_sent_vlan_tags_included() {
     if skip_unless_root() {
@@ -30,7 +29,11 @@ fn packet_port_receives_exactly_the_frames_sent_vlan_tags_included() {
     let sent: Vec<Vec<u8>> = (0..N)
         .map(|s| {
             let f = frame((s % 4) as u16, s, 60 + (s as usize * 11) % 1400);
-            if s % 3 == 0 { vlan_tagged(&f, 100 + (s % 7) as u16) } else { f }
+            if s % 3 == 0 {
+                vlan_tagged(&f, 100 + (s % 7) as u16)
+            } else {
+                f
+            }
         })
         .collect();
     let mut got = Vec::new();

@@ -13,7 +13,6 @@ use fastpath_io::Port;
 use fastpath_packet::{Batch, PktId, Pool};
 use netns_common::{frame, recv_marked, rx_marked, skip_unless_root, vlan_tagged};
 
-
 #[test]
 fn xdp_port_receives_exactly_the_frames_sent() {
     if skip_unless_root() {
@@ -37,7 +36,11 @@ fn xdp_port_receives_exactly_the_frames_sent() {
     let sent: Vec<Vec<u8>> = (0..N)
         .map(|s| {
             let f = frame(0, s, 60 + (s as usize * 7) % 1400);
-            if s % 3 == 0 { vlan_tagged(&f, 200 + (s % 5) as u16) } else { f }
+            if s % 3 == 0 {
+                vlan_tagged(&f, 200 + (s % 5) as u16)
+            } else {
+                f
+            }
         })
         .collect();
     let mut got = Vec::new();

@@ -5,10 +5,7 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use fastpath_io::mem::{
-    Encap, FlowSpec, FrameSizes, L4, MemError, MemSink, MemSource, ProtoMix, Templates,
-    TrafficProfile,
-};
+use fastpath_io::mem::{Encap, FlowSpec, FrameSizes, MemError, MemSink, MemSource, ProtoMix, Templates, TrafficProfile, L4};
 use fastpath_io::worker::{RunEnd, TxAll, Worker};
 use fastpath_io::Port;
 use fastpath_packet::{Batch, Pool};
@@ -17,7 +14,7 @@ use fastpath_packet::{Batch, Pool};
 #[derive(Debug, PartialEq, Eq)]
 struct Seen {
     len: usize,
-    vlans: Vec<(u16, u16)>, // (TPID, VID)
+    vlans: Vec<(u16, u16)>,    // (TPID, VID)
     vxlan: Option<(u16, u32)>, // (outer UDP source port, VNI)
     src: IpAddr,
     dst: IpAddr,
@@ -262,12 +259,9 @@ fn vlan_qinq_and_vxlan_variants() {
         assert_eq!(s.vlans, vec![(0x8100, 100)]);
         assert_eq!(s.len, 128);
     }
-    let qinq = TrafficProfile {
-        proto: ProtoMix { encap: Encap::QinQ { s_vid: 10, c_vid: 1, c_per_s: 4 }, ..Default::default() },
-        ..base.clone()
-    };
-    let tags: Vec<_> =
-        receive(&mut MemSource::new("g", &qinq).unwrap(), 10, 64).iter().map(|f| dissect(f).vlans).collect();
+    let qinq =
+        TrafficProfile { proto: ProtoMix { encap: Encap::QinQ { s_vid: 10, c_vid: 1, c_per_s: 4 }, ..Default::default() }, ..base.clone() };
+    let tags: Vec<_> = receive(&mut MemSource::new("g", &qinq).unwrap(), 10, 64).iter().map(|f| dissect(f).vlans).collect();
     for (i, t) in tags.iter().enumerate() {
         assert_eq!(t, &vec![(0x88a8, 10 + i as u16 / 4), (0x8100, 1 + i as u16 % 4)], "subscriber {i}");
     }
@@ -416,10 +410,8 @@ fn router_bench_scale_64k_flows_of_ipv6_tcp() {
 #[test]
 fn sink_counts_and_frees_through_the_worker() {
     let p = TrafficProfile { flows: 100, frame_sizes: FrameSizes::Imix, ..Default::default() };
-    let ports: Vec<Box<dyn Port>> = vec![
-        Box::new(MemSource::new("gen", &p).unwrap().with_limit(10_000)),
-        Box::new(MemSink::new("sink").counting_bytes()),
-    ];
+    let ports: Vec<Box<dyn Port>> =
+        vec![Box::new(MemSource::new("gen", &p).unwrap().with_limit(10_000)), Box::new(MemSink::new("sink").counting_bytes())];
     let mut w = Worker::new(Pool::new(1024), ports, TxAll(1));
     assert_eq!(w.run_until_exhausted(), RunEnd::Exhausted);
     let rx = w.ports()[0].stats();

@@ -27,10 +27,7 @@ fn source_pipeline_sink() {
     // Ethernet/IPv4/UDP frames from the default profile (64-byte template stride).
     let p = TrafficProfile { flows, frame_sizes: FrameSizes::Fixed(size), ..Default::default() };
     let t = p.templates().unwrap();
-    let ports: Vec<Box<dyn Port>> = vec![
-        Box::new(MemSource::from_templates("gen", t).with_limit(pkts)),
-        Box::new(MemSink::new("sink")),
-    ];
+    let ports: Vec<Box<dyn Port>> = vec![Box::new(MemSource::from_templates("gen", t).with_limit(pkts)), Box::new(MemSink::new("sink"))];
     let mut w = Worker::new(Pool::new(4096), ports, TxAll(1));
     assert_eq!(w.run_until_exhausted(), RunEnd::Exhausted);
     assert_eq!(w.stats().tx_pkts, pkts);
@@ -46,11 +43,8 @@ fn source_split_two_sinks() {
     // A closure generator: the default 128-byte template stride.
     let gen = |_: u32, len: usize| vec![0u8; len];
     let t = Templates::build(&gen, flows, &FrameSizes::Fixed(size)).unwrap();
-    let ports: Vec<Box<dyn Port>> = vec![
-        Box::new(MemSource::from_templates("gen", t).with_limit(pkts)),
-        Box::new(MemSink::new("a")),
-        Box::new(MemSink::new("b")),
-    ];
+    let ports: Vec<Box<dyn Port>> =
+        vec![Box::new(MemSource::from_templates("gen", t).with_limit(pkts)), Box::new(MemSink::new("a")), Box::new(MemSink::new("b"))];
     let split = |_: &mut Pool, b: &mut fastpath_packet::Batch, _: u64| {
         for i in 0..b.len() {
             b.tx(i, 1 + (i & 1) as u16);

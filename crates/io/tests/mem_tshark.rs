@@ -5,7 +5,7 @@
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-use fastpath_io::mem::{Encap, FrameSizes, L4, MemSource, ProtoMix, TrafficProfile};
+use fastpath_io::mem::{Encap, FrameSizes, MemSource, ProtoMix, TrafficProfile, L4};
 use fastpath_io::pcap::{PcapSink, SinkClock};
 use fastpath_io::worker::{RunEnd, TxAll, Worker};
 use fastpath_io::Port;
@@ -47,7 +47,18 @@ fn protocol_mix_is_clean_and_matches_the_flows() {
     testutil::assert_clean(&path);
     let rows = testutil::tshark_fields(
         &path,
-        &["frame.len", "ip.src", "ipv6.src", "ip.dst", "ipv6.dst", "udp.srcport", "tcp.srcport", "tcp.dstport", "icmp.ident", "icmpv6.echo.identifier"],
+        &[
+            "frame.len",
+            "ip.src",
+            "ipv6.src",
+            "ip.dst",
+            "ipv6.dst",
+            "udp.srcport",
+            "tcp.srcport",
+            "tcp.dstport",
+            "icmp.ident",
+            "icmpv6.echo.identifier",
+        ],
     )
     .unwrap();
     assert_eq!(rows.len(), 120);
@@ -76,7 +87,10 @@ fn protocol_mix_is_clean_and_matches_the_flows() {
             L4::Icmp => {
                 let field = if f.src.is_ipv4() { "icmp.ident" } else { "icmpv6.echo.identifier" };
                 let got = flat(&rows, k, field);
-                assert!(got.iter().any(|v| v == &f.src_port.to_string() || v.contains(&format!("0x{:04x}", f.src_port))), "frame {k}: {got:?}");
+                assert!(
+                    got.iter().any(|v| v == &f.src_port.to_string() || v.contains(&format!("0x{:04x}", f.src_port))),
+                    "frame {k}: {got:?}"
+                );
             }
         }
     }

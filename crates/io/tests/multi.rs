@@ -45,13 +45,7 @@ type Driven = (Vec<Vec<u8>>, Vec<Vec<u8>>, MultiReport<[u64; FLOWS]>);
 /// Sends `n` frames over [`FLOWS`] flows into `tx` in chunks while the runtime forwards them,
 /// collects them on `rx`, then stops the runtime. Returns the received frames sorted by
 /// sequence number, and the report.
-fn drive(
-    gen: &Netns,
-    dut: &Netns,
-    specs: Vec<PortSpec>,
-    pool_size: usize,
-    n: u32,
-) -> Driven {
+fn drive(gen: &Netns, dut: &Netns, specs: Vec<PortSpec>, pool_size: usize, n: u32) -> Driven {
     let (tx, rx) = gen.run(|| (RawSocket::open("ga0").unwrap(), RawSocket::open("ga1").unwrap())).unwrap();
     let stop = AtomicBool::new(false);
     let cfg = MultiConfig { workers: 2, pin: true, netns: Some(dut.path()), idle_sleep_us: 50, ..MultiConfig::default() };
@@ -149,10 +143,7 @@ fn two_workers_forward_af_xdp_one_queue_each() {
     let _v0 = VethPair::with_queues(&gen, "ga0", &dut, "da0", 2).unwrap();
     let _v1 = VethPair::with_queues(&gen, "ga1", &dut, "da1", 2).unwrap();
     let cfg = XdpConfig { mode: XdpMode::Native, fill_size: 1024, rx_size: 1024, ..XdpConfig::default() };
-    let specs = vec![
-        PortSpec::AfXdp { iface: "da0".into(), cfg },
-        PortSpec::AfXdp { iface: "da1".into(), cfg },
-    ];
+    let specs = vec![PortSpec::AfXdp { iface: "da0".into(), cfg }, PortSpec::AfXdp { iface: "da1".into(), cfg }];
     let (sent, received, report) = drive(&gen, &dut, specs, 4096, 2000);
     check(&sent, &received, &report);
 }

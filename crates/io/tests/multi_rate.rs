@@ -63,8 +63,9 @@ fn measure(name: &str, specs: Vec<PortSpec>, queues: u32, pass_on_da0: bool) {
     let _pass = if pass_on_da0 {
         Some(
             dut.run(|| {
-                let p = Prog::load(ProgType::XDP, &[Insn::mov64_imm(R0, bpf::xdp_action::PASS), Insn::exit()], "GPL", bpf::BPF_XDP, "fp_pass")
-                    .unwrap();
+                let p =
+                    Prog::load(ProgType::XDP, &[Insn::mov64_imm(R0, bpf::xdp_action::PASS), Insn::exit()], "GPL", bpf::BPF_XDP, "fp_pass")
+                        .unwrap();
                 let l = Link::xdp(&p, ifindex("da0").unwrap(), XdpAttachMode::Native).unwrap();
                 (p, l)
             })
@@ -93,8 +94,9 @@ fn measure(name: &str, specs: Vec<PortSpec>, queues: u32, pass_on_da0: bool) {
         let (gen_ns, sent) = gen
             .run(|| {
                 fastpath_io::af_packet::pin_to_core(1).ok();
-                let prog = Prog::load(ProgType::XDP, &[Insn::mov64_imm(R0, bpf::xdp_action::TX), Insn::exit()], "GPL", bpf::BPF_XDP, "fp_gen")
-                    .unwrap();
+                let prog =
+                    Prog::load(ProgType::XDP, &[Insn::mov64_imm(R0, bpf::xdp_action::TX), Insn::exit()], "GPL", bpf::BPF_XDP, "fp_gen")
+                        .unwrap();
                 let idx = ifindex("ga0").unwrap();
                 let start = Instant::now();
                 let mut sent = 0u64;
@@ -131,12 +133,7 @@ fn rate_af_xdp_forwarding() {
         return;
     }
     let cfg = XdpConfig::default();
-    measure(
-        "af_xdp",
-        vec![PortSpec::AfXdp { iface: "da0".into(), cfg }, PortSpec::AfXdp { iface: "da1".into(), cfg }],
-        1,
-        false,
-    );
+    measure("af_xdp", vec![PortSpec::AfXdp { iface: "da0".into(), cfg }, PortSpec::AfXdp { iface: "da1".into(), cfg }], 1, false);
 }
 
 #[test]
@@ -164,10 +161,5 @@ fn rate_af_xdp_forwarding_busy_poll() {
         return;
     }
     let cfg = XdpConfig { busy_poll_us: 20, ..XdpConfig::default() };
-    measure(
-        "af_xdp busy-poll",
-        vec![PortSpec::AfXdp { iface: "da0".into(), cfg }, PortSpec::AfXdp { iface: "da1".into(), cfg }],
-        1,
-        false,
-    );
+    measure("af_xdp busy-poll", vec![PortSpec::AfXdp { iface: "da0".into(), cfg }, PortSpec::AfXdp { iface: "da1".into(), cfg }], 1, false);
 }

@@ -13,9 +13,7 @@ use fastpath_packet::pool::MAX_FRAME;
 use fastpath_packet::{Batch, Pool};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption,
-};
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, Endianness, TsResolution};
 
@@ -43,12 +41,7 @@ fn ts(k: usize) -> Duration {
 }
 
 fn classic_bytes(endianness: Endianness, res: TsResolution, frames: &[Vec<u8>]) -> Vec<u8> {
-    let header = PcapHeader {
-        endianness,
-        ts_resolution: res,
-        datalink: DataLink::ETHERNET,
-        ..PcapHeader::default()
-    };
+    let header = PcapHeader { endianness, ts_resolution: res, datalink: DataLink::ETHERNET, ..PcapHeader::default() };
     let mut w = PcapWriter::with_header(Vec::new(), header).unwrap();
     for (k, f) in frames.iter().enumerate() {
         w.write_packet(&PcapPacket::new(ts(k), f.len() as u32, f)).unwrap();
@@ -59,11 +52,8 @@ fn classic_bytes(endianness: Endianness, res: TsResolution, frames: &[Vec<u8>]) 
 fn ng_bytes(endianness: Endianness, frames: &[Vec<u8>]) -> Vec<u8> {
     let mut w = PcapNgWriter::with_endianness(Vec::new(), endianness).unwrap();
     // pcap-file writes EPB timestamps in ns, so the interface must say so (if_tsresol = 9).
-    let idb = InterfaceDescriptionBlock {
-        linktype: DataLink::ETHERNET,
-        snaplen: 0,
-        options: vec![InterfaceDescriptionOption::IfTsResol(9)],
-    };
+    let idb =
+        InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0, options: vec![InterfaceDescriptionOption::IfTsResol(9)] };
     w.write_pcapng_block(idb).unwrap();
     for (k, f) in frames.iter().enumerate() {
         let epb = EnhancedPacketBlock {
@@ -104,10 +94,13 @@ fn drain(mut src: PcapSource) -> (Vec<Vec<u8>>, Vec<u64>, PcapSource) {
 }
 
 fn expected_frames() -> Vec<Vec<u8>> {
-    frames().into_iter().map(|mut f| {
-        f.truncate(MAX_FRAME);
-        f
-    }).collect()
+    frames()
+        .into_iter()
+        .map(|mut f| {
+            f.truncate(MAX_FRAME);
+            f
+        })
+        .collect()
 }
 
 fn ns(k: usize) -> u64 {
@@ -116,8 +109,7 @@ fn ns(k: usize) -> u64 {
 
 #[test]
 fn classic_little_endian_microseconds() {
-    let (got, tss, src) =
-        read_all(classic_bytes(Endianness::Little, TsResolution::MicroSecond, &frames()));
+    let (got, tss, src) = read_all(classic_bytes(Endianness::Little, TsResolution::MicroSecond, &frames()));
     assert_eq!(src.format(), PcapFormat::Classic { big_endian: false, nanos: false });
     assert_eq!(got, expected_frames());
     // µs files lose the sub-µs digits.
@@ -131,8 +123,7 @@ fn classic_little_endian_microseconds() {
 
 #[test]
 fn classic_big_endian_nanoseconds() {
-    let (got, tss, src) =
-        read_all(classic_bytes(Endianness::Big, TsResolution::NanoSecond, &frames()));
+    let (got, tss, src) = read_all(classic_bytes(Endianness::Big, TsResolution::NanoSecond, &frames()));
     assert_eq!(src.format(), PcapFormat::Classic { big_endian: true, nanos: true });
     assert_eq!(got, expected_frames());
     assert_eq!(tss, (0..LENS.len()).map(ns).collect::<Vec<_>>());
@@ -140,8 +131,7 @@ fn classic_big_endian_nanoseconds() {
 
 #[test]
 fn classic_little_endian_nanoseconds() {
-    let (got, tss, _) =
-        read_all(classic_bytes(Endianness::Little, TsResolution::NanoSecond, &frames()));
+    let (got, tss, _) = read_all(classic_bytes(Endianness::Little, TsResolution::NanoSecond, &frames()));
     assert_eq!(got, expected_frames());
     assert_eq!(tss, (0..LENS.len()).map(ns).collect::<Vec<_>>());
 }
@@ -318,10 +308,7 @@ fn truncated_message_is_clear() {
     let src = PcapSource::from_reader("in", "in.pcap", std::io::Cursor::new(bytes[..cut].to_vec())).unwrap();
     let (got, _, src) = drain(src);
     assert_eq!(got.len(), 2);
-    assert_eq!(
-        src.error().unwrap().to_string(),
-        "in.pcap: truncated record at byte 177 after 2 packets"
-    );
+    assert_eq!(src.error().unwrap().to_string(), "in.pcap: truncated record at byte 177 after 2 packets");
 }
 
 #[test]
@@ -359,9 +346,7 @@ fn corrupt_pcapng_trailer_and_interface() {
 
 #[test]
 fn not_a_capture_file() {
-    let e = PcapSource::from_reader("in", "x.txt", std::io::Cursor::new(b"hello world, no pcap here".to_vec()))
-        .err()
-        .unwrap();
+    let e = PcapSource::from_reader("in", "x.txt", std::io::Cursor::new(b"hello world, no pcap here".to_vec())).err().unwrap();
     assert_eq!(e.to_string(), "x.txt: not a pcap or pcapng file (magic 0x68656c6c)");
     let e = PcapSource::from_reader("in", "empty.pcap", std::io::Cursor::new(Vec::new())).err().unwrap();
     assert!(matches!(e.kind, PcapErrorKind::Truncated { at_byte: 0, after_pkts: 0 }));
@@ -426,10 +411,7 @@ fn damaged_input_still_writes_output() {
     let bytes = classic_bytes(Endianness::Little, TsResolution::MicroSecond, &frames());
     let cut = bytes.len() - 5; // inside the last record
     std::fs::write(&inp, &bytes[..cut]).unwrap();
-    let ports: Vec<Box<dyn Port>> = vec![
-        Box::new(PcapSource::open("in", &inp).unwrap()),
-        Box::new(PcapSink::create("out", &out).unwrap()),
-    ];
+    let ports: Vec<Box<dyn Port>> = vec![Box::new(PcapSource::open("in", &inp).unwrap()), Box::new(PcapSink::create("out", &out).unwrap())];
     let mut w = Worker::new(Pool::new(64), ports, TxAll(1));
     assert_eq!(w.run_until_exhausted(), RunEnd::Exhausted);
     let msg = w.ports()[0].error().map(|e| e.to_string()).unwrap();

@@ -73,11 +73,8 @@ fn frames_of(bytes: &[u8]) -> Vec<Vec<u8>> {
 
 fn ng_of(frames: &[Vec<u8>]) -> Vec<u8> {
     let mut w = PcapNgWriter::new(Vec::new()).unwrap();
-    let idb = InterfaceDescriptionBlock {
-        linktype: DataLink::ETHERNET,
-        snaplen: 0,
-        options: vec![InterfaceDescriptionOption::IfTsResol(9)],
-    };
+    let idb =
+        InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0, options: vec![InterfaceDescriptionOption::IfTsResol(9)] };
     w.write_pcapng_block(idb).unwrap();
     for (k, f) in frames.iter().enumerate() {
         let epb = EnhancedPacketBlock {

@@ -40,9 +40,7 @@ fn main() -> Result<(), LabError> {
             "--json" => json = Some(v()),
             "--html" => html = Some(v()),
             "--iperf2" => tools.push(TcpTool::Iperf2),
-            "--fastpath-cmd" => {
-                fastpath_cmd = Some(v().split_whitespace().map(String::from).collect::<Vec<_>>())
-            }
+            "--fastpath-cmd" => fastpath_cmd = Some(v().split_whitespace().map(String::from).collect::<Vec<_>>()),
             x => return Err(LabError::Config(format!("unknown argument {x}"))),
         }
     }
@@ -62,49 +60,24 @@ fn main() -> Result<(), LabError> {
     let mut progress = |l: &str| eprintln!("{l}");
     let lines = match test.as_str() {
         "rfc2544" => {
-            let cfg = Rfc2544Config {
-                duts,
-                frame_sizes: sizes,
-                flows,
-                loss_threshold: loss,
-                trial_s,
-                max_trials,
-                ..Rfc2544Config::default()
-            };
+            let cfg =
+                Rfc2544Config { duts, frame_sizes: sizes, flows, loss_threshold: loss, trial_s, max_trials, ..Rfc2544Config::default() };
             let r = rfc2544::run(&cfg, &mut progress)?;
             r.add_to(&mut report);
             r.json_lines()
         }
         "tcp" => {
-            let cfg = TcpConfig {
-                duts,
-                streams,
-                duration_s: seconds,
-                tools,
-            };
+            let cfg = TcpConfig { duts, streams, duration_s: seconds, tools };
             let r = tcp::run(&cfg, &mut progress)?;
             r.add_to(&mut report);
             r.json_lines()
         }
         "gen" => {
-            let cfg = GenConfig {
-                sizes: Sizes::Sweep(sizes),
-                flows: flows[0],
-                duration_s: trial_s,
-                ..GenConfig::default()
-            };
+            let cfg = GenConfig { sizes: Sizes::Sweep(sizes), flows: flows[0], duration_s: trial_s, ..GenConfig::default() };
             let r = gen::run(&cfg, &mut progress)?;
-            r.trials
-                .iter()
-                .filter_map(|t| serde_json::to_string(t).ok())
-                .map(|s| s + "\n")
-                .collect()
+            r.trials.iter().filter_map(|t| serde_json::to_string(t).ok()).map(|s| s + "\n").collect()
         }
-        _ => {
-            return Err(LabError::Config(
-                "usage: lab rfc2544|tcp|gen [--dut NAME]... (see the file's doc)".into(),
-            ))
-        }
+        _ => return Err(LabError::Config("usage: lab rfc2544|tcp|gen [--dut NAME]... (see the file's doc)".into())),
     };
     print!("{lines}");
     if let Some(p) = json {

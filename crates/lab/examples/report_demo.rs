@@ -4,16 +4,9 @@
 use fastpath_lab::report::{Chart, Report};
 
 fn main() -> std::io::Result<()> {
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "report-demo.html".into());
+    let path = std::env::args().nth(1).unwrap_or_else(|| "report-demo.html".into());
     let sizes = [64.0, 128.0, 256.0, 512.0, 1024.0, 1280.0, 1518.0];
-    let duts = [
-        ("fastpath", 1.6),
-        ("linux-bridge-tuned", 0.85),
-        ("testpmd-afxdp", 1.05),
-        ("ovs-afxdp", 0.95),
-    ];
+    let duts = [("fastpath", 1.6), ("linux-bridge-tuned", 0.85), ("testpmd-afxdp", 1.05), ("ovs-afxdp", 0.95)];
     let mut r = Report::new("fastpath lab — RFC 2544 on veth (demo data)");
     r.para("Generator ▸ DUT ▸ sink in three network namespaces joined by veth pairs; one DUT core; 0 % loss threshold; 2 s trials.")
         .pre("fastpath lab rfc2544 --dut fastpath --dut linux-bridge-tuned --trial-s 2")
@@ -24,19 +17,23 @@ fn main() -> std::io::Result<()> {
                 .map(|(d, m)| vec![d.to_string(), "64".into(), format!("{m:.3}"), format!("{:.3}", m * 64.0 * 8.0 / 1e3), "210".into()])
                 .collect(),
         )
-        .line_chart(
-            duts.iter().fold(
-                Chart::new("Throughput vs frame size").x_label("frame size (bytes)").y_label("throughput (Mpps)").log_x().x_ticks(&sizes),
-                |c, (d, m)| c.series(*d, sizes.iter().map(|&s| (s, m * (1.0 - s / 4000.0))).collect()),
-            ),
-        )
-        .bar_chart(
-            duts.iter().fold(
-                Chart::new("Latency at 50 % of the no-drop rate, 64 B").x_label("percentile").y_label("latency (µs)"),
-                |c, (d, m)| c.bars(*d, ["min", "p50", "p99", "p99.9", "max"].iter().enumerate()
-                    .map(|(i, p)| (p.to_string(), (i as f64 + 1.0).powi(2) * 30.0 / m)).collect()),
-            ),
-        )
+        .line_chart(duts.iter().fold(
+            Chart::new("Throughput vs frame size").x_label("frame size (bytes)").y_label("throughput (Mpps)").log_x().x_ticks(&sizes),
+            |c, (d, m)| c.series(*d, sizes.iter().map(|&s| (s, m * (1.0 - s / 4000.0))).collect()),
+        ))
+        .bar_chart(duts.iter().fold(
+            Chart::new("Latency at 50 % of the no-drop rate, 64 B").x_label("percentile").y_label("latency (µs)"),
+            |c, (d, m)| {
+                c.bars(
+                    *d,
+                    ["min", "p50", "p99", "p99.9", "max"]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| (p.to_string(), (i as f64 + 1.0).powi(2) * 30.0 / m))
+                        .collect(),
+                )
+            },
+        ))
         .heading("TCP")
         .line_chart(
             Chart::new("iperf3 throughput over time, 4 streams")

@@ -93,16 +93,10 @@ impl DutKind {
             "bridge" => "linux-bridge",
             x => x,
         };
-        DutKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = DutKind::ALL.iter().map(|k| k.name()).collect();
-                LabError::Config(format!(
-                    "unknown DUT \"{s}\" (one of: {})",
-                    names.join(", ")
-                ))
-            })
+        DutKind::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = DutKind::ALL.iter().map(|k| k.name()).collect();
+            LabError::Config(format!("unknown DUT \"{s}\" (one of: {})", names.join(", ")))
+        })
     }
 }
 
@@ -155,9 +149,7 @@ pub struct Dut {
 }
 
 fn have(prog: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
-        .unwrap_or(false)
+    std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file())).unwrap_or(false)
         || Path::new(prog).is_file()
 }
 
@@ -181,23 +173,14 @@ fn tmp_dir(tag: &str) -> Result<PathBuf, LabError> {
 }
 
 /// Waits until `ok()` or the timeout; `what` names the condition in the error.
-fn wait_for(
-    kind: DutKind,
-    timeout: Duration,
-    what: &str,
-    mut ok: impl FnMut() -> Result<bool, LabError>,
-) -> Result<(), LabError> {
+fn wait_for(kind: DutKind, timeout: Duration, what: &str, mut ok: impl FnMut() -> Result<bool, LabError>) -> Result<(), LabError> {
     let t0 = Instant::now();
     loop {
         if ok()? {
             return Ok(());
         }
         if t0.elapsed() > timeout {
-            return Err(LabError::Io(format!(
-                "{}: not ready after {:?}: {what}",
-                kind.name(),
-                timeout
-            )));
+            return Err(LabError::Io(format!("{}: not ready after {:?}: {what}", kind.name(), timeout)));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -212,13 +195,7 @@ impl Dut {
     /// [`LabError::Unavailable`] when its program is not installed; [`LabError::Cmd`] or
     /// [`LabError::Io`] when it fails to start or to become ready (its log is in the message).
     pub fn start(t: &Topology, cfg: &DutConfig) -> Result<Dut, LabError> {
-        let mut d = Dut {
-            kind: cfg.kind,
-            ns: t.dut_ns.clone(),
-            children: Vec::new(),
-            tmp: None,
-            napi_pids: Vec::new(),
-        };
+        let mut d = Dut { kind: cfg.kind, ns: t.dut_ns.clone(), children: Vec::new(), tmp: None, napi_pids: Vec::new() };
         // From here on the lab's own threads stay off the DUT's core (lifted again by `stop`).
         topo::reserve_dut_core(Some(cfg.core));
         match cfg.kind {
@@ -274,21 +251,7 @@ impl Dut {
 
     fn bridge(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
         let ns = &t.dut_ns;
-        ns_exec(
-            ns,
-            &[
-                "ip",
-                "link",
-                "add",
-                "br0",
-                "type",
-                "bridge",
-                "forward_delay",
-                "0",
-                "stp_state",
-                "0",
-            ],
-        )?;
+        ns_exec(ns, &["ip", "link", "add", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0"])?;
         for p in [t.dut_in, t.dut_out] {
             ns_exec(ns, &["ip", "link", "set", p, "master", "br0"])?;
         }
@@ -296,10 +259,7 @@ impl Dut {
         if cfg.kind == DutKind::LinuxBridgeTuned {
             // Netfilter calls off (the sysctls exist only with br_netfilter loaded).
             for k in ["iptables", "ip6tables", "arptables"] {
-                let _ = ns_exec(
-                    ns,
-                    &["sysctl", "-qw", &format!("net.bridge.bridge-nf-call-{k}=0")],
-                );
+                let _ = ns_exec(ns, &["sysctl", "-qw", &format!("net.bridge.bridge-nf-call-{k}=0")]);
             }
             // Threaded NAPI: receive processing moves from the sender's softirq to kernel threads,
             // which we pin to the DUT core.
@@ -314,13 +274,7 @@ impl Dut {
         })
     }
 
-    fn spawn(
-        &mut self,
-        label: &str,
-        ns: Option<&str>,
-        argv: &[String],
-        log: &Path,
-    ) -> Result<(), LabError> {
+    fn spawn(&mut self, label: &str, ns: Option<&str>, argv: &[String], log: &Path) -> Result<(), LabError> {
         let logf = std::fs::File::create(log)?;
         let mut cmd = match ns {
             Some(ns) => {
@@ -339,11 +293,7 @@ impl Dut {
             .stdout(logf.try_clone()?)
             .stderr(logf)
             .spawn()
-            .map_err(|e| LabError::Cmd {
-                cmd: argv.join(" "),
-                status: -1,
-                stderr: e.to_string(),
-            })?;
+            .map_err(|e| LabError::Cmd { cmd: argv.join(" "), status: -1, stderr: e.to_string() })?;
         self.children.push((label.to_owned(), child));
         Ok(())
     }
@@ -363,10 +313,7 @@ impl Dut {
         self.tmp = Some(tmp.clone());
         let (a, b) = (t.dut_in, t.dut_out);
         let vdevs = if cfg.kind == DutKind::TestpmdAfXdp {
-            [
-                format!("net_af_xdp0,iface={a},start_queue=0,queue_count=1"),
-                format!("net_af_xdp1,iface={b},start_queue=0,queue_count=1"),
-            ]
+            [format!("net_af_xdp0,iface={a},start_queue=0,queue_count=1"), format!("net_af_xdp1,iface={b},start_queue=0,queue_count=1")]
         } else {
             [
                 format!("net_af_packet0,iface={a},qpairs=1,qdisc_bypass=1,blocksz=4096,framesz=2048,framecnt=512"),
@@ -374,11 +321,7 @@ impl Dut {
             ]
         };
         let main_core = if cfg.core == 0 { 1 } else { 0 };
-        let prefix = tmp
-            .file_name()
-            .and_then(|s| s.to_str())
-            .unwrap_or("fp-testpmd")
-            .to_owned();
+        let prefix = tmp.file_name().and_then(|s| s.to_str()).unwrap_or("fp-testpmd").to_owned();
         // stdbuf: testpmd's stdout goes to a file, where it would be block-buffered and the
         // "Press enter to exit" line (our ready signal) would never show.
         let mut argv: Vec<String> = vec![
@@ -401,16 +344,7 @@ impl Dut {
             argv.push(v);
         }
         argv.extend(
-            [
-                "--",
-                "--forward-mode=io",
-                "--nb-cores=1",
-                "--auto-start",
-                "--rxq=1",
-                "--txq=1",
-                "--total-num-mbufs=16384",
-            ]
-            .map(String::from),
+            ["--", "--forward-mode=io", "--nb-cores=1", "--auto-start", "--rxq=1", "--txq=1", "--total-num-mbufs=16384"].map(String::from),
         );
         let log = tmp.join("testpmd.log");
         self.spawn("dpdk-testpmd", Some(&t.dut_ns), &argv, &log)?;
@@ -418,9 +352,7 @@ impl Dut {
         let logp = log.clone();
         let r = wait_for(kind, cfg.ready_timeout, "testpmd forwarding", || {
             self.alive()?;
-            Ok(std::fs::read_to_string(&logp)
-                .map(|s| s.contains("Press enter to exit"))
-                .unwrap_or(false))
+            Ok(std::fs::read_to_string(&logp).map(|s| s.contains("Press enter to exit")).unwrap_or(false))
         });
         r.map_err(|e| with_log(e, &log))
     }
@@ -429,16 +361,10 @@ impl Dut {
         for p in ["ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl"] {
             need(cfg.kind, p)?;
         }
-        let schema = [
-            "/usr/share/openvswitch/vswitch.ovsschema",
-            "/usr/local/share/openvswitch/vswitch.ovsschema",
-        ]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .ok_or_else(|| LabError::Unavailable {
-            dut: "ovs-afxdp".into(),
-            why: "vswitch.ovsschema not found".into(),
-        })?;
+        let schema = ["/usr/share/openvswitch/vswitch.ovsschema", "/usr/local/share/openvswitch/vswitch.ovsschema"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .ok_or_else(|| LabError::Unavailable { dut: "ovs-afxdp".into(), why: "vswitch.ovsschema not found".into() })?;
         let tmp = tmp_dir("ovs")?;
         self.tmp = Some(tmp.clone());
         let p = |f: &str| tmp.join(f).to_string_lossy().into_owned();
@@ -454,29 +380,16 @@ impl Dut {
         ];
         // Inside the DUT namespace too (its unix socket is a file, reachable from anywhere), so
         // the topology's teardown finds it even if this process dies before stopping it.
-        self.spawn(
-            "ovsdb-server",
-            Some(&t.dut_ns),
-            &server,
-            &tmp.join("ovsdb.log"),
-        )?;
+        self.spawn("ovsdb-server", Some(&t.dut_ns), &server, &tmp.join("ovsdb.log"))?;
         let vsctl = |args: &[&str]| -> Result<String, LabError> {
             let mut a = vec!["--db", sock.as_str(), "--timeout=10"];
             a.extend_from_slice(args);
             run_cmd("ovs-vsctl", &a)
         };
         let kind = cfg.kind;
-        wait_for(kind, cfg.ready_timeout, "ovsdb-server socket", || {
-            Ok(Path::new(&p("db.sock")).exists())
-        })?;
+        wait_for(kind, cfg.ready_timeout, "ovsdb-server socket", || Ok(Path::new(&p("db.sock")).exists()))?;
         vsctl(&["--no-wait", "init"])?;
-        vsctl(&[
-            "--no-wait",
-            "set",
-            "Open_vSwitch",
-            ".",
-            &format!("other_config:pmd-cpu-mask=0x{:x}", 1u64 << cfg.core),
-        ])?;
+        vsctl(&["--no-wait", "set", "Open_vSwitch", ".", &format!("other_config:pmd-cpu-mask=0x{:x}", 1u64 << cfg.core)])?;
         let vswitchd: Vec<String> = vec![
             "ovs-vswitchd".into(),
             sock.clone(),
@@ -485,28 +398,9 @@ impl Dut {
         ];
         let log = tmp.join("vswitchd.log");
         self.spawn("ovs-vswitchd", Some(&t.dut_ns), &vswitchd, &log)?;
-        vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-        ])
-        .map_err(|e| with_log(e, &log))?;
+        vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]).map_err(|e| with_log(e, &log))?;
         for port in [t.dut_in, t.dut_out] {
-            vsctl(&[
-                "add-port",
-                "br0",
-                port,
-                "--",
-                "set",
-                "interface",
-                port,
-                "type=afxdp",
-            ])
-            .map_err(|e| with_log(e, &log))?;
+            vsctl(&["add-port", "br0", port, "--", "set", "interface", port, "type=afxdp"]).map_err(|e| with_log(e, &log))?;
         }
         let r = wait_for(kind, cfg.ready_timeout, "afxdp ports up", || {
             self.alive()?;
@@ -525,11 +419,7 @@ impl Dut {
     }
 
     fn fastpath(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
-        let argv: Vec<String> = cfg
-            .fastpath_cmd
-            .iter()
-            .map(|a| a.replace("{in}", t.dut_in).replace("{out}", t.dut_out))
-            .collect();
+        let argv: Vec<String> = cfg.fastpath_cmd.iter().map(|a| a.replace("{in}", t.dut_in).replace("{out}", t.dut_out)).collect();
         let prog = argv.first().cloned().unwrap_or_default();
         need(cfg.kind, &prog)?;
         let tmp = tmp_dir("fastpath")?;
@@ -538,16 +428,11 @@ impl Dut {
         self.spawn("fastpath", Some(&t.dut_ns), &argv, &log)?;
         let t0 = Instant::now();
         let (ns, port) = (t.dut_ns.clone(), t.dut_in);
-        let r = wait_for(
-            cfg.kind,
-            cfg.ready_timeout,
-            "XDP program on the ingress port",
-            || {
-                self.alive()?;
-                let out = ns_exec(&ns, &["ip", "link", "show", port])?;
-                Ok(out.contains("xdp") || t0.elapsed() > Duration::from_secs(2))
-            },
-        );
+        let r = wait_for(cfg.kind, cfg.ready_timeout, "XDP program on the ingress port", || {
+            self.alive()?;
+            let out = ns_exec(&ns, &["ip", "link", "show", port])?;
+            Ok(out.contains("xdp") || t0.elapsed() > Duration::from_secs(2))
+        });
         r.map_err(|e| with_log(e, &log))
     }
 
@@ -601,11 +486,7 @@ fn with_log(e: LabError, log: &Path) -> LabError {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let tail: Vec<&str> = text.lines().rev().take(15).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    LabError::Io(format!(
-        "{e}\n--- {} ---\n{}",
-        log.display(),
-        tail.join("\n")
-    ))
+    LabError::Io(format!("{e}\n--- {} ---\n{}", log.display(), tail.join("\n")))
 }
 
 #[cfg(test)]

@@ -38,10 +38,7 @@ use std::io;
 use std::path::Path;
 
 /// Series colours: Tableau 10, distinguishable in print and by most colour-blind readers.
-const PALETTE: [&str; 10] = [
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#bab0ac",
-];
+const PALETTE: [&str; 10] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
 
 /// Width of every chart in SVG user units.
 const W: f64 = 760.0;
@@ -54,8 +51,7 @@ const RIGHT: f64 = 24.0;
 /// Bottom margin: x tick labels and the x axis label.
 const BOTTOM: f64 = 58.0;
 /// Font stack of the page and the charts (installed system fonts only).
-const FONT: &str =
-    "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif";
+const FONT: &str = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif";
 
 /// One named series of (x, y) points, drawn as a line with markers.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -97,10 +93,7 @@ pub struct Chart {
 impl Chart {
     /// A chart with a title and no data.
     pub fn new(title: impl Into<String>) -> Chart {
-        Chart {
-            title: title.into(),
-            ..Chart::default()
-        }
+        Chart { title: title.into(), ..Chart::default() }
     }
 
     /// Sets the x axis label (include the unit).
@@ -129,19 +122,13 @@ impl Chart {
 
     /// Adds a line series.
     pub fn series(mut self, name: impl Into<String>, points: Vec<(f64, f64)>) -> Chart {
-        self.series.push(Series {
-            name: name.into(),
-            points,
-        });
+        self.series.push(Series { name: name.into(), points });
         self
     }
 
     /// Adds a bar series.
     pub fn bars(mut self, name: impl Into<String>, bars: Vec<(String, f64)>) -> Chart {
-        self.bars.push(BarSeries {
-            name: name.into(),
-            bars,
-        });
+        self.bars.push(BarSeries { name: name.into(), bars });
         self
     }
 }
@@ -151,10 +138,7 @@ enum Block {
     Heading(String),
     Para(String),
     Pre(String),
-    Table {
-        headers: Vec<String>,
-        rows: Vec<Vec<String>>,
-    },
+    Table { headers: Vec<String>, rows: Vec<Vec<String>> },
     Svg(String),
 }
 
@@ -168,10 +152,7 @@ pub struct Report {
 impl Report {
     /// An empty report; `title` becomes the page title and the top heading.
     pub fn new(title: impl Into<String>) -> Report {
-        Report {
-            title: title.into(),
-            blocks: Vec::new(),
-        }
+        Report { title: title.into(), blocks: Vec::new() }
     }
 
     /// Adds a section heading.
@@ -219,11 +200,7 @@ impl Report {
         o.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n");
         o.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n");
         let _ = writeln!(o, "<title>{t}</title>");
-        let _ = writeln!(
-            o,
-            "<style>{}</style>\n</head>\n<body>\n<main>\n<h1>{t}</h1>",
-            css()
-        );
+        let _ = writeln!(o, "<style>{}</style>\n</head>\n<body>\n<main>\n<h1>{t}</h1>", css());
         for b in &self.blocks {
             match b {
                 Block::Heading(s) => {
@@ -283,12 +260,7 @@ footer {{ max-width: 980px; margin: 0 auto; padding: 12px 32px 24px; color: #656
 }
 
 fn table_html(o: &mut String, headers: &[String], rows: &[Vec<String>]) {
-    let cols = rows
-        .iter()
-        .map(Vec::len)
-        .chain(std::iter::once(headers.len()))
-        .max()
-        .unwrap_or(0);
+    let cols = rows.iter().map(Vec::len).chain(std::iter::once(headers.len())).max().unwrap_or(0);
     // A column is numeric when every non-empty cell in it is a number.
     let numeric: Vec<bool> = (0..cols)
         .map(|c| {
@@ -411,9 +383,7 @@ impl LinAxis {
 
     fn ticks(&self) -> Vec<f64> {
         let n = ((self.hi - self.lo) / self.step).round() as i64;
-        (0..=n.clamp(0, 100))
-            .map(|i| self.lo + i as f64 * self.step)
-            .collect()
+        (0..=n.clamp(0, 100)).map(|i| self.lo + i as f64 * self.step).collect()
     }
 }
 
@@ -431,28 +401,15 @@ impl LogAxis {
             return LogAxis { lo: 1.0, hi: 10.0 };
         }
         if max == min {
-            return LogAxis {
-                lo: min / 2.0,
-                hi: max * 2.0,
-            };
+            return LogAxis { lo: min / 2.0, hi: max * 2.0 };
         }
         let pad = (max / min).powf(0.04);
-        LogAxis {
-            lo: min / pad,
-            hi: max * pad,
-        }
+        LogAxis { lo: min / pad, hi: max * pad }
     }
 
     fn ticks(&self) -> Vec<f64> {
-        let (e0, e1) = (
-            self.lo.log10().floor() as i32,
-            self.hi.log10().ceil() as i32,
-        );
-        let mults: &[f64] = if e1 - e0 > 3 {
-            &[1.0]
-        } else {
-            &[1.0, 2.0, 5.0]
-        };
+        let (e0, e1) = (self.lo.log10().floor() as i32, self.hi.log10().ceil() as i32);
+        let mults: &[f64] = if e1 - e0 > 3 { &[1.0] } else { &[1.0, 2.0, 5.0] };
         let mut t = Vec::new();
         for e in e0..=e1.min(e0 + 40) {
             for m in mults {
@@ -599,10 +556,7 @@ fn svg_open(o: &mut String, title: &str, names: &[&str]) -> Frame {
         esc(FONT)
     );
     let _ = writeln!(o, "<title>{}</title>", esc(title));
-    let _ = writeln!(
-        o,
-        "<rect x=\"0\" y=\"0\" width=\"{W}\" height=\"{H}\" fill=\"#ffffff\"/>"
-    );
+    let _ = writeln!(o, "<rect x=\"0\" y=\"0\" width=\"{W}\" height=\"{H}\" fill=\"#ffffff\"/>");
     let _ = writeln!(
         o,
         "<text class=\"chart-title\" x=\"{}\" y=\"26\" text-anchor=\"middle\" font-size=\"16\" \
@@ -623,17 +577,8 @@ fn svg_open(o: &mut String, title: &str, names: &[&str]) -> Frame {
             esc(name)
         );
     }
-    let top = if rows == 0 {
-        48.0
-    } else {
-        44.0 + rows as f64 * 18.0 + 6.0
-    };
-    Frame {
-        x0: LEFT,
-        x1: W - RIGHT,
-        y0: top,
-        y1: H - BOTTOM,
-    }
+    let top = if rows == 0 { 48.0 } else { 44.0 + rows as f64 * 18.0 + 6.0 };
+    Frame { x0: LEFT, x1: W - RIGHT, y0: top, y1: H - BOTTOM }
 }
 
 /// Draws the y grid, y ticks and labels, the frame and both axis labels.
@@ -684,11 +629,7 @@ fn axes(o: &mut String, f: &Frame, y: &LinAxis, x_label: &str, y_label: &str) {
 /// One x tick mark with its label at screen x `px`.
 fn x_tick(o: &mut String, f: &Frame, px: f64, label: &str, grid: bool) {
     if grid {
-        let _ = write!(
-            o,
-            "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" stroke=\"#eef1f4\"/>",
-            f.y0, f.y1
-        );
+        let _ = write!(o, "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" stroke=\"#eef1f4\"/>", f.y0, f.y1);
     }
     let _ = writeln!(
         o,
@@ -730,45 +671,20 @@ fn line_svg(c: &Chart) -> String {
     let names: Vec<&str> = c.series.iter().map(|s| s.name.as_str()).collect();
     let f = svg_open(&mut o, &c.title, &names);
     let ok = |&(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!c.log_x || x > 0.0);
-    let pts = || {
-        c.series
-            .iter()
-            .flat_map(|s| s.points.iter().copied())
-            .filter(|p| ok(p))
-    };
+    let pts = || c.series.iter().flat_map(|s| s.points.iter().copied()).filter(|p| ok(p));
     let y = y_axis(pts().map(|p| p.1));
     let any = pts().next().is_some();
-    let (xmin, xmax) = pts().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
-        (a.min(p.0), b.max(p.0))
-    });
+    let (xmin, xmax) = pts().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.0), b.max(p.0)));
     // x fraction of the axis for a data x.
     let (scale, ticks): (XScale, Vec<(f64, String)>) = if c.log_x {
         let a = LogAxis::new(xmin, xmax);
-        let scale = XScale::Log {
-            l0: a.lo.log10(),
-            l1: a.hi.log10(),
-        };
-        let t = a
-            .ticks()
-            .into_iter()
-            .map(|v| (scale.frac(v), fmt_log_tick(v)))
-            .collect();
+        let scale = XScale::Log { l0: a.lo.log10(), l1: a.hi.log10() };
+        let t = a.ticks().into_iter().map(|v| (scale.frac(v), fmt_log_tick(v))).collect();
         (scale, t)
     } else {
-        let a = if any {
-            LinAxis::new(xmin, xmax, 8)
-        } else {
-            LinAxis::new(0.0, 1.0, 8)
-        };
-        let scale = XScale::Lin {
-            lo: a.lo,
-            span: a.hi - a.lo,
-        };
-        let t = a
-            .ticks()
-            .into_iter()
-            .map(|v| (scale.frac(v), fmt_tick(v, a.step)))
-            .collect();
+        let a = if any { LinAxis::new(xmin, xmax, 8) } else { LinAxis::new(0.0, 1.0, 8) };
+        let scale = XScale::Lin { lo: a.lo, span: a.hi - a.lo };
+        let t = a.ticks().into_iter().map(|v| (scale.frac(v), fmt_tick(v, a.step))).collect();
         (scale, t)
     };
     let xt = |x: f64| scale.frac(x);
@@ -776,13 +692,8 @@ fn line_svg(c: &Chart) -> String {
         ticks
     } else {
         let fine = |v: &f64| v.is_finite() && (!c.log_x || *v > 0.0);
-        let t = c
-            .x_ticks
-            .iter()
-            .filter(|v| fine(v))
-            .map(|&v| (xt(v), fmt_short(v, 4)));
-        t.filter(|(t, _)| (-1e-9..=1.0 + 1e-9).contains(t))
-            .collect()
+        let t = c.x_ticks.iter().filter(|v| fine(v)).map(|&v| (xt(v), fmt_short(v, 4)));
+        t.filter(|(t, _)| (-1e-9..=1.0 + 1e-9).contains(t)).collect()
     };
     axes(&mut o, &f, &y, &c.x_label, &c.y_label);
     o.push_str("<g class=\"x-axis\">\n");
@@ -804,13 +715,7 @@ fn line_svg(c: &Chart) -> String {
                 pen_down = false; // a gap: the next point starts a new sub-path
                 continue;
             }
-            let _ = write!(
-                d,
-                "{}{:.1} {:.1} ",
-                if pen_down { "L" } else { "M" },
-                f.sx(xt(p.0)),
-                f.sy(yt(p.1))
-            );
+            let _ = write!(d, "{}{:.1} {:.1} ", if pen_down { "L" } else { "M" }, f.sx(xt(p.0)), f.sy(yt(p.1)));
             pen_down = true;
         }
         let _ = writeln!(o, "<g class=\"series\" stroke=\"{col}\" fill=\"{col}\">");
@@ -848,10 +753,7 @@ fn bar_svg(c: &Chart) -> String {
     let mut all: Vec<BarSeries> = c.bars.clone();
     for s in &c.series {
         let bars = s.points.iter().map(|&(x, y)| (fmt_val(x), y)).collect();
-        all.push(BarSeries {
-            name: s.name.clone(),
-            bars,
-        });
+        all.push(BarSeries { name: s.name.clone(), bars });
     }
     let mut cats: Vec<&str> = Vec::new();
     for s in &all {
@@ -864,11 +766,7 @@ fn bar_svg(c: &Chart) -> String {
     let mut o = String::with_capacity(8 * 1024);
     let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
     let f = svg_open(&mut o, &c.title, &names);
-    let vals = || {
-        all.iter()
-            .flat_map(|s| s.bars.iter().map(|b| b.1))
-            .filter(|v| v.is_finite())
-    };
+    let vals = || all.iter().flat_map(|s| s.bars.iter().map(|b| b.1)).filter(|v| v.is_finite());
     let y = y_axis(vals());
     axes(&mut o, &f, &y, &c.x_label, &c.y_label);
     let yt = |v: f64| (v - y.lo) / (y.hi - y.lo);
@@ -896,11 +794,7 @@ fn bar_svg(c: &Chart) -> String {
             let ci = cats.iter().position(|c| c == k).unwrap_or(0);
             let x = f.x0 + slot * ci as f64 + (slot - group) / 2.0 + bw * si as f64;
             let py = f.sy(yt(*v));
-            let (top, h) = if py < zero {
-                (py, zero - py)
-            } else {
-                (zero, py - zero)
-            };
+            let (top, h) = if py < zero { (py, zero - py) } else { (zero, py - zero) };
             let _ = writeln!(
                 o,
                 "<rect x=\"{:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{h:.1}\" rx=\"1.5\">\
@@ -939,18 +833,11 @@ mod tests {
     /// exactly one root element. Returns the number of elements.
     fn check_xml(s: &str) -> Result<usize, String> {
         fn entity(b: &[u8], i: usize) -> Result<usize, String> {
-            let end = b[i..]
-                .iter()
-                .position(|&c| c == b';')
-                .ok_or(format!("bare & at {i}"))?;
+            let end = b[i..].iter().position(|&c| c == b';').ok_or(format!("bare & at {i}"))?;
             let name = std::str::from_utf8(&b[i + 1..i + end]).map_err(|e| e.to_string())?;
             let ok = matches!(name, "amp" | "lt" | "gt" | "quot" | "apos")
-                || name
-                    .strip_prefix("#x")
-                    .is_some_and(|h| u32::from_str_radix(h, 16).is_ok())
-                || name
-                    .strip_prefix('#')
-                    .is_some_and(|d| d.parse::<u32>().is_ok());
+                || name.strip_prefix("#x").is_some_and(|h| u32::from_str_radix(h, 16).is_ok())
+                || name.strip_prefix('#').is_some_and(|d| d.parse::<u32>().is_ok());
             if ok {
                 Ok(i + end + 1)
             } else {
@@ -1058,10 +945,7 @@ mod tests {
         let mut out = Vec::new();
         let mut rest = html;
         while let Some(a) = rest.find("<svg") {
-            let end = rest[a..]
-                .find("</svg>")
-                .map(|e| a + e + 6)
-                .unwrap_or(rest.len());
+            let end = rest[a..].find("</svg>").map(|e| a + e + 6).unwrap_or(rest.len());
             out.push(&rest[a..end]);
             rest = &rest[end..];
         }
@@ -1076,33 +960,21 @@ mod tests {
             .pre("fastpath lab rfc2544 --dut linux-bridge")
             .table(
                 &["DUT", "Mpps", "loss"],
-                vec![
-                    vec!["linux-bridge".into(), "0.71".into(), "0 %".into()],
-                    vec!["fastpath".into(), "1.52".into()],
-                ],
+                vec![vec!["linux-bridge".into(), "0.71".into(), "0 %".into()], vec!["fastpath".into(), "1.52".into()]],
             )
             .line_chart(
                 Chart::new("Throughput vs frame size")
                     .x_label("frame size (bytes)")
                     .y_label("throughput (Mpps)")
                     .log_x()
-                    .series(
-                        "linux-bridge",
-                        sizes.iter().map(|&s| (s, 0.7 - s / 1e4)).collect(),
-                    )
-                    .series(
-                        "fastpath",
-                        sizes.iter().map(|&s| (s, 1.5 - s / 1e4)).collect(),
-                    ),
+                    .series("linux-bridge", sizes.iter().map(|&s| (s, 0.7 - s / 1e4)).collect())
+                    .series("fastpath", sizes.iter().map(|&s| (s, 1.5 - s / 1e4)).collect()),
             )
             .bar_chart(
                 Chart::new("Latency at 50 % load")
                     .x_label("percentile")
                     .y_label("latency (µs)")
-                    .bars(
-                        "linux-bridge",
-                        vec![("p50".into(), 120.0), ("p99".into(), 410.0)],
-                    )
+                    .bars("linux-bridge", vec![("p50".into(), 120.0), ("p99".into(), 410.0)])
                     .bars("fastpath", vec![("p50".into(), 40.0), ("p99".into(), 95.0)]),
             );
         r
@@ -1149,11 +1021,7 @@ mod tests {
         assert_eq!(line.matches("<circle ").count(), 14);
         let bar = s[1];
         assert!(bar.contains(">latency (µs)</text>") && bar.contains(">p99</text>"));
-        assert_eq!(
-            bar.matches("<rect ").count(),
-            2 + 2 + 4,
-            "background, frame, legend×2, bars×4"
-        );
+        assert_eq!(bar.matches("<rect ").count(), 2 + 2 + 4, "background, frame, legend×2, bars×4");
         assert!(html.contains("<h1>Lab report</h1>") && html.contains("<h2>Throughput</h2>"));
         assert!(html.contains("<td class=\"num\">1.52</td>"));
         assert!(html.contains("<td class=\"num\"></td>"), "short row padded");
@@ -1163,26 +1031,15 @@ mod tests {
     fn caller_text_is_escaped_everywhere() {
         let evil = "a<b & c>\"d\"'";
         let mut r = Report::new(evil);
-        r.para(evil)
-            .pre(evil)
-            .table(&[evil], vec![vec![evil.into()]]);
-        r.line_chart(
-            Chart::new(evil)
-                .x_label(evil)
-                .y_label(evil)
-                .series(evil, vec![(1.0, 2.0)]),
-        );
+        r.para(evil).pre(evil).table(&[evil], vec![vec![evil.into()]]);
+        r.line_chart(Chart::new(evil).x_label(evil).y_label(evil).series(evil, vec![(1.0, 2.0)]));
         r.bar_chart(Chart::new(evil).bars(evil, vec![(evil.into(), 3.0)]));
         let html = r.to_html();
         check_xml(&html).unwrap();
         assert!(!html.contains(evil));
         let escaped = "a&lt;b &amp; c&gt;&quot;d&quot;&#39;";
         // title, h1, p, pre, th, td; line: title, text, x, y, legend, tooltip; bar: ... categories.
-        assert!(
-            html.matches(escaped).count() >= 15,
-            "{}",
-            html.matches(escaped).count()
-        );
+        assert!(html.matches(escaped).count() >= 15, "{}", html.matches(escaped).count());
     }
 
     #[test]
@@ -1190,11 +1047,7 @@ mod tests {
         let mut r = Report::new("empty");
         r.line_chart(Chart::new("no series"));
         r.line_chart(Chart::new("empty series").series("a", vec![]));
-        r.line_chart(
-            Chart::new("log, only bad points")
-                .log_x()
-                .series("a", vec![(0.0, 1.0), (-3.0, 2.0)]),
-        );
+        r.line_chart(Chart::new("log, only bad points").log_x().series("a", vec![(0.0, 1.0), (-3.0, 2.0)]));
         r.bar_chart(Chart::new("no bars"));
         r.bar_chart(Chart::new("nan bars").bars("a", vec![("x".into(), f64::NAN)]));
         r.table(&["a"], vec![]);
@@ -1208,26 +1061,11 @@ mod tests {
 
     #[test]
     fn non_finite_points_break_the_line_and_are_never_printed() {
-        let c = Chart::new("gaps").series(
-            "s",
-            vec![
-                (0.0, 1.0),
-                (1.0, f64::NAN),
-                (2.0, 3.0),
-                (3.0, 4.0),
-                (f64::INFINITY, 1.0),
-            ],
-        );
+        let c = Chart::new("gaps").series("s", vec![(0.0, 1.0), (1.0, f64::NAN), (2.0, 3.0), (3.0, 4.0), (f64::INFINITY, 1.0)]);
         let svg = line_svg(&c);
         check_xml(&svg).unwrap();
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
-        let d = svg
-            .split("<path d=\"")
-            .nth(1)
-            .unwrap()
-            .split('"')
-            .next()
-            .unwrap();
+        let d = svg.split("<path d=\"").nth(1).unwrap().split('"').next().unwrap();
         assert_eq!(d.matches('M').count(), 2, "{d}");
         assert_eq!(d.matches('L').count(), 1, "{d}");
         assert_eq!(svg.matches("<circle ").count(), 3);
@@ -1238,12 +1076,7 @@ mod tests {
         // x in 0..10, y in 0..100: the point (10, 100) sits on the top-right corner of the frame.
         let c = Chart::new("t").series("s", vec![(0.0, 0.0), (10.0, 100.0)]);
         let svg = line_svg(&c);
-        let f = Frame {
-            x0: LEFT,
-            x1: W - RIGHT,
-            y0: 44.0 + 18.0 + 6.0,
-            y1: H - BOTTOM,
-        };
+        let f = Frame { x0: LEFT, x1: W - RIGHT, y0: 44.0 + 18.0 + 6.0, y1: H - BOTTOM };
         let want = format!("M{:.1} {:.1} L{:.1} {:.1}", f.x0, f.y1, f.x1, f.y0);
         assert!(svg.contains(&want), "want {want} in {svg}");
     }
@@ -1251,10 +1084,7 @@ mod tests {
     #[test]
     fn explicit_x_ticks_replace_automatic_ones() {
         let sizes = [64.0, 128.0, 256.0, 512.0, 1024.0, 1280.0, 1518.0];
-        let c = Chart::new("t")
-            .log_x()
-            .x_ticks(&sizes)
-            .series("s", sizes.iter().map(|&s| (s, 1.0)).collect());
+        let c = Chart::new("t").log_x().x_ticks(&sizes).series("s", sizes.iter().map(|&s| (s, 1.0)).collect());
         let svg = line_svg(&c);
         check_xml(&svg).unwrap();
         for s in ["64", "128", "256", "512", "1024", "1280", "1518"] {

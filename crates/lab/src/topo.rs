@@ -42,10 +42,7 @@ pub struct TopoConfig {
 
 impl Default for TopoConfig {
     fn default() -> TopoConfig {
-        TopoConfig {
-            mtu: 1500,
-            gro: true,
-        }
+        TopoConfig { mtu: 1500, gro: true }
     }
 }
 
@@ -85,22 +82,14 @@ pub struct Topology {
 /// [`LabError::Cmd`] with the command line, exit status and stderr when it fails or cannot start.
 pub fn run_cmd(cmd: &str, args: &[&str]) -> Result<String, LabError> {
     let line = || format!("{cmd} {}", args.join(" "));
-    let out = Command::new(cmd)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| LabError::Cmd {
-            cmd: line(),
-            status: -1,
-            stderr: e.to_string(),
-        })?;
+    let out = Command::new(cmd).args(args).stdin(Stdio::null()).output().map_err(|e| LabError::Cmd {
+        cmd: line(),
+        status: -1,
+        stderr: e.to_string(),
+    })?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        return Err(LabError::Cmd {
-            cmd: line(),
-            status: out.status.code().unwrap_or(-1),
-            stderr,
-        });
+        return Err(LabError::Cmd { cmd: line(), status: out.status.code().unwrap_or(-1), stderr });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -143,8 +132,7 @@ pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T, La
 /// # Errors
 /// [`LabError::Io`] when the namespace cannot be entered.
 pub fn enter_netns(ns: &str) -> Result<(), LabError> {
-    fastpath_io::af_packet::enter_netns(&ns_path(ns))
-        .map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))
+    fastpath_io::af_packet::enter_netns(&ns_path(ns)).map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))
 }
 
 /// The CPU reserved for the device under test; `usize::MAX` when none is.
@@ -289,22 +277,12 @@ pub fn namespaces(prefix: &str) -> Vec<String> {
     let Ok(out) = run_cmd("ip", &["netns", "list"]) else {
         return Vec::new();
     };
-    out.lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(prefix))
-        .map(str::to_owned)
-        .collect()
+    out.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| n.starts_with(prefix)).map(str::to_owned).collect()
 }
 
 /// PIDs of processes running inside namespace `ns`.
 pub fn ns_pids(ns: &str) -> Vec<i32> {
-    run_cmd("ip", &["netns", "pids", ns])
-        .map(|o| {
-            o.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+    run_cmd("ip", &["netns", "pids", ns]).map(|o| o.split_whitespace().filter_map(|p| p.parse().ok()).collect()).unwrap_or_default()
 }
 
 /// Removes lab namespaces left behind by lab processes that no longer exist (a crash or
@@ -315,8 +293,7 @@ pub fn cleanup_stale() -> Vec<String> {
         // fp-<role>-<pid>-<n>
         let pid: Option<u32> = ns.split('-').nth(2).and_then(|p| p.parse().ok());
         if let Some(pid) = pid {
-            if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
-            {
+            if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 kill_all(&ns);
                 if run_cmd("ip", &["netns", "del", &ns]).is_ok() {
                     removed.push(ns);
@@ -339,16 +316,8 @@ fn kill_all(ns: &str) {
 /// # Errors
 /// [`LabError::Cmd`] when the interface or counter does not exist.
 pub fn if_counter(ns: &str, ifname: &str, counter: &str) -> Result<u64, LabError> {
-    let out = ns_exec(
-        ns,
-        &[
-            "cat",
-            &format!("/sys/class/net/{ifname}/statistics/{counter}"),
-        ],
-    )?;
-    out.trim()
-        .parse()
-        .map_err(|_| LabError::Io(format!("bad counter {counter} of {ifname}: {out}")))
+    let out = ns_exec(ns, &["cat", &format!("/sys/class/net/{ifname}/statistics/{counter}")])?;
+    out.trim().parse().map_err(|_| LabError::Io(format!("bad counter {counter} of {ifname}: {out}")))
 }
 
 fn mac_of(ns: &str, ifname: &str) -> Result<[u8; 6], LabError> {
@@ -394,8 +363,7 @@ impl Topology {
             live: Vec::new(),
         };
         t.veths.push(VethPair::new(&gen, t.gen_if, &dut, t.dut_in)?);
-        t.veths
-            .push(VethPair::new(&dut, t.dut_out, &sink, t.sink_if)?);
+        t.veths.push(VethPair::new(&dut, t.dut_out, &sink, t.sink_if)?);
         t.live = vec![gen, dut, sink];
         t.build(cfg)?;
         Ok(t)
@@ -406,36 +374,13 @@ impl Topology {
         for ns in [&self.gen_ns, &self.dut_ns, &self.sink_ns] {
             // No IPv6 anywhere in the lab namespaces: no RS/DAD/MLD packets in the counts.
             ns_exec(ns, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
-            ns_exec(
-                ns,
-                &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
-            )?;
+            ns_exec(ns, &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])?;
         }
         for (ns, ifn) in self.links() {
             ns_exec(&ns, &["ip", "link", "set", ifn, "mtu", &mtu, "up"])?;
         }
-        ns_exec(
-            &self.gen_ns,
-            &[
-                "ip",
-                "addr",
-                "add",
-                &format!("{}/24", self.gen_ip),
-                "dev",
-                self.gen_if,
-            ],
-        )?;
-        ns_exec(
-            &self.sink_ns,
-            &[
-                "ip",
-                "addr",
-                "add",
-                &format!("{}/24", self.sink_ip),
-                "dev",
-                self.sink_if,
-            ],
-        )?;
+        ns_exec(&self.gen_ns, &["ip", "addr", "add", &format!("{}/24", self.gen_ip), "dev", self.gen_if])?;
+        ns_exec(&self.sink_ns, &["ip", "addr", "add", &format!("{}/24", self.sink_ip), "dev", self.sink_if])?;
         if cfg.gro {
             for (ns, ifn) in self.links() {
                 // Needs ethtool; without GRO a veth drops XDP-redirected frames, which only the
@@ -448,36 +393,8 @@ impl Topology {
         // Static neighbours: no ARP in the counted traffic.
         let (gm, sm) = (fmt_mac(&self.gen_mac), fmt_mac(&self.sink_mac));
         let (gip, sip) = (self.gen_ip.to_string(), self.sink_ip.to_string());
-        ns_exec(
-            &self.gen_ns,
-            &[
-                "ip",
-                "neigh",
-                "replace",
-                &sip,
-                "lladdr",
-                &sm,
-                "dev",
-                self.gen_if,
-                "nud",
-                "permanent",
-            ],
-        )?;
-        ns_exec(
-            &self.sink_ns,
-            &[
-                "ip",
-                "neigh",
-                "replace",
-                &gip,
-                "lladdr",
-                &gm,
-                "dev",
-                self.sink_if,
-                "nud",
-                "permanent",
-            ],
-        )?;
+        ns_exec(&self.gen_ns, &["ip", "neigh", "replace", &sip, "lladdr", &sm, "dev", self.gen_if, "nud", "permanent"])?;
+        ns_exec(&self.sink_ns, &["ip", "neigh", "replace", &gip, "lladdr", &gm, "dev", self.sink_if, "nud", "permanent"])?;
         Ok(())
     }
 
@@ -508,17 +425,11 @@ impl Topology {
         self.veths.clear();
         let names = self.namespaces();
         self.live.clear(); // Netns::drop deletes each namespace
-        let left: Vec<String> = namespaces(PREFIX)
-            .into_iter()
-            .filter(|n| names.contains(n))
-            .collect();
+        let left: Vec<String> = namespaces(PREFIX).into_iter().filter(|n| names.contains(n)).collect();
         if left.is_empty() {
             Ok(())
         } else {
-            Err(LabError::Io(format!(
-                "namespaces not deleted: {}",
-                left.join(", ")
-            )))
+            Err(LabError::Io(format!("namespaces not deleted: {}", left.join(", "))))
         }
     }
 
@@ -545,8 +456,5 @@ impl Drop for Topology {
 
 /// `aa:bb:cc:dd:ee:ff`.
 pub fn fmt_mac(m: &[u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    )
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
 }

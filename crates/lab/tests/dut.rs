@@ -14,24 +14,13 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn forwards(kind: DutKind) {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let t = Topology::create(&TopoConfig::default()).unwrap();
-    let dut =
-        Dut::start(&t, &DutConfig::new(kind)).unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+    let dut = Dut::start(&t, &DutConfig::new(kind)).unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
     let traffic = Traffic::attach(&t, GenMode::XdpLive).unwrap();
-    let tr = traffic
-        .trial(64, 4, 20_000, Duration::from_millis(500))
-        .unwrap();
+    let tr = traffic.trial(64, 4, 20_000, Duration::from_millis(500)).unwrap();
     eprintln!("{}: {tr:?}", kind.name());
     // On a busy machine the paced generator may fall short of its budget; it never exceeds it.
-    assert!(
-        tr.sent > 2_000 && tr.sent <= 10_000,
-        "{}: {tr:?}",
-        kind.name()
-    );
-    assert!(
-        tr.received >= tr.sent * 9 / 10,
-        "{} forwards at 20 kpps: {tr:?}",
-        kind.name()
-    );
+    assert!(tr.sent > 2_000 && tr.sent <= 10_000, "{}: {tr:?}", kind.name());
+    assert!(tr.received >= tr.sent * 9 / 10, "{} forwards at 20 kpps: {tr:?}", kind.name());
     drop(traffic);
     drop(dut);
     let ns = t.dut_ns.clone();

@@ -27,9 +27,6 @@ fn interrupted_run_tears_everything_down() {
     assert!(matches!(r, Err(LabError::Interrupted)), "{r:?}");
     assert!(lines >= 1);
     let mine = format!("-{}-", std::process::id());
-    let left: Vec<String> = topo::namespaces(topo::PREFIX)
-        .into_iter()
-        .filter(|n| n.contains(&mine))
-        .collect();
+    let left: Vec<String> = topo::namespaces(topo::PREFIX).into_iter().filter(|n| n.contains(&mine)).collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -30,11 +30,7 @@ fn failed_start_and_ctrl_c_tear_the_overlay_down() {
     }
     assert!(mine().is_empty());
     // A DUT that dies at start: the error carries its log, the topology is gone.
-    let cfg = OverlayConfig {
-        duts: vec![OverlayDut::Fastpath],
-        fastpath_exe: "/bin/false".into(),
-        ..OverlayConfig::default()
-    };
+    let cfg = OverlayConfig { duts: vec![OverlayDut::Fastpath], fastpath_exe: "/bin/false".into(), ..OverlayConfig::default() };
     let r = overlay::run(&cfg, &mut |l| eprintln!("{l}"));
     let e = r.expect_err("a DUT that exits at once must fail the run").to_string();
     assert!(e.contains("exited early"), "{e}");

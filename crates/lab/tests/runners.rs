@@ -23,11 +23,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// sending, what the receiver saw).
 fn probe_run(t: &Topology, count: u64, pps: u64, size: u16) -> (u64, f64, Option<StreamRx>) {
     let clock = gen::ProbeClock::start();
-    let (stop, ready, never) = (
-        AtomicBool::new(false),
-        AtomicBool::new(false),
-        AtomicBool::new(false),
-    );
+    let (stop, ready, never) = (AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false));
     let cfg = ProbeConfig {
         iface: t.gen_if.into(),
         spec: FrameSpec::for_topology(t, PROBE_PORT),
@@ -38,26 +34,15 @@ fn probe_run(t: &Topology, count: u64, pps: u64, size: u16) -> (u64, f64, Option
     };
     std::thread::scope(|s| {
         let rx = s.spawn(|| {
-            topo::in_netns(&t.sink_ns, || {
-                gen::receive_probes(
-                    t.sink_if,
-                    t.sink_ip,
-                    clock,
-                    &stop,
-                    &ready,
-                    Duration::from_millis(300),
-                )
-            })
-            .unwrap()
-            .unwrap()
+            topo::in_netns(&t.sink_ns, || gen::receive_probes(t.sink_if, t.sink_ip, clock, &stop, &ready, Duration::from_millis(300)))
+                .unwrap()
+                .unwrap()
         });
         while !ready.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(5));
         }
         let t0 = Instant::now();
-        let sent = topo::in_netns(&t.gen_ns, || gen::send_probes(&cfg, clock, &never))
-            .unwrap()
-            .unwrap();
+        let sent = topo::in_netns(&t.gen_ns, || gen::send_probes(&cfg, clock, &never)).unwrap().unwrap();
         let secs = t0.elapsed().as_secs_f64();
         stop.store(true, Ordering::SeqCst);
         let mut rx: BTreeMap<u16, StreamRx> = rx.join().unwrap();
@@ -78,25 +63,8 @@ fn loss_and_latency_accounting_on_a_known_lossy_path() {
     // more, it drops the excess (this kernel has no netem). 1000-byte frames (996 bytes on the
     // wire to tc) at 4000/s offer 31.9 Mbit/s; 28.7 Mbit/s pass: about 10 % loss.
     let rate_bps = 28_700_000.0;
-    ns_exec(
-        &t.dut_ns,
-        &[
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            t.dut_out,
-            "root",
-            "tbf",
-            "rate",
-            "28700kbit",
-            "burst",
-            "4kb",
-            "limit",
-            "100kb",
-        ],
-    )
-    .unwrap();
+    ns_exec(&t.dut_ns, &["tc", "qdisc", "add", "dev", t.dut_out, "root", "tbf", "rate", "28700kbit", "burst", "4kb", "limit", "100kb"])
+        .unwrap();
     let (sent, secs, rx) = probe_run(&t, 4000, 4000, 1000);
     let st = gen::stream_stats(7, sent, rx);
     // What the filter lets through in the time the sender took (a busy machine sends slower).
@@ -106,11 +74,7 @@ fn loss_and_latency_accounting_on_a_known_lossy_path() {
     eprintln!("{st:?} in {secs:.3} s, expected loss {expected:.3}");
     assert_eq!(st.sent, 4000);
     assert!(st.loss_ratio > 0.0, "the filter drops something: {st:?}");
-    assert!(
-        (st.loss_ratio - expected).abs() <= 0.03,
-        "measured loss {:.3}, expected {expected:.3} from the filter's rate",
-        st.loss_ratio
-    );
+    assert!((st.loss_ratio - expected).abs() <= 0.03, "measured loss {:.3}, expected {expected:.3} from the filter's rate", st.loss_ratio);
     let lat = st.latency_us.unwrap();
     assert_eq!(lat.samples, st.received);
     // The filter's queue (100 kB at 28.7 Mbit/s ≈ 28 ms) absorbs the sender's jitter and shows
@@ -144,10 +108,7 @@ fn short_rfc2544_against_the_linux_bridge() {
     assert!(row.throughput_mpps > 0.0, "{row:?}");
     assert!(row.loss <= 0.005, "{row:?}");
     assert!((row.throughput_gbps - row.throughput_mpps * 64.0 * 8.0 / 1e3).abs() < 1e-9);
-    assert!(
-        row.latency_us.p50 > 0.0 && row.latency_us.min <= row.latency_us.p99,
-        "{row:?}"
-    );
+    assert!(row.latency_us.p50 > 0.0 && row.latency_us.min <= row.latency_us.p99, "{row:?}");
     assert!(row.trials >= 2 && row.trials <= 10, "trials of both runs: {row:?}");
     let [a, b] = row.runs.as_slice() else { panic!("two runs: {row:?}") };
     assert_eq!(row.throughput_mpps, a.throughput_mpps.max(b.throughput_mpps), "upper middle of two: {row:?}");
@@ -163,21 +124,11 @@ fn short_rfc2544_against_the_linux_bridge() {
     assert!(r.latency_samples[0].iter().all(|s| s.len() > 200), "500 probes/s for 1 s at each load, in each run");
     let line = r.json_lines();
     let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
-    for k in [
-        "dut",
-        "frame_size",
-        "flows",
-        "loss_threshold",
-        "throughput_mpps",
-        "throughput_gbps",
-    ] {
+    for k in ["dut", "frame_size", "flows", "loss_threshold", "throughput_mpps", "throughput_gbps"] {
         assert!(v.get(k).is_some(), "JSON lacks {k}: {line}");
     }
     for k in ["min", "p50", "p99", "max"] {
-        assert!(
-            v["latency_us"].get(k).is_some(),
-            "JSON lacks latency_us.{k}: {line}"
-        );
+        assert!(v["latency_us"].get(k).is_some(), "JSON lacks latency_us.{k}: {line}");
     }
     assert_eq!(v["dut"], "linux-bridge");
     assert_eq!(v["latency_by_load"].as_array().map(Vec::len), Some(2), "{line}");
@@ -204,10 +155,7 @@ fn short_tcp_run_against_the_linux_bridge() {
     for row in &r.rows {
         assert!(row.m.gbps > 0.0, "{row:?}");
         assert!(!row.m.gbps_over_time.is_empty(), "{row:?}");
-        assert!(
-            row.m.machine_cpu_pct > 0.0,
-            "TCP at Gbps rates keeps the machine busy: {row:?}"
-        );
+        assert!(row.m.machine_cpu_pct > 0.0, "TCP at Gbps rates keeps the machine busy: {row:?}");
     }
     let mut rep = fastpath_lab::tests::report("tcp test", "cargo test");
     r.add_to(&mut rep);

@@ -9,24 +9,14 @@ fn topology_links_up_and_teardown_leaves_nothing() {
     assert_eq!(names.len(), 3);
     for (ns, ifn) in t.links() {
         let out = ns_exec(&ns, &["ip", "-o", "link", "show", ifn]).unwrap();
-        assert!(
-            out.contains("state UP") || out.contains(",UP"),
-            "{ns}/{ifn}: {out}"
-        );
+        assert!(out.contains("state UP") || out.contains(",UP"), "{ns}/{ifn}: {out}");
     }
     let addr = ns_exec(&t.gen_ns, &["ip", "-o", "-4", "addr", "show", "gen0"]).unwrap();
     assert!(addr.contains("198.18.0.1/24"), "{addr}");
-    let v6 = ns_exec(
-        &t.sink_ns,
-        &["sysctl", "-n", "net.ipv6.conf.all.disable_ipv6"],
-    )
-    .unwrap();
+    let v6 = ns_exec(&t.sink_ns, &["sysctl", "-n", "net.ipv6.conf.all.disable_ipv6"]).unwrap();
     assert_eq!(v6.trim(), "1");
     // A process started inside the DUT namespace is killed by teardown.
-    let child = std::process::Command::new("ip")
-        .args(["netns", "exec", &t.dut_ns, "sleep", "30"])
-        .spawn()
-        .unwrap();
+    let child = std::process::Command::new("ip").args(["netns", "exec", &t.dut_ns, "sleep", "30"]).spawn().unwrap();
     let mut child = child;
     for _ in 0..100 {
         if !topo::ns_pids(&t.dut_ns).is_empty() {
@@ -67,11 +57,7 @@ fn panic_mid_run_still_tears_down() {
 fn in_netns_runs_inside_the_namespace() {
     let t = Topology::create(&TopoConfig::default()).unwrap();
     // Inside the sink namespace sink0 exists and gen0 does not.
-    let out = topo::in_netns(&t.sink_ns, || {
-        std::fs::read_to_string("/proc/thread-self/net/dev")
-    })
-    .unwrap()
-    .unwrap();
+    let out = topo::in_netns(&t.sink_ns, || std::fs::read_to_string("/proc/thread-self/net/dev")).unwrap().unwrap();
     assert!(out.contains("sink0") && !out.contains("gen0"), "{out}");
 }
 

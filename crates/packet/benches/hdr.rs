@@ -42,11 +42,8 @@ fn checksums(c: &mut Criterion) {
 
 fn parsing(c: &mut Criterion) {
     let (m1, m2) = ([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1]);
-    let v4 = FrameBuilder::eth(m1, m2)
-        .ipv4(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 19, 0, 1))
-        .udp(1024, 1025)
-        .frame_len(64)
-        .build();
+    let v4 =
+        FrameBuilder::eth(m1, m2).ipv4(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 19, 0, 1)).udp(1024, 1025).frame_len(64).build();
     let v6 = FrameBuilder::eth(m1, m2)
         .ipv6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST)
         .ipv6_ext(IpProto::HOPOPT, &[1, 4, 0, 0, 0, 0])
@@ -106,10 +103,7 @@ fn parsing(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("build");
     g.throughput(Throughput::Elements(1));
-    let fb = FrameBuilder::eth(m1, m2)
-        .ipv4(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 19, 0, 1))
-        .udp(1024, 1025)
-        .frame_len(64);
+    let fb = FrameBuilder::eth(m1, m2).ipv4(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 19, 0, 1)).udp(1024, 1025).frame_len(64);
     let mut out = [0u8; 2048];
     g.bench_function("emit_eth_ipv4_udp_64", |b| b.iter(|| fb.emit(black_box(&mut out))));
     g.finish();

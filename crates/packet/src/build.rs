@@ -32,8 +32,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::csum;
 use crate::hdr::{
-    ArpRepr, EthRepr, EtherType, IcmpMut, IcmpRepr, IcmpType, IpProto, Ipv4Repr, Ipv6ExtRepr,
-    Ipv6Frag, Ipv6Repr, Mac, TcpFlags, TcpMut, TcpRepr, UdpMut, UdpRepr, VlanRepr, VxlanRepr,
+    ArpRepr, EthRepr, EtherType, IcmpMut, IcmpRepr, IcmpType, IpProto, Ipv4Repr, Ipv6ExtRepr, Ipv6Frag, Ipv6Repr, Mac, TcpFlags, TcpMut,
+    TcpRepr, UdpMut, UdpRepr, VlanRepr, VxlanRepr,
 };
 
 /// EtherType of an Ethernet frame carried directly in another (Transparent Ethernet Bridging).
@@ -41,17 +41,32 @@ const ETHERTYPE_TEB: EtherType = EtherType(0x6558);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Layer {
-    Eth { dst: Mac, src: Mac },
-    Vlan { tpid: EtherType, vid: u16, pcp: u8 },
+    Eth {
+        dst: Mac,
+        src: Mac,
+    },
+    Vlan {
+        tpid: EtherType,
+        vid: u16,
+        pcp: u8,
+    },
     Arp(ArpRepr),
     Ipv4(Ipv4Repr),
     Ipv6(Ipv6Repr),
     Ipv6Ext(Ipv6ExtRepr),
-    Udp { src_port: u16, dst_port: u16 },
+    Udp {
+        src_port: u16,
+        dst_port: u16,
+    },
     Tcp(TcpRepr),
     /// `auto_echo`: the type is an echo request of the enclosing IP version.
-    Icmp { repr: IcmpRepr, auto_echo: bool },
-    Vxlan { vni: u32 },
+    Icmp {
+        repr: IcmpRepr,
+        auto_echo: bool,
+    },
+    Vxlan {
+        vni: u32,
+    },
 }
 
 impl Layer {
@@ -127,8 +142,7 @@ impl FrameBuilder {
     }
     /// Adds a Q-in-Q pair: an 802.1ad S-tag (TPID 0x88a8) then an 802.1Q C-tag (0x8100).
     pub fn qinq(self, s_vid: u16, c_vid: u16) -> Self {
-        self.push(Layer::Vlan { tpid: EtherType::QINQ, vid: s_vid, pcp: 0 })
-            .push(Layer::Vlan { tpid: EtherType::VLAN, vid: c_vid, pcp: 0 })
+        self.push(Layer::Vlan { tpid: EtherType::QINQ, vid: s_vid, pcp: 0 }).push(Layer::Vlan { tpid: EtherType::VLAN, vid: c_vid, pcp: 0 })
     }
     /// Adds an ARP packet.
     pub fn arp(self, repr: ArpRepr) -> Self {
@@ -234,9 +248,7 @@ impl FrameBuilder {
             let rest = total - off - hlen;
             let Some(b) = out.get_mut(off..) else { return 0 };
             let ok = match l {
-                Layer::Eth { dst, src } => {
-                    EthRepr { dst: *dst, src: *src, ethertype: Layer::ethertype(next) }.emit(b).is_ok()
-                }
+                Layer::Eth { dst, src } => EthRepr { dst: *dst, src: *src, ethertype: Layer::ethertype(next) }.emit(b).is_ok(),
                 Layer::Vlan { vid, pcp, .. } => {
                     VlanRepr { pcp: *pcp, dei: false, vid: *vid, ethertype: Layer::ethertype(next) }.emit(b).is_ok()
                 }
@@ -524,7 +536,15 @@ mod tests {
 
     #[test]
     fn ipv4_with_keeps_fields() {
-        let r = Ipv4Repr { ttl: 3, dscp: 46, ecn: 2, ident: 99, dont_frag: true, options: vec![1, 1, 1, 1], ..Ipv4Repr::new(A, B, IpProto(200), 0) };
+        let r = Ipv4Repr {
+            ttl: 3,
+            dscp: 46,
+            ecn: 2,
+            ident: 99,
+            dont_frag: true,
+            options: vec![1, 1, 1, 1],
+            ..Ipv4Repr::new(A, B, IpProto(200), 0)
+        };
         let f = FrameBuilder::eth(DMAC, SMAC).ipv4_with(r).payload(&[1, 2, 3]).build();
         let ip = Ipv4::parse(&f[14..]).unwrap();
         assert_eq!((ip.ttl(), ip.dscp(), ip.ecn(), ip.ident(), ip.dont_frag()), (3, 46, 2, 99, true));

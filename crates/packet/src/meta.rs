@@ -47,9 +47,23 @@ pub enum Hdr {
 impl Hdr {
     /// Every header kind, in bit order.
     pub const ALL: &'static [Hdr] = &[
-        Hdr::Eth, Hdr::Vlan, Hdr::Qinq, Hdr::Arp, Hdr::Ipv4, Hdr::Ipv6, Hdr::Icmp, Hdr::Icmp6,
-        Hdr::Udp, Hdr::Tcp, Hdr::Vxlan, Hdr::InnerEth, Hdr::InnerIpv4, Hdr::InnerIpv6,
-        Hdr::InnerUdp, Hdr::InnerTcp, Hdr::InnerIcmp,
+        Hdr::Eth,
+        Hdr::Vlan,
+        Hdr::Qinq,
+        Hdr::Arp,
+        Hdr::Ipv4,
+        Hdr::Ipv6,
+        Hdr::Icmp,
+        Hdr::Icmp6,
+        Hdr::Udp,
+        Hdr::Tcp,
+        Hdr::Vxlan,
+        Hdr::InnerEth,
+        Hdr::InnerIpv4,
+        Hdr::InnerIpv6,
+        Hdr::InnerUdp,
+        Hdr::InnerTcp,
+        Hdr::InnerIcmp,
     ];
 
     /// The name used in pipeline specs (`ipv4`, `inner_ipv4`, ...).

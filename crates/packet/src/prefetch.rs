@@ -9,9 +9,7 @@ pub fn prefetch_read<T>(p: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetch is a hint; it never faults, and `p` is a valid reference anyway.
     unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (p as *const T).cast::<i8>(),
-        );
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>((p as *const T).cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;

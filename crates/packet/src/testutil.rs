@@ -28,14 +28,8 @@ use std::path::Path;
 use std::process::Command;
 
 /// tshark options that turn on IPv4, UDP and TCP checksum validation.
-pub const TSHARK_CHECKSUM_PREFS: &[&str] = &[
-    "-o",
-    "ip.check_checksum:TRUE",
-    "-o",
-    "udp.check_checksum:TRUE",
-    "-o",
-    "tcp.check_checksum:TRUE",
-];
+pub const TSHARK_CHECKSUM_PREFS: &[&str] =
+    &["-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE"];
 
 /// Expert-info severity values tshark prints for `_ws.expert.severity` (epan/proto.h).
 pub const EXPERT_ERROR: u32 = 0x0080_0000;
@@ -112,11 +106,7 @@ pub fn tshark_fields(path: &Path, fields: &[&str]) -> io::Result<Vec<Fields>> {
     }
     let out = cmd.output()?;
     if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "tshark failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )));
+        return Err(io::Error::other(format!("tshark failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr))));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     Ok(text

@@ -24,9 +24,8 @@ use fastpath_packet::build::FrameBuilder;
 use fastpath_packet::csum;
 use fastpath_packet::hdr::vlan::parse_tags;
 use fastpath_packet::hdr::{
-    Arp, ArpMut, ArpRepr, Eth, EthMut, EtherType, Icmp, IcmpMut, IcmpRepr, IcmpType, IpProto, Ipv4,
-    Ipv4Mut, Ipv4Repr, Ipv6, Ipv6Frag, Ipv6Mut, Tcp, TcpFlags, TcpMut, TcpRepr, Udp, UdpMut, Vlan,
-    VlanMut, Vxlan, VxlanMut, VXLAN_PORT,
+    Arp, ArpMut, ArpRepr, Eth, EthMut, EtherType, Icmp, IcmpMut, IcmpRepr, IcmpType, IpProto, Ipv4, Ipv4Mut, Ipv4Repr, Ipv6, Ipv6Frag,
+    Ipv6Mut, Tcp, TcpFlags, TcpMut, TcpRepr, Udp, UdpMut, Vlan, VlanMut, Vxlan, VxlanMut, VXLAN_PORT,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -69,10 +68,7 @@ fn seed(salt: u64) -> u64 {
 fn corpus() -> Vec<Vec<u8>> {
     let (m1, m2) = ([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1]);
     let (a, b) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 19, 0, 1));
-    let (s6, d6): (Ipv6Addr, Ipv6Addr) = (
-        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1),
-        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2),
-    );
+    let (s6, d6): (Ipv6Addr, Ipv6Addr) = (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
     let opts = Ipv4Repr { options: vec![0x94, 4, 0, 0, 1, 1, 1, 0], ..Ipv4Repr::new(a, b, IpProto::UDP, 0) };
     let tcp_opts = TcpRepr { options: vec![2, 4, 5, 0xb4, 1, 3, 3, 7], ..TcpRepr::new(1, 2, TcpFlags::SYN, 3, 4) };
     let e = || FrameBuilder::eth(m1, m2);
@@ -200,7 +196,7 @@ fn mutate(rng: &mut Rng, seed: &[u8], lens: &[(usize, usize)], other: &[u8], out
                         out[off..off + 2].copy_from_slice(&v.to_be_bytes());
                     } else if w == 1 && off < n {
                         out[off] = match rng.below(3) {
-                            0 => (out[off] & 0xf0) | rng.below(16) as u8, // IHL nibble
+                            0 => (out[off] & 0xf0) | rng.below(16) as u8,          // IHL nibble
                             1 => (out[off] & 0x0f) | ((rng.below(16) as u8) << 4), // data offset
                             _ => rng.byte(),
                         };

@@ -67,10 +67,31 @@ fn ipv4_udp_tcp_icmp() {
         FrameBuilder::eth(DMAC, SMAC).ipv4(A, B).tcp(1, 2, TcpFlags::FIN | TcpFlags::ACK, u32::MAX, 5).build(),
     ];
     let f = [
-        "ip.src", "ip.dst", "ip.ttl", "ip.proto", "ip.len", "ip.dsfield.dscp", "ip.dsfield.ecn", "ip.id",
-        "ip.checksum.status", "udp.srcport", "udp.dstport", "udp.length", "udp.checksum.status",
-        "tcp.srcport", "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.options.mss_val",
-        "tcp.checksum.status", "tcp.len", "icmp.type", "icmp.ident", "icmp.seq", "icmp.checksum.status",
+        "ip.src",
+        "ip.dst",
+        "ip.ttl",
+        "ip.proto",
+        "ip.len",
+        "ip.dsfield.dscp",
+        "ip.dsfield.ecn",
+        "ip.id",
+        "ip.checksum.status",
+        "udp.srcport",
+        "udp.dstport",
+        "udp.length",
+        "udp.checksum.status",
+        "tcp.srcport",
+        "tcp.dstport",
+        "tcp.seq_raw",
+        "tcp.ack_raw",
+        "tcp.flags",
+        "tcp.options.mss_val",
+        "tcp.checksum.status",
+        "tcp.len",
+        "icmp.type",
+        "icmp.ident",
+        "icmp.seq",
+        "icmp.checksum.status",
         "frame.len",
     ];
     let Some(r) = check("ipv4_udp_tcp_icmp", &frames, &f) else { return };
@@ -138,9 +159,22 @@ fn ipv6_with_extension_headers() {
             .build(),
     ];
     let f = [
-        "ipv6.src", "ipv6.dst", "ipv6.nxt", "ipv6.hlim", "ipv6.plen", "udp.dstport", "udp.checksum.status",
-        "icmpv6.type", "icmpv6.echo.identifier", "icmpv6.echo.sequence_number", "icmpv6.checksum.status",
-        "tcp.flags", "tcp.checksum.status", "ipv6.fraghdr.ident", "ipv6.fraghdr.more", "ipv6.fraghdr.nxt",
+        "ipv6.src",
+        "ipv6.dst",
+        "ipv6.nxt",
+        "ipv6.hlim",
+        "ipv6.plen",
+        "udp.dstport",
+        "udp.checksum.status",
+        "icmpv6.type",
+        "icmpv6.echo.identifier",
+        "icmpv6.echo.sequence_number",
+        "icmpv6.checksum.status",
+        "tcp.flags",
+        "tcp.checksum.status",
+        "ipv6.fraghdr.ident",
+        "ipv6.fraghdr.more",
+        "ipv6.fraghdr.nxt",
     ];
     let Some(r) = check("ipv6_with_extension_headers", &frames, &f) else { return };
     assert_field(&r, 0, "ipv6.src", &["2001:db8::1"]);
@@ -182,9 +216,23 @@ fn vlan_qinq_vxlan_arp() {
         FrameBuilder::eth([0xff; 6], SMAC).arp(ArpRepr::request(SMAC, A, B)).frame_len(60).build(),
     ];
     let f = [
-        "vlan.id", "vlan.priority", "vlan.etype", "ieee8021ad.id", "eth.type", "ip.src", "ip.dst", "ip.checksum.status",
-        "udp.dstport", "udp.checksum.status", "tcp.checksum.status", "vxlan.vni", "vxlan.flags",
-        "arp.opcode", "arp.src.proto_ipv4", "arp.dst.proto_ipv4", "arp.src.hw_mac",
+        "vlan.id",
+        "vlan.priority",
+        "vlan.etype",
+        "ieee8021ad.id",
+        "eth.type",
+        "ip.src",
+        "ip.dst",
+        "ip.checksum.status",
+        "udp.dstport",
+        "udp.checksum.status",
+        "tcp.checksum.status",
+        "vxlan.vni",
+        "vxlan.flags",
+        "arp.opcode",
+        "arp.src.proto_ipv4",
+        "arp.dst.proto_ipv4",
+        "arp.src.hw_mac",
     ];
     let Some(r) = check("vlan_qinq_vxlan_arp", &frames, &f) else { return };
     assert_field(&r, 0, "eth.type", &["0x8100"]);

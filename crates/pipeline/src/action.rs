@@ -6,7 +6,7 @@
 
 use crate::field::FieldRef;
 use crate::objects::Objects;
-use fastpath_packet::{csum, Batch, DropReason, Hdr, PuntReason, Slot, Pool};
+use fastpath_packet::{csum, Batch, DropReason, Hdr, Pool, PuntReason, Slot};
 
 /// Most parameters an action may take.
 pub const MAX_ARGS: usize = 6;
@@ -181,7 +181,8 @@ pub fn apply(p: &Prim, args: &[u128; MAX_ARGS], pool: &mut Pool, b: &mut Batch, 
         Prim::VxlanEncap(ops) => {
             let (data, m) = (pool.data(h), b.meta(i));
             let v = ops.map(|o| o.value(args, data, m));
-            let t = crate::stages::vxlan::Tunnel { dmac: v[0] as u64, smac: v[1] as u64, src: v[2] as u32, dst: v[3] as u32, vni: v[4] as u32 };
+            let t =
+                crate::stages::vxlan::Tunnel { dmac: v[0] as u64, smac: v[1] as u64, src: v[2] as u32, dst: v[3] as u32, vni: v[4] as u32 };
             if !crate::stages::vxlan::encap(pool, h, b.meta_mut(i), &t) {
                 drop_pkt(b, i, DropReason::NoHeadroom, cx);
                 return false;
@@ -312,12 +313,7 @@ fn vxlan_decap(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usi
     }
     let mut n = fastpath_packet::Meta { valid: fastpath_packet::HdrSet::EMPTY, off: [0; Slot::COUNT], ..m };
     n.valid.insert(Hdr::Eth);
-    let map = [
-        (Hdr::InnerIpv4, Hdr::Ipv4),
-        (Hdr::InnerIpv6, Hdr::Ipv6),
-        (Hdr::InnerUdp, Hdr::Udp),
-        (Hdr::InnerTcp, Hdr::Tcp),
-    ];
+    let map = [(Hdr::InnerIpv4, Hdr::Ipv4), (Hdr::InnerIpv6, Hdr::Ipv6), (Hdr::InnerUdp, Hdr::Udp), (Hdr::InnerTcp, Hdr::Tcp)];
     for (inner, outer) in map {
         if m.valid.has(inner) {
             n.valid.insert(outer);

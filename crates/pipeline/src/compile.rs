@@ -177,8 +177,24 @@ pub const MAX_KEY_FIELDS: usize = 8;
 
 const BUILTINS: &[&str] = &["no_action", "drop", "forward", "to_control"];
 const PRIMS: &[&str] = &[
-    "forward", "drop", "to_control", "set", "swap", "ttl_dec", "hop_limit_dec", "push_vlan",
-    "pop_vlan", "set_dscp", "count", "meter", "vxlan_decap", "vxlan_encap", "hash", "ct_commit", "ct_load", "conntrack",
+    "forward",
+    "drop",
+    "to_control",
+    "set",
+    "swap",
+    "ttl_dec",
+    "hop_limit_dec",
+    "push_vlan",
+    "pop_vlan",
+    "set_dscp",
+    "count",
+    "meter",
+    "vxlan_decap",
+    "vxlan_encap",
+    "hash",
+    "ct_commit",
+    "ct_load",
+    "conntrack",
 ];
 
 /// Compiles spec text. `file` is the name shown in errors.
@@ -341,7 +357,8 @@ impl Compiler<'_> {
                 "srtcm" => false,
                 "trtcm" => true,
                 other => {
-                    let e = self.err(m.kind.span().start + 1, format!("meter kind \"{other}\" is not srtcm (RFC 2697) or trtcm (RFC 2698)"));
+                    let e =
+                        self.err(m.kind.span().start + 1, format!("meter kind \"{other}\" is not srtcm (RFC 2697) or trtcm (RFC 2698)"));
                     self.push(e);
                     false
                 }
@@ -382,7 +399,10 @@ impl Compiler<'_> {
                     match secs {
                         Some(s) => *slot = (s * 1e9) as u64,
                         None => {
-                            let e = self.err(t.span().start, format!("conntrack \"{}\": timeout \"{k}\" must be a positive number of seconds", c.name.get_ref()));
+                            let e = self.err(
+                                t.span().start,
+                                format!("conntrack \"{}\": timeout \"{k}\" must be a positive number of seconds", c.name.get_ref()),
+                            );
                             self.push(e);
                         }
                     }
@@ -498,7 +518,10 @@ impl Compiler<'_> {
                     "ternary" => MatchKind::Ternary,
                     "range" => MatchKind::Range,
                     other => {
-                        let e = self.err(k.kind.span().start + 1, format!("table \"{name}\": match kind \"{other}\" is not exact, lpm, ternary or range"));
+                        let e = self.err(
+                            k.kind.span().start + 1,
+                            format!("table \"{name}\": match kind \"{other}\" is not exact, lpm, ternary or range"),
+                        );
                         let s = suggest(other, ["exact", "lpm", "ternary", "range"]);
                         self.push(e.did_you_mean(s));
                         return None;
@@ -539,7 +562,9 @@ impl Compiler<'_> {
                 self.push(e);
                 return None;
             }
-            if imp == TableImpl::Acl && key.iter().any(|k| k.field.width > 32 && k.field.width != 48 && k.field.width != 128 && k.field.width != 64) {
+            if imp == TableImpl::Acl
+                && key.iter().any(|k| k.field.width > 32 && k.field.width != 48 && k.field.width != 128 && k.field.width != 64)
+            {
                 let e = self.err(t.key[0].field.span().start + 1, format!("table \"{name}\": unsupported key width for the classifier"));
                 self.push(e);
                 return None;
@@ -568,7 +593,13 @@ impl Compiler<'_> {
     }
 
     /// Parses `name(arg, …)` for a table's default action.
-    fn default_call(&mut self, d: &Spanned<String>, table: &str, allowed: &[usize], p: &Program) -> Option<((usize, [u128; MAX_ARGS]), Option<DropReason>)> {
+    fn default_call(
+        &mut self,
+        d: &Spanned<String>,
+        table: &str,
+        allowed: &[usize],
+        p: &Program,
+    ) -> Option<((usize, [u128; MAX_ARGS]), Option<DropReason>)> {
         let pos = d.span().start + 1;
         let text = d.get_ref().trim();
         let (name, args) = match text.split_once('(') {
@@ -846,7 +877,10 @@ impl Compiler<'_> {
                 match params[k].1 {
                     None => params[k].1 = Some(want),
                     Some(have) if have.width() != want.width() => {
-                        let e = self.err(w.pos, format!("parameter \"{}\" is used as {} bits here and {} bits elsewhere", w.text, want.width(), have.width()));
+                        let e = self.err(
+                            w.pos,
+                            format!("parameter \"{}\" is used as {} bits here and {} bits elsewhere", w.text, want.width(), have.width()),
+                        );
                         self.push(e);
                         return None;
                     }

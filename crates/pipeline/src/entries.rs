@@ -178,7 +178,8 @@ impl Program {
             return Err(ParseFail::whole(usage));
         };
         let Some(ti) = self.table_index(name) else {
-            let hint = suggest(name, self.tables.iter().map(|t| t.name.as_str())).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+            let hint =
+                suggest(name, self.tables.iter().map(|t| t.name.as_str())).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
             let known: Vec<&str> = self.tables.iter().map(|t| t.name.as_str()).collect();
             return Err(ParseFail::at(name, format!("no table \"{name}\"{hint} (tables: {})", known.join(", "))));
         };
@@ -240,7 +241,8 @@ impl Program {
             return Err(ParseFail::whole("expected 'meter NAME INDEX cir R cbs B (ebs B | pir R pbs B)'"));
         };
         let Some(def) = self.meters.iter().find(|m| m.name == name) else {
-            let hint = suggest(name, self.meters.iter().map(|m| m.name.as_str())).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+            let hint =
+                suggest(name, self.meters.iter().map(|m| m.name.as_str())).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
             return Err(ParseFail::at(name, format!("no meter array \"{name}\"{hint}")));
         };
         let index: usize = idx.parse().map_err(|_| ParseFail::at(idx, format!("meter index '{idx}' is not a number")))?;
@@ -257,7 +259,9 @@ impl Program {
                 "ebs" | "pbs" => r.ebs_or_pbs_bytes = n,
                 "pir" => r.pir_bytes_per_s = n,
                 other => {
-                    let hint = suggest(other, ["cir", "cbs", "ebs", "pir", "pbs"]).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+                    let hint = suggest(other, ["cir", "cbs", "ebs", "pir", "pbs"])
+                        .map(|s| format!(" (did you mean \"{s}\"?)"))
+                        .unwrap_or_default();
                     return Err(ParseFail::at(k, format!("unknown meter setting \"{other}\"{hint} (cir, cbs, ebs, pir, pbs)")));
                 }
             }
@@ -356,7 +360,13 @@ impl Pipeline {
     pub fn apply_command(&mut self, cmd: &str) -> Result<(), EntryError> {
         let cmd = cmd.trim();
         let op = self.program.parse_entry(cmd).map_err(|e| e.into_error("ctl", 1, cmd))?;
-        self.apply_ops(std::slice::from_ref(&op)).map_err(|(_, msg)| EntryError { file: "ctl".into(), line: 1, col: 0, input: cmd.to_string(), msg })
+        self.apply_ops(std::slice::from_ref(&op)).map_err(|(_, msg)| EntryError {
+            file: "ctl".into(),
+            line: 1,
+            col: 0,
+            input: cmd.to_string(),
+            msg,
+        })
     }
 
     /// Applies `ops` in order, then commits (rebuilds) every classifier table they touched, once.
@@ -393,7 +403,12 @@ impl Pipeline {
     ///
     /// # Errors
     /// As [`Pipeline::apply_ops`].
-    pub fn apply_ops_prebuilt(&mut self, ops: &[EntryOp], prebuilt: &[(usize, BuiltClassifier)], retired: &mut Vec<Arc<Acl>>) -> Result<(), (usize, String)> {
+    pub fn apply_ops_prebuilt(
+        &mut self,
+        ops: &[EntryOp],
+        prebuilt: &[(usize, BuiltClassifier)],
+        retired: &mut Vec<Arc<Acl>>,
+    ) -> Result<(), (usize, String)> {
         let mut result = Ok(());
         let mut touched = 0u64;
         for (k, op) in ops.iter().enumerate() {
@@ -441,7 +456,10 @@ impl Pipeline {
         };
         let stages: Vec<usize> = self.stages_of(t).collect();
         if stages.is_empty() {
-            return Err(format!("table \"{}\" is not applied by the pipeline", self.program.tables.get(t).map_or("?", |d| d.name.as_str())));
+            return Err(format!(
+                "table \"{}\" is not applied by the pipeline",
+                self.program.tables.get(t).map_or("?", |d| d.name.as_str())
+            ));
         }
         for s in stages {
             let Some(tab) = self.stages[s].table() else { continue };
@@ -493,7 +511,10 @@ fn parse_call<'a>(at: &'a str, s: &'a str, prog: &Program, allowed: &[usize]) ->
     let given: Vec<&str> = inner.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
     if given.len() != a.params.len() {
         let ps: Vec<&str> = a.params.iter().map(|p| p.0.as_str()).collect();
-        return Err(ParseFail::at(name, format!("action \"{name}\" takes {} argument(s) ({}), {} given", a.params.len(), ps.join(", "), given.len())));
+        return Err(ParseFail::at(
+            name,
+            format!("action \"{name}\" takes {} argument(s) ({}), {} given", a.params.len(), ps.join(", "), given.len()),
+        ));
     }
     let mut args = [0u128; MAX_ARGS];
     for (k, g) in given.iter().enumerate() {
@@ -501,7 +522,8 @@ fn parse_call<'a>(at: &'a str, s: &'a str, prog: &Program, allowed: &[usize]) ->
             Some((pn, v)) => {
                 let pn = pn.trim();
                 let Some(pi) = a.params.iter().position(|p| p.0 == pn) else {
-                    let hint = suggest(pn, a.params.iter().map(|p| p.0.as_str())).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+                    let hint =
+                        suggest(pn, a.params.iter().map(|p| p.0.as_str())).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
                     return Err(ParseFail::at(g, format!("action \"{name}\" has no parameter \"{pn}\"{hint}")));
                 };
                 (pi, v.trim())
@@ -573,7 +595,10 @@ apply fib4
         assert_eq!(p.actions[e.action].name, "nexthop");
         assert_eq!((e.args[0], e.args[1]), (1, 0x0200_0000_0002));
         assert!(matches!(p.parse_entry("table fib4 modify 198.18.0.0/15 => drop").unwrap(), EntryOp::Modify(_)));
-        assert_eq!(p.parse_entry("table fib4 del 198.18.0.0/15").unwrap(), EntryOp::Del { table: 0, key: vec![Match::Prefix(0xc612_0000, 15)] });
+        assert_eq!(
+            p.parse_entry("table fib4 del 198.18.0.0/15").unwrap(),
+            EntryOp::Del { table: 0, key: vec![Match::Prefix(0xc612_0000, 15)] }
+        );
         assert_eq!(p.parse_entry("table acl clear").unwrap(), EntryOp::Clear { table: 1 });
         let EntryOp::Add(a) = p.parse_entry("table acl add 10.0.0.0/0xff000000 * priority 3 => forward(2)").unwrap() else { panic!() };
         assert_eq!((a.priority, a.key[1]), (3, Match::Any));
@@ -616,7 +641,11 @@ apply fib4
         let p = prog();
         let mut pipe = p.instantiate();
         let parse = |c: &str| p.parse_entry(c).unwrap();
-        let ops = [parse("table fib4 add 10.0.0.0/8 => drop"), parse("table acl add 10.0.0.0/0xff000000 * => forward(1)"), parse("table acl add * * priority 9 => drop")];
+        let ops = [
+            parse("table fib4 add 10.0.0.0/8 => drop"),
+            parse("table acl add 10.0.0.0/0xff000000 * => forward(1)"),
+            parse("table acl add * * priority 9 => drop"),
+        ];
         pipe.apply_ops(&ops).unwrap();
         assert_eq!((pipe.table("fib4").unwrap().len(), pipe.table("acl").unwrap().len()), (1, 2));
         let e = pipe.apply_ops(&[parse("table fib4 modify 11.0.0.0/8 => drop")]).unwrap_err();

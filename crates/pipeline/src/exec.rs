@@ -277,14 +277,7 @@ impl Pipeline {
     }
 }
 
-fn run_steps(
-    p: &mut Pipeline,
-    is_egress: bool,
-    pool: &mut Pool,
-    b: &mut Batch,
-    now_ns: u64,
-    trace_lanes: Lanes,
-) {
+fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, now_ns: u64, trace_lanes: Lanes) {
     // The steps are a field of `p`, which the loop also borrows mutably for stages and stats:
     // take them out for the duration (a pointer swap, no allocation).
     let steps = std::mem::take(if is_egress { &mut p.egress } else { &mut p.ingress });

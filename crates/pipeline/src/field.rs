@@ -327,14 +327,7 @@ impl FieldRef {
     }
 
     fn meta(m: MetaField, width: u8) -> FieldRef {
-        FieldRef {
-            loc: Loc::Meta(m),
-            width,
-            needs: HdrSet::EMPTY,
-            or_needs: HdrSet::EMPTY,
-            csum: NO,
-            kind: ValueKind::Int(width),
-        }
+        FieldRef { loc: Loc::Meta(m), width, needs: HdrSet::EMPTY, or_needs: HdrSet::EMPTY, csum: NO, kind: ValueKind::Int(width) }
     }
 
     /// Every field name the catalog knows (for "did you mean" suggestions and docs).

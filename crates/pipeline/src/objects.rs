@@ -81,7 +81,12 @@ impl Objects {
             meters: p
                 .meters
                 .iter()
-                .map(|m| MeterBank { name: m.name.clone(), two_rate: m.two_rate, color_aware: m.color_aware, meters: vec![Meter::Unset; m.size] })
+                .map(|m| MeterBank {
+                    name: m.name.clone(),
+                    two_rate: m.two_rate,
+                    color_aware: m.color_aware,
+                    meters: vec![Meter::Unset; m.size],
+                })
                 .collect(),
             counters: p.counters.iter().map(|c| CounterBank { name: c.name.clone(), values: vec![(0, 0); c.size] }).collect(),
             conntracks: p
@@ -91,7 +96,8 @@ impl Objects {
                     // The compiler checked the configuration; a refusal here is a bug, and the
                     // 1-flow fallback keeps the pipeline running (every new flow then counts
                     // `flow_table_full`).
-                    let table = FlowTable::new(c.config).unwrap_or_else(|_| FlowTable::new(FlowConfig::with_capacity(1)).expect("1-flow table"));
+                    let table =
+                        FlowTable::new(c.config).unwrap_or_else(|_| FlowTable::new(FlowConfig::with_capacity(1)).expect("1-flow table"));
                     Conntrack { name: c.name.clone(), table }
                 })
                 .collect(),
@@ -154,9 +160,21 @@ impl Objects {
         };
         let err = |e: MeterError| format!("meter {name}[{idx}]: {e:?}");
         *slot = if two {
-            Meter::Tr(TrTcm::new(TrTcmConfig { cir_bytes_per_s: r.cir_bytes_per_s, cbs_bytes: r.cbs_bytes, pir_bytes_per_s: r.pir_bytes_per_s, pbs_bytes: r.ebs_or_pbs_bytes, mode }).map_err(err)?)
+            Meter::Tr(
+                TrTcm::new(TrTcmConfig {
+                    cir_bytes_per_s: r.cir_bytes_per_s,
+                    cbs_bytes: r.cbs_bytes,
+                    pir_bytes_per_s: r.pir_bytes_per_s,
+                    pbs_bytes: r.ebs_or_pbs_bytes,
+                    mode,
+                })
+                .map_err(err)?,
+            )
         } else {
-            Meter::Sr(SrTcm::new(SrTcmConfig { cir_bytes_per_s: r.cir_bytes_per_s, cbs_bytes: r.cbs_bytes, ebs_bytes: r.ebs_or_pbs_bytes, mode }).map_err(err)?)
+            Meter::Sr(
+                SrTcm::new(SrTcmConfig { cir_bytes_per_s: r.cir_bytes_per_s, cbs_bytes: r.cbs_bytes, ebs_bytes: r.ebs_or_pbs_bytes, mode })
+                    .map_err(err)?,
+            )
         };
         Ok(())
     }

@@ -9,14 +9,14 @@
 use crate::action::{self, MAX_ARGS};
 use crate::compile::{MatchKind, Program, TableDef, TableImpl};
 use crate::exec::{Stage, StageCx};
-use crate::trace::TraceRec;
 use crate::field::Extract;
 use crate::stages::vxlan::{EncapTemplate, Tunnel};
+use crate::trace::TraceRec;
 use crate::value::Match;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
-use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch};
 /// A built classifier (the engine of `acl` tables), shared read-only between replicas.
 pub use fastpath_tables::acl::Acl;
+use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch};
 use fastpath_tables::exact::ExactTable;
 use fastpath_tables::lpm::{Lpm4, Lpm6};
 use std::collections::HashMap;
@@ -174,7 +174,8 @@ fn fast_form(body: &[action::Prim], args: &[u128; MAX_ARGS], templates: &mut Vec
         Operand::Const(c) => Some(*c),
         Operand::Field(_) => None,
     };
-    let eth_at = |f: &crate::field::FieldRef, byte: u8| f.width == 48 && matches!(f.loc, Loc::Hdr { slot: Slot::Eth, byte: b, .. } if b == byte);
+    let eth_at =
+        |f: &crate::field::FieldRef, byte: u8| f.width == 48 && matches!(f.loc, Loc::Hdr { slot: Slot::Eth, byte: b, .. } if b == byte);
     match body {
         [] => Fast::Nop,
         [Prim::Forward(p)] => val(p).map_or(Fast::General, |p| Fast::Forward(p as u16)),
@@ -262,12 +263,9 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         TableImpl::Exact => Engine::Exact128(ExactTable::with_capacity(def.size)),
         TableImpl::Lpm if def.key[0].field.width == 32 => Engine::Lpm4(Box::new(Lpm4::new())),
         TableImpl::Lpm => Engine::Lpm6(Box::new(Lpm6::new())),
-        TableImpl::Acl => Engine::Acl {
-            cfg: AclConfig::new(chunks.iter().flatten().copied().collect()),
-            rules: Vec::new(),
-            live: None,
-            dirty: false,
-        },
+        TableImpl::Acl => {
+            Engine::Acl { cfg: AclConfig::new(chunks.iter().flatten().copied().collect()), rules: Vec::new(), live: None, dirty: false }
+        }
     };
     let (da, dargs) = def.default;
     let bodies: Vec<Vec<action::Prim>> = p.actions.iter().map(|a| a.body.clone()).collect();
@@ -291,7 +289,13 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         chunks,
         extract: (def.key.len() == 1).then(|| def.key[0].field.extractor()),
         key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
-        scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX], res: [MISS; BATCH_MAX] }),
+        scratch: Box::new(Scratch {
+            keys: [0; BATCH_MAX],
+            k32: [0; BATCH_MAX],
+            k64: [0; BATCH_MAX],
+            out: [None; BATCH_MAX],
+            res: [MISS; BATCH_MAX],
+        }),
         def,
     })
 }
@@ -370,11 +374,7 @@ impl TableStage {
                 shift -= u32::from(cw);
                 let cm = ((mask >> shift) as u32) & width_max(cw);
                 let cv = ((v >> shift) as u32) & cm;
-                out.push(if cm == width_max(cw) {
-                    FieldMatch::exact(cv)
-                } else {
-                    FieldMatch::Masked { value: cv, mask: cm }
-                });
+                out.push(if cm == width_max(cw) { FieldMatch::exact(cv) } else { FieldMatch::Masked { value: cv, mask: cm } });
             }
         }
         Ok(out)
@@ -505,7 +505,9 @@ impl TableOps for TableStage {
         match &mut self.engine {
             Engine::Direct(v) => {
                 let k = self_pack(&self.def, key)?;
-                let slot = v.get_mut(k as usize).ok_or_else(|| TableError::BadKey { table: self.def.name.clone(), msg: "key out of range".into() })?;
+                let slot = v
+                    .get_mut(k as usize)
+                    .ok_or_else(|| TableError::BadKey { table: self.def.name.clone(), msg: "key out of range".into() })?;
                 added = *slot == MISS;
                 if added && at_capacity {
                     return Err(full);
@@ -617,7 +619,9 @@ impl TableOps for TableStage {
 
     fn built_classifier(&self) -> Option<BuiltClassifier> {
         match &self.engine {
-            Engine::Acl { live: Some(acl), dirty: false, .. } => Some(BuiltClassifier { acl: Arc::clone(acl), actions: self.entries_digest }),
+            Engine::Acl { live: Some(acl), dirty: false, .. } => {
+                Some(BuiltClassifier { acl: Arc::clone(acl), actions: self.entries_digest })
+            }
             _ => None,
         }
     }
@@ -681,7 +685,10 @@ fn self_pack(def: &TableDef, key: &[Match]) -> Result<u128, TableError> {
     let mut k = 0u128;
     for (m, f) in key.iter().zip(&def.key) {
         let Match::Exact(v) = m else {
-            return Err(TableError::BadKey { table: def.name.clone(), msg: format!("field {} matches exactly; give a single value", f.name) });
+            return Err(TableError::BadKey {
+                table: def.name.clone(),
+                msg: format!("field {} matches exactly; give a single value", f.name),
+            });
         };
         k = if f.field.width >= 128 { *v } else { k << f.field.width | v };
     }
@@ -693,7 +700,10 @@ fn prefix_of(def: &TableDef, key: &[Match], width: u8) -> Result<(u128, u8), Tab
         Some(Match::Prefix(v, l)) => Ok((*v, *l)),
         Some(Match::Exact(v)) => Ok((*v, width)),
         Some(Match::Any) => Ok((0, 0)),
-        _ => Err(TableError::BadKey { table: def.name.clone(), msg: format!("field {} is an lpm field; give a prefix like 10.0.0.0/8", def.key[0].name) }),
+        _ => Err(TableError::BadKey {
+            table: def.name.clone(),
+            msg: format!("field {} is an lpm field; give a prefix like 10.0.0.0/8", def.key[0].name),
+        }),
     }
 }
 
@@ -872,7 +882,10 @@ impl Stage for TableStage {
             };
         }
         if direct_fused {
-            act!(|i: usize| { let r = sc.res[i]; (r != MISS).then_some(r) });
+            act!(|i: usize| {
+                let r = sc.res[i];
+                (r != MISS).then_some(r)
+            });
         } else {
             act!(|i: usize| out[i]);
         }
@@ -911,7 +924,11 @@ fn keys_fields(key: &[(Extract, u8, bool)], data: &[u8], m: &fastpath_packet::Me
 }
 
 /// Splits field values into the classifier's 32-bit chunks; returns how many.
-fn split_chunks(vals: [u128; crate::compile::MAX_KEY_FIELDS], chunks: &[Vec<u8>], out: &mut [u32; 4 * crate::compile::MAX_KEY_FIELDS]) -> usize {
+fn split_chunks(
+    vals: [u128; crate::compile::MAX_KEY_FIELDS],
+    chunks: &[Vec<u8>],
+    out: &mut [u32; 4 * crate::compile::MAX_KEY_FIELDS],
+) -> usize {
     let mut n = 0;
     for (v, cw) in vals.iter().zip(chunks) {
         let total: u32 = cw.iter().map(|&c| u32::from(c)).sum();

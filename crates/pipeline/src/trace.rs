@@ -87,11 +87,7 @@ impl Trace {
                             .and_then(|a| prog.actions.get(*a))
                             .map_or("?", |a| a.name.as_str());
                         let name = t.map_or("?", |t| t.name.as_str());
-                        let _ = writeln!(
-                            self.out,
-                            "  {name}: key {keys} -> {} action {act}",
-                            if *hit { "hit" } else { "miss (default)" }
-                        );
+                        let _ = writeln!(self.out, "  {name}: key {keys} -> {} action {act}", if *hit { "hit" } else { "miss (default)" });
                     }
                     TraceRec::Stage { stage, verdict } => {
                         let n = names.get(usize::from(*stage)).map_or("?", |s| s.as_str());

@@ -105,9 +105,8 @@ fn router_counts_every_loss_under_its_reason() {
     bad_csum[14 + 10] ^= 0xff;
     let mut truncated = udp4("10.0.0.1", "198.19.0.1", 64);
     truncated.truncate(14 + 12);
-    let arp = FrameBuilder::eth([0xff; 6], A)
-        .arp(hdr::ArpRepr::request(A, Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2)))
-        .build();
+    let arp =
+        FrameBuilder::eth([0xff; 6], A).arp(hdr::ArpRepr::request(A, Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2))).build();
     let frames = vec![
         (0, udp4("10.0.0.1", "198.19.0.1", 1)),   // TTL would reach 0
         (0, udp4("10.0.0.1", "203.0.113.1", 64)), // no route
@@ -215,9 +214,9 @@ fn acl_priorities_ranges_masks_and_remarking() {
     let out = run(
         &mut p,
         &[
-            (0, tcp("10.2.0.1", "192.0.2.1", 85)),  // rule 1: drop
-            (0, tcp("10.1.0.1", "192.0.2.1", 85)),  // rules 1 and 2 match; priority 5 wins: remark
-            (0, tcp("10.2.0.1", "192.0.2.1", 91)),  // port outside the range: default
+            (0, tcp("10.2.0.1", "192.0.2.1", 85)),       // rule 1: drop
+            (0, tcp("10.1.0.1", "192.0.2.1", 85)),       // rules 1 and 2 match; priority 5 wins: remark
+            (0, tcp("10.2.0.1", "192.0.2.1", 91)),       // port outside the range: default
             (0, udp4("172.16.0.1", "198.51.100.7", 64)), // rule 3
             (0, tcp("172.16.0.1", "198.51.100.7", 80)),  // proto mismatch: default
         ],
@@ -257,7 +256,9 @@ fn a_replica_adopts_the_classifier_the_control_replica_built() {
     assert!(retired.is_empty(), "nothing was live before");
     let live = worker.table("acl").unwrap().built_classifier().unwrap();
     assert!(std::sync::Arc::ptr_eq(&live.acl, &built[0].1.acl), "the worker adopted, it did not rebuild");
-    let tcp = |s: &str, port| FrameBuilder::eth(A, B).ipv4(s.parse().unwrap(), "192.0.2.1".parse().unwrap()).tcp(999, port, TcpFlags::SYN, 1, 0).build();
+    let tcp = |s: &str, port| {
+        FrameBuilder::eth(A, B).ipv4(s.parse().unwrap(), "192.0.2.1".parse().unwrap()).tcp(999, port, TcpFlags::SYN, 1, 0).build()
+    };
     let out = run(&mut worker, &[(0, tcp("10.2.0.1", 85)), (0, tcp("10.1.0.1", 85)), (0, tcp("10.2.0.1", 91))]);
     assert_eq!(out[0].0, Verdict::Drop(DropReason::ActionDrop));
     assert_eq!((out[1].0, ipv4_ok(&out[1].1).dscp()), (Verdict::Tx(1), 46));
@@ -277,7 +278,9 @@ fn a_replica_adopts_the_classifier_the_control_replica_built() {
     // must not use a classifier whose rules index the control replica's entries: it builds its
     // own, and forwards by its own entries.
     let mut other = inline(ACL);
-    other.apply_ops(&ops(&other, "table acl add 192.168.0.0/16 * * * priority 1 => forward(7)\ntable acl del 192.168.0.0/16 * * *")).unwrap();
+    other
+        .apply_ops(&ops(&other, "table acl add 192.168.0.0/16 * * * priority 1 => forward(7)\ntable acl del 192.168.0.0/16 * * *"))
+        .unwrap();
     let mut retired = Vec::new();
     other.apply_ops_prebuilt(&first, &built, &mut retired).unwrap();
     let own = other.table("acl").unwrap().built_classifier().unwrap();
@@ -291,9 +294,13 @@ fn a_replica_adopts_the_classifier_the_control_replica_built() {
 #[test]
 fn deleting_a_classifier_key_removes_each_of_its_priorities() {
     let mut p = inline(ACL);
-    p.load_entries("rules", "table acl add 10.0.0.0/8 * * * priority 10 => drop
+    p.load_entries(
+        "rules",
+        "table acl add 10.0.0.0/8 * * * priority 10 => drop
 table acl add 10.0.0.0/8 * * * priority 20 => forward(3)
-").unwrap();
+",
+    )
+    .unwrap();
     assert_eq!(p.table("acl").unwrap().len(), 2);
     p.apply_command("table acl del 10.0.0.0/8 * * *").unwrap();
     assert_eq!(p.table("acl").unwrap().len(), 0);
@@ -334,10 +341,19 @@ if meta.out_port == 4:
          table mac add 02:00:00:00:00:0d => forward(4)\n",
     )
     .unwrap();
-    let tagged = FrameBuilder::eth([2, 0, 0, 0, 0, 0x0c], B).vlan(7, 0).ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap()).udp(5, 6).build();
+    let tagged = FrameBuilder::eth([2, 0, 0, 0, 0, 0x0c], B)
+        .vlan(7, 0)
+        .ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap())
+        .udp(5, 6)
+        .build();
     let plain = udp4("198.18.0.1", "198.18.0.2", 64);
-    let natted = FrameBuilder::eth([2, 0, 0, 0, 0, 0x0d], B).ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap()).udp(5, 6).payload(b"hello").build();
-    let unknown = FrameBuilder::eth([2, 0, 0, 0, 0, 0x0e], B).ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap()).udp(5, 6).build();
+    let natted = FrameBuilder::eth([2, 0, 0, 0, 0, 0x0d], B)
+        .ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap())
+        .udp(5, 6)
+        .payload(b"hello")
+        .build();
+    let unknown =
+        FrameBuilder::eth([2, 0, 0, 0, 0, 0x0e], B).ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap()).udp(5, 6).build();
     let out = run(&mut p, &[(0, plain.clone()), (0, tagged.clone()), (0, natted), (0, unknown)]);
     assert_eq!(out[0].0, Verdict::Tx(2));
     let eth = hdr::Eth::parse(&out[0].1).unwrap();
@@ -405,7 +421,12 @@ fn trace_shows_each_stage_key_and_verdict() {
 #[test]
 fn control_commands_report_bad_input_with_the_line() {
     let mut p = router();
-    let e = p.load_entries("r.txt", "table fib4 add 10.0.0.0/8 => nexthop(1, 02:00:00:00:00:01, 02:00:00:00:00:02)\ntable fib5 add 10.0.0.0/8 => drop\n").unwrap_err();
+    let e = p
+        .load_entries(
+            "r.txt",
+            "table fib4 add 10.0.0.0/8 => nexthop(1, 02:00:00:00:00:01, 02:00:00:00:00:02)\ntable fib5 add 10.0.0.0/8 => drop\n",
+        )
+        .unwrap_err();
     assert_eq!(e.line, 2);
     assert!(e.msg.contains("did you mean \"fib4\""), "{e}");
     let e = p.apply_command("table fib4 add 10.0.0.1/8 => drop").unwrap_err();
@@ -473,7 +494,11 @@ apply acl
 '''
 "#;
     let mut p = inline(spec);
-    p.load_entries("e", "table acl add 5 * 10.0.0.0/8 * 53..53 17/0xff priority 1 => forward(2)\ntable acl add * * * * * * priority 9 => forward(3)\n").unwrap();
+    p.load_entries(
+        "e",
+        "table acl add 5 * 10.0.0.0/8 * 53..53 17/0xff priority 1 => forward(2)\ntable acl add * * * * * * priority 9 => forward(3)\n",
+    )
+    .unwrap();
     let out = run(&mut p, &[(0, udp4("1.1.1.1", "10.1.2.3", 64)), (0, udp4("1.1.1.1", "192.0.2.1", 64))]);
     assert_eq!(out[0].0, Verdict::Tx(2), "the sixth field (proto) and the first (metadata) take part");
     assert_eq!(out[1].0, Verdict::Tx(3));

@@ -36,15 +36,56 @@ fn root() -> &'static Path {
 }
 
 fn corpus(dir: &str) -> Vec<String> {
-    let mut v: Vec<_> = std::fs::read_dir(root().join(dir)).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect();
+    let mut v: Vec<_> = std::fs::read_dir(root().join(dir))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
     v.sort();
     v.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect()
 }
 
 const TOKENS: &[&str] = &[
-    "if ", "elif ", "else:", ":", "\n", "    ", "apply ", "ipv4.valid", "ipv4.dst", "meta.in_port", "==", "forward 1", "drop", "set ", "=",
-    "swap eth.dst eth.src", "(", ")", "[", "]", "\"", "'''", "#", "lpm", "exact", "ternary", "range", "size = 0", "9999999999999999999", "ttl_dec",
-    "push_vlan 4095", "pop_vlan", "meter m 0", "count c", "and ", "or ", "not ", ".hit", "é", "\t",
+    "if ",
+    "elif ",
+    "else:",
+    ":",
+    "\n",
+    "    ",
+    "apply ",
+    "ipv4.valid",
+    "ipv4.dst",
+    "meta.in_port",
+    "==",
+    "forward 1",
+    "drop",
+    "set ",
+    "=",
+    "swap eth.dst eth.src",
+    "(",
+    ")",
+    "[",
+    "]",
+    "\"",
+    "'''",
+    "#",
+    "lpm",
+    "exact",
+    "ternary",
+    "range",
+    "size = 0",
+    "9999999999999999999",
+    "ttl_dec",
+    "push_vlan 4095",
+    "pop_vlan",
+    "meter m 0",
+    "count c",
+    "and ",
+    "or ",
+    "not ",
+    ".hit",
+    "é",
+    "\t",
 ];
 
 fn mutate_text(r: &mut Rng, s: &str) -> String {
@@ -121,9 +162,20 @@ fn valid_frames(r: &mut Rng) -> Vec<u8> {
     let a = [2, 0, 0, 0, 0, 1];
     let ip = |r: &mut Rng| std::net::Ipv4Addr::from(0xc612_0000 | (r.next() as u32 & 0x1ffff));
     match r.below(6) {
-        0 => FrameBuilder::eth(a, a).ipv4(ip(r), ip(r)).udp(r.next() as u16, 4789).vxlan(r.next() as u32 & 0xffffff).inner_eth(a, a).ipv4(ip(r), ip(r)).tcp(1, 2, TcpFlags::SYN, 1, 0).build(),
+        0 => FrameBuilder::eth(a, a)
+            .ipv4(ip(r), ip(r))
+            .udp(r.next() as u16, 4789)
+            .vxlan(r.next() as u32 & 0xffffff)
+            .inner_eth(a, a)
+            .ipv4(ip(r), ip(r))
+            .tcp(1, 2, TcpFlags::SYN, 1, 0)
+            .build(),
         1 => FrameBuilder::eth(a, a).qinq(10, 20).ipv4(ip(r), ip(r)).udp(1, 2).build(),
-        2 => FrameBuilder::eth(a, a).ipv6("2001:2::1".parse::<std::net::Ipv6Addr>().unwrap(), "2001:2::2".parse().unwrap()).ipv6_ext(IpProto(0), &[0; 6]).udp(1, 2).build(),
+        2 => FrameBuilder::eth(a, a)
+            .ipv6("2001:2::1".parse::<std::net::Ipv6Addr>().unwrap(), "2001:2::2".parse().unwrap())
+            .ipv6_ext(IpProto(0), &[0; 6])
+            .udp(1, 2)
+            .build(),
         3 => {
             let mut v = Ipv4Repr::new(ip(r), ip(r), IpProto::TCP, 0);
             v.options = vec![1, 1, 1, 0];
@@ -164,7 +216,10 @@ fn frame(r: &mut Rng) -> Vec<u8> {
 
 #[test]
 fn reference_pipelines_never_panic_and_account_for_every_packet() {
-    let specs = std::fs::read_dir(root().join("pipelines")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "toml"));
+    let specs = std::fs::read_dir(root().join("pipelines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"));
     let mut r = Rng(seed() ^ 0xf00d);
     let mut total = 0usize;
     for path in specs {

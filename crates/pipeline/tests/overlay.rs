@@ -246,7 +246,6 @@ fn remarked_yellow_packet_keeps_a_valid_inner_checksum() {
     assert!(csum::ipv4_header_ok(&out[0].1[14..34]));
 }
 
-
 #[test]
 fn a_whole_handshake_in_one_batch_passes() {
     let mut p = overlay(1000);
@@ -258,6 +257,9 @@ fn a_whole_handshake_in_one_batch_passes() {
         tcp(false, 40011, SYN, 1, 0, 0), // and its retransmission in the same batch
     ];
     let v: Vec<Verdict> = run(&mut p, &frames, SEC).into_iter().map(|x| x.0).collect();
-    assert_eq!(v, vec![Verdict::Tx(1), Verdict::Tx(1), Verdict::Tx(1), Verdict::Drop(DropReason::AclDeny), Verdict::Drop(DropReason::AclDeny)]);
+    assert_eq!(
+        v,
+        vec![Verdict::Tx(1), Verdict::Tx(1), Verdict::Tx(1), Verdict::Drop(DropReason::AclDeny), Verdict::Drop(DropReason::AclDeny)]
+    );
     assert_eq!(drops(&p, "acl_in", DropReason::AclDeny), 1, "the ACL ran once for the denied flow");
 }

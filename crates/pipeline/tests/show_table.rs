@@ -99,16 +99,28 @@ fn ipv4_match() -> impl Strategy<Value = String> {
             format!("{}/{l}", std::net::Ipv4Addr::from(a & m))
         }),
         (any::<u32>(), any::<u32>()).prop_map(|(a, m)| format!("{}/{m:#x}", std::net::Ipv4Addr::from(a & m))),
-        (any::<u32>(), any::<u32>()).prop_map(|(a, b)| format!("{}..{}", std::net::Ipv4Addr::from(a.min(b)), std::net::Ipv4Addr::from(a.max(b)))),
+        (any::<u32>(), any::<u32>()).prop_map(|(a, b)| format!(
+            "{}..{}",
+            std::net::Ipv4Addr::from(a.min(b)),
+            std::net::Ipv4Addr::from(a.max(b))
+        )),
     ]
 }
 
 fn port_match() -> impl Strategy<Value = String> {
-    prop_oneof![Just("*".to_string()), any::<u16>().prop_map(|p| p.to_string()), (any::<u16>(), any::<u16>()).prop_map(|(a, b)| format!("{}..{}", a.min(b), a.max(b)))]
+    prop_oneof![
+        Just("*".to_string()),
+        any::<u16>().prop_map(|p| p.to_string()),
+        (any::<u16>(), any::<u16>()).prop_map(|(a, b)| format!("{}..{}", a.min(b), a.max(b)))
+    ]
 }
 
 fn proto_match() -> impl Strategy<Value = String> {
-    prop_oneof![Just("*".to_string()), any::<u8>().prop_map(|p| p.to_string()), (any::<u8>(), any::<u8>()).prop_map(|(v, m)| format!("{}/{m:#x}", v & m))]
+    prop_oneof![
+        Just("*".to_string()),
+        any::<u8>().prop_map(|p| p.to_string()),
+        (any::<u8>(), any::<u8>()).prop_map(|(v, m)| format!("{}/{m:#x}", v & m))
+    ]
 }
 
 proptest! {

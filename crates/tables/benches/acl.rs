@@ -57,11 +57,7 @@ fn build(c: &mut Criterion) {
     for kind in [Kind::Acl, Kind::Fw, Kind::Ipc] {
         let rules = classbench::generate(kind, 10_000, 1);
         g.bench_function(format!("{}10000", kind.name()), |b| {
-            b.iter_batched(
-                || rules.clone(),
-                |r| black_box(classbench::build(&r).map(|a: Acl| a.len())),
-                BatchSize::LargeInput,
-            )
+            b.iter_batched(|| rules.clone(), |r| black_box(classbench::build(&r).map(|a: Acl| a.len())), BatchSize::LargeInput)
         });
     }
     g.finish();

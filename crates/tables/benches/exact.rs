@@ -29,24 +29,15 @@ fn bench(c: &mut Criterion) {
                 eprintln!("insert {i} failed");
             }
         }
-        eprintln!(
-            "exact {n}: built in {:?}, {} MB ({} B/entry)",
-            t0.elapsed(),
-            t.memory_bytes() >> 20,
-            t.memory_bytes() / n
-        );
-        let probes: Vec<u64> = (0..PROBES as u64)
-            .map(|i| hash_u64((hash_u64(i) % n as u64) ^ 0x5555))
-            .collect();
+        eprintln!("exact {n}: built in {:?}, {} MB ({} B/entry)", t0.elapsed(), t.memory_bytes() >> 20, t.memory_bytes() / n);
+        let probes: Vec<u64> = (0..PROBES as u64).map(|i| hash_u64((hash_u64(i) % n as u64) ^ 0x5555)).collect();
         let mut out = [None; BATCH];
         let mut at = 0usize;
         let mut next = || {
             at = (at + BATCH) % PROBES;
             &probes[at..at + BATCH]
         };
-        g.bench_function(BenchmarkId::new("lookup_batch", n), |b| {
-            b.iter(|| black_box(t.lookup_batch(black_box(next()), &mut out)))
-        });
+        g.bench_function(BenchmarkId::new("lookup_batch", n), |b| b.iter(|| black_box(t.lookup_batch(black_box(next()), &mut out))));
         g.bench_function(BenchmarkId::new("lookup_batch_w16", n), |b| {
             b.iter(|| black_box(t.lookup_batch_window::<16>(black_box(next()), &mut out)))
         });
@@ -86,9 +77,7 @@ fn instr_mode(spec: &str) {
     for i in 0..*n as u64 {
         t.insert(hash_u64(i ^ 0x5555), i as u32).ok();
     }
-    let probes: Vec<u64> = (0..BATCH as u64 * 64)
-        .map(|i| hash_u64((hash_u64(i) % *n as u64) ^ 0x5555))
-        .collect();
+    let probes: Vec<u64> = (0..BATCH as u64 * 64).map(|i| hash_u64((hash_u64(i) % *n as u64) ^ 0x5555)).collect();
     let mut out = [None; BATCH];
     let mut hits = 0;
     for b in 0..*batches {

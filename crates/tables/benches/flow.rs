@@ -147,9 +147,7 @@ fn churn(c: &mut Criterion) {
     for live in [100_000u32, 1_000_000] {
         let mut t = churn_table(live);
         let (mut next, mut now) = (0u32, 0u64);
-        g.bench_with_input(BenchmarkId::new("syn_synack_expire", live), &live, |b, _| {
-            b.iter(|| churn_batch(&mut t, &mut next, &mut now))
-        });
+        g.bench_with_input(BenchmarkId::new("syn_synack_expire", live), &live, |b, _| b.iter(|| churn_batch(&mut t, &mut next, &mut now)));
         eprintln!("churn: {} live flows at the end, {:?}", t.len(), t.stats());
     }
     g.finish();
@@ -175,7 +173,10 @@ fn instr_mode(spec: &str) {
         for _ in 0..batches {
             sum += churn_batch(&mut t, &mut next, &mut now);
         }
-        eprintln!("churn: {batches} batches, {} cycles/conn, {sum} expired", (fastpath_packet::prefetch::cycles() - i0) / (batches as u64 * 256).max(1));
+        eprintln!(
+            "churn: {batches} batches, {} cycles/conn, {sum} expired",
+            (fastpath_packet::prefetch::cycles() - i0) / (batches as u64 * 256).max(1)
+        );
         return;
     }
     let mut t = build(flows);
@@ -185,13 +186,12 @@ fn instr_mode(spec: &str) {
     let i0 = fastpath_packet::prefetch::cycles();
     for b in 0..batches {
         let r = b * 256..(b + 1) * 256;
-        sum += if what == "track" {
-            track_batch(&mut t, &ks[r.clone()], &sides[r], &mut out)
-        } else {
-            t.lookup_batch(&ks[r], 1, &mut out)
-        };
+        sum += if what == "track" { track_batch(&mut t, &ks[r.clone()], &sides[r], &mut out) } else { t.lookup_batch(&ks[r], 1, &mut out) };
     }
-    eprintln!("{what}: {batches} batches, {} cycles/pkt, {sum} hits", (fastpath_packet::prefetch::cycles() - i0) / (batches as u64 * 256).max(1));
+    eprintln!(
+        "{what}: {batches} batches, {} cycles/pkt, {sum} hits",
+        (fastpath_packet::prefetch::cycles() - i0) / (batches as u64 * 256).max(1)
+    );
 }
 
 criterion_group!(benches, lookup, churn);

@@ -43,11 +43,7 @@ fn random_routes4(n: usize, seed: u64) -> Vec<(u32, u8, u32)> {
                 965..=969 => 8 + (r >> 16) as u8 % 8,
                 _ => 25 + (r >> 16) as u8 % 8,
             };
-            (
-                (r >> 32) as u32 & (u32::MAX << (32 - u32::from(len))),
-                len,
-                i as u32,
-            )
+            ((r >> 32) as u32 & (u32::MAX << (32 - u32::from(len))), len, i as u32)
         })
         .collect()
 }
@@ -61,23 +57,12 @@ fn bench(c: &mut Criterion) {
             eprintln!("insert {p:#x}/{l} failed");
         }
     }
-    eprintln!(
-        "lpm4: 1M routes built in {:?}, {} groups, {} MB",
-        t0.elapsed(),
-        t.groups(),
-        t.memory_bytes() >> 20
-    );
+    eprintln!("lpm4: 1M routes built in {:?}, {} groups, {} MB", t0.elapsed(), t.groups(), t.memory_bytes() >> 20);
     let mut next = rng(99);
     let probes: Vec<u32> = (0..PROBES).map(|_| next() as u32).collect();
     let mut out = [None; BATCH];
-    let hits: u64 = probes
-        .chunks(BATCH)
-        .map(|c| t.lookup_batch(c, &mut out))
-        .sum();
-    eprintln!(
-        "lpm4: {:.1} % of random addresses hit",
-        hits as f64 * 100.0 / PROBES as f64
-    );
+    let hits: u64 = probes.chunks(BATCH).map(|c| t.lookup_batch(c, &mut out)).sum();
+    eprintln!("lpm4: {:.1} % of random addresses hit", hits as f64 * 100.0 / PROBES as f64);
     let mut at = 0usize;
     let mut batch = || {
         at = (at + BATCH) % PROBES;
@@ -85,12 +70,8 @@ fn bench(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("lpm4_1M");
     g.throughput(Throughput::Elements(BATCH as u64));
-    g.bench_function("lookup_batch", |b| {
-        b.iter(|| black_box(t.lookup_batch(black_box(batch()), &mut out)))
-    });
-    g.bench_function("lookup_batch_noprefetch", |b| {
-        b.iter(|| black_box(t.lookup_batch_plain(black_box(batch()), &mut out)))
-    });
+    g.bench_function("lookup_batch", |b| b.iter(|| black_box(t.lookup_batch(black_box(batch()), &mut out))));
+    g.bench_function("lookup_batch_noprefetch", |b| b.iter(|| black_box(t.lookup_batch_plain(black_box(batch()), &mut out))));
     g.bench_function("lookup_scalar", |b| {
         b.iter(|| {
             let a = black_box(batch());
@@ -106,9 +87,7 @@ fn bench(c: &mut Criterion) {
 
     let mut next = rng(5);
     let n6 = 200_000;
-    let allocs: Vec<u128> = (0..10_000)
-        .map(|_| (u128::from(next() as u32) >> 3 | 1 << 29) << 96)
-        .collect();
+    let allocs: Vec<u128> = (0..10_000).map(|_| (u128::from(next() as u32) >> 3 | 1 << 29) << 96).collect();
     let routes6: Vec<(u128, u8, u32)> = (0..n6)
         .map(|i| {
             let r = u128::from(next()) << 32;
@@ -125,12 +104,7 @@ fn bench(c: &mut Criterion) {
             eprintln!("insert6 {p:#x}/{l} failed");
         }
     }
-    eprintln!(
-        "lpm6: {n6} routes built in {:?}, {} groups, {} MB",
-        t0.elapsed(),
-        t6.groups(),
-        t6.memory_bytes() >> 20
-    );
+    eprintln!("lpm6: {n6} routes built in {:?}, {} groups, {} MB", t0.elapsed(), t6.groups(), t6.memory_bytes() >> 20);
     let probes6: Vec<u128> = (0..PROBES)
         .map(|i| {
             let (p, l, _) = routes6[(next() as usize) % routes6.len()];
@@ -144,9 +118,7 @@ fn bench(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("lpm6_200k");
     g.throughput(Throughput::Elements(BATCH as u64));
-    g.bench_function("lookup_batch", |b| {
-        b.iter(|| black_box(t6.lookup_batch(black_box(batch6()), &mut out)))
-    });
+    g.bench_function("lookup_batch", |b| b.iter(|| black_box(t6.lookup_batch(black_box(batch6()), &mut out))));
     g.bench_function("lookup_scalar", |b| {
         b.iter(|| {
             let a = black_box(batch6());
@@ -185,11 +157,7 @@ fn instr_mode(spec: &str) {
         let probes: Vec<u32> = (0..BATCH * 64).map(|_| next() as u32).collect();
         for b in 0..batches {
             let c = &probes[(b % 64) * BATCH..][..BATCH];
-            hits += if *what == "v4plain" {
-                t.lookup_batch_plain(black_box(c), &mut out)
-            } else {
-                t.lookup_batch(black_box(c), &mut out)
-            };
+            hits += if *what == "v4plain" { t.lookup_batch_plain(black_box(c), &mut out) } else { t.lookup_batch(black_box(c), &mut out) };
         }
     } else {
         let mut t = Lpm6::new();

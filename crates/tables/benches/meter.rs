@@ -2,19 +2,12 @@
 //!
 //! `cargo bench -p fastpath-tables --bench meter`.
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use fastpath_tables::meter::{
-    Color, ColorMode, MeterArray, SrTcm, SrTcmConfig, TrTcm, TrTcmConfig,
-};
+use fastpath_tables::meter::{Color, ColorMode, MeterArray, SrTcm, SrTcmConfig, TrTcm, TrTcmConfig};
 
 const N: usize = 4096;
 
 fn meters(c: &mut Criterion) {
-    let sr = SrTcmConfig {
-        cir_bytes_per_s: 125_000_000,
-        cbs_bytes: 100_000,
-        ebs_bytes: 100_000,
-        mode: ColorMode::Aware,
-    };
+    let sr = SrTcmConfig { cir_bytes_per_s: 125_000_000, cbs_bytes: 100_000, ebs_bytes: 100_000, mode: ColorMode::Aware };
     let tr = TrTcmConfig {
         cir_bytes_per_s: 125_000_000,
         cbs_bytes: 100_000,
@@ -43,14 +36,8 @@ fn meters(c: &mut Criterion) {
             }
         })
     });
-    let mut arr = MeterArray::new(
-        (0..1000)
-            .map(|_| SrTcm::new(sr).unwrap_or_else(|e| panic!("{e}")))
-            .collect(),
-    );
-    let idx: Vec<u32> = (0..256u32)
-        .map(|i| i.wrapping_mul(2_654_435_761) % 1000)
-        .collect();
+    let mut arr = MeterArray::new((0..1000).map(|_| SrTcm::new(sr).unwrap_or_else(|e| panic!("{e}"))).collect());
+    let idx: Vec<u32> = (0..256u32).map(|i| i.wrapping_mul(2_654_435_761) % 1000).collect();
     let lens: Vec<u32> = (0..256u32).map(|i| 64 + (i * 37) % 1400).collect();
     let mut colors = vec![Color::Green; 256];
     g.throughput(Throughput::Elements(256));

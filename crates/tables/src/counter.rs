@@ -48,23 +48,9 @@ impl CounterSet {
     /// one writer handle per worker (in worker order). Control thread only.
     pub fn new(n_workers: usize, n_counters: usize) -> (CounterSet, Vec<WorkerCounters>) {
         let lines = n_counters.div_ceil(PAIRS_PER_LINE);
-        let blocks: Arc<[Box<[Line]>]> = (0..n_workers)
-            .map(|_| (0..lines).map(|_| Line::default()).collect::<Box<[Line]>>())
-            .collect();
-        let writers = (0..n_workers)
-            .map(|worker| WorkerCounters {
-                blocks: Arc::clone(&blocks),
-                worker,
-                n: n_counters,
-            })
-            .collect();
-        (
-            CounterSet {
-                blocks,
-                n: n_counters,
-            },
-            writers,
-        )
+        let blocks: Arc<[Box<[Line]>]> = (0..n_workers).map(|_| (0..lines).map(|_| Line::default()).collect::<Box<[Line]>>()).collect();
+        let writers = (0..n_workers).map(|worker| WorkerCounters { blocks: Arc::clone(&blocks), worker, n: n_counters }).collect();
+        (CounterSet { blocks, n: n_counters }, writers)
     }
 
     /// Number of counters per worker.
@@ -84,10 +70,7 @@ impl CounterSet {
         }
         self.blocks.iter().fold((0u64, 0u64), |(p, b), blk| {
             let (wp, wb) = pair(blk, idx);
-            (
-                p.wrapping_add(wp.load(Relaxed)),
-                b.wrapping_add(wb.load(Relaxed)),
-            )
+            (p.wrapping_add(wp.load(Relaxed)), b.wrapping_add(wb.load(Relaxed)))
         })
     }
 
@@ -169,10 +152,7 @@ mod tests {
         assert_eq!(set.read(4), (4, 301));
         assert_eq!(set.read(0), (7, 70));
         assert_eq!(set.read_worker(1, 4), (2, 200));
-        assert_eq!(
-            set.snapshot(),
-            vec![(7, 70), (0, 0), (0, 0), (0, 0), (4, 301)]
-        );
+        assert_eq!(set.snapshot(), vec![(7, 70), (0, 0), (0, 0), (0, 0), (4, 301)]);
         // Out of range: ignored on add, zero on read.
         w[0].add(5, 9, 9);
         assert_eq!(set.read(5), (0, 0));
@@ -186,11 +166,7 @@ mod tests {
             w[i % 2].add(i, i as u64 + 1, 1000 * (i as u64 + 1));
         }
         for i in 0..9 {
-            assert_eq!(
-                set.read(i),
-                (i as u64 + 1, 1000 * (i as u64 + 1)),
-                "counter {i}"
-            );
+            assert_eq!(set.read(i), (i as u64 + 1, 1000 * (i as u64 + 1)), "counter {i}");
         }
     }
 

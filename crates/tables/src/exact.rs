@@ -347,8 +347,7 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
         }
         // Pass 2: signature compare in both buckets, prefetch the first candidate entry.
         for (((c, &s), &p), &a) in cand.iter_mut().zip(&sigs).zip(&prim).zip(&other) {
-            let (Some(bp), Some(ba)) = (self.buckets.get(p as usize), self.buckets.get(a as usize))
-            else {
+            let (Some(bp), Some(ba)) = (self.buckets.get(p as usize), self.buckets.get(a as usize)) else {
                 continue;
             };
             let m = bp.matches(s) | ba.matches(s) << SLOTS;
@@ -363,11 +362,7 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
         }
         // Pass 3: key compare on the candidates.
         let mut hits = 0;
-        for ((o, k), ((&c, &p), &a)) in out
-            .iter_mut()
-            .zip(keys)
-            .zip(cand.iter().zip(&prim).zip(&other))
-        {
+        for ((o, k), ((&c, &p), &a)) in out.iter_mut().zip(keys).zip(cand.iter().zip(&prim).zip(&other)) {
             *o = None;
             let mut m = u32::from(c);
             while m != 0 {
@@ -391,12 +386,7 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
 
     /// Looks up `keys[i]` for each slot `i` in `lanes`, writing `out[i]`; other slots of `out`
     /// are untouched. Returns the number of hits. Worker; never panics, never allocates.
-    pub fn lookup_lanes(
-        &self,
-        keys: &[K; BATCH_MAX],
-        lanes: Lanes,
-        out: &mut [Option<V>; BATCH_MAX],
-    ) -> u64 {
+    pub fn lookup_lanes(&self, keys: &[K; BATCH_MAX], lanes: Lanes, out: &mut [Option<V>; BATCH_MAX]) -> u64 {
         let mut hs = [0u64; BATCH_MAX];
         for i in lanes {
             hs[i] = keys[i].hash();
@@ -481,17 +471,9 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
         let mask = self.mask;
         let mut q = core::mem::take(&mut self.bfs);
         q.clear();
-        q.push(Node {
-            bucket: p as u32,
-            parent: ROOT,
-            slot: 0,
-        });
+        q.push(Node { bucket: p as u32, parent: ROOT, slot: 0 });
         if a != p {
-            q.push(Node {
-                bucket: a as u32,
-                parent: ROOT,
-                slot: 0,
-            });
+            q.push(Node { bucket: a as u32, parent: ROOT, slot: 0 });
         }
         let mut found = None;
         let mut head = 0;
@@ -504,11 +486,7 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
                 if to == node.bucket as usize || on_path(&q, head as u32, to as u32) {
                     continue;
                 }
-                q.push(Node {
-                    bucket: to as u32,
-                    parent: head as u32,
-                    slot: slot as u8,
-                });
+                q.push(Node { bucket: to as u32, parent: head as u32, slot: slot as u8 });
                 if let Some(free) = self.buckets[to].free_slot() {
                     found = Some((q.len() - 1, free));
                     break 'search;
@@ -557,9 +535,7 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
     /// Every (key, value), in bucket order. Control thread.
     pub fn iter(&self) -> impl Iterator<Item = (K, V)> + '_ {
         self.buckets.iter().flat_map(move |b| {
-            (0..SLOTS)
-                .filter(move |&i| b.sig(i) != 0)
-                .filter_map(move |i| self.entries.get(b.idx[i] as usize).map(|e| (e.key, e.val)))
+            (0..SLOTS).filter(move |&i| b.sig(i) != 0).filter_map(move |i| self.entries.get(b.idx[i] as usize).map(|e| (e.key, e.val)))
         })
     }
 }
@@ -649,11 +625,7 @@ mod tests {
         for n in [1usize, 8, 100, 4096, 200_000] {
             let mut t = ExactTable::<u32, u32>::with_capacity(n);
             for k in 0..n as u32 {
-                assert_eq!(
-                    t.insert(k.wrapping_mul(0x9E37_79B9), k),
-                    Ok(None),
-                    "n={n} k={k}"
-                );
+                assert_eq!(t.insert(k.wrapping_mul(0x9E37_79B9), k), Ok(None), "n={n} k={k}");
             }
             assert_eq!(t.insert(u32::MAX, 0), Err(InsertError::Full));
             assert_eq!(t.len(), n);
@@ -683,11 +655,7 @@ mod tests {
             }
         }
         assert!(stored.len() <= slots);
-        assert!(
-            stored.len() * 100 >= slots * 90,
-            "load {} of {slots}",
-            stored.len()
-        );
+        assert!(stored.len() * 100 >= slots * 90, "load {} of {slots}", stored.len());
         for k in &stored {
             assert_eq!(t.lookup(k), Some(!k));
         }

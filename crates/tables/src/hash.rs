@@ -114,12 +114,9 @@ mod tests {
     #[test]
     fn output_bits_are_balanced() {
         let n = 1u64 << 16;
-        for f in [
-            hash_u64 as fn(u64) -> u64,
-            |k| hash_u128(u128::from(k)),
-            |k| hash_bytes(&k.to_le_bytes()[..6]),
-            |k| hash_words(&[k, 1, 2]),
-        ] {
+        for f in
+            [hash_u64 as fn(u64) -> u64, |k| hash_u128(u128::from(k)), |k| hash_bytes(&k.to_le_bytes()[..6]), |k| hash_words(&[k, 1, 2])]
+        {
             let mut ones = [0u32; 64];
             for k in 0..n {
                 let h = f(k);

@@ -188,15 +188,7 @@ impl SrTcm {
         if cfg.cbs_bytes == 0 && cfg.ebs_bytes == 0 {
             return Err(MeterError::BothBurstsZero);
         }
-        Ok(SrTcm {
-            cfg,
-            clock: Clock {
-                last_ns: 0,
-                frac: 0,
-            },
-            tc: cfg.cbs_bytes,
-            te: cfg.ebs_bytes,
-        })
+        Ok(SrTcm { cfg, clock: Clock { last_ns: 0, frac: 0 }, tc: cfg.cbs_bytes, te: cfg.ebs_bytes })
     }
 
     /// The configuration.
@@ -256,8 +248,7 @@ impl TrTcm {
     /// # Errors
     /// A rate or burst above the limits, or PIR < CIR.
     pub fn new(cfg: TrTcmConfig) -> Result<TrTcm, MeterError> {
-        if cfg.cir_bytes_per_s > MAX_RATE_BYTES_PER_S || cfg.pir_bytes_per_s > MAX_RATE_BYTES_PER_S
-        {
+        if cfg.cir_bytes_per_s > MAX_RATE_BYTES_PER_S || cfg.pir_bytes_per_s > MAX_RATE_BYTES_PER_S {
             return Err(MeterError::RateTooHigh);
         }
         if cfg.cbs_bytes > MAX_BURST_BYTES || cfg.pbs_bytes > MAX_BURST_BYTES {
@@ -266,17 +257,8 @@ impl TrTcm {
         if cfg.pir_bytes_per_s < cfg.cir_bytes_per_s {
             return Err(MeterError::PirBelowCir);
         }
-        let clock = Clock {
-            last_ns: 0,
-            frac: 0,
-        };
-        Ok(TrTcm {
-            cfg,
-            pclock: clock,
-            cclock: clock,
-            tp: cfg.pbs_bytes,
-            tc: cfg.cbs_bytes,
-        })
+        let clock = Clock { last_ns: 0, frac: 0 };
+        Ok(TrTcm { cfg, pclock: clock, cclock: clock, tp: cfg.pbs_bytes, tc: cfg.cbs_bytes })
     }
 
     /// The configuration.
@@ -360,13 +342,7 @@ impl<M: Meter> MeterArray<M> {
     /// Colours `min(idx.len(), len_bytes.len(), colors.len())` packets of one batch, all at
     /// `now_ns`, in order: `colors[i]` holds the incoming colour and receives the result.
     /// Unknown indices give Red. Returns how many were marked. Worker only; never panics.
-    pub fn mark_batch(
-        &mut self,
-        now_ns: u64,
-        idx: &[u32],
-        len_bytes: &[u32],
-        colors: &mut [Color],
-    ) -> usize {
+    pub fn mark_batch(&mut self, now_ns: u64, idx: &[u32], len_bytes: &[u32], colors: &mut [Color]) -> usize {
         let n = idx.len().min(len_bytes.len()).min(colors.len());
         for ((&i, &len), c) in idx.iter().zip(len_bytes).zip(colors.iter_mut()).take(n) {
             *c = self.mark(i, now_ns, len, *c);
@@ -382,23 +358,10 @@ mod tests {
     use Color::*;
 
     fn sr(cir: u64, cbs: u64, ebs: u64, mode: ColorMode) -> SrTcm {
-        SrTcm::new(SrTcmConfig {
-            cir_bytes_per_s: cir,
-            cbs_bytes: cbs,
-            ebs_bytes: ebs,
-            mode,
-        })
-        .unwrap()
+        SrTcm::new(SrTcmConfig { cir_bytes_per_s: cir, cbs_bytes: cbs, ebs_bytes: ebs, mode }).unwrap()
     }
     fn tr(cir: u64, cbs: u64, pir: u64, pbs: u64, mode: ColorMode) -> TrTcm {
-        TrTcm::new(TrTcmConfig {
-            cir_bytes_per_s: cir,
-            cbs_bytes: cbs,
-            pir_bytes_per_s: pir,
-            pbs_bytes: pbs,
-            mode,
-        })
-        .unwrap()
+        TrTcm::new(TrTcmConfig { cir_bytes_per_s: cir, cbs_bytes: cbs, pir_bytes_per_s: pir, pbs_bytes: pbs, mode }).unwrap()
     }
 
     #[test]
@@ -412,40 +375,12 @@ mod tests {
 
     #[test]
     fn config_errors() {
-        let ok = SrTcmConfig {
-            cir_bytes_per_s: 1,
-            cbs_bytes: 1,
-            ebs_bytes: 0,
-            mode: ColorMode::Blind,
-        };
+        let ok = SrTcmConfig { cir_bytes_per_s: 1, cbs_bytes: 1, ebs_bytes: 0, mode: ColorMode::Blind };
         assert!(SrTcm::new(ok).is_ok());
-        assert_eq!(
-            SrTcm::new(SrTcmConfig { cbs_bytes: 0, ..ok }).err(),
-            Some(MeterError::BothBurstsZero)
-        );
-        assert_eq!(
-            SrTcm::new(SrTcmConfig {
-                cir_bytes_per_s: MAX_RATE_BYTES_PER_S + 1,
-                ..ok
-            })
-            .err(),
-            Some(MeterError::RateTooHigh)
-        );
-        assert_eq!(
-            SrTcm::new(SrTcmConfig {
-                ebs_bytes: MAX_BURST_BYTES + 1,
-                ..ok
-            })
-            .err(),
-            Some(MeterError::BurstTooLarge)
-        );
-        let t = TrTcmConfig {
-            cir_bytes_per_s: 10,
-            cbs_bytes: 1,
-            pir_bytes_per_s: 9,
-            pbs_bytes: 1,
-            mode: ColorMode::Blind,
-        };
+        assert_eq!(SrTcm::new(SrTcmConfig { cbs_bytes: 0, ..ok }).err(), Some(MeterError::BothBurstsZero));
+        assert_eq!(SrTcm::new(SrTcmConfig { cir_bytes_per_s: MAX_RATE_BYTES_PER_S + 1, ..ok }).err(), Some(MeterError::RateTooHigh));
+        assert_eq!(SrTcm::new(SrTcmConfig { ebs_bytes: MAX_BURST_BYTES + 1, ..ok }).err(), Some(MeterError::BurstTooLarge));
+        let t = TrTcmConfig { cir_bytes_per_s: 10, cbs_bytes: 1, pir_bytes_per_s: 9, pbs_bytes: 1, mode: ColorMode::Blind };
         assert_eq!(TrTcm::new(t).err(), Some(MeterError::PirBelowCir));
     }
 
@@ -533,22 +468,11 @@ mod tests {
 
     #[test]
     fn long_idle_gap_does_not_overflow() {
-        let mut m = sr(
-            MAX_RATE_BYTES_PER_S,
-            MAX_BURST_BYTES,
-            MAX_BURST_BYTES,
-            ColorMode::Blind,
-        );
+        let mut m = sr(MAX_RATE_BYTES_PER_S, MAX_BURST_BYTES, MAX_BURST_BYTES, ColorMode::Blind);
         assert_eq!(m.mark(0, u32::MAX, Green), Green);
         assert_eq!(m.mark(u64::MAX, u32::MAX, Green), Green);
         assert_eq!(m.tokens().1, MAX_BURST_BYTES);
-        let mut t = tr(
-            MAX_RATE_BYTES_PER_S,
-            10,
-            MAX_RATE_BYTES_PER_S,
-            10,
-            ColorMode::Blind,
-        );
+        let mut t = tr(MAX_RATE_BYTES_PER_S, 10, MAX_RATE_BYTES_PER_S, 10, ColorMode::Blind);
         assert_eq!(t.mark(u64::MAX - 1, 10, Green), Green);
         assert_eq!(t.mark(u64::MAX, 10, Green), Green); // 1 ns at 16 B/ns refills 10
         assert_eq!(t.mark(3, 10, Green), Red); // time went back: no tokens

@@ -43,39 +43,18 @@ fn field(w: u8) -> impl Strategy<Value = FieldMatch> {
 }
 
 fn rules(widths: Vec<u8>, max: usize) -> impl Strategy<Value = Vec<AclRule>> {
-    let one = (
-        0u32..8,
-        widths.iter().map(|&w| field(w)).collect::<Vec<_>>(),
-        any::<u32>(),
-    )
-        .prop_map(|(priority, fields, action)| AclRule {
-            priority,
-            fields,
-            action,
-        });
+    let one = (0u32..8, widths.iter().map(|&w| field(w)).collect::<Vec<_>>(), any::<u32>())
+        .prop_map(|(priority, fields, action)| AclRule { priority, fields, action });
     prop::collection::vec(one, 0..max)
 }
 
 fn config(widths: Vec<u8>) -> impl Strategy<Value = AclConfig> {
-    (
-        1usize..10,
-        any::<bool>(),
-        prop_oneof![3 => Just(1usize << 24), 1 => 16usize..400],
-    )
-        .prop_map(move |(leaf_size, partition, max_words)| AclConfig {
-            leaf_size,
-            partition,
-            max_words,
-            ..AclConfig::new(widths.clone())
-        })
+    (1usize..10, any::<bool>(), prop_oneof![3 => Just(1usize << 24), 1 => 16usize..400])
+        .prop_map(move |(leaf_size, partition, max_words)| AclConfig { leaf_size, partition, max_words, ..AclConfig::new(widths.clone()) })
 }
 
 /// Keys: uniform random, rule-derived (inside a rule; on and just past its edges).
-fn keys<const N: usize>(
-    rules: &[AclRule],
-    widths: &[u8; N],
-    seeds: &[(u32, u32, u8)],
-) -> Vec<[u32; N]> {
+fn keys<const N: usize>(rules: &[AclRule], widths: &[u8; N], seeds: &[(u32, u32, u8)]) -> Vec<[u32; N]> {
     seeds
         .iter()
         .map(|&(pick, noise, how)| {
@@ -102,12 +81,7 @@ fn keys<const N: usize>(
         .collect()
 }
 
-fn check<const N: usize>(
-    cfg: &AclConfig,
-    rules: &[AclRule],
-    seeds: &[(u32, u32, u8)],
-    widths: &[u8; N],
-) -> Result<(), TestCaseError> {
+fn check<const N: usize>(cfg: &AclConfig, rules: &[AclRule], seeds: &[(u32, u32, u8)], widths: &[u8; N]) -> Result<(), TestCaseError> {
     let fast = Acl::build(cfg, rules).unwrap();
     let twin = LinearAcl::new(rules.to_vec());
     let ks = keys(rules, widths, seeds);
@@ -174,10 +148,7 @@ proptest! {
 /// it classifies like the linear scan. `REGENERATE_RULES=1` rewrites it.
 #[test]
 fn acl1k_file_matches_generator() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../testdata/rules/acl1k.txt"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/rules/acl1k.txt");
     let rules = classbench::generate(Kind::Acl, 1000, 1);
     let text = classbench::format(&rules).unwrap();
     if std::env::var_os("REGENERATE_RULES").is_some() {

@@ -25,21 +25,14 @@ fn hand_pipelined_equals_lanes_and_batch() {
         hashes[i] = t.hash(&keys[i]);
         t.prefetch(hashes[i]);
     }
-    let by_hand: Vec<Option<u32>> = (0..BATCH_MAX)
-        .map(|i| t.lookup_hashed(&keys[i], hashes[i]))
-        .collect();
+    let by_hand: Vec<Option<u32>> = (0..BATCH_MAX).map(|i| t.lookup_hashed(&keys[i], hashes[i])).collect();
     let mut lanes_out = [None; BATCH_MAX];
     let hits = t.lookup_lanes(&keys, Lanes::first(BATCH_MAX), &mut lanes_out);
     let mut batch_out = [None; BATCH_MAX];
     assert_eq!(t.lookup_batch(&keys, &mut batch_out), hits);
     assert_eq!(&by_hand[..], &lanes_out[..]);
     assert_eq!(batch_out, lanes_out);
-    assert_eq!(
-        hits,
-        (0..BATCH_MAX)
-            .filter(|i| (i * 37) % 3 == 0 && i * 37 < 4000)
-            .count() as u64
-    );
+    assert_eq!(hits, (0..BATCH_MAX).filter(|i| (i * 37) % 3 == 0 && i * 37 < 4000).count() as u64);
     // Capacity 4096 is a hard limit: the table reports Full, not a silent overwrite.
     for i in 4000..4095u64 {
         assert_eq!(t.insert([i, i * 3, 7, !i], 0), Ok(None));

@@ -21,7 +21,14 @@ impl Ct {
     }
 
     /// One packet from `src` to `dst` at `now`: (entry, verdict) or the insert error.
-    fn pkt(&mut self, p: u8, src: ([u8; 4], u16), dst: ([u8; 4], u16), seg: Segment, now: u64) -> Result<(FlowId, TcpVerdict), InsertError> {
+    fn pkt(
+        &mut self,
+        p: u8,
+        src: ([u8; 4], u16),
+        dst: ([u8; 4], u16),
+        seg: Segment,
+        now: u64,
+    ) -> Result<(FlowId, TcpVerdict), InsertError> {
         let (k, side) = FlowKey::v4(5, p, src.0, src.1, dst.0, dst.1);
         let h = self.t.hash(&k);
         match self.t.lookup(&k, h, now) {

@@ -3,9 +3,7 @@
 //! and expiry. Small capacities make "table full" common; a 64-slot wheel with ~0.27 s ticks
 //! makes long timeouts wrap around the wheel many times.
 
-use fastpath_tables::flow::{
-    flags::*, proto, FlowConfig, FlowKey, FlowTable, InsertError, Segment, Side, NO_FLOW,
-};
+use fastpath_tables::flow::{flags::*, proto, FlowConfig, FlowKey, FlowTable, InsertError, Segment, Side, NO_FLOW};
 use fastpath_tables::reference::flow::RefFlowTable;
 use proptest::prelude::*;
 
@@ -33,23 +31,15 @@ enum Op {
 }
 
 fn seg() -> impl Strategy<Value = Segment> {
-    let fl = prop_oneof![
-        Just(SYN),
-        Just(SYN | ACK),
-        Just(ACK),
-        Just(ACK | PSH),
-        Just(FIN | ACK),
-        Just(RST),
-        Just(RST | ACK),
-        any::<u8>(),
-    ];
+    let fl = prop_oneof![Just(SYN), Just(SYN | ACK), Just(ACK), Just(ACK | PSH), Just(FIN | ACK), Just(RST), Just(RST | ACK), any::<u8>(),];
     let num = prop_oneof![Just(0u32), Just(1000), Just(1001), Just(1101), Just(5000), Just(5001), Just(70_000), any::<u32>()];
-    (fl, num.clone(), num, prop_oneof![Just(65535u16), Just(0), any::<u16>()], prop_oneof![Just(0u32), Just(100)], 40u32..1500)
-        .prop_map(|(f, seq, ack, win, len, wire)| {
+    (fl, num.clone(), num, prop_oneof![Just(65535u16), Just(0), any::<u16>()], prop_oneof![Just(0u32), Just(100)], 40u32..1500).prop_map(
+        |(f, seq, ack, win, len, wire)| {
             let mut s = Segment::tcp(f, seq, ack, win, len);
             s.wire_len = wire;
             s
-        })
+        },
+    )
 }
 
 fn op() -> impl Strategy<Value = Op> {

@@ -25,11 +25,7 @@ fn stage_style_lookup_over_live_lanes() {
     for (i, d) in dst.iter_mut().enumerate() {
         assert!(b.push(PktId(i as u32), 0));
         // 198.18.x.y for even slots, 203.0.113.y (unrouted) for odd ones.
-        *d = if i % 2 == 0 {
-            v4("198.18.7.0") + i as u32 / 2
-        } else {
-            v4("203.0.113.0") + i as u32 % 256
-        };
+        *d = if i % 2 == 0 { v4("198.18.7.0") + i as u32 / 2 } else { v4("203.0.113.0") + i as u32 % 256 };
     }
     b.drop(0, DropReason::NotIp); // slot 0 already dropped by an earlier stage
     let mut nh = [None; BATCH_MAX];
@@ -51,10 +47,7 @@ fn stage_style_lookup_over_live_lanes() {
 #[test]
 fn batch_equals_single_lookups_v6() {
     let mut fib = Lpm6::new();
-    let net: u128 = "2001:db8::"
-        .parse::<Ipv6Addr>()
-        .map(u128::from)
-        .unwrap_or(0);
+    let net: u128 = "2001:db8::".parse::<Ipv6Addr>().map(u128::from).unwrap_or(0);
     for i in 0..64u128 {
         assert_eq!(fib.insert(net | i << 80, 48, i as u32), Ok(()));
     }

@@ -1,9 +1,7 @@
 //! Meters against the literal RFC 2697/2698 twins on simulated time, and rate accuracy.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use fastpath_tables::meter::{
-    Color, ColorMode, MeterArray, SrTcm, SrTcmConfig, TrTcm, TrTcmConfig,
-};
+use fastpath_tables::meter::{Color, ColorMode, MeterArray, SrTcm, SrTcmConfig, TrTcm, TrTcmConfig};
 use fastpath_tables::reference::meter::{RefSrTcm, RefTrTcm};
 use proptest::prelude::*;
 
@@ -86,12 +84,7 @@ proptest! {
 
 /// Offers `load_bytes_per_s` of `len`-byte packets, evenly spaced, for `secs` simulated
 /// seconds and returns the bytes of each colour.
-fn offer(
-    m: &mut impl FnMut(u64, u32) -> Color,
-    load_bytes_per_s: u64,
-    len: u32,
-    secs: u64,
-) -> [u64; 3] {
+fn offer(m: &mut impl FnMut(u64, u32) -> Color, load_bytes_per_s: u64, len: u32, secs: u64) -> [u64; 3] {
     let n = load_bytes_per_s * secs / u64::from(len);
     let gap_ns = secs * 1_000_000_000 / n;
     let mut out = [0u64; 3];
@@ -104,27 +97,14 @@ fn offer(
 
 #[test]
 fn srtcm_green_rate_within_one_percent_of_cir() {
-    for (cir, cbs, ebs, len) in [
-        (1_250_000u64, 15_000u64, 30_000u64, 1500u32),
-        (12_500_000, 100_000, 0, 64),
-        (125_000_000, 1_000_000, 1_000_000, 512),
-    ] {
-        let mut m = SrTcm::new(SrTcmConfig {
-            cir_bytes_per_s: cir,
-            cbs_bytes: cbs,
-            ebs_bytes: ebs,
-            mode: ColorMode::Blind,
-        })
-        .unwrap();
+    for (cir, cbs, ebs, len) in
+        [(1_250_000u64, 15_000u64, 30_000u64, 1500u32), (12_500_000, 100_000, 0, 64), (125_000_000, 1_000_000, 1_000_000, 512)]
+    {
+        let mut m = SrTcm::new(SrTcmConfig { cir_bytes_per_s: cir, cbs_bytes: cbs, ebs_bytes: ebs, mode: ColorMode::Blind }).unwrap();
         let got = offer(&mut |t, l| m.mark(t, l, Color::Green), 4 * cir, len, 1);
         let want = (cir + cbs) as f64;
         let err = (got[0] as f64 - want).abs() / want;
-        assert!(
-            err <= 0.01,
-            "cir {cir}: green {} vs {want} ({:.3} %)",
-            got[0],
-            err * 100.0
-        );
+        assert!(err <= 0.01, "cir {cir}: green {} vs {want} ({:.3} %)", got[0], err * 100.0);
         // Yellow gets only the initial EBS (Tc never fills while overloaded).
         assert!(got[1] <= ebs, "yellow {} > ebs {ebs}", got[1]);
         assert!(got[2] > 0);
@@ -134,27 +114,15 @@ fn srtcm_green_rate_within_one_percent_of_cir() {
 #[test]
 fn trtcm_rates_within_one_percent() {
     let (cir, cbs, pir, pbs, len) = (1_000_000u64, 10_000u64, 3_000_000u64, 20_000u64, 1000u32);
-    let mut m = TrTcm::new(TrTcmConfig {
-        cir_bytes_per_s: cir,
-        cbs_bytes: cbs,
-        pir_bytes_per_s: pir,
-        pbs_bytes: pbs,
-        mode: ColorMode::Blind,
-    })
-    .unwrap();
+    let mut m =
+        TrTcm::new(TrTcmConfig { cir_bytes_per_s: cir, cbs_bytes: cbs, pir_bytes_per_s: pir, pbs_bytes: pbs, mode: ColorMode::Blind })
+            .unwrap();
     let got = offer(&mut |t, l| m.mark(t, l, Color::Green), 10 * pir, len, 1);
     let green_want = (cir + cbs) as f64;
     let green_yellow_want = (pir + pbs) as f64;
-    assert!(
-        (got[0] as f64 - green_want).abs() / green_want <= 0.01,
-        "green {}",
-        got[0]
-    );
+    assert!((got[0] as f64 - green_want).abs() / green_want <= 0.01, "green {}", got[0]);
     let gy = (got[0] + got[1]) as f64;
-    assert!(
-        (gy - green_yellow_want).abs() / green_yellow_want <= 0.01,
-        "green+yellow {gy}"
-    );
+    assert!((gy - green_yellow_want).abs() / green_yellow_want <= 0.01, "green+yellow {gy}");
 }
 
 /// Colour-aware: packets pre-marked yellow never consume committed tokens, so all-green traffic
@@ -162,23 +130,13 @@ fn trtcm_rates_within_one_percent() {
 #[test]
 fn srtcm_aware_yellow_does_not_steal_committed() {
     let cir = 1_000_000u64;
-    let mut m = SrTcm::new(SrTcmConfig {
-        cir_bytes_per_s: cir,
-        cbs_bytes: 10_000,
-        ebs_bytes: 10_000,
-        mode: ColorMode::Aware,
-    })
-    .unwrap();
+    let mut m = SrTcm::new(SrTcmConfig { cir_bytes_per_s: cir, cbs_bytes: 10_000, ebs_bytes: 10_000, mode: ColorMode::Aware }).unwrap();
     let mut green = 0u64;
     let mut k = 0u64;
     let got = offer(
         &mut |t, l| {
             k += 1;
-            let c = if k.is_multiple_of(2) {
-                Color::Yellow
-            } else {
-                Color::Green
-            };
+            let c = if k.is_multiple_of(2) { Color::Yellow } else { Color::Green };
             let out = m.mark(t, l, c);
             if c == Color::Yellow {
                 assert_ne!(out, Color::Green);
@@ -199,12 +157,7 @@ fn srtcm_aware_yellow_does_not_steal_committed() {
 
 #[test]
 fn thousand_policers_are_independent() {
-    let cfg = SrTcmConfig {
-        cir_bytes_per_s: 1000,
-        cbs_bytes: 1500,
-        ebs_bytes: 0,
-        mode: ColorMode::Blind,
-    };
+    let cfg = SrTcmConfig { cir_bytes_per_s: 1000, cbs_bytes: 1500, ebs_bytes: 0, mode: ColorMode::Blind };
     let mut a = MeterArray::new((0..1000).map(|_| SrTcm::new(cfg).unwrap()).collect());
     let idx: Vec<u32> = (0..1000).collect();
     let lens = vec![1500u32; 1000];

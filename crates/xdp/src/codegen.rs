@@ -143,10 +143,7 @@ fn prim_ok(p: &Prim, what: &str) -> Result<(), Unsupported> {
             writable(b, what)
         }
         Prim::MacSwap => Ok(()),
-        other => Err(Unsupported(format!(
-            "{what}: primitive \"{}\" (the XDP datapath runs forward, drop, set and swap)",
-            other.name()
-        ))),
+        other => Err(Unsupported(format!("{what}: primitive \"{}\" (the XDP datapath runs forward, drop, set and swap)", other.name()))),
     }
 }
 

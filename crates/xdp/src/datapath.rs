@@ -165,13 +165,16 @@ impl XdpDatapath {
         let mut tables = Vec::new();
         for t in &program.tables {
             let key = 8 * t.key.len() as u32;
-            let m = Map::create(MapType::HASH, key, VALUE_SIZE, t.size as u32, &t.name).map_err(bpf(format!("creating the map of table \"{}\"", t.name)))?;
+            let m = Map::create(MapType::HASH, key, VALUE_SIZE, t.size as u32, &t.name)
+                .map_err(bpf(format!("creating the map of table \"{}\"", t.name)))?;
             tables.push(m);
         }
         let n = ports.len().max(1) as u32;
         let devmap = Map::create(MapType::DEVMAP, 4, 4, n, "fp_ports").map_err(bpf("creating the port map"))?;
         for (i, ifx) in ifindexes.iter().enumerate() {
-            devmap.update(&(i as u32).to_ne_bytes(), &ifx.to_ne_bytes()).map_err(bpf(format!("adding port {} to the port map", ports[i].name)))?;
+            devmap
+                .update(&(i as u32).to_ne_bytes(), &ifx.to_ne_bytes())
+                .map_err(bpf(format!("adding port {} to the port map", ports[i].name)))?;
         }
         let counters = Map::create(MapType::PERCPU_ARRAY, 4, 8, layout.slots(), "fp_counters").map_err(bpf("creating the counters"))?;
         let fds = MapFds { tables: tables.iter().map(Map::fd).collect(), devmap: devmap.fd(), counters: counters.fd() };
@@ -309,7 +312,13 @@ impl XdpDatapath {
             rx: (0..l.ports).map(|p| self.counter(l.rx(p))).collect(),
             tx: (0..l.ports).map(|p| self.counter(l.tx(p))).collect(),
             drops: DropReason::ALL.iter().map(|r| (*r, self.counter(l.drop(*r)))).filter(|d| d.1 > 0).collect(),
-            tables: self.program.tables.iter().enumerate().map(|(t, d)| (d.name.clone(), self.counter(l.hit(t)), self.counter(l.miss(t)))).collect(),
+            tables: self
+                .program
+                .tables
+                .iter()
+                .enumerate()
+                .map(|(t, d)| (d.name.clone(), self.counter(l.hit(t)), self.counter(l.miss(t))))
+                .collect(),
         }
     }
 }

@@ -53,7 +53,8 @@ fn xdp_outcome(dp: &XdpDatapath, port: u16, frame: &[u8]) -> Outcome {
     assert_eq!(after.rx[usize::from(port)], before.rx[usize::from(port)] + 1, "rx counted");
     match r.retval as i32 {
         xdp_action::REDIRECT => {
-            let p: u16 = m[0].strip_prefix("tx").and_then(|x| x.parse().ok()).unwrap_or_else(|| panic!("redirect without a tx count: {m:?}"));
+            let p: u16 =
+                m[0].strip_prefix("tx").and_then(|x| x.parse().ok()).unwrap_or_else(|| panic!("redirect without a tx count: {m:?}"));
             Outcome::Tx(p, out[..r.data_len].to_vec())
         }
         xdp_action::DROP => Outcome::Drop(DropReason::from_name(&m[0]).unwrap_or_else(|| panic!("drop without a reason: {m:?}"))),

@@ -153,7 +153,12 @@ fn drive<P: Processor>(label: &str, templates: Templates, n: u64, min_warm: u64,
         if tty && polls % 1024 == 0 && last.elapsed() > Duration::from_millis(500) {
             last = Instant::now();
             let done = rx(&w) - start_pkts;
-            eprint!("\r  {label}: {:>3.0}% ({:.1}M of {:.1}M packets)   ", done as f64 * 100.0 / n as f64, done as f64 / 1e6, n as f64 / 1e6);
+            eprint!(
+                "\r  {label}: {:>3.0}% ({:.1}M of {:.1}M packets)   ",
+                done as f64 * 100.0 / n as f64,
+                done as f64 / 1e6,
+                n as f64 / 1e6
+            );
         }
     }
     let (ns, cyc) = (t0.elapsed().as_nanos() as f64, cycles().wrapping_sub(c0) as f64);
@@ -238,11 +243,22 @@ fn print_text(r: &BenchResult, spread: Option<(f64, f64)>) {
         "{}: {:.2} Mpps{sp}, {:.1} ns/packet, {:.1} cycles/packet ({} packets, {} B, {} flows)",
         r.pipeline, r.mpps, r.ns_per_packet, r.cycles_per_packet, r.packets, r.frame_size, r.flows
     );
-    println!("  source (empty pipeline): {:.1} ns/packet; pipeline alone: {:.1} ns/packet", r.source_ns_per_packet, r.pipeline_ns_per_packet);
+    println!(
+        "  source (empty pipeline): {:.1} ns/packet; pipeline alone: {:.1} ns/packet",
+        r.source_ns_per_packet, r.pipeline_ns_per_packet
+    );
     println!("  {:<16} {:>9} {:>9} {:>12} {:>12}  drops", "stage", "ns/pkt", "cyc/pkt", "packets in", "packets out");
     for s in &r.stages {
         let d: Vec<String> = s.drops.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        println!("  {:<16} {:>9.2} {:>9.1} {:>12} {:>12}  {}", s.name, s.ns_per_packet, s.cycles_per_packet, s.packets_in, s.packets_out, d.join(" "));
+        println!(
+            "  {:<16} {:>9.2} {:>9.1} {:>12} {:>12}  {}",
+            s.name,
+            s.ns_per_packet,
+            s.cycles_per_packet,
+            s.packets_in,
+            s.packets_out,
+            d.join(" ")
+        );
     }
 }
 
@@ -402,24 +418,54 @@ fn write_report(path: &std::path::Path, rows: &[(BenchResult, f64, f64)], acls: 
         })
         .collect();
     rep.table(&["pipeline", "Mpps", "spread", "ns/pkt", "cycles/pkt", "source ns/pkt", "frame B", "flows"], table);
-    rep.bar_chart(Chart::new("Packets per second, one core").y_label("Mpps").bars("median", rows.iter().map(|(r, _, _)| (r.pipeline.clone(), r.mpps)).collect()));
+    rep.bar_chart(
+        Chart::new("Packets per second, one core")
+            .y_label("Mpps")
+            .bars("median", rows.iter().map(|(r, _, _)| (r.pipeline.clone(), r.mpps)).collect()),
+    );
     for (r, _, _) in rows {
         rep.bar_chart(
-            Chart::new(format!("{}: where the time goes", r.pipeline))
-                .y_label("ns per packet")
-                .bars("stage", r.stages.iter().filter(|s| s.name != "end").map(|s| (s.name.clone(), s.ns_per_packet)).chain([("source".to_string(), r.source_ns_per_packet)]).collect()),
+            Chart::new(format!("{}: where the time goes", r.pipeline)).y_label("ns per packet").bars(
+                "stage",
+                r.stages
+                    .iter()
+                    .filter(|s| s.name != "end")
+                    .map(|s| (s.name.clone(), s.ns_per_packet))
+                    .chain([("source".to_string(), r.source_ns_per_packet)])
+                    .collect(),
+            ),
         );
     }
     if !acls.is_empty() {
         rep.heading("ACL classifier");
         rep.table(
             &["flavour", "rules", "M lookups/s", "ns/lookup", "build ms"],
-            acls.iter().map(|r| vec![r.kind.clone(), r.rules.to_string(), format!("{:.2}", r.mlookups_per_s), format!("{:.1}", r.ns_per_lookup), format!("{:.0}", r.build_ms)]).collect(),
+            acls.iter()
+                .map(|r| {
+                    vec![
+                        r.kind.clone(),
+                        r.rules.to_string(),
+                        format!("{:.2}", r.mlookups_per_s),
+                        format!("{:.1}", r.ns_per_lookup),
+                        format!("{:.0}", r.build_ms),
+                    ]
+                })
+                .collect(),
         );
-        rep.bar_chart(Chart::new("ACL lookups per second").y_label("M lookups/s").bars("rules", acls.iter().map(|r| (format!("{} {}", r.kind, r.rules), r.mlookups_per_s)).collect()));
+        rep.bar_chart(
+            Chart::new("ACL lookups per second")
+                .y_label("M lookups/s")
+                .bars("rules", acls.iter().map(|r| (format!("{} {}", r.kind, r.rules), r.mlookups_per_s)).collect()),
+        );
     }
     rep.heading("Reproduce");
-    rep.pre(format!("fastpath bench            # this report\n{}", rows.iter().map(|(r, _, _)| format!("fastpath bench {} --flows {} --size {} --json", r.pipeline, r.flows, r.frame_size)).collect::<Vec<_>>().join("\n")));
+    rep.pre(format!(
+        "fastpath bench            # this report\n{}",
+        rows.iter()
+            .map(|(r, _, _)| format!("fastpath bench {} --flows {} --size {} --json", r.pipeline, r.flows, r.frame_size))
+            .collect::<Vec<_>>()
+            .join("\n")
+    ));
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
@@ -439,8 +485,14 @@ fn overlay_scenario(a: &BenchArgs, tsc: f64) -> Result<(), String> {
             .filter(|(k, _)| a.ladder_step.is_none_or(|s| s == *k))
             .map(|(k, n)| (n.to_string(), BenchArgs { variant: Variant::Ladder(k), flows: Some(base_flows), ..a.clone() }))
             .collect(),
-        "scale" => [1_000u32, 10_000, 100_000, 1_000_000, 5_000_000].iter().map(|&f| (f.to_string(), BenchArgs { flows: Some(f), ..a.clone() })).collect(),
-        "sizes" => [64usize, 128, 256, 512, 1024, 1518].iter().map(|&s| (s.to_string(), BenchArgs { size: s, flows: Some(base_flows), ..a.clone() })).collect(),
+        "scale" => [1_000u32, 10_000, 100_000, 1_000_000, 5_000_000]
+            .iter()
+            .map(|&f| (f.to_string(), BenchArgs { flows: Some(f), ..a.clone() }))
+            .collect(),
+        "sizes" => [64usize, 128, 256, 512, 1024, 1518]
+            .iter()
+            .map(|&s| (s.to_string(), BenchArgs { size: s, flows: Some(base_flows), ..a.clone() }))
+            .collect(),
         "cps" => vec![("cps".to_string(), BenchArgs { variant: Variant::Cps, flows: Some(a.flows.unwrap_or(2_000_000)), ..a.clone() })],
         other => return Err(format!("--scenario {other}: expected ladder, scale, cps or sizes")),
     };
@@ -463,7 +515,14 @@ fn overlay_scenario(a: &BenchArgs, tsc: f64) -> Result<(), String> {
         println!("  {:<14} {:>8} {:>15} {:>9} {:>10} {:>9} {:>10}", "step", "Mpps", "spread", "ns/pkt", "cycles/pkt", "flows", "Mconn/s");
         for (l, r, lo, hi) in &rows {
             let cps = r.cps.map_or(String::from("-"), |c| format!("{:.2}", c / 1e6));
-            println!("  {l:<14} {:>8.2} {:>15} {:>9.1} {:>10.1} {:>9} {cps:>10}", r.mpps, format!("{lo:.2}–{hi:.2}"), r.ns_per_packet, r.cycles_per_packet, r.flows);
+            println!(
+                "  {l:<14} {:>8.2} {:>15} {:>9.1} {:>10.1} {:>9} {cps:>10}",
+                r.mpps,
+                format!("{lo:.2}–{hi:.2}"),
+                r.ns_per_packet,
+                r.cycles_per_packet,
+                r.flows
+            );
         }
     }
     let path = a.report.clone().unwrap_or_else(|| PathBuf::from(format!("bench/out/sdn-overlay-{which}.html")));
@@ -472,15 +531,34 @@ fn overlay_scenario(a: &BenchArgs, tsc: f64) -> Result<(), String> {
         &["step", "Mpps", "ns/pkt", "cycles/pkt", "flows", "frame B", "conn/s"],
         rows.iter()
             .map(|(l, r, _, _)| {
-                vec![l.clone(), format!("{:.2}", r.mpps), format!("{:.1}", r.ns_per_packet), format!("{:.1}", r.cycles_per_packet), r.flows.to_string(), r.frame_size.to_string(), r.cps.map_or("-".into(), |c| format!("{c:.0}"))]
+                vec![
+                    l.clone(),
+                    format!("{:.2}", r.mpps),
+                    format!("{:.1}", r.ns_per_packet),
+                    format!("{:.1}", r.cycles_per_packet),
+                    r.flows.to_string(),
+                    r.frame_size.to_string(),
+                    r.cps.map_or("-".into(), |c| format!("{c:.0}")),
+                ]
             })
             .collect(),
     );
     let chart = match which.as_str() {
-        "ladder" => Chart::new("Mpps per feature step, one core").y_label("Mpps").bars("median", rows.iter().map(|(l, r, _, _)| (l.clone(), r.mpps)).collect()),
-        "scale" => Chart::new("Flow scale, one core").x_label("concurrent flows").y_label("Mpps").log_x().series("median", rows.iter().map(|(_, r, _, _)| (f64::from(r.flows), r.mpps)).collect()),
-        "sizes" => Chart::new("Frame sizes, one core").x_label("frame bytes").y_label("Mpps").series("median", rows.iter().map(|(_, r, _, _)| (r.frame_size as f64, r.mpps)).collect()),
-        _ => Chart::new("Connections per second, one core").y_label("M connections/s").bars("median", rows.iter().map(|(l, r, _, _)| (l.clone(), r.cps.unwrap_or(0.0) / 1e6)).collect()),
+        "ladder" => Chart::new("Mpps per feature step, one core")
+            .y_label("Mpps")
+            .bars("median", rows.iter().map(|(l, r, _, _)| (l.clone(), r.mpps)).collect()),
+        "scale" => Chart::new("Flow scale, one core")
+            .x_label("concurrent flows")
+            .y_label("Mpps")
+            .log_x()
+            .series("median", rows.iter().map(|(_, r, _, _)| (f64::from(r.flows), r.mpps)).collect()),
+        "sizes" => Chart::new("Frame sizes, one core")
+            .x_label("frame bytes")
+            .y_label("Mpps")
+            .series("median", rows.iter().map(|(_, r, _, _)| (r.frame_size as f64, r.mpps)).collect()),
+        _ => Chart::new("Connections per second, one core")
+            .y_label("M connections/s")
+            .bars("median", rows.iter().map(|(l, r, _, _)| (l.clone(), r.cps.unwrap_or(0.0) / 1e6)).collect()),
     };
     if which == "scale" || which == "sizes" {
         rep.line_chart(chart);
@@ -488,7 +566,11 @@ fn overlay_scenario(a: &BenchArgs, tsc: f64) -> Result<(), String> {
         rep.bar_chart(chart);
     }
     if which == "ladder" {
-        rep.bar_chart(Chart::new("Cycles per packet per feature step").y_label("cycles/packet").bars("median", rows.iter().map(|(l, r, _, _)| (l.clone(), r.cycles_per_packet)).collect()));
+        rep.bar_chart(
+            Chart::new("Cycles per packet per feature step")
+                .y_label("cycles/packet")
+                .bars("median", rows.iter().map(|(l, r, _, _)| (l.clone(), r.cycles_per_packet)).collect()),
+        );
     }
     rep.pre(format!("fastpath bench sdn-overlay --scenario {which} --size {} --repeat {} --json", a.size, a.repeat.max(1)));
     if let Some(dir) = path.parent() {

@@ -13,7 +13,13 @@ pub struct CheckArgs {
 pub fn run(a: CheckArgs) -> Result<(), String> {
     let prog = fastpath_pipeline::compile_file(&a.spec).map_err(|e| e.to_string())?;
     let pipe = prog.instantiate();
-    println!("{}: pipeline \"{}\" compiles: {} stages, {} tables", a.spec.display(), pipe.name(), pipe.stage_names().len(), prog.tables.len());
+    println!(
+        "{}: pipeline \"{}\" compiles: {} stages, {} tables",
+        a.spec.display(),
+        pipe.name(),
+        pipe.stage_names().len(),
+        prog.tables.len()
+    );
     print!("{}", pipe.show_plan());
     match fastpath_xdp::check(&prog) {
         Ok(()) => println!("xdp ports: yes, this pipeline compiles to an XDP program (docs/xdp.md)"),

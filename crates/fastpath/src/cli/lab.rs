@@ -171,10 +171,8 @@ impl Drop for TempDir {
 /// The `fastpath run …` command line the lab starts for the `fastpath` and `fastpath-xdp` DUTs.
 fn fastpath_cmd(kind: DutKind, exe: &str, spec: &str, entries: &str, core: usize, extra: &[String]) -> Vec<String> {
     let [p0, p1] = kind.fastpath_ports();
-    let mut v: Vec<String> = [exe, "run", spec, "--entries", entries, "--port", p0, "--port", p1, "--core"]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
+    let mut v: Vec<String> =
+        [exe, "run", spec, "--entries", entries, "--port", p0, "--port", p1, "--core"].iter().map(|s| (*s).to_owned()).collect();
     v.push(core.to_string());
     // The kind's lab mode, unless a --fastpath-arg gives one.
     if let Some(m) = kind.fastpath_mode().filter(|_| !extra.iter().any(|a| a.starts_with("--mode"))) {
@@ -312,11 +310,8 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let spec_text = if matches!(a.test, LabTest::Tcp) { L2FWD_SPEC.replace("swap eth.dst eth.src\n", "") } else { L2FWD_SPEC.to_owned() };
     std::fs::write(&spec, spec_text).map_err(|e| format!("{}: {e}", spec.display()))?;
     std::fs::write(&entries, L2FWD_ENTRIES).map_err(|e| format!("{}: {e}", entries.display()))?;
-    let kinds: Vec<DutKind> = if matches!(a.test, LabTest::Overlay) {
-        Vec::new()
-    } else {
-        a.duts.iter().map(|d| parse_dut(d)).collect::<Result<_, _>>()?
-    };
+    let kinds: Vec<DutKind> =
+        if matches!(a.test, LabTest::Overlay) { Vec::new() } else { a.duts.iter().map(|d| parse_dut(d)).collect::<Result<_, _>>()? };
     let duts: Vec<DutConfig> = kinds
         .iter()
         .map(|&k| {
@@ -406,11 +401,17 @@ mod tests {
     #[test]
     fn the_fastpath_dut_runs_this_binary_on_the_dut_ports() {
         let v = fastpath_cmd(DutKind::Fastpath, "/bin/fp", "/t/l2fwd.toml", "/t/e.txt", 1, &["--busy-poll=50".into()]);
-        assert_eq!(v.join(" "), "/bin/fp run /t/l2fwd.toml --entries /t/e.txt --port p0=afxdp:{in} --port p1=afxdp:{out} --core 1 --busy-poll=50");
+        assert_eq!(
+            v.join(" "),
+            "/bin/fp run /t/l2fwd.toml --entries /t/e.txt --port p0=afxdp:{in} --port p1=afxdp:{out} --core 1 --busy-poll=50"
+        );
         let x = fastpath_cmd(DutKind::FastpathXdp, "/bin/fp", "/t/l2fwd.toml", "/t/e.txt", 1, &[]);
         assert_eq!(x.join(" "), "/bin/fp run /t/l2fwd.toml --entries /t/e.txt --port p0=xdp:{in} --port p1=xdp:{out} --core 1 --mode skb");
         let n = fastpath_cmd(DutKind::FastpathXdp, "/bin/fp", "/t/l2fwd.toml", "/t/e.txt", 1, &["--mode=native".into()]);
-        assert_eq!(n.join(" "), "/bin/fp run /t/l2fwd.toml --entries /t/e.txt --port p0=xdp:{in} --port p1=xdp:{out} --core 1 --mode=native");
+        assert_eq!(
+            n.join(" "),
+            "/bin/fp run /t/l2fwd.toml --entries /t/e.txt --port p0=xdp:{in} --port p1=xdp:{out} --core 1 --mode=native"
+        );
     }
 
     #[test]
@@ -433,7 +434,8 @@ mod tests {
 
     #[test]
     fn overlay_takes_its_own_dut_names_and_rejects_others() {
-        let a = lab_args(&["overlay", "--dut", "fastpath", "--dut", "linux-vxlan", "--duration", "3", "--streams", "2", "--pings", "7"]).unwrap();
+        let a = lab_args(&["overlay", "--dut", "fastpath", "--dut", "linux-vxlan", "--duration", "3", "--streams", "2", "--pings", "7"])
+            .unwrap();
         let cfg = overlay_config(&a, "/bin/fp".into()).unwrap();
         assert_eq!(cfg.duts, vec![OverlayDut::Fastpath, OverlayDut::LinuxVxlan]);
         assert_eq!((cfg.duration_s, cfg.pings, cfg.streams.clone()), (3, 7, vec![2]));

@@ -20,13 +20,13 @@
 
 use super::{load_pipeline, PipeProc};
 use clap::{Args, ValueEnum};
+use fastpath_control::mailbox::{ControlEnd, WorkerEnd};
+use fastpath_control::{Control, LoopCounters, PortCounters, Server, WorkerSnapshot};
 use fastpath_io::af_packet::{AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
 use fastpath_io::af_xdp::{XdpConfig, XdpMode, XdpPort, ZeroCopy};
 use fastpath_io::multi::{self, MultiConfig};
 use fastpath_io::pcap::{PcapSink, PcapSource};
 use fastpath_io::port::{Duplex, Port};
-use fastpath_control::mailbox::{ControlEnd, WorkerEnd};
-use fastpath_control::{Control, LoopCounters, PortCounters, Server, WorkerSnapshot};
 use fastpath_io::worker::{Processor, Worker, WorkerStats};
 use fastpath_packet::{Batch, Pool, Verdict};
 use fastpath_pipeline::{Pipeline, StageStats};
@@ -154,7 +154,8 @@ impl PortArg {
 }
 
 fn parse_port(spec: &str) -> Result<PortArg, String> {
-    let (name, rest) = spec.split_once('=').ok_or_else(|| format!("--port {spec}: expected NAME=KIND:ARGS, e.g. p0=pcap:in.pcap or p0=afxdp:eth0"))?;
+    let (name, rest) =
+        spec.split_once('=').ok_or_else(|| format!("--port {spec}: expected NAME=KIND:ARGS, e.g. p0=pcap:in.pcap or p0=afxdp:eth0"))?;
     if name.is_empty() {
         return Err(format!("--port {spec}: the port needs a name before `=`"));
     }
@@ -195,16 +196,10 @@ fn parse_port(spec: &str) -> Result<PortArg, String> {
 }
 
 fn open_pcap(name: &str, input: &str, output: &str) -> Result<Box<dyn Port>, String> {
-    let rx: Option<Box<dyn Port>> = if input.is_empty() {
-        None
-    } else {
-        Some(Box::new(PcapSource::open(name, input).map_err(|e| format!("port {name}: {e}"))?))
-    };
-    let tx: Option<Box<dyn Port>> = if output.is_empty() {
-        None
-    } else {
-        Some(Box::new(PcapSink::create(name, output).map_err(|e| format!("port {name}: {e}"))?))
-    };
+    let rx: Option<Box<dyn Port>> =
+        if input.is_empty() { None } else { Some(Box::new(PcapSource::open(name, input).map_err(|e| format!("port {name}: {e}"))?)) };
+    let tx: Option<Box<dyn Port>> =
+        if output.is_empty() { None } else { Some(Box::new(PcapSink::create(name, output).map_err(|e| format!("port {name}: {e}"))?)) };
     Ok(Box::new(Duplex::new(name, rx, tx)))
 }
 
@@ -273,7 +268,14 @@ fn fill_snapshot(snap: &mut WorkerSnapshot, ports: &[Box<dyn Port>], st: &Worker
             }
         })
         .collect();
-    snap.totals = LoopCounters { worker: 0, rx_pkts: st.rx_pkts, tx_pkts: st.tx_pkts, dropped: st.dropped, tx_dropped: st.tx_dropped, batches: st.batches };
+    snap.totals = LoopCounters {
+        worker: 0,
+        rx_pkts: st.rx_pkts,
+        tx_pkts: st.tx_pkts,
+        dropped: st.dropped,
+        tx_dropped: st.tx_dropped,
+        batches: st.batches,
+    };
 }
 
 impl Processor for LiveProc<'_> {
@@ -463,13 +465,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     let lc = LiveCfg { xdp, pkt: AfPacketConfig::default(), workers: a.workers };
     let need = ports.len() * (xdp.fill_size + xdp.tx_size) as usize + 2 * fastpath_packet::BATCH_MAX + 256;
     let pool_size = a.pool.unwrap_or(need.max(8192));
-    let mut mcfg = MultiConfig {
-        workers: a.workers,
-        pin: !a.no_pin,
-        first_core: a.core,
-        idle_sleep_us: a.idle_sleep_us,
-        ..MultiConfig::default()
-    };
+    let mut mcfg =
+        MultiConfig { workers: a.workers, pin: !a.no_pin, first_core: a.core, idle_sleep_us: a.idle_sleep_us, ..MultiConfig::default() };
     // Keep this thread and the ones it starts (control, display) off the workers' cores.
     let housekeeping = mcfg.pin_housekeeping().map_err(|e| format!("pinning the main thread off the worker cores: {e}"))?;
     let stop = multi::stop_on_signals().map_err(|e| format!("installing signal handlers: {e}"))?;
@@ -477,12 +474,7 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     let done = AtomicBool::new(false);
     let tty = std::io::stdout().is_terminal();
     let names: Vec<String> = ports.iter().map(|p| p.name().to_string()).collect();
-    eprintln!(
-        "fastpath: {} on {} with {} worker(s) (Ctrl-C stops)",
-        a.spec.display(),
-        a.ports.join(" "),
-        a.workers
-    );
+    eprintln!("fastpath: {} on {} with {} worker(s) (Ctrl-C stops)", a.spec.display(), a.ports.join(" "), a.workers);
     if let Some(hk) = &housekeeping {
         let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
         eprintln!("fastpath: worker core(s) {}, other threads on {}", list(&mcfg.worker_cores()), list(hk));
@@ -563,7 +555,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     let secs = t0.elapsed().as_secs_f64();
     let total = report.total();
     let mut o = String::new();
-    let _ = writeln!(o, 
+    let _ = writeln!(
+        o,
         "stopped by {ended_by} after {secs:.2} s: rx {} tx {} dropped {} tx_dropped {} unfinished {} ({:.3} Mpps rx average)",
         total.rx_pkts,
         total.tx_pkts,
@@ -572,10 +565,15 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         total.unfinished,
         total.rx_pkts as f64 / secs / 1e6
     );
-    let _ = writeln!(o, "{:<4} {:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}", "id", "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors");
+    let _ = writeln!(
+        o,
+        "{:<4} {:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}",
+        "id", "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors"
+    );
     for (i, (_, st)) in report.port_totals().iter().enumerate() {
         let name = names.get(i).map_or("?", String::as_str);
-        let _ = writeln!(o, 
+        let _ = writeln!(
+            o,
             "{i:<4} {name:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}",
             st.rx_pkts, st.rx_bytes, st.rx_dropped, st.tx_pkts, st.tx_bytes, st.tx_dropped, st.errors
         );
@@ -584,7 +582,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     for w in &report.workers {
         let s = &w.stats;
         let core = w.core.map_or_else(|| "-".to_string(), |c| c.to_string());
-        let _ = writeln!(o, 
+        let _ = writeln!(
+            o,
             "worker {} (core {core}): rx {} tx {} tx_dropped {} dropped {} unfinished {} batches {} polls {} idle {}",
             w.worker, s.rx_pkts, s.tx_pkts, s.tx_dropped, s.dropped, s.unfinished, s.batches, s.polls, s.idle_polls
         );
@@ -658,7 +657,12 @@ mod tests {
         let (end, mail) = fastpath_control::mailbox();
         let mut p = LiveProc { inner: PipeProc(l2fwd()), slot: &slot, mail: Some(mail) };
         let op = p.inner.0.program().parse_entry("table port_pair add 5 => forward(0)").unwrap();
-        end.post(fastpath_control::mailbox::ToWorker::Apply { seq: 1, ops: std::sync::Arc::from(vec![op]), prebuilt: std::sync::Arc::from(Vec::new()) }).unwrap();
+        end.post(fastpath_control::mailbox::ToWorker::Apply {
+            seq: 1,
+            ops: std::sync::Arc::from(vec![op]),
+            prebuilt: std::sync::Arc::from(Vec::new()),
+        })
+        .unwrap();
         let deadline = Instant::now() + Duration::from_secs(1);
         p.between_batches(&[], &WorkerStats { rx_pkts: 9, ..WorkerStats::default() });
         let r = end.reply(1, deadline).unwrap();

@@ -70,12 +70,7 @@ pub fn run(a: &RunArgs, ports: &[(String, String)]) -> Result<(), String> {
     };
     let modes = dp.attach(mode).map_err(|e| e.to_string())?;
     let list: Vec<String> = specs.iter().zip(&modes).map(|(p, m)| format!("{}={} ({m} mode)", p.name, p.iface)).collect();
-    eprintln!(
-        "fastpath: {} as an XDP program of {} instructions on {} (Ctrl-C stops)",
-        a.spec.display(),
-        dp.insns(),
-        list.join(" ")
-    );
+    eprintln!("fastpath: {} as an XDP program of {} instructions on {} (Ctrl-C stops)", a.spec.display(), dp.insns(), list.join(" "));
     let t0 = Instant::now();
     let tty = std::io::stdout().is_terminal();
     let mut ended_by = "signal";

@@ -142,10 +142,13 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
     let mut pipe = prog.instantiate();
     match name {
         "l2fwd" => {
-            pipe.load_entries("l2fwd", "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n").map_err(|e| e.to_string())?;
+            pipe.load_entries("l2fwd", "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n")
+                .map_err(|e| e.to_string())?;
             Ok(Scenario {
                 pipe,
-                frame: Box::new(move |f, len| udp_frame(0xc612_0000 | (f & 0xffff), 0xc613_0000 | (f >> 16), 1024 + (f % 50000) as u16, len)),
+                frame: Box::new(move |f, len| {
+                    udp_frame(0xc612_0000 | (f & 0xffff), 0xc613_0000 | (f >> 16), 1024 + (f % 50000) as u16, len)
+                }),
                 config: serde_json::json!({ "mac_swap": true, "ports": 2 }),
             })
         }
@@ -173,7 +176,9 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
                 .collect();
             Ok(Scenario {
                 pipe,
-                frame: Box::new(move |f, len| udp_frame(0xc612_0000 | (f & 0xffff), dsts[f as usize % dsts.len()], 1024 + (f % 50000) as u16, len)),
+                frame: Box::new(move |f, len| {
+                    udp_frame(0xc612_0000 | (f & 0xffff), dsts[f as usize % dsts.len()], 1024 + (f % 50000) as u16, len)
+                }),
                 config: serde_json::json!({ "routes": o.routes, "route_load_ms": load_ms, "next_hops": NEXT_HOPS }),
             })
         }

@@ -128,7 +128,13 @@ const POL: &str = "apply local_mac\nmeter policer meta.pol drop_red\nif meta.col
 pub fn ladder_spec(spec: &str, k: usize) -> String {
     let mut body = String::from(HEAD);
     let ct = CT.replace("{out}", if k >= 4 { "    apply acl_out\n" } else { "" });
-    body.push_str(if k >= 2 { &ct } else if k == 1 { "apply acl_in\n" } else { "" });
+    body.push_str(if k >= 2 {
+        &ct
+    } else if k == 1 {
+        "apply acl_in\n"
+    } else {
+        ""
+    });
     if k >= 3 {
         body.push_str(POL);
     }

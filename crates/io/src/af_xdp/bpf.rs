@@ -218,14 +218,7 @@ fn sys_bpf<A>(cmd: u32, attr: &mut A) -> libc::c_long {
     // `union bpf_attr` for `cmd`; the kernel reads/writes at most `size_of::<A>()` bytes of it.
     // Pointers stored inside it (insns, keys, buffers) are kept alive by the callers for the
     // duration of the call.
-    unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd as libc::c_long,
-            attr as *mut A as *mut libc::c_void,
-            std::mem::size_of::<A>(),
-        )
-    }
+    unsafe { libc::syscall(libc::SYS_bpf, cmd as libc::c_long, attr as *mut A as *mut libc::c_void, std::mem::size_of::<A>()) }
 }
 
 fn fd_from(ret: libc::c_long, op: &'static str) -> Result<OwnedFd, BpfError> {
@@ -299,14 +292,7 @@ impl Map {
     /// # Errors
     /// `EPERM` without CAP_BPF/root; `EINVAL` for sizes the type does not allow.
     pub fn create(ty: MapType, key_size: u32, value_size: u32, max_entries: u32, name: &str) -> Result<Map, BpfError> {
-        let mut a = MapCreateAttr {
-            map_type: ty.0,
-            key_size,
-            value_size,
-            max_entries,
-            map_name: obj_name(name),
-            ..Default::default()
-        };
+        let mut a = MapCreateAttr { map_type: ty.0, key_size, value_size, max_entries, map_name: obj_name(name), ..Default::default() };
         let fd = fd_from(sys_bpf(BPF_MAP_CREATE, &mut a), "map create")?;
         Ok(Map { fd, key_size: key_size as usize, value_size: value_size as usize })
     }
@@ -581,7 +567,14 @@ impl Prog {
     ///
     /// # Errors
     /// As [`Prog::load`].
-    pub fn load_with_flags(ty: ProgType, insns: &[Insn], license: &str, expected_attach_type: u32, name: &str, prog_flags: u32) -> Result<Prog, BpfError> {
+    pub fn load_with_flags(
+        ty: ProgType,
+        insns: &[Insn],
+        license: &str,
+        expected_attach_type: u32,
+        name: &str,
+        prog_flags: u32,
+    ) -> Result<Prog, BpfError> {
         let mut lic = Vec::with_capacity(license.len() + 1);
         lic.extend_from_slice(license.as_bytes());
         lic.push(0);
@@ -777,12 +770,8 @@ impl Link {
     /// # Errors
     /// `EINVAL` on kernels without tcx (< 6.6); `ENODEV` for a bad ifindex.
     pub fn tcx_ingress(prog: &Prog, ifindex: u32) -> Result<Link, BpfError> {
-        let mut a = LinkCreateAttr {
-            prog_fd: prog.fd() as u32,
-            target_ifindex: ifindex,
-            attach_type: BPF_TCX_INGRESS,
-            ..Default::default()
-        };
+        let mut a =
+            LinkCreateAttr { prog_fd: prog.fd() as u32, target_ifindex: ifindex, attach_type: BPF_TCX_INGRESS, ..Default::default() };
         Ok(Link { fd: fd_from(sys_bpf(BPF_LINK_CREATE, &mut a), "link create (tcx ingress)")? })
     }
 

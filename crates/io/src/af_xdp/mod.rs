@@ -478,9 +478,7 @@ impl XdpPort {
                 ZeroCopy::Yes => Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_ZEROCOPY),
                 ZeroCopy::No => Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_COPY),
                 ZeroCopy::Auto => match Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_ZEROCOPY) {
-                    Err(XdpError::ZeroCopyUnavailable { .. }) => {
-                        Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_COPY)
-                    }
+                    Err(XdpError::ZeroCopyUnavailable { .. }) => Self::try_open(iface, idx, queue, cfg, pool, &attach, XDP_COPY),
                     r => r,
                 },
             };
@@ -526,8 +524,7 @@ impl XdpPort {
         let base = base_ptr as usize;
         let mut umems = UMEMS.lock().unwrap_or_else(|p| p.into_inner());
         umems.retain(|(_, w)| w.strong_count() > 0);
-        let existing =
-            umems.iter().find(|(b, _)| *b == base).and_then(|(_, w)| w.upgrade()).filter(|u| u.fd.is_some());
+        let existing = umems.iter().find(|(b, _)| *b == base).and_then(|(_, w)| w.upgrade()).filter(|u| u.fd.is_some());
 
         let sock = xsk_socket(iface)?;
         let fd = sock.as_raw_fd();
@@ -550,8 +547,7 @@ impl XdpPort {
         let rx = Ring::map(fd, XDP_PGOFF_RX_RING, &off.rx, cfg.rx_size).map_err(e("mapping the rx ring"))?;
         let tx = Ring::map(fd, XDP_PGOFF_TX_RING, &off.tx, cfg.tx_size).map_err(e("mapping the tx ring"))?;
         let fill = Ring::map(fd, XDP_UMEM_PGOFF_FILL_RING, &off.fr, cfg.fill_size).map_err(e("mapping the fill ring"))?;
-        let comp = Ring::map(fd, XDP_UMEM_PGOFF_COMPLETION_RING, &off.cr, cfg.comp_size)
-            .map_err(e("mapping the completion ring"))?;
+        let comp = Ring::map(fd, XDP_UMEM_PGOFF_COMPLETION_RING, &off.cr, cfg.comp_size).map_err(e("mapping the completion ring"))?;
 
         let mut sa = SockaddrXdp { family: AF_XDP as u16, ifindex, queue_id: queue, ..Default::default() };
         match &existing {
@@ -564,9 +560,7 @@ impl XdpPort {
             }
         }
         // SAFETY: `sa` is a live sockaddr_xdp and its exact size is passed.
-        let r = unsafe {
-            libc::bind(fd, (&sa as *const SockaddrXdp).cast(), std::mem::size_of::<SockaddrXdp>() as u32)
-        };
+        let r = unsafe { libc::bind(fd, (&sa as *const SockaddrXdp).cast(), std::mem::size_of::<SockaddrXdp>() as u32) };
         if r < 0 {
             let err = io::Error::last_os_error();
             let errno = err.raw_os_error().unwrap_or(0);
@@ -584,7 +578,11 @@ impl XdpPort {
             let sol = |opt: i32, v: i32| -> io::Result<()> {
                 // SAFETY: `v` is a live i32 and its size is passed.
                 let r = unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, opt, (&v as *const i32).cast(), 4) };
-                if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+                if r < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(())
+                }
             };
             sol(SO_PREFER_BUSY_POLL, 1).map_err(e("SO_PREFER_BUSY_POLL"))?;
             sol(libc::SO_BUSY_POLL, cfg.busy_poll_us as i32).map_err(e("SO_BUSY_POLL"))?;
@@ -600,7 +598,8 @@ impl XdpPort {
                 (u, None, false)
             }
         };
-        let info = XdpModeInfo { attach: attach.mode, zero_copy: umem.zero_copy && zero_copy, need_wakeup: umem.need_wakeup, shared_umem: shared };
+        let info =
+            XdpModeInfo { attach: attach.mode, zero_copy: umem.zero_copy && zero_copy, need_wakeup: umem.need_wakeup, shared_umem: shared };
         Ok(XdpPort {
             rx,
             tx,
@@ -849,11 +848,7 @@ impl Port for XdpPort {
 
     fn stats(&self) -> PortStats {
         let k = self.xdp_stats();
-        PortStats {
-            rx_dropped: k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs,
-            tx_dropped: k.tx_invalid_descs,
-            ..self.stats
-        }
+        PortStats { rx_dropped: k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs, tx_dropped: k.tx_invalid_descs, ..self.stats }
     }
 }
 

@@ -77,14 +77,7 @@ impl<T: Copy> Ring<T> {
         // SAFETY: a fresh shared mapping chosen by the kernel (addr NULL); the arguments describe
         // the ring the socket created with setsockopt before this call.
         let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                pgoff,
-            )
+            libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE, fd, pgoff)
         };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());

@@ -24,7 +24,13 @@ pub fn skip_unless_root() -> bool {
 
 /// Polls `port` (as port id `port_id`) until `n` marked frames arrived or `timeout` passed;
 /// returns their bytes in arrival order, freeing every buffer (marked or not).
-pub fn rx_marked(port: &mut dyn fastpath_io::Port, pool: &mut fastpath_packet::Pool, port_id: u16, n: usize, timeout: Duration) -> Vec<Vec<u8>> {
+pub fn rx_marked(
+    port: &mut dyn fastpath_io::Port,
+    pool: &mut fastpath_packet::Pool,
+    port_id: u16,
+    n: usize,
+    timeout: Duration,
+) -> Vec<Vec<u8>> {
     let mut batch = fastpath_packet::Batch::new();
     let mut out = Vec::new();
     let end = Instant::now() + timeout;

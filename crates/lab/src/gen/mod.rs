@@ -132,14 +132,7 @@ pub struct FrameSpec {
 impl FrameSpec {
     /// Generator-to-sink frames of `topo` to `dst_port`.
     pub fn for_topology(t: &Topology, dst_port: u16) -> FrameSpec {
-        FrameSpec {
-            src_mac: t.gen_mac,
-            dst_mac: t.sink_mac,
-            src_ip: t.gen_ip,
-            dst_ip: t.sink_ip,
-            src_port: BASE_PORT,
-            dst_port,
-        }
+        FrameSpec { src_mac: t.gen_mac, dst_mac: t.sink_mac, src_ip: t.gen_ip, dst_ip: t.sink_ip, src_port: BASE_PORT, dst_port }
     }
 }
 
@@ -163,13 +156,7 @@ fn csum(b: &[u8]) -> u16 {
 /// Builds an Ethernet/IPv4/UDP frame of RFC 2544 size `frame_size` (with FCS, clamped to
 /// [`MIN_FRAME`]..=[`MAX_FRAME`]) carrying the payload header. The UDP checksum is zero (no
 /// checksum, RFC 768), so the XDP generator can rewrite ports without updating it.
-pub fn build_frame(
-    spec: &FrameSpec,
-    frame_size: u16,
-    stream: u16,
-    seq: u32,
-    tx_ns: u64,
-) -> Vec<u8> {
+pub fn build_frame(spec: &FrameSpec, frame_size: u16, stream: u16, seq: u32, tx_ns: u64) -> Vec<u8> {
     let len = usize::from(frame_size.clamp(MIN_FRAME, MAX_FRAME)) - FCS_LEN;
     let mut f = vec![0u8; len];
     f[0..6].copy_from_slice(&spec.dst_mac);
@@ -379,8 +366,7 @@ impl ProbeClock {
 /// [`LabError::Io`] when the socket cannot be opened.
 pub fn send_probes(cfg: &ProbeConfig, clock: ProbeClock, stop: &AtomicBool) -> Result<u64, LabError> {
     let iface = &cfg.iface;
-    let sock = RawSocket::open(iface)
-        .map_err(|e| LabError::Io(format!("probe socket on {iface}: {e}")))?;
+    let sock = RawSocket::open(iface).map_err(|e| LabError::Io(format!("probe socket on {iface}: {e}")))?;
     realtime_probe_thread();
     let mut frame = build_frame(&cfg.spec, cfg.frame_size, cfg.stream, 0, 0);
     let interval = Duration::from_secs_f64(1.0 / cfg.rate_pps.max(1) as f64);
@@ -421,12 +407,9 @@ pub fn receive_probes(
     ready: &AtomicBool,
     drain: Duration,
 ) -> Result<BTreeMap<u16, StreamRx>, LabError> {
-    let sock = RawSocket::open(iface)
-        .map_err(|e| LabError::Io(format!("receive socket on {iface}: {e}")))?;
-    sock.accept_only_udp_dport(PROBE_PORT)
-        .map_err(|e| LabError::Io(format!("probe filter on {iface}: {e}")))?;
-    sock.enable_rx_timestamps()
-        .map_err(|e| LabError::Io(format!("receive timestamps on {iface}: {e}")))?;
+    let sock = RawSocket::open(iface).map_err(|e| LabError::Io(format!("receive socket on {iface}: {e}")))?;
+    sock.accept_only_udp_dport(PROBE_PORT).map_err(|e| LabError::Io(format!("probe filter on {iface}: {e}")))?;
+    sock.enable_rx_timestamps().map_err(|e| LabError::Io(format!("receive timestamps on {iface}: {e}")))?;
     let _quiet = std::net::UdpSocket::bind((bind_ip, PROBE_PORT))?;
     // Let the kernel switch receive stamping on before the first probe (see
     // `RawSocket::enable_rx_timestamps`).
@@ -473,11 +456,7 @@ pub fn stream_stats(stream: u16, sent: u64, rx: Option<StreamRx>) -> StreamStats
         sent,
         received: rx.received,
         lost,
-        loss_ratio: if sent == 0 {
-            0.0
-        } else {
-            lost as f64 / sent as f64
-        },
+        loss_ratio: if sent == 0 { 0.0 } else { lost as f64 / sent as f64 },
         reordered: rx.reordered,
         latency_us: Latency::from_ns(&mut rx.latency_ns),
     }
@@ -579,14 +558,7 @@ impl Traffic {
     ///
     /// # Errors
     /// As [`Traffic::attach`].
-    pub fn between(
-        gen_ns: &str,
-        gen_if: &str,
-        sink_ns: &str,
-        sink_if: &str,
-        spec: FrameSpec,
-        mode: GenMode,
-    ) -> Result<Traffic, LabError> {
+    pub fn between(gen_ns: &str, gen_if: &str, sink_ns: &str, sink_if: &str, spec: FrameSpec, mode: GenMode) -> Result<Traffic, LabError> {
         Traffic::connect(gen_ns, gen_if, sink_ns, sink_if, spec, mode, SinkHook::Xdp)
     }
 
@@ -612,14 +584,7 @@ impl Traffic {
                 SinkHook::Tc => SinkProg::attach_tc(idx),
             }
         })??;
-        Ok(Traffic {
-            gen,
-            sink,
-            gen_ns: gen_ns.to_owned(),
-            gen_if: gen_if.to_owned(),
-            spec,
-            mode,
-        })
+        Ok(Traffic { gen, sink, gen_ns: gen_ns.to_owned(), gen_if: gen_if.to_owned(), spec, mode })
     }
 
     /// The frame addresses of data frames.
@@ -641,32 +606,17 @@ impl Traffic {
     ///
     /// # Errors
     /// As [`Traffic::trial`].
-    pub fn trial_paced(
-        &self,
-        frame_size: u16,
-        flows: u32,
-        rate_pps: u64,
-        duration: Duration,
-        pacing: Pacing,
-    ) -> Result<Trial, LabError> {
+    pub fn trial_paced(&self, frame_size: u16, flows: u32, rate_pps: u64, duration: Duration, pacing: Pacing) -> Result<Trial, LabError> {
         self.sink.reset()?;
-        let limit = if rate_pps == 0 {
-            u64::MAX
-        } else {
-            (rate_pps as f64 * duration.as_secs_f64()).ceil() as u64
-        };
+        let limit = if rate_pps == 0 { u64::MAX } else { (rate_pps as f64 * duration.as_secs_f64()).ceil() as u64 };
         let (sent, elapsed) = match (&self.gen, self.mode) {
             (Some(g), GenMode::XdpLive) => {
                 let (gif, spec) = (self.gen_if.clone(), self.spec.clone());
-                topo::in_netns(&self.gen_ns, move || {
-                    xdp_send(g, &gif, &spec, frame_size, flows, rate_pps, limit, duration, pacing)
-                })??
+                topo::in_netns(&self.gen_ns, move || xdp_send(g, &gif, &spec, frame_size, flows, rate_pps, limit, duration, pacing))??
             }
             _ => {
                 let (gif, spec) = (self.gen_if.clone(), self.spec.clone());
-                topo::in_netns(&self.gen_ns, move || {
-                    packet_send(&gif, &spec, frame_size, flows, rate_pps, limit, duration)
-                })??
+                topo::in_netns(&self.gen_ns, move || packet_send(&gif, &spec, frame_size, flows, rate_pps, limit, duration))??
             }
         };
         // Let in-flight frames arrive: wait until the count stops moving (≤ 1 s).
@@ -681,14 +631,7 @@ impl Traffic {
             }
             last = now;
         }
-        Ok(Trial {
-            frame_size,
-            rate_pps,
-            sent,
-            received: last.0,
-            received_bytes: last.1 + last.0 * FCS_LEN as u64,
-            elapsed_s: elapsed,
-        })
+        Ok(Trial { frame_size, rate_pps, sent, received: last.0, received_bytes: last.1 + last.0 * FCS_LEN as u64, elapsed_s: elapsed })
     }
 }
 
@@ -720,11 +663,7 @@ fn xdp_send(
     let (mut sent, mut secs) = (0u64, 0f64);
     for (size, w) in segments {
         let frame = build_frame(spec, size, 0, 0, 0);
-        let seg_limit = if limit == u64::MAX {
-            u64::MAX
-        } else {
-            limit * w / total_w
-        };
+        let seg_limit = if limit == u64::MAX { u64::MAX } else { limit * w / total_w };
         let seg_time = duration.mul_f64(w as f64 / total_w as f64);
         let (n, t) = xdp_segment(g, ifindex, &frame, flows, rate_pps, seg_limit, seg_time, pacing)?;
         sent += n;
@@ -749,11 +688,7 @@ fn xdp_segment(
     let start = Instant::now();
     let paced = rate_pps != 0 && limit != u64::MAX;
     // A paced run may take a little longer than planned when the core is shared.
-    let deadline = if paced {
-        start + duration.mul_f64(2.0) + Duration::from_secs(1)
-    } else {
-        start + duration
-    };
+    let deadline = if paced { start + duration.mul_f64(2.0) + Duration::from_secs(1) } else { start + duration };
     // Repetitions per call: long runs amortise the call's set-up (page pool, batches); a frame
     // that is "not yet" costs tens of ns, so 2^20 repetitions are some tens of milliseconds.
     let repeat: u32 = if paced { 1 << 20 } else { 1 << 21 };
@@ -768,11 +703,7 @@ fn xdp_segment(
     // The program never sends faster than the rate, so a paced run that sent its whole budget
     // took budget / rate seconds of sending; the wall clock also counts the idle tail of the
     // last call.
-    let secs = if paced && sent >= limit {
-        (limit as f64 / rate_pps as f64).min(wall)
-    } else {
-        wall
-    };
+    let secs = if paced && sent >= limit { (limit as f64 / rate_pps as f64).min(wall) } else { wall };
     Ok((sent, secs))
 }
 
@@ -787,23 +718,15 @@ fn packet_send(
     limit: u64,
     duration: Duration,
 ) -> Result<(u64, f64), LabError> {
-    let sock = RawSocket::open(iface)
-        .map_err(|e| LabError::Io(format!("sender socket on {iface}: {e}")))?;
+    let sock = RawSocket::open(iface).map_err(|e| LabError::Io(format!("sender socket on {iface}: {e}")))?;
     let pattern = Sizes::pattern(frame_size);
-    let mut frames: Vec<Vec<u8>> = pattern
-        .iter()
-        .map(|&s| build_frame(spec, s, 0, 0, 0))
-        .collect();
+    let mut frames: Vec<Vec<u8>> = pattern.iter().map(|&s| build_frame(spec, s, 0, 0, 0)).collect();
     let start = Instant::now();
     let end = start + duration;
     let mut sent = 0u64;
     let flows = u64::from(flows.max(1));
     while sent < limit && Instant::now() < end {
-        let allowed = if rate_pps == 0 {
-            limit
-        } else {
-            ((start.elapsed().as_secs_f64() * rate_pps as f64) as u64).min(limit)
-        };
+        let allowed = if rate_pps == 0 { limit } else { ((start.elapsed().as_secs_f64() * rate_pps as f64) as u64).min(limit) };
         if sent >= allowed {
             std::thread::sleep(Duration::from_micros(500));
             continue;
@@ -841,13 +764,7 @@ pub struct GenConfig {
 
 impl Default for GenConfig {
     fn default() -> GenConfig {
-        GenConfig {
-            sizes: Sizes::Fixed(64),
-            flows: 1,
-            rate_pps: 0,
-            duration_s: 2.0,
-            mode: GenMode::XdpLive,
-        }
+        GenConfig { sizes: Sizes::Fixed(64), flows: 1, rate_pps: 0, duration_s: 2.0, mode: GenMode::XdpLive }
     }
 }
 
@@ -892,19 +809,10 @@ pub fn run(cfg: &GenConfig, progress: &mut dyn FnMut(&str)) -> Result<GenResults
         if topo::interrupted() {
             return Err(LabError::Interrupted);
         }
-        let t = traffic.trial(
-            size,
-            cfg.flows,
-            cfg.rate_pps,
-            Duration::from_secs_f64(cfg.duration_s),
-        )?;
+        let t = traffic.trial(size, cfg.flows, cfg.rate_pps, Duration::from_secs_f64(cfg.duration_s))?;
         progress(&format!(
             "gen {} B: sent {} ({:.2} Mpps), received {} ({:.2} Mpps, {:.2} Gbps)",
-            if size == 0 {
-                "IMIX".to_owned()
-            } else {
-                size.to_string()
-            },
+            if size == 0 { "IMIX".to_owned() } else { size.to_string() },
             t.sent,
             t.offered_mpps(),
             t.received,
@@ -942,30 +850,16 @@ mod tests {
         assert_eq!(u16::from_be_bytes([f[38], f[39]]), 26, "UDP length");
         assert_eq!(&f[26..30], &[198, 18, 0, 1]);
         let p = parse_probe(&f).unwrap();
-        assert_eq!(
-            p,
-            Probe {
-                stream: 3,
-                seq: 77,
-                tx_ns: 123_456_789
-            }
-        );
+        assert_eq!(p, Probe { stream: 3, seq: 77, tx_ns: 123_456_789 });
         let big = build_frame(&spec(), 1518, 0, 0, 0);
         assert_eq!(big.len(), 1514);
-        assert_eq!(
-            build_frame(&spec(), 10, 0, 0, 0).len(),
-            60,
-            "clamped to the minimum"
-        );
+        assert_eq!(build_frame(&spec(), 10, 0, 0, 0).len(), 60, "clamped to the minimum");
     }
 
     #[test]
     fn known_ip_checksum() {
         // RFC 1071 example header (from the classic worked example): checksum 0xb861.
-        let h = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
-            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
-        ];
+        let h = [0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7];
         assert_eq!(csum(&h), 0xb861);
     }
 
@@ -984,22 +878,14 @@ mod tests {
     fn latency_percentiles_nearest_rank() {
         let mut s: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
         let l = Latency::from_ns(&mut s).unwrap();
-        assert_eq!(
-            (l.min, l.p50, l.p99, l.p999, l.max),
-            (1.0, 500.0, 990.0, 999.0, 1000.0)
-        );
+        assert_eq!((l.min, l.p50, l.p99, l.p999, l.max), (1.0, 500.0, 990.0, 999.0, 1000.0));
         assert!((l.mean - 500.5).abs() < 1e-9);
         assert_eq!(Latency::from_ns(&mut []), None);
     }
 
     #[test]
     fn stream_stats_loss() {
-        let rx = StreamRx {
-            received: 90,
-            reordered: 2,
-            max_seq: 99,
-            latency_ns: vec![1000; 90],
-        };
+        let rx = StreamRx { received: 90, reordered: 2, max_seq: 99, latency_ns: vec![1000; 90] };
         let s = stream_stats(1, 100, Some(rx));
         assert_eq!((s.lost, s.reordered), (10, 2));
         assert!((s.loss_ratio - 0.1).abs() < 1e-12);

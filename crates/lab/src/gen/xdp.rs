@@ -62,11 +62,7 @@ struct Asm {
 
 impl Asm {
     fn new() -> Asm {
-        Asm {
-            code: Vec::new(),
-            fixups: Vec::new(),
-            labels: Vec::new(),
-        }
+        Asm { code: Vec::new(), fixups: Vec::new(), labels: Vec::new() }
     }
     fn i(&mut self, insn: Insn) -> &mut Asm {
         self.code.push(insn);
@@ -111,12 +107,7 @@ impl Asm {
     }
     fn finish(mut self) -> Vec<Insn> {
         for (at, name) in &self.fixups {
-            let to = self
-                .labels
-                .iter()
-                .find(|l| l.0 == *name)
-                .map(|l| l.1)
-                .unwrap_or(*at + 1);
+            let to = self.labels.iter().find(|l| l.0 == *name).map(|l| l.1).unwrap_or(*at + 1);
             self.code[*at].off = (to as i64 - *at as i64 - 1) as i16;
         }
         self.code
@@ -164,11 +155,7 @@ fn atomic_add_dw(dst: Reg, src: Reg, off: i16) -> Insn {
 }
 
 fn bpf_err(e: bpf::BpfError) -> LabError {
-    let log = if e.log.is_empty() {
-        String::new()
-    } else {
-        format!("\n{}", e.log)
-    };
+    let log = if e.log.is_empty() { String::new() } else { format!("\n{}", e.log) };
     LabError::Bpf(format!("{}: {}{log}", e.op, e.err))
 }
 
@@ -184,8 +171,7 @@ impl GenProg {
     /// # Errors
     /// [`LabError::Bpf`] when the kernel refuses the map or the program (with the verifier log).
     pub fn load() -> Result<GenProg, LabError> {
-        let state =
-            Map::create(MapType::ARRAY, 4, st::SIZE as u32, 1, "fp_gen_state").map_err(bpf_err)?;
+        let state = Map::create(MapType::ARRAY, 4, st::SIZE as u32, 1, "fp_gen_state").map_err(bpf_err)?;
         let mut a = Asm::new();
         a.i(Insn::mov64_reg(R6, R1))
             .i(Insn::st_w(R10, -4, 0))
@@ -235,8 +221,7 @@ impl GenProg {
             .label("drop")
             .i(Insn::mov64_imm(R0, xdp_action::DROP))
             .i(Insn::exit());
-        let prog = Prog::load(ProgType::XDP, &a.finish(), "GPL", bpf::BPF_XDP, "fp_gen")
-            .map_err(bpf_err)?;
+        let prog = Prog::load(ProgType::XDP, &a.finish(), "GPL", bpf::BPF_XDP, "fp_gen").map_err(bpf_err)?;
         Ok(GenProg { prog, state })
     }
 
@@ -245,19 +230,8 @@ impl GenProg {
     ///
     /// # Errors
     /// [`LabError::Bpf`] when the map update fails.
-    pub fn arm(
-        &self,
-        limit: u64,
-        rate_pps: u64,
-        flows: u32,
-        base_port: u16,
-        pacing: super::Pacing,
-    ) -> Result<(), LabError> {
-        let interval = if rate_pps == 0 {
-            0
-        } else {
-            ((1e9 * 256.0) / rate_pps as f64).max(1.0) as u64
-        };
+    pub fn arm(&self, limit: u64, rate_pps: u64, flows: u32, base_port: u16, pacing: super::Pacing) -> Result<(), LabError> {
+        let interval = if rate_pps == 0 { 0 } else { ((1e9 * 256.0) / rate_pps as f64).max(1.0) as u64 };
         let mut v = [0u8; st::SIZE];
         let mut put = |off: i16, x: u64| {
             let o = off as usize;
@@ -284,20 +258,9 @@ impl GenProg {
     /// [`LabError::Bpf`] when the map lookup fails.
     pub fn sent(&self) -> Result<u64, LabError> {
         let mut v = [0u8; st::SIZE];
-        self.state
-            .lookup(&0u32.to_ne_bytes(), &mut v)
-            .map_err(bpf_err)?;
+        self.state.lookup(&0u32.to_ne_bytes(), &mut v).map_err(bpf_err)?;
         let o = st::SENT as usize;
-        Ok(u64::from_ne_bytes([
-            v[o],
-            v[o + 1],
-            v[o + 2],
-            v[o + 3],
-            v[o + 4],
-            v[o + 5],
-            v[o + 6],
-            v[o + 7],
-        ]))
+        Ok(u64::from_ne_bytes([v[o], v[o + 1], v[o + 2], v[o + 3], v[o + 4], v[o + 5], v[o + 6], v[o + 7]]))
     }
 
     /// Runs the program `repeat` times on `frame` as live frames arriving on `ifindex` (in the
@@ -306,10 +269,7 @@ impl GenProg {
     /// # Errors
     /// [`LabError::Bpf`]: `EINVAL` on kernels older than 5.18 (no live-frames mode).
     pub fn run(&self, ifindex: u32, frame: &[u8], repeat: u32) -> Result<(), LabError> {
-        self.prog
-            .test_run_xdp_live(ifindex, frame, repeat, 64, 0)
-            .map(|_| ())
-            .map_err(bpf_err)
+        self.prog.test_run_xdp_live(ifindex, frame, repeat, 64, 0).map(|_| ()).map_err(bpf_err)
     }
 }
 
@@ -343,13 +303,9 @@ impl SinkProg {
             .label("pass")
             .i(Insn::mov64_imm(R0, xdp_action::PASS))
             .i(Insn::exit());
-        let prog = Prog::load(ProgType::XDP, &a.finish(), "GPL", bpf::BPF_XDP, "fp_sink")
-            .map_err(bpf_err)?;
+        let prog = Prog::load(ProgType::XDP, &a.finish(), "GPL", bpf::BPF_XDP, "fp_sink").map_err(bpf_err)?;
         let link = bpf::Link::xdp(&prog, ifindex, bpf::XdpAttachMode::Native).map_err(bpf_err)?;
-        Ok(SinkProg {
-            counters,
-            _link: link,
-        })
+        Ok(SinkProg { counters, _link: link })
     }
 
     /// The same counter as a tc program on the ingress of `ifindex` (tcx, Linux ≥ 6.6), for
@@ -399,13 +355,9 @@ impl SinkProg {
             .label("pass")
             .i(Insn::mov64_imm(R0, tc_action::OK))
             .i(Insn::exit());
-        let prog = Prog::load(ProgType::SCHED_CLS, &a.finish(), "GPL", 0, "fp_sink_tc")
-            .map_err(bpf_err)?;
+        let prog = Prog::load(ProgType::SCHED_CLS, &a.finish(), "GPL", 0, "fp_sink_tc").map_err(bpf_err)?;
         let link = bpf::Link::tcx_ingress(&prog, ifindex).map_err(bpf_err)?;
-        Ok(SinkProg {
-            counters,
-            _link: link,
-        })
+        Ok(SinkProg { counters, _link: link })
     }
 
     /// (packets, bytes) counted since attach or the last [`SinkProg::reset`].
@@ -414,9 +366,7 @@ impl SinkProg {
     /// [`LabError::Bpf`] when the map lookup fails.
     pub fn read(&self) -> Result<(u64, u64), LabError> {
         let mut v = [0u8; 16];
-        self.counters
-            .lookup(&0u32.to_ne_bytes(), &mut v)
-            .map_err(bpf_err)?;
+        self.counters.lookup(&0u32.to_ne_bytes(), &mut v).map_err(bpf_err)?;
         let (a, b) = v.split_at(8);
         let p = u64::from_ne_bytes(a.try_into().unwrap_or([0; 8]));
         let by = u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
@@ -428,8 +378,6 @@ impl SinkProg {
     /// # Errors
     /// [`LabError::Bpf`] when the map update fails.
     pub fn reset(&self) -> Result<(), LabError> {
-        self.counters
-            .update(&0u32.to_ne_bytes(), &[0u8; 16])
-            .map_err(bpf_err)
+        self.counters.update(&0u32.to_ne_bytes(), &[0u8; 16]).map_err(bpf_err)
     }
 }

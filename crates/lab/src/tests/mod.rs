@@ -38,9 +38,7 @@ pub fn report(title: &str, command: &str) -> Report {
         .and_then(|l| l.split_once(':'))
         .map(|x| x.1.trim().to_owned())
         .unwrap_or_default();
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     r.para(format!(
         "Machine: {cpu}, {cores} CPUs, Linux {}. Traffic runs between network namespaces over veth pairs; \
          absolute rates depend on the machine, so compare DUTs measured in the same run.",

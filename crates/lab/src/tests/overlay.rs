@@ -275,9 +275,7 @@ pub fn fastpath_entries(a: &Tenant, b: &Tenant) -> String {
     for (k, t) in [a, b].iter().enumerate() {
         let (pol, port) = (k + 1, k);
         s.push_str(&format!("table local_mac add {} => local_mac({pol})\n", fmt_mac(&t.vxlan_mac)));
-        s.push_str(&format!(
-            "meter policer {pol} cir {POLICER_CIR_BYTES_PER_S} cbs {POLICER_BURST_BYTES} ebs {POLICER_BURST_BYTES}\n"
-        ));
+        s.push_str(&format!("meter policer {pol} cir {POLICER_CIR_BYTES_PER_S} cbs {POLICER_BURST_BYTES} ebs {POLICER_BURST_BYTES}\n"));
         s.push_str(&format!("table ca_pa add 1 {} => to_tunnel({pol})\n", t.ca));
         s.push_str(&format!(
             "table tunnels add {pol} => encap({}, {}, {}, {}, {}, {port})\n",
@@ -476,8 +474,23 @@ impl Gateway {
             ns_exec(
                 ns,
                 &[
-                    "ip", "link", "add", vx, "type", "vxlan", "id", &vni, "dstport", &port, "local", &local, "remote", &remote, "dev",
-                    tn.dut_if, "nolearning",
+                    "ip",
+                    "link",
+                    "add",
+                    vx,
+                    "type",
+                    "vxlan",
+                    "id",
+                    &vni,
+                    "dstport",
+                    &port,
+                    "local",
+                    &local,
+                    "remote",
+                    &remote,
+                    "dev",
+                    tn.dut_if,
+                    "nolearning",
                 ],
             )?;
             ns_exec(ns, &["ip", "link", "set", vx, "master", "br0", "up"])?;
@@ -555,7 +568,10 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
     }
     for prog in ["iperf3", "ping", "ethtool"] {
         if !have(prog) {
-            return Err(LabError::Unavailable { dut: "overlay".into(), why: format!("`{prog}` is not installed (run scripts/setup-lab.sh as root)") });
+            return Err(LabError::Unavailable {
+                dut: "overlay".into(),
+                why: format!("`{prog}` is not installed (run scripts/setup-lab.sh as root)"),
+            });
         }
     }
     if cfg.capture_dir.is_some() && !have("tshark") {
@@ -661,7 +677,8 @@ fn ping(t: &OverlayTopo, dut: &str, count: u32, interval_s: f64) -> Result<PingR
 
 /// A TCP listener on `ip:port` inside `ns` (the socket stays in that namespace).
 fn listen(ns: &str, ip: Ipv4Addr, port: u16) -> Result<TcpListener, LabError> {
-    in_netns(ns, move || TcpListener::bind(SocketAddr::from((ip, port))))?.map_err(|e| LabError::Io(format!("listen on {ip}:{port} in {ns}: {e}")))
+    in_netns(ns, move || TcpListener::bind(SocketAddr::from((ip, port))))?
+        .map_err(|e| LabError::Io(format!("listen on {ip}:{port} in {ns}: {e}")))
 }
 
 /// Whether a TCP connection from `ns` to `ip:port` completes within `timeout`.
@@ -697,7 +714,24 @@ fn capture(t: &OverlayTopo, dut: &str, dir: &Path) -> Result<CaptureRow, LabErro
     let pcap_s = pcap.to_string_lossy().into_owned();
     // Bounded: 5 frames or 8 seconds, whichever comes first.
     let mut child = Command::new("ip")
-        .args(["netns", "exec", &t.b.ns, "tshark", "-i", t.b.underlay_if, "-f", &filter, "-c", "5", "-a", "duration:8", "-F", "pcap", "-w", &pcap_s])
+        .args([
+            "netns",
+            "exec",
+            &t.b.ns,
+            "tshark",
+            "-i",
+            t.b.underlay_if,
+            "-f",
+            &filter,
+            "-c",
+            "5",
+            "-a",
+            "duration:8",
+            "-F",
+            "pcap",
+            "-w",
+            &pcap_s,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&errf)?)
@@ -767,9 +801,8 @@ impl OverlayResults {
              and GSO; the kernel gateway keeps them unless the run says otherwise (--no-offloads). CPU in % of one \
              core; the kernel gateway has no process of its own, so only the machine's CPU counts for it.",
         );
-        report.pre(
-            "tenant A vx0 198.19.100.1 ══VXLAN══▶ a0 198.18.1.1 ── d0 [DUT] d1 ── b0 198.18.2.1 ══VXLAN══▶ tenant B vx0 198.19.100.2",
-        );
+        report
+            .pre("tenant A vx0 198.19.100.1 ══VXLAN══▶ a0 198.18.1.1 ── d0 [DUT] d1 ── b0 198.18.2.1 ══VXLAN══▶ tenant B vx0 198.19.100.2");
         for (d, why) in &self.skipped {
             report.para(format!("{d} skipped: {why}"));
         }
@@ -843,7 +876,12 @@ impl OverlayResults {
         for p in self.pings() {
             c = c.bars(
                 p.dut.clone(),
-                vec![("min".into(), p.rtt_ms.min), ("avg".into(), p.rtt_ms.avg), ("p99".into(), p.rtt_ms.p99), ("max".into(), p.rtt_ms.max)],
+                vec![
+                    ("min".into(), p.rtt_ms.min),
+                    ("avg".into(), p.rtt_ms.avg),
+                    ("p99".into(), p.rtt_ms.p99),
+                    ("max".into(), p.rtt_ms.max),
+                ],
             );
         }
         report.bar_chart(c);
@@ -975,7 +1013,14 @@ mod tests {
     fn json_lines_name_dut_and_measurement() {
         let r = OverlayResults {
             rows: vec![
-                OverlayRow::Ping(PingRow { test: "overlay", dut: "fastpath".into(), measurement: "ping", sent: 2, received: 2, ..PingRow::default() }),
+                OverlayRow::Ping(PingRow {
+                    test: "overlay",
+                    dut: "fastpath".into(),
+                    measurement: "ping",
+                    sent: 2,
+                    received: 2,
+                    ..PingRow::default()
+                }),
                 OverlayRow::Acl(AclRow { test: "overlay", dut: "linux-vxlan".into(), measurement: "acl", port: 5202, ..AclRow::default() }),
             ],
             ..OverlayResults::default()

@@ -122,14 +122,7 @@ pub struct LatencyUs {
 
 impl From<Latency> for LatencyUs {
     fn from(l: Latency) -> LatencyUs {
-        LatencyUs {
-            min: l.min,
-            mean: l.mean,
-            p50: l.p50,
-            p99: l.p99,
-            p999: l.p999,
-            max: l.max,
-        }
+        LatencyUs { min: l.min, mean: l.mean, p50: l.p50, p99: l.p99, p999: l.p999, max: l.max }
     }
 }
 
@@ -230,25 +223,15 @@ pub struct Rfc2544Results {
 /// # Errors
 /// [`LabError::NotRoot`], [`LabError::Interrupted`] (after tearing down), or the first
 /// generator/topology failure. A DUT that cannot start is skipped and listed in `skipped`.
-pub fn run(
-    cfg: &Rfc2544Config,
-    progress: &mut dyn FnMut(&str),
-) -> Result<Rfc2544Results, LabError> {
+pub fn run(cfg: &Rfc2544Config, progress: &mut dyn FnMut(&str)) -> Result<Rfc2544Results, LabError> {
     if cfg.duts.is_empty() || cfg.frame_sizes.is_empty() || cfg.flows.is_empty() || cfg.latency_loads.is_empty() {
-        return Err(LabError::Config(
-            "rfc2544 needs at least one DUT, frame size, flow count and latency load".into(),
-        ));
+        return Err(LabError::Config("rfc2544 needs at least one DUT, frame size, flow count and latency load".into()));
     }
     if !(0.0..1.0).contains(&cfg.loss_threshold) {
-        return Err(LabError::Config(format!(
-            "loss threshold {} is not a ratio in 0..1",
-            cfg.loss_threshold
-        )));
+        return Err(LabError::Config(format!("loss threshold {} is not a ratio in 0..1", cfg.loss_threshold)));
     }
     for ns in topo::cleanup_stale() {
-        progress(&format!(
-            "removed {ns}, left behind by a lab run that no longer exists"
-        ));
+        progress(&format!("removed {ns}, left behind by a lab run that no longer exists"));
     }
     if cfg.runs == 0 {
         return Err(LabError::Config("rfc2544 needs at least one run".into()));
@@ -257,11 +240,7 @@ pub fn run(
     // Per DUT (in config order): its rows of every run, in measurement order.
     let mut measured: Vec<Vec<(Rfc2544Row, Vec<Vec<f64>>)>> = vec![Vec::new(); cfg.duts.len()];
     for run in 0..cfg.runs {
-        let order: Vec<usize> = if run % 2 == 0 {
-            (0..cfg.duts.len()).collect()
-        } else {
-            (0..cfg.duts.len()).rev().collect()
-        };
+        let order: Vec<usize> = if run % 2 == 0 { (0..cfg.duts.len()).collect() } else { (0..cfg.duts.len()).rev().collect() };
         let of = if cfg.runs > 1 { format!(" (run {}/{})", run + 1, cfg.runs) } else { String::new() };
         for i in order {
             let dc = &cfg.duts[i];
@@ -350,9 +329,7 @@ fn combine_runs(runs: Vec<(Rfc2544Row, Vec<Vec<f64>>)>) -> (Rfc2544Row, Vec<Vec<
         })
         .collect();
     let loads = row.latency_by_load.len();
-    let samples = (0..loads)
-        .map(|l| runs.iter().filter_map(|(_, s)| s.get(l)).flatten().copied().collect())
-        .collect();
+    let samples = (0..loads).map(|l| runs.iter().filter_map(|(_, s)| s.get(l)).flatten().copied().collect()).collect();
     (row, samples)
 }
 
@@ -485,11 +462,7 @@ fn latency(
     load_pps: u64,
 ) -> Result<(gen::StreamStats, Vec<f64>, f64), LabError> {
     let clock = gen::ProbeClock::start();
-    let (stop_rx, stop_tx, ready) = (
-        AtomicBool::new(false),
-        AtomicBool::new(false),
-        AtomicBool::new(false),
-    );
+    let (stop_rx, stop_tx, ready) = (AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false));
     let count = (cfg.latency_probe_pps as f64 * cfg.latency_s).max(1.0) as u64;
     let probe = ProbeConfig {
         iface: t.gen_if.to_owned(),
@@ -499,20 +472,10 @@ fn latency(
         count,
         rate_pps: cfg.latency_probe_pps,
     };
-    let (sink_ns, sink_if, sink_ip, gen_ns) =
-        (t.sink_ns.clone(), t.sink_if, t.sink_ip, t.gen_ns.clone());
+    let (sink_ns, sink_if, sink_ip, gen_ns) = (t.sink_ns.clone(), t.sink_if, t.sink_ip, t.gen_ns.clone());
     let (sent, rx, load_mpps) = std::thread::scope(|s| -> Result<(u64, _, f64), LabError> {
         let rx = s.spawn(|| {
-            topo::in_netns(&sink_ns, || {
-                gen::receive_probes(
-                    sink_if,
-                    sink_ip,
-                    clock,
-                    &stop_rx,
-                    &ready,
-                    Duration::from_millis(300),
-                )
-            })
+            topo::in_netns(&sink_ns, || gen::receive_probes(sink_if, sink_ip, clock, &stop_rx, &ready, Duration::from_millis(300)))
         });
         let t0 = Instant::now();
         while !ready.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(5) {
@@ -521,13 +484,7 @@ fn latency(
         let bg = s.spawn(|| {
             if load_pps > 0 {
                 traffic
-                    .trial_paced(
-                        size,
-                        flows,
-                        load_pps,
-                        Duration::from_secs_f64(cfg.latency_s),
-                        gen::Pacing::Smooth,
-                    )
+                    .trial_paced(size, flows, load_pps, Duration::from_secs_f64(cfg.latency_s), gen::Pacing::Smooth)
                     .map(|tr| tr.offered_mpps())
             } else {
                 Ok(0.0)
@@ -550,10 +507,7 @@ fn latency(
     })?;
     let mut rx = rx;
     let probes = rx.remove(&1);
-    let samples: Vec<f64> = probes
-        .as_ref()
-        .map(|s| s.latency_ns.iter().map(|&n| n as f64 / 1e3).collect())
-        .unwrap_or_default();
+    let samples: Vec<f64> = probes.as_ref().map(|s| s.latency_ns.iter().map(|&n| n as f64 / 1e3).collect()).unwrap_or_default();
     Ok((gen::stream_stats(1, sent, probes), samples, load_mpps))
 }
 
@@ -596,11 +550,7 @@ impl Rfc2544Results {
                     r.dut.clone(),
                     r.frame_size.to_string(),
                     r.flows.to_string(),
-                    format!(
-                        "{}{:.3}",
-                        if r.generator_limited { "≥ " } else { "" },
-                        r.throughput_mpps
-                    ),
+                    format!("{}{:.3}", if r.generator_limited { "≥ " } else { "" }, r.throughput_mpps),
                 ];
                 if runs > 1 {
                     v.push(format!("{:.3}–{:.3}", r.throughput_min_mpps, r.throughput_max_mpps));
@@ -649,19 +599,13 @@ impl Rfc2544Results {
                         .filter(|r| &r.dut == d && r.flows == *fl && r.frame_size > 0)
                         .map(|r| (f64::from(r.frame_size), f(r)))
                         .collect();
-                    (
-                        format!("{d}, {fl} flow{}", if *fl == 1 { "" } else { "s" }),
-                        pts,
-                    )
+                    (format!("{d}, {fl} flow{}", if *fl == 1 { "" } else { "s" }), pts)
                 })
                 .collect()
         };
         let sizes: Vec<f64> = gen::RFC2544_SIZES.iter().map(|&s| f64::from(s)).collect();
-        let mut c = Chart::new("Throughput vs frame size")
-            .x_label("frame size (bytes)")
-            .y_label("throughput (Mpps)")
-            .log_x()
-            .x_ticks(&sizes);
+        let mut c =
+            Chart::new("Throughput vs frame size").x_label("frame size (bytes)").y_label("throughput (Mpps)").log_x().x_ticks(&sizes);
         for (n, p) in series(&|r| r.throughput_mpps) {
             c = c.series(n, p);
         }
@@ -675,20 +619,12 @@ impl Rfc2544Results {
             c = c.series(n, p);
         }
         report.line_chart(c);
-        let mut c = Chart::new("Latency under the background load")
-            .x_label("percentile")
-            .y_label("one-way latency (µs)");
+        let mut c = Chart::new("Latency under the background load").x_label("percentile").y_label("one-way latency (µs)");
         for r in &self.rows {
             let l = r.latency_us;
             c = c.bars(
                 format!("{} {} B {} fl", r.dut, r.frame_size, r.flows),
-                vec![
-                    ("min".into(), l.min),
-                    ("p50".into(), l.p50),
-                    ("p99".into(), l.p99),
-                    ("p99.9".into(), l.p999),
-                    ("max".into(), l.max),
-                ],
+                vec![("min".into(), l.min), ("p50".into(), l.p50), ("p99".into(), l.p99), ("p99.9".into(), l.p999), ("max".into(), l.max)],
             );
         }
         report.bar_chart(c);

@@ -56,12 +56,7 @@ pub struct TcpConfig {
 
 impl Default for TcpConfig {
     fn default() -> TcpConfig {
-        TcpConfig {
-            duts: Vec::new(),
-            streams: vec![1, 4],
-            duration_s: 10,
-            tools: vec![TcpTool::Iperf3],
-        }
+        TcpConfig { duts: Vec::new(), streams: vec![1, 4], duration_s: 10, tools: vec![TcpTool::Iperf3] }
     }
 }
 
@@ -110,14 +105,7 @@ pub struct TcpResults {
 /// Machine CPU counters: (busy ticks, total ticks) from the first line of `/proc/stat`.
 fn machine_ticks() -> (u64, u64) {
     let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let v: Vec<u64> = s
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
+    let v: Vec<u64> = s.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
     let total: u64 = v.iter().take(8).sum();
     let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
     (total.saturating_sub(idle), total)
@@ -134,9 +122,7 @@ fn proc_ticks(pid: u32) -> u64 {
 }
 
 fn ncpus() -> f64 {
-    std::thread::available_parallelism()
-        .map(|n| n.get() as f64)
-        .unwrap_or(1.0)
+    std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0)
 }
 
 /// Samples machine and DUT CPU once a second until `stop`; returns (t, dut %, machine %).
@@ -153,11 +139,7 @@ fn sample_cpu(pids: &[u32], stop: &AtomicBool) -> Vec<(f64, f64, f64)> {
         let p: u64 = pids.iter().map(|&p| proc_ticks(p)).sum();
         let dt = last_t.elapsed().as_secs_f64();
         last_t = Instant::now();
-        let machine = if m.1 > last_m.1 {
-            (m.0 - last_m.0) as f64 / (m.1 - last_m.1) as f64 * ncpus() * 100.0
-        } else {
-            0.0
-        };
+        let machine = if m.1 > last_m.1 { (m.0 - last_m.0) as f64 / (m.1 - last_m.1) as f64 * ncpus() * 100.0 } else { 0.0 };
         let dut = p.saturating_sub(last_p) as f64 / hz / dt * 100.0;
         out.push((t0.elapsed().as_secs_f64(), dut, machine));
         last_m = m;
@@ -168,8 +150,7 @@ fn sample_cpu(pids: &[u32], stop: &AtomicBool) -> Vec<(f64, f64, f64)> {
 
 /// Parses iperf3 `-J` output into (interval end s, Gbps) and the mean Gbps at the receiver.
 fn parse_iperf3(json: &str) -> Result<(Vec<(f64, f64)>, f64), LabError> {
-    let v: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| LabError::Io(format!("iperf3 JSON: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| LabError::Io(format!("iperf3 JSON: {e}")))?;
     if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
         return Err(LabError::Io(format!("iperf3: {e}")));
     }
@@ -180,10 +161,7 @@ fn parse_iperf3(json: &str) -> Result<(Vec<(f64, f64)>, f64), LabError> {
             series.push((end, bps / 1e9));
         }
     }
-    let mean = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e9;
+    let mean = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9;
     Ok((series, mean))
 }
 
@@ -197,12 +175,7 @@ fn parse_iperf2(csv: &str) -> (Vec<(f64, f64)>, f64) {
             let f: Vec<&str> = l.split(',').collect();
             let id: i64 = f.get(5)?.parse().ok()?;
             let (a, b) = f.get(6)?.split_once('-')?;
-            Some((
-                id,
-                a.parse().ok()?,
-                b.parse().ok()?,
-                f.get(8)?.parse().ok()?,
-            ))
+            Some((id, a.parse().ok()?, b.parse().ok()?, f.get(8)?.parse().ok()?))
         })
         .collect();
     let has_sums = rows.iter().any(|r| r.0 == -1);
@@ -215,14 +188,10 @@ fn parse_iperf2(csv: &str) -> (Vec<(f64, f64)>, f64) {
         if b - a > 1.5 {
             total += bps;
         } else {
-            *per.entry(((a * 1000.0) as u64, (b * 1000.0) as u64))
-                .or_default() += bps;
+            *per.entry(((a * 1000.0) as u64, (b * 1000.0) as u64)).or_default() += bps;
         }
     }
-    let series: Vec<(f64, f64)> = per
-        .into_iter()
-        .map(|((_, b), bps)| (b as f64 / 1000.0, bps / 1e9))
-        .collect();
+    let series: Vec<(f64, f64)> = per.into_iter().map(|((_, b), bps)| (b as f64 / 1000.0, bps / 1e9)).collect();
     let mean = if total > 0.0 {
         total / 1e9
     } else if series.is_empty() {
@@ -240,16 +209,10 @@ fn parse_iperf2(csv: &str) -> (Vec<(f64, f64)>, f64) {
 /// not installed, or an iperf failure.
 pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults, LabError> {
     if cfg.duts.is_empty() || cfg.streams.is_empty() || cfg.tools.is_empty() {
-        return Err(LabError::Config(
-            "tcp needs at least one DUT, stream count and tool".into(),
-        ));
+        return Err(LabError::Config("tcp needs at least one DUT, stream count and tool".into()));
     }
     for tool in &cfg.tools {
-        let prog = if *tool == TcpTool::Iperf3 {
-            "iperf3"
-        } else {
-            "iperf"
-        };
+        let prog = if *tool == TcpTool::Iperf3 { "iperf3" } else { "iperf" };
         if run_cmd("sh", &["-c", &format!("command -v {prog}")]).is_err() {
             return Err(LabError::Unavailable {
                 dut: tool.name().into(),
@@ -258,9 +221,7 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
         }
     }
     for ns in topo::cleanup_stale() {
-        progress(&format!(
-            "removed {ns}, left behind by a lab run that no longer exists"
-        ));
+        progress(&format!("removed {ns}, left behind by a lab run that no longer exists"));
     }
     let mut out = TcpResults::default();
     for dc in &cfg.duts {
@@ -276,12 +237,7 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
             // reached its program (generic XDP on veth, also with multi-buffer support declared)
             // and iperf3 carried nothing (tried 2026-11-24).
             for (ns, ifn) in [(&t.gen_ns, t.gen_if), (&t.sink_ns, t.sink_if)] {
-                topo::ns_exec(
-                    ns,
-                    &[
-                        "ethtool", "-K", ifn, "tx", "off", "tso", "off", "gso", "off",
-                    ],
-                )?;
+                topo::ns_exec(ns, &["ethtool", "-K", ifn, "tx", "off", "tso", "off", "gso", "off"])?;
             }
         }
         for &tool in &cfg.tools {
@@ -304,13 +260,7 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
     Ok(out)
 }
 
-fn one(
-    t: &Topology,
-    dut: &Dut,
-    tool: TcpTool,
-    streams: u32,
-    secs: u32,
-) -> Result<TcpRow, LabError> {
+fn one(t: &Topology, dut: &Dut, tool: TcpTool, streams: u32, secs: u32) -> Result<TcpRow, LabError> {
     let m = measure(tool, &t.sink_ns, &t.gen_ns, &t.sink_ip.to_string(), streams, secs, &dut.pids())?;
     Ok(TcpRow { test: "tcp", dut: dut.kind().name().to_owned(), tool: tool.name(), streams, m })
 }
@@ -417,35 +367,19 @@ impl TcpResults {
                 ]
             })
             .collect();
-        report.table(
-            &[
-                "DUT",
-                "tool",
-                "streams",
-                "Gbps",
-                "DUT CPU %",
-                "machine CPU %",
-            ],
-            rows,
-        );
+        report.table(&["DUT", "tool", "streams", "Gbps", "DUT CPU %", "machine CPU %"], rows);
         let label = |r: &TcpRow| format!("{} {} ×{}", r.dut, r.tool, r.streams);
-        let mut c = Chart::new("TCP throughput over time")
-            .x_label("time (s)")
-            .y_label("throughput (Gbps)");
+        let mut c = Chart::new("TCP throughput over time").x_label("time (s)").y_label("throughput (Gbps)");
         for r in &self.rows {
             c = c.series(label(r), r.m.gbps_over_time.clone());
         }
         report.line_chart(c);
-        let mut c = Chart::new("Machine CPU over time")
-            .x_label("time (s)")
-            .y_label("CPU busy (% of one core)");
+        let mut c = Chart::new("Machine CPU over time").x_label("time (s)").y_label("CPU busy (% of one core)");
         for r in &self.rows {
             c = c.series(label(r), r.m.machine_cpu_over_time.clone());
         }
         report.line_chart(c);
-        let mut c = Chart::new("DUT CPU over time")
-            .x_label("time (s)")
-            .y_label("CPU of the DUT's processes (% of one core)");
+        let mut c = Chart::new("DUT CPU over time").x_label("time (s)").y_label("CPU of the DUT's processes (% of one core)");
         for r in &self.rows {
             c = c.series(label(r), r.m.dut_cpu_over_time.clone());
         }
@@ -479,10 +413,7 @@ mod tests {
                    20261122063108,127.0.0.1,35590,127.0.0.1,5001,2,0.0-2.0,4349624380,17239027892\n";
         let (s, mean) = parse_iperf2(csv);
         assert_eq!(s.len(), 2);
-        assert!(
-            (s[0].1 - 23.748150208).abs() < 1e-6 && (s[1].1 - 29.432479744).abs() < 1e-6,
-            "{s:?}"
-        );
+        assert!((s[0].1 - 23.748150208).abs() < 1e-6 && (s[1].1 - 29.432479744).abs() < 1e-6, "{s:?}");
         assert!((mean - 26.371550779).abs() < 1e-6);
     }
 
@@ -493,10 +424,7 @@ mod tests {
         let (s, mean) = parse_iperf3(j).unwrap();
         assert_eq!(s, vec![(1.0, 20.0), (2.0, 30.0)]);
         assert!((mean - 25.0).abs() < 1e-9);
-        assert!(parse_iperf3(r#"{"error":"unable to connect"}"#)
-            .unwrap_err()
-            .to_string()
-            .contains("unable"));
+        assert!(parse_iperf3(r#"{"error":"unable to connect"}"#).unwrap_err().to_string().contains("unable"));
     }
 
     #[test]

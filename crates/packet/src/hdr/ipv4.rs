@@ -66,12 +66,8 @@ fn check(fixed: &Fixed, rest_len: usize) -> Result<(usize, usize), Malformed> {
     if fixed.ver_ihl >> 4 != 4 {
         return Err(Malformed::Ipv4Version);
     }
-    let opt_len = (usize::from(fixed.ver_ihl & 0xf) * 4)
-        .checked_sub(MIN_HEADER_LEN)
-        .ok_or(Malformed::Ipv4BadIhl)?;
-    let body_len = usize::from(fixed.total_len.get())
-        .checked_sub(MIN_HEADER_LEN + opt_len)
-        .ok_or(Malformed::Ipv4BadTotalLen)?;
+    let opt_len = (usize::from(fixed.ver_ihl & 0xf) * 4).checked_sub(MIN_HEADER_LEN).ok_or(Malformed::Ipv4BadIhl)?;
+    let body_len = usize::from(fixed.total_len.get()).checked_sub(MIN_HEADER_LEN + opt_len).ok_or(Malformed::Ipv4BadTotalLen)?;
     if opt_len + body_len > rest_len {
         return Err(Malformed::Ipv4Truncated);
     }
@@ -459,9 +455,7 @@ impl Ipv4Repr {
         let hlen = self.header_len();
         let b = room(buf, hlen)?;
         let total = u16::try_from(hlen + self.payload_len).unwrap_or(u16::MAX);
-        let frag = if self.dont_frag { FLAG_DF } else { 0 }
-            | if self.more_frags { FLAG_MF } else { 0 }
-            | (self.frag_offset & FRAG_MASK);
+        let frag = if self.dont_frag { FLAG_DF } else { 0 } | if self.more_frags { FLAG_MF } else { 0 } | (self.frag_offset & FRAG_MASK);
         let f = Fixed {
             ver_ihl: 0x40 | (hlen / 4) as u8,
             tos: ((self.dscp & 0x3f) << 2) | (self.ecn & 3),

@@ -90,18 +90,11 @@ fn walk(first: u8, payload: &[u8]) -> Result<Walk, Malformed> {
         if usize::from(count) == MAX_EXT_HEADERS {
             return Err(Malformed::TooManyHeaders);
         }
-        let h: &[u8; 8] = payload
-            .get(off..off + 8)
-            .and_then(|s| s.try_into().ok())
-            .ok_or(Malformed::Ipv6ExtTruncated)?;
+        let h: &[u8; 8] = payload.get(off..off + 8).and_then(|s| s.try_into().ok()).ok_or(Malformed::Ipv6ExtTruncated)?;
         let len = ext_len(next, h);
         if next == IpProto::FRAGMENT {
             let w = u16::from_be_bytes([h[2], h[3]]);
-            frag = Some(Ipv6Frag {
-                offset: w >> 3,
-                more: w & 1 != 0,
-                ident: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
-            });
+            frag = Some(Ipv6Frag { offset: w >> 3, more: w & 1 != 0, ident: u32::from_be_bytes([h[4], h[5], h[6], h[7]]) });
         }
         if off + len > payload.len() {
             return Err(Malformed::Ipv6ExtTruncated);
@@ -565,12 +558,7 @@ mod tests {
         let r = Ipv6Repr {
             traffic_class: 0xb8,
             flow_label: 0x12345,
-            ..Ipv6Repr::new(
-                "2001:db8::1".parse().unwrap(),
-                "2001:db8::2".parse().unwrap(),
-                IpProto::HOPOPT,
-                24,
-            )
+            ..Ipv6Repr::new("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap(), IpProto::HOPOPT, 24)
         };
         assert_eq!(r.emit(&mut buf).unwrap(), 40);
         let hbh = Ipv6ExtRepr { kind: IpProto::HOPOPT, next_header: IpProto::FRAGMENT, data: vec![1, 4] };

@@ -196,10 +196,7 @@ impl<'a> Tcp<'a> {
         self.payload
     }
     fn segment_sum(&self) -> u16 {
-        csum::add(
-            csum::sum(self.fixed.as_bytes()),
-            csum::add(csum::sum(self.options), csum::sum(self.payload)),
-        )
+        csum::add(csum::sum(self.fixed.as_bytes()), csum::add(csum::sum(self.options), csum::sum(self.payload)))
     }
     fn segment_len(&self) -> usize {
         self.header_len() + self.payload.len()
@@ -307,10 +304,7 @@ impl<'a> TcpMut<'a> {
     }
     fn fill(&mut self, pseudo: u16) {
         self.fixed.csum.set(0);
-        let s = csum::add(
-            csum::sum(self.fixed.as_bytes()),
-            csum::add(csum::sum(self.options), csum::sum(self.payload)),
-        );
+        let s = csum::add(csum::sum(self.fixed.as_bytes()), csum::add(csum::sum(self.options), csum::sum(self.payload)));
         self.fixed.csum.set(csum::finish(csum::add(pseudo, s)));
     }
     fn segment_len(&self) -> usize {

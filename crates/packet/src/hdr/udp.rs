@@ -97,8 +97,7 @@ impl<'a> Udp<'a> {
     /// True when the checksum verifies over IPv4 (or is 0, meaning none).
     #[inline]
     pub fn checksum_ok_v4(&self, src: [u8; 4], dst: [u8; 4]) -> bool {
-        self.checksum() == 0
-            || csum::finish(csum::add(csum::pseudo_v4(src, dst, IpProto::UDP.0, self.len()), self.segment_sum())) == 0
+        self.checksum() == 0 || csum::finish(csum::add(csum::pseudo_v4(src, dst, IpProto::UDP.0, self.len()), self.segment_sum())) == 0
     }
     /// True when the checksum verifies over IPv6 (0 is invalid there).
     #[inline]
@@ -226,12 +225,7 @@ impl UdpRepr {
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, BufferTooSmall> {
         let b = room(buf, HEADER_LEN)?;
         let len = u16::try_from(HEADER_LEN + self.payload_len).unwrap_or(u16::MAX);
-        let f = Fixed {
-            src_port: U16::new(self.src_port),
-            dst_port: U16::new(self.dst_port),
-            len: U16::new(len),
-            csum: U16::new(0),
-        };
+        let f = Fixed { src_port: U16::new(self.src_port), dst_port: U16::new(self.dst_port), len: U16::new(len), csum: U16::new(0) };
         b.copy_from_slice(f.as_bytes());
         Ok(HEADER_LEN)
     }

@@ -82,10 +82,7 @@ impl<'a> Vlan<'a> {
 /// # Errors
 /// [`Malformed::VlanTruncated`] when a tag is cut short.
 #[inline]
-pub fn parse_tags(
-    first: EtherType,
-    after_eth: &[u8],
-) -> Result<(Option<Vlan<'_>>, Option<Vlan<'_>>, usize), Malformed> {
+pub fn parse_tags(first: EtherType, after_eth: &[u8]) -> Result<(Option<Vlan<'_>>, Option<Vlan<'_>>, usize), Malformed> {
     if !first.is_vlan_tag() {
         return Ok((None, None, 0));
     }

@@ -202,14 +202,7 @@ impl Source {
     /// An error at byte `pos`.
     pub fn error(&self, pos: usize, msg: impl Into<String>) -> SpecError {
         let (line, col) = self.line_col(pos);
-        SpecError {
-            file: self.file.clone(),
-            line,
-            col,
-            msg: msg.into(),
-            source_line: self.line_text(line).to_string(),
-            hint: None,
-        }
+        SpecError { file: self.file.clone(), line, col, msg: msg.into(), source_line: self.line_text(line).to_string(), hint: None }
     }
 }
 

@@ -173,9 +173,7 @@ impl Parser<'_> {
             let first = l.toks[0].text.trim_end_matches(':');
             match first {
                 "if" => out.push(self.if_stmt(indent)?),
-                "elif" | "else" => {
-                    return Err(self.src.error(l.pos, format!("'{first}' without a matching 'if'")))
-                }
+                "elif" | "else" => return Err(self.src.error(l.pos, format!("'{first}' without a matching 'if'"))),
                 "apply" => {
                     let l = &self.lines[self.i];
                     if !self.allow_control {
@@ -190,11 +188,7 @@ impl Parser<'_> {
                 _ => {
                     let l = &self.lines[self.i];
                     let name = l.toks[0].clone();
-                    let args = l.toks[1..]
-                        .iter()
-                        .filter(|w| !matches!(w.text.as_str(), "=" | "," | "(" | ")"))
-                        .cloned()
-                        .collect();
+                    let args = l.toks[1..].iter().filter(|w| !matches!(w.text.as_str(), "=" | "," | "(" | ")")).cloned().collect();
                     out.push(Stmt::Prim { name, args });
                     self.i += 1;
                 }
@@ -369,7 +363,10 @@ mod tests {
 
     #[test]
     fn nested_if_elif_else() {
-        let s = parse("if ipv4.valid:\n  ttl_dec\n  apply fib4\nelif ipv6.valid and not acl.hit:\n  apply fib6\nelse:\n  drop not_ip\nforward 1\n").unwrap();
+        let s = parse(
+            "if ipv4.valid:\n  ttl_dec\n  apply fib4\nelif ipv6.valid and not acl.hit:\n  apply fib6\nelse:\n  drop not_ip\nforward 1\n",
+        )
+        .unwrap();
         assert_eq!(s.len(), 2);
         let Stmt::If { arms, otherwise } = &s[0] else { panic!() };
         assert_eq!(arms.len(), 2);

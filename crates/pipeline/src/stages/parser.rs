@@ -89,7 +89,14 @@ impl Parser {
     /// Parses an L3 header of type `et` at `l3` (frame offset `off`). Returns the upper protocol,
     /// its frame offset and its bytes (bounded by the IP length fields), if there is one to parse.
     #[inline]
-    fn l3<'a>(&self, et: EtherType, l3: &'a [u8], off: usize, m: &mut Meta, inner: bool) -> Result<Option<(IpProto, usize, &'a [u8])>, Malformed> {
+    fn l3<'a>(
+        &self,
+        et: EtherType,
+        l3: &'a [u8],
+        off: usize,
+        m: &mut Meta,
+        inner: bool,
+    ) -> Result<Option<(IpProto, usize, &'a [u8])>, Malformed> {
         let hs = self.hs;
         let (v4, v6, slot) = if inner { (Hdr::InnerIpv4, Hdr::InnerIpv6, Slot::InnerL3) } else { (Hdr::Ipv4, Hdr::Ipv6, Slot::L3) };
         if et == EtherType::IPV4 && hs.has(v4) {

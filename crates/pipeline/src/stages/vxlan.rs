@@ -126,7 +126,10 @@ pub fn flow_hash(data: &[u8], m: &Meta) -> u32 {
     let (a, b, proto) = if m.valid.has(Hdr::Ipv4) {
         (u64::from(rd32(data, l3 + 12)), u64::from(rd32(data, l3 + 16)), u64::from(data.get(l3 + 9).copied().unwrap_or(0)))
     } else if m.valid.has(Hdr::Ipv6) {
-        let f = |o: usize| u64::from(rd32(data, o)) << 32 | u64::from(rd32(data, o + 4)) ^ u64::from(rd32(data, o + 8)) ^ u64::from(rd32(data, o + 12)).rotate_left(17);
+        let f = |o: usize| {
+            u64::from(rd32(data, o)) << 32
+                | u64::from(rd32(data, o + 4)) ^ u64::from(rd32(data, o + 8)) ^ u64::from(rd32(data, o + 12)).rotate_left(17)
+        };
         (f(l3 + 8), f(l3 + 24), u64::from(data.get(l3 + 6).copied().unwrap_or(0)))
     } else {
         (u64::from(rd32(data, 0)) << 16 | u64::from(rd32(data, 4)), u64::from(rd32(data, 8)), 0)

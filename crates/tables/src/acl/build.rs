@@ -39,25 +39,10 @@ pub(super) fn build(cfg: &AclConfig, rules: &[AclRule]) -> Acl {
         result.push((r.action, i as u32));
     }
 
-    let ctx = Ctx {
-        cfg,
-        nf,
-        bounds: &bounds,
-        has_tern: &has_tern,
-    };
-    let mut trees: Vec<Tree> = partition(&ctx, n)
-        .into_iter()
-        .map(|part| build_tree(&ctx, part))
-        .collect();
+    let ctx = Ctx { cfg, nf, bounds: &bounds, has_tern: &has_tern };
+    let mut trees: Vec<Tree> = partition(&ctx, n).into_iter().map(|part| build_tree(&ctx, part)).collect();
     trees.sort_by_key(|t| t.min_rank);
-    Acl {
-        nf,
-        bounds,
-        tern,
-        has_tern,
-        result,
-        trees,
-    }
+    Acl { nf, bounds, tern, has_tern, result, trees }
 }
 
 struct Ctx<'a> {
@@ -87,11 +72,7 @@ impl Ctx<'_> {
 fn partition(ctx: &Ctx<'_>, n: usize) -> Vec<Vec<u32>> {
     let nf = ctx.nf;
     if !ctx.cfg.partition {
-        return if n == 0 {
-            Vec::new()
-        } else {
-            vec![(0..n as u32).collect()]
-        };
+        return if n == 0 { Vec::new() } else { vec![(0..n as u32).collect()] };
     }
     let min = MIN_PARTITION.max(n / 64);
     let mut rest: Vec<u32> = (0..n as u32).collect();
@@ -159,40 +140,14 @@ struct Work {
 /// Builds one HyperSplit tree over `ranks` (ascending), depth first.
 fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
     let nf = ctx.nf;
-    let region: Vec<(u32, u32)> = ctx
-        .cfg
-        .field_widths
-        .iter()
-        .map(|&w| (0, super::width_max(w)))
-        .collect();
+    let region: Vec<(u32, u32)> = ctx.cfg.field_widths.iter().map(|&w| (0, super::width_max(w))).collect();
     let min_rank = ranks.first().copied().unwrap_or(END);
     let nrules = ranks.len();
-    let max_words = ctx
-        .cfg
-        .max_words
-        .min(ctx.cfg.words_per_rule.saturating_mul(nrules) + 4096)
-        .min(1 << 30);
+    let max_words = ctx.cfg.max_words.min(ctx.cfg.words_per_rule.saturating_mul(nrules) + 4096).min(1 << 30);
     let leaf_size = ctx.cfg.leaf_size.max(1);
-    let mut tree = Tree {
-        root: LEAF,
-        min_rank,
-        nodes: Vec::new(),
-        leaf_ranks: Vec::new(),
-        depth: 0,
-    };
-    let mut stack = vec![Work {
-        ranks,
-        region,
-        depth: 0,
-        slot: Slot::Root,
-    }];
-    while let Some(Work {
-        mut ranks,
-        region,
-        depth,
-        slot,
-    }) = stack.pop()
-    {
+    let mut tree = Tree { root: LEAF, min_rank, nodes: Vec::new(), leaf_ranks: Vec::new(), depth: 0 };
+    let mut stack = vec![Work { ranks, region, depth: 0, slot: Slot::Root }];
+    while let Some(Work { mut ranks, region, depth, slot }) = stack.pop() {
         // Redundancy removal: nothing after a rule that covers the whole box can win in it.
         if let Some(cut) = ranks.iter().position(|&r| {
             !ctx.has_tern.get(r as usize).copied().unwrap_or(true)
@@ -205,10 +160,7 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
             ranks.truncate(cut + 1);
         }
         let words = NODE_WORDS * tree.nodes.len() + tree.leaf_ranks.len();
-        let split = if ranks.len() <= leaf_size
-            || depth >= ctx.cfg.max_depth
-            || words + ranks.len() + 1 >= max_words
-        {
+        let split = if ranks.len() <= leaf_size || depth >= ctx.cfg.max_depth || words + ranks.len() + 1 >= max_words {
             None
         } else {
             best_split(ctx, &ranks, &region, None)
@@ -226,12 +178,7 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
                 let ts = refine(ctx, &ranks, &region, d, t, leaf_size);
                 let idx = tree.nodes.len();
                 let min_rank = ranks.first().copied().unwrap_or(END);
-                let mut node = Node {
-                    field: d as u32,
-                    min_rank,
-                    thresh: [u32::MAX; FANOUT - 1],
-                    child: [LEAF; FANOUT],
-                };
+                let mut node = Node { field: d as u32, min_rank, thresh: [u32::MAX; FANOUT - 1], child: [LEAF; FANOUT] };
                 for (slot, &t) in node.thresh.iter_mut().zip(&ts) {
                     *slot = t;
                 }
@@ -243,12 +190,7 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
                     if let Some(b) = reg.get_mut(d) {
                         *b = (lo, hi);
                     }
-                    stack.push(Work {
-                        ranks: sub,
-                        region: reg,
-                        depth: depth + 1,
-                        slot: Slot::Child(idx, k),
-                    });
+                    stack.push(Work { ranks: sub, region: reg, depth: depth + 1, slot: Slot::Child(idx, k) });
                 }
                 idx as u32
             }
@@ -284,14 +226,7 @@ fn child_interval(ctx: &Ctx<'_>, ranks: &[u32], d: usize, ts: &[u32], k: usize, 
 /// Up to `FANOUT - 1` ascending thresholds on field `d`, starting from `t`: each round splits
 /// every interval that still holds more than `leaf_size` rules at its own best point on `d`
 /// (1, then 3, then up to 6 thresholds: a binary tree on one field folded into one node).
-fn refine(
-    ctx: &Ctx<'_>,
-    ranks: &[u32],
-    region: &[(u32, u32)],
-    d: usize,
-    t: u32,
-    leaf_size: usize,
-) -> Vec<u32> {
+fn refine(ctx: &Ctx<'_>, ranks: &[u32], region: &[(u32, u32)], d: usize, t: u32, leaf_size: usize) -> Vec<u32> {
     let (blo, bhi) = region.get(d).copied().unwrap_or((0, 0));
     let mut ts = vec![t];
     while ts.len() < FANOUT - 1 {
@@ -321,12 +256,7 @@ fn refine(
 
 /// The (field, threshold) minimising (max(L, R), L + R), where L and R count the rules that
 /// intersect `[lo, t]` and `[t + 1, hi]` of the box. `None` when no split shrinks both sides.
-fn best_split(
-    ctx: &Ctx<'_>,
-    ranks: &[u32],
-    region: &[(u32, u32)],
-    only: Option<usize>,
-) -> Option<(usize, u32)> {
+fn best_split(ctx: &Ctx<'_>, ranks: &[u32], region: &[(u32, u32)], only: Option<usize>) -> Option<(usize, u32)> {
     let n = ranks.len();
     let mut best: Option<((usize, usize), usize, u32)> = None;
     let mut los = Vec::with_capacity(n);

@@ -67,16 +67,11 @@ fn parse_inner(text: &str, flags: bool) -> Result<Vec<AclRule>, ParseError> {
             continue;
         }
         let err = |msg: String| ParseError { line: i + 1, msg };
-        let body = line
-            .strip_prefix('@')
-            .ok_or_else(|| err("filter must start with '@'".into()))?;
+        let body = line.strip_prefix('@').ok_or_else(|| err("filter must start with '@'".into()))?;
         let spaced = body.replace(':', " : ");
         let tok: Vec<&str> = spaced.split_whitespace().collect();
         if tok.len() < 9 {
-            return Err(err(format!(
-                "expected at least 9 tokens, found {}",
-                tok.len()
-            )));
+            return Err(err(format!("expected at least 9 tokens, found {}", tok.len())));
         }
         let get = |k: usize| tok.get(k).copied().unwrap_or("");
         let sip = prefix(get(0)).map_err(&err)?;
@@ -87,20 +82,14 @@ fn parse_inner(text: &str, flags: bool) -> Result<Vec<AclRule>, ParseError> {
         let proto = match pm {
             0xff => FieldMatch::exact(pv),
             0 => FieldMatch::range(0, 0xff),
-            _ => FieldMatch::Masked {
-                value: pv & pm,
-                mask: pm,
-            },
+            _ => FieldMatch::Masked { value: pv & pm, mask: pm },
         };
         let mut fields = vec![sip, dip, sport, dport, proto];
         match tok.get(9) {
             Some(f) => {
                 let (fv, fm) = masked(f, 0xffff).map_err(&err)?;
                 if flags {
-                    fields.push(FieldMatch::Masked {
-                        value: fv & fm,
-                        mask: fm,
-                    });
+                    fields.push(FieldMatch::Masked { value: fv & fm, mask: fm });
                 }
             }
             None if flags => fields.push(FieldMatch::ANY),
@@ -110,25 +99,15 @@ fn parse_inner(text: &str, flags: bool) -> Result<Vec<AclRule>, ParseError> {
             return Err(err(format!("unexpected token {:?}", get(10))));
         }
         let idx = rules.len() as u32;
-        rules.push(AclRule {
-            priority: idx,
-            fields,
-            action: idx,
-        });
+        rules.push(AclRule { priority: idx, fields, action: idx });
     }
     Ok(rules)
 }
 
 fn prefix(s: &str) -> Result<FieldMatch, String> {
-    let (addr, len) = s
-        .split_once('/')
-        .ok_or_else(|| format!("expected addr/len, found {s:?}"))?;
-    let addr: std::net::Ipv4Addr = addr
-        .parse()
-        .map_err(|_| format!("bad IPv4 address {addr:?}"))?;
-    let len: u8 = len
-        .parse()
-        .map_err(|_| format!("bad prefix length {len:?}"))?;
+    let (addr, len) = s.split_once('/').ok_or_else(|| format!("expected addr/len, found {s:?}"))?;
+    let addr: std::net::Ipv4Addr = addr.parse().map_err(|_| format!("bad IPv4 address {addr:?}"))?;
+    let len: u8 = len.parse().map_err(|_| format!("bad prefix length {len:?}"))?;
     if len > 32 {
         return Err(format!("prefix length {len} above 32"));
     }
@@ -137,9 +116,7 @@ fn prefix(s: &str) -> Result<FieldMatch, String> {
 
 fn port_range(lo: &str, colon: &str, hi: &str) -> Result<FieldMatch, String> {
     if colon != ":" {
-        return Err(format!(
-            "expected 'lo : hi' port range, found {lo:?} {colon:?} {hi:?}"
-        ));
+        return Err(format!("expected 'lo : hi' port range, found {lo:?} {colon:?} {hi:?}"));
     }
     let p = |s: &str| s.parse::<u16>().map_err(|_| format!("bad port {s:?}"));
     let (lo, hi) = (p(lo)?, p(hi)?);
@@ -150,14 +127,9 @@ fn port_range(lo: &str, colon: &str, hi: &str) -> Result<FieldMatch, String> {
 }
 
 fn masked(s: &str, max: u32) -> Result<(u32, u32), String> {
-    let (v, m) = s
-        .split_once('/')
-        .ok_or_else(|| format!("expected value/mask, found {s:?}"))?;
+    let (v, m) = s.split_once('/').ok_or_else(|| format!("expected value/mask, found {s:?}"))?;
     let hex = |x: &str| {
-        let digits = x
-            .strip_prefix("0x")
-            .or_else(|| x.strip_prefix("0X"))
-            .unwrap_or(x);
+        let digits = x.strip_prefix("0x").or_else(|| x.strip_prefix("0X")).unwrap_or(x);
         u32::from_str_radix(digits, 16).ok().filter(|&n| n <= max)
     };
     match (hex(v), hex(m)) {
@@ -173,10 +145,7 @@ fn masked(s: &str, max: u32) -> Result<(u32, u32), String> {
 pub fn format(rules: &[AclRule]) -> Result<String, ParseError> {
     let mut out = String::new();
     for (i, r) in rules.iter().enumerate() {
-        let err = |msg: &str| ParseError {
-            line: i + 1,
-            msg: msg.to_string(),
-        };
+        let err = |msg: &str| ParseError { line: i + 1, msg: msg.to_string() };
         let [sip, dip, sport, dport, proto] = r.fields.as_slice() else {
             return Err(err("not a 5-field rule"));
         };
@@ -186,11 +155,7 @@ pub fn format(rules: &[AclRule]) -> Result<String, ParseError> {
             if !f.is_range(32) || host & host.wrapping_add(1) != 0 || lo & host != 0 {
                 return None;
             }
-            Some(format!(
-                "{}/{}",
-                std::net::Ipv4Addr::from(lo),
-                host.leading_zeros()
-            ))
+            Some(format!("{}/{}", std::net::Ipv4Addr::from(lo), host.leading_zeros()))
         };
         let port = |f: &FieldMatch| -> Option<(u32, u32)> { f.is_range(16).then(|| f.bounds(16)) };
         let (Some(s), Some(d)) = (pfx(sip), pfx(dip)) else {
@@ -205,11 +170,7 @@ pub fn format(rules: &[AclRule]) -> Result<String, ParseError> {
             FieldMatch::Range { lo: 0, hi: 0xff } => (0, 0),
             FieldMatch::Range { .. } => return Err(err("protocol range is not exact or any")),
         };
-        let _ = writeln!(
-            out,
-            "@{s}\t{d}\t{} : {}\t{} : {}\t0x{pv:02X}/0x{pm:02X}",
-            sp.0, sp.1, dp.0, dp.1
-        );
+        let _ = writeln!(out, "@{s}\t{d}\t{} : {}\t{} : {}\t0x{pv:02X}/0x{pm:02X}", sp.0, sp.1, dp.0, dp.1);
     }
     Ok(out)
 }
@@ -237,9 +198,7 @@ impl Kind {
 
     /// The kind with this lower-case name.
     pub fn from_name(s: &str) -> Option<Kind> {
-        [Kind::Acl, Kind::Fw, Kind::Ipc]
-            .into_iter()
-            .find(|k| k.name() == s)
+        [Kind::Acl, Kind::Fw, Kind::Ipc].into_iter().find(|k| k.name() == s)
     }
 }
 
@@ -317,17 +276,13 @@ const IPC: Family = Family {
     proto: [45, 35, 10, 8, 2],
 };
 
-const WELL_KNOWN: [u32; 16] = [
-    20, 21, 22, 23, 25, 53, 80, 110, 123, 143, 161, 179, 389, 443, 1521, 8080,
-];
+const WELL_KNOWN: [u32; 16] = [20, 21, 22, 23, 25, 53, 80, 110, 123, 143, 161, 179, 389, 443, 1521, 8080];
 
 fn gen_prefix(rng: &mut Rng, dist: LenDist, sites: &[u32]) -> FieldMatch {
     let weights: Vec<u32> = dist.iter().map(|d| d.0).collect();
     let (_, lo, hi) = dist.get(rng.pick(&weights)).copied().unwrap_or((1, 0, 0));
     let len = rng.between(u32::from(lo), u32::from(hi)) as u8;
-    let site = sites
-        .get(rng.between(0, sites.len().saturating_sub(1) as u32) as usize)
-        .copied();
+    let site = sites.get(rng.between(0, sites.len().saturating_sub(1) as u32) as usize).copied();
     // Hosts near a site: the top 16 bits come from the site, the rest mostly from it too.
     let addr = site.unwrap_or(0) ^ (rng.u32() & (0xFFFF >> rng.between(0, 16)));
     FieldMatch::prefix(addr, len, 32)
@@ -395,15 +350,7 @@ pub fn generate(kind: Kind, n: usize, seed: u64) -> Vec<AclRule> {
     // Real rule sets list specific exceptions before broad policies; drawn in random order a
     // broad rule would shadow most rules after it and make the set trivially small.
     drawn.sort_by_key(|(fixed, _)| std::cmp::Reverse(*fixed));
-    drawn
-        .into_iter()
-        .enumerate()
-        .map(|(i, (_, fields))| AclRule {
-            priority: i as u32,
-            fields,
-            action: i as u32,
-        })
-        .collect()
+    drawn.into_iter().enumerate().map(|(i, (_, fields))| AclRule { priority: i as u32, fields, action: i as u32 }).collect()
 }
 
 /// `n` header tuples (sip, dip, sport, dport, proto) for `rules`: 9 in 10 are drawn inside a
@@ -414,11 +361,8 @@ pub fn trace(rules: &[AclRule], n: usize, seed: u64) -> Vec<[u32; 5]> {
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         let mut key = [0u32; 5];
-        let chosen = if rules.is_empty() || rng.between(0, 9) == 0 {
-            None
-        } else {
-            rules.get(rng.between(0, rules.len() as u32 - 1) as usize)
-        };
+        let chosen =
+            if rules.is_empty() || rng.between(0, 9) == 0 { None } else { rules.get(rng.between(0, rules.len() as u32 - 1) as usize) };
         for (d, k) in key.iter_mut().enumerate() {
             let w = FIELD_WIDTHS[d];
             let max = super::width_max(w);
@@ -466,22 +410,10 @@ mod tests {
         assert_eq!((r[1].priority, r[1].action), (1, 1));
         assert_eq!(r[1].fields[1], FieldMatch::range(0x0A00_0000, 0x0AFF_FFFF)); // host bits dropped
         assert_eq!(r[1].fields[4], FieldMatch::range(0, 255));
-        assert_eq!(
-            r[2].fields[4],
-            FieldMatch::Masked {
-                value: 0x10,
-                mask: 0xFE
-            }
-        );
+        assert_eq!(r[2].fields[4], FieldMatch::Masked { value: 0x10, mask: 0xFE });
         let f = parse_with_flags(text).unwrap();
         assert_eq!(f[0].fields[5], FieldMatch::ANY);
-        assert_eq!(
-            f[1].fields[5],
-            FieldMatch::Masked {
-                value: 0x1000,
-                mask: 0x1000
-            }
-        );
+        assert_eq!(f[1].fields[5], FieldMatch::Masked { value: 0x1000, mask: 0x1000 });
     }
 
     #[test]
@@ -489,41 +421,13 @@ mod tests {
         for (text, line, needle) in [
             ("198.18.0.0/16 0.0.0.0/0 0 : 1 0 : 1 0x06/0xFF", 1, "'@'"),
             ("@198.18.0.0/16 0.0.0.0/0 0 : 1 0 : 1", 1, "9 tokens"),
-            (
-                "\n@198.18.0.0/33 0.0.0.0/0 0 : 1 0 : 1 0x06/0xFF",
-                2,
-                "above 32",
-            ),
-            (
-                "@198.18.0.256/16 0.0.0.0/0 0 : 1 0 : 1 0x06/0xFF",
-                1,
-                "IPv4",
-            ),
-            (
-                "@198.18.0.0/16 0.0.0.0/0 5 : 1 0 : 1 0x06/0xFF",
-                1,
-                "inverted",
-            ),
-            (
-                "@198.18.0.0/16 0.0.0.0/0 0 : 70000 0 : 1 0x06/0xFF",
-                1,
-                "bad port",
-            ),
-            (
-                "@198.18.0.0/16 0.0.0.0/0 0 - 1 0 : 1 0x06/0xFF x",
-                1,
-                "port range",
-            ),
-            (
-                "@198.18.0.0/16 0.0.0.0/0 0 : 1 0 : 1 0x106/0xFF",
-                1,
-                "value/mask",
-            ),
-            (
-                "@198.18.0.0/16 0.0.0.0/0 0 : 1 0 : 1 0x06/0xFF 0x0/0x0 extra",
-                1,
-                "unexpected",
-            ),
+            ("\n@198.18.0.0/33 0.0.0.0/0 0 : 1 0 : 1 0x06/0xFF", 2, "above 32"),
+            ("@198.18.0.256/16 0.0.0.0/0 0 : 1 0 : 1 0x06/0xFF", 1, "IPv4"),
+            ("@198.18.0.0/16 0.0.0.0/0 5 : 1 0 : 1 0x06/0xFF", 1, "inverted"),
+            ("@198.18.0.0/16 0.0.0.0/0 0 : 70000 0 : 1 0x06/0xFF", 1, "bad port"),
+            ("@198.18.0.0/16 0.0.0.0/0 0 - 1 0 : 1 0x06/0xFF x", 1, "port range"),
+            ("@198.18.0.0/16 0.0.0.0/0 0 : 1 0 : 1 0x106/0xFF", 1, "value/mask"),
+            ("@198.18.0.0/16 0.0.0.0/0 0 : 1 0 : 1 0x06/0xFF 0x0/0x0 extra", 1, "unexpected"),
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!(e.line, line, "{text}");
@@ -538,11 +442,7 @@ mod tests {
             let text = format(&rules).unwrap();
             assert_eq!(parse(&text).unwrap(), rules, "{}", kind.name());
         }
-        let bad = AclRule {
-            priority: 0,
-            fields: vec![FieldMatch::range(1, 2); 5],
-            action: 0,
-        };
+        let bad = AclRule { priority: 0, fields: vec![FieldMatch::range(1, 2); 5], action: 0 };
         assert_eq!(format(&[bad]).unwrap_err().line, 1);
     }
 
@@ -551,18 +451,10 @@ mod tests {
         assert_eq!(generate(Kind::Fw, 100, 1), generate(Kind::Fw, 100, 1));
         assert_ne!(generate(Kind::Fw, 100, 1), generate(Kind::Fw, 100, 2));
         let wild = |k: Kind, d: usize| {
-            generate(k, 2000, 5)
-                .iter()
-                .filter(|r| r.fields[d].bounds(32) == (0, if d < 2 { u32::MAX } else { 0xffff }))
-                .count()
+            generate(k, 2000, 5).iter().filter(|r| r.fields[d].bounds(32) == (0, if d < 2 { u32::MAX } else { 0xffff })).count()
         };
         // fw has far more wildcard addresses than acl; acl destinations are specific.
-        assert!(
-            wild(Kind::Fw, 0) > 2 * wild(Kind::Acl, 1),
-            "{} {}",
-            wild(Kind::Fw, 0),
-            wild(Kind::Acl, 1)
-        );
+        assert!(wild(Kind::Fw, 0) > 2 * wild(Kind::Acl, 1), "{} {}", wild(Kind::Fw, 0), wild(Kind::Acl, 1));
         assert!(wild(Kind::Acl, 1) < 200);
         assert!(wild(Kind::Acl, 2) > 1800); // source ports almost always any
         assert_eq!(Kind::from_name("ipc"), Some(Kind::Ipc));
@@ -574,10 +466,7 @@ mod tests {
         let rules = generate(Kind::Acl, 500, 2);
         let tr = trace(&rules, 1000, 3);
         assert_eq!(tr.len(), 1000);
-        let hits = tr
-            .iter()
-            .filter(|k| rules.iter().any(|r| r.matches(&k[..])))
-            .count();
+        let hits = tr.iter().filter(|k| rules.iter().any(|r| r.matches(&k[..]))).count();
         assert!(hits >= 850, "{hits}");
         assert_eq!(trace(&rules, 10, 3), tr[..10].to_vec());
     }

@@ -182,14 +182,7 @@ pub struct AclConfig {
 impl AclConfig {
     /// Default knobs for keys of the given field widths.
     pub fn new(field_widths: Vec<u8>) -> AclConfig {
-        AclConfig {
-            field_widths,
-            leaf_size: 4,
-            partition: true,
-            max_depth: 48,
-            max_words: 1 << 24,
-            words_per_rule: 64,
-        }
+        AclConfig { field_widths, leaf_size: 4, partition: true, max_depth: 48, max_words: 1 << 24, words_per_rule: 64 }
     }
 
     /// The ClassBench 5-tuple: source and destination IPv4 address, source and destination
@@ -245,27 +238,17 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             BuildError::BadWidth { field } => write!(f, "field {field}: width must be 1..=32"),
-            BuildError::FieldCount {
-                rule,
-                expected,
-                got,
-            } => {
+            BuildError::FieldCount { rule, expected, got } => {
                 write!(f, "rule {rule}: has {got} fields, the ACL has {expected}")
             }
             BuildError::RangeInverted { rule, field } => {
-                write!(
-                    f,
-                    "rule {rule}, field {field}: range low end above high end"
-                )
+                write!(f, "rule {rule}, field {field}: range low end above high end")
             }
             BuildError::OutsideWidth { rule, field } => {
                 write!(f, "rule {rule}, field {field}: value wider than the field")
             }
             BuildError::ValueOutsideMask { rule, field } => {
-                write!(
-                    f,
-                    "rule {rule}, field {field}: value has bits outside the mask"
-                )
+                write!(f, "rule {rule}, field {field}: value has bits outside the mask")
             }
             BuildError::TooManyRules => f.write_str("more than 2^31 - 1 rules"),
         }
@@ -284,10 +267,7 @@ pub struct AclBuilder {
 impl AclBuilder {
     /// An empty builder.
     pub fn new(cfg: AclConfig) -> AclBuilder {
-        AclBuilder {
-            cfg,
-            rules: Vec::new(),
-        }
+        AclBuilder { cfg, rules: Vec::new() }
     }
 
     /// Adds a rule and returns its index (the `rule_index` reported on a match).
@@ -328,11 +308,7 @@ fn validate(cfg: &AclConfig, rules: &[AclRule]) -> Result<(), BuildError> {
     let nf = cfg.field_widths.len();
     for (rule, r) in rules.iter().enumerate() {
         if r.fields.len() != nf {
-            return Err(BuildError::FieldCount {
-                rule,
-                expected: nf,
-                got: r.fields.len(),
-            });
+            return Err(BuildError::FieldCount { rule, expected: nf, got: r.fields.len() });
         }
         for (field, (m, &w)) in r.fields.iter().zip(&cfg.field_widths).enumerate() {
             let max = width_max(w);
@@ -367,12 +343,7 @@ const END: u32 = u32::MAX;
 const LANES: usize = 16;
 
 /// Stands in for a missing node (never happens: the builder emits only valid indices).
-static DEAD_END: Node = Node {
-    field: 0,
-    min_rank: 0,
-    thresh: [u32::MAX; FANOUT - 1],
-    child: [LEAF; FANOUT],
-};
+static DEAD_END: Node = Node { field: 0, min_rank: 0, thresh: [u32::MAX; FANOUT - 1], child: [LEAF; FANOUT] };
 
 /// Children per inner node (with the rest of the node, one 64-byte line).
 const FANOUT: usize = 7;
@@ -472,11 +443,7 @@ impl Acl {
     pub fn stats(&self) -> AclStats {
         let nodes: usize = self.trees.iter().map(|t| t.nodes.len()).sum();
         let slots: usize = self.trees.iter().map(|t| t.leaf_ranks.len()).sum();
-        let ends: usize = self
-            .trees
-            .iter()
-            .map(|t| t.leaf_ranks.iter().filter(|&&r| r == END).count())
-            .sum();
+        let ends: usize = self.trees.iter().map(|t| t.leaf_ranks.iter().filter(|&&r| r == END).count()).sum();
         AclStats {
             rules: self.len(),
             trees: self.trees.len(),
@@ -520,11 +487,7 @@ impl Acl {
 
     /// Classifies `min(keys.len(), out.len())` keys; returns how many. `N` must equal the
     /// number of fields, else every result is `None`. Worker; never panics, never allocates.
-    pub fn classify_batch<const N: usize>(
-        &self,
-        keys: &[[u32; N]],
-        out: &mut [Option<(u32, u32)>],
-    ) -> usize {
+    pub fn classify_batch<const N: usize>(&self, keys: &[[u32; N]], out: &mut [Option<(u32, u32)>]) -> usize {
         let n = keys.len().min(out.len());
         if N != self.nf {
             out.iter_mut().take(n).for_each(|o| *o = None);
@@ -540,11 +503,7 @@ impl Acl {
     /// per key. Returns how many keys were classified.
     pub fn classify_flat(&self, keys: &[u32], out: &mut [Option<(u32, u32)>]) -> usize {
         let n = (keys.len() / self.nf.max(1)).min(out.len());
-        for (k, o) in keys
-            .chunks_exact(self.nf.max(1))
-            .zip(out.iter_mut())
-            .take(n)
-        {
+        for (k, o) in keys.chunks_exact(self.nf.max(1)).zip(out.iter_mut()).take(n) {
             *o = self.classify(k);
         }
         n
@@ -646,18 +605,12 @@ impl Acl {
 
 /// Everything `fastpath bench acl` needs: a compiled classifier for a generated rule set of
 /// `kind`, a trace of `n_trace` keys for it, and the time the build took. Control thread only.
-pub fn bench_setup(
-    kind: classbench::Kind,
-    n_rules: usize,
-    n_trace: usize,
-    seed: u64,
-) -> (Acl, Vec<[u32; 5]>, std::time::Duration) {
+pub fn bench_setup(kind: classbench::Kind, n_rules: usize, n_trace: usize, seed: u64) -> (Acl, Vec<[u32; 5]>, std::time::Duration) {
     let rules = classbench::generate(kind, n_rules, seed);
     let trace = classbench::trace(&rules, n_trace, seed ^ 0x7ace);
     let t0 = std::time::Instant::now();
     // Generated rules are valid by construction; an empty classifier is the harmless fallback.
-    let acl = Acl::build(&AclConfig::five_tuple(), &rules)
-        .unwrap_or_else(|_| build::build(&AclConfig::five_tuple(), &[]));
+    let acl = Acl::build(&AclConfig::five_tuple(), &rules).unwrap_or_else(|_| build::build(&AclConfig::five_tuple(), &[]));
     (acl, trace, t0.elapsed())
 }
 
@@ -668,34 +621,21 @@ mod tests {
     use FieldMatch as F;
 
     fn rule(priority: u32, fields: Vec<FieldMatch>, action: u32) -> AclRule {
-        AclRule {
-            priority,
-            fields,
-            action,
-        }
+        AclRule { priority, fields, action }
     }
 
     #[test]
     fn prefix_and_masks() {
-        assert_eq!(
-            F::prefix(0xC612_3456, 16, 32),
-            F::range(0xC612_0000, 0xC612_FFFF)
-        );
+        assert_eq!(F::prefix(0xC612_3456, 16, 32), F::range(0xC612_0000, 0xC612_FFFF));
         assert_eq!(F::prefix(0xC612_3456, 0, 32), F::range(0, u32::MAX));
         assert_eq!(F::ANY.bounds(8), (0, 255));
         assert!(F::ANY.is_range(32) && F::ANY.matches(u32::MAX));
         assert_eq!(F::prefix(0xC612_3456, 32, 32), F::exact(0xC612_3456));
         assert_eq!(F::prefix(0xAB, 4, 8), F::range(0xA0, 0xAF));
-        let proto = F::Masked {
-            value: 6,
-            mask: 0xff,
-        };
+        let proto = F::Masked { value: 6, mask: 0xff };
         assert!(proto.is_range(8));
         assert_eq!(proto.bounds(8), (6, 6));
-        let syn = F::Masked {
-            value: 0x02,
-            mask: 0x12,
-        };
+        let syn = F::Masked { value: 0x02, mask: 0x12 };
         assert!(!syn.is_range(8));
         assert_eq!(syn.bounds(8), (0x02, 0xEF));
         assert!(syn.matches(0x02) && syn.matches(0xE3) && !syn.matches(0x12));
@@ -707,40 +647,11 @@ mod tests {
         let cfg = AclConfig::new(vec![8, 16]);
         let good = rule(0, vec![F::ANY, F::exact(7)], 1);
         let cases = [
-            (
-                rule(0, vec![F::exact(1)], 0),
-                BuildError::FieldCount {
-                    rule: 1,
-                    expected: 2,
-                    got: 1,
-                },
-            ),
-            (
-                rule(0, vec![F::range(5, 4), F::exact(1)], 0),
-                BuildError::RangeInverted { rule: 1, field: 0 },
-            ),
-            (
-                rule(0, vec![F::exact(1), F::exact(70_000)], 0),
-                BuildError::OutsideWidth { rule: 1, field: 1 },
-            ),
-            (
-                rule(
-                    0,
-                    vec![
-                        F::Masked {
-                            value: 0x100,
-                            mask: 0x1ff,
-                        },
-                        F::exact(1),
-                    ],
-                    0,
-                ),
-                BuildError::OutsideWidth { rule: 1, field: 0 },
-            ),
-            (
-                rule(0, vec![F::exact(1), F::Masked { value: 3, mask: 1 }], 0),
-                BuildError::ValueOutsideMask { rule: 1, field: 1 },
-            ),
+            (rule(0, vec![F::exact(1)], 0), BuildError::FieldCount { rule: 1, expected: 2, got: 1 }),
+            (rule(0, vec![F::range(5, 4), F::exact(1)], 0), BuildError::RangeInverted { rule: 1, field: 0 }),
+            (rule(0, vec![F::exact(1), F::exact(70_000)], 0), BuildError::OutsideWidth { rule: 1, field: 1 }),
+            (rule(0, vec![F::Masked { value: 0x100, mask: 0x1ff }, F::exact(1)], 0), BuildError::OutsideWidth { rule: 1, field: 0 }),
+            (rule(0, vec![F::exact(1), F::Masked { value: 3, mask: 1 }], 0), BuildError::ValueOutsideMask { rule: 1, field: 1 }),
         ];
         for (bad, want) in cases {
             let mut b = AclBuilder::new(cfg.clone());
@@ -748,17 +659,9 @@ mod tests {
             b.push(bad);
             assert_eq!(b.build().err(), Some(want));
         }
-        assert_eq!(
-            Acl::build(&AclConfig::new(vec![8, 33]), &[]).err(),
-            Some(BuildError::BadWidth { field: 1 })
-        );
-        assert_eq!(
-            Acl::build(&AclConfig::new(vec![]), &[]).err(),
-            Some(BuildError::BadWidth { field: 0 })
-        );
-        assert!(BuildError::RangeInverted { rule: 3, field: 1 }
-            .to_string()
-            .contains("rule 3"));
+        assert_eq!(Acl::build(&AclConfig::new(vec![8, 33]), &[]).err(), Some(BuildError::BadWidth { field: 1 }));
+        assert_eq!(Acl::build(&AclConfig::new(vec![]), &[]).err(), Some(BuildError::BadWidth { field: 0 }));
+        assert!(BuildError::RangeInverted { rule: 3, field: 1 }.to_string().contains("rule 3"));
     }
 
     #[test]
@@ -768,17 +671,7 @@ mod tests {
             rule(5, vec![F::range(0, 100), F::range(0, 255)], 10),
             rule(1, vec![F::range(50, 60), F::exact(6)], 11),
             rule(1, vec![F::range(0, 65535), F::exact(6)], 12), // same priority, added later
-            rule(
-                0,
-                vec![
-                    F::exact(55),
-                    F::Masked {
-                        value: 0x10,
-                        mask: 0x10,
-                    },
-                ],
-                13,
-            ),
+            rule(0, vec![F::exact(55), F::Masked { value: 0x10, mask: 0x10 }], 13),
         ];
         let acl = Acl::build(&cfg, &rules).unwrap();
         assert_eq!(acl.classify(&[55, 6]), Some((11, 1)));
@@ -790,16 +683,7 @@ mod tests {
         let keys = [[55, 6], [55, 0x16], [70, 6], [70, 7], [700, 7]];
         let mut out = [Some((9, 9)); 5];
         assert_eq!(acl.classify_batch(&keys, &mut out), 5);
-        assert_eq!(
-            out,
-            [
-                Some((11, 1)),
-                Some((13, 3)),
-                Some((12, 2)),
-                Some((10, 0)),
-                None
-            ]
-        );
+        assert_eq!(out, [Some((11, 1)), Some((13, 3)), Some((12, 2)), Some((10, 0)), None]);
         let mut out3 = [None; 3];
         assert_eq!(acl.classify_batch(&[[55, 6, 0]], &mut out3), 1);
         assert_eq!(out3[0], None);
@@ -823,16 +707,11 @@ mod tests {
     fn many_rules_make_a_tree_not_a_list() {
         // 4096 disjoint exact rules: a tree must be built, and lookups must find each rule.
         let cfg = AclConfig::new(vec![32, 16]);
-        let rules: Vec<AclRule> = (0..4096u32)
-            .map(|i| rule(i, vec![F::exact(i * 7919), F::ANY], i))
-            .collect();
+        let rules: Vec<AclRule> = (0..4096u32).map(|i| rule(i, vec![F::exact(i * 7919), F::ANY], i)).collect();
         let acl = Acl::build(&cfg, &rules).unwrap();
         let st = acl.stats();
         // Enough 7-way nodes that every leaf holds at most leaf_size rules, and shallow.
-        assert!(
-            st.nodes * (FANOUT - 1) + 1 >= 4096 / cfg.leaf_size,
-            "{st:?}"
-        );
+        assert!(st.nodes * (FANOUT - 1) + 1 >= 4096 / cfg.leaf_size, "{st:?}");
         assert!(st.max_depth <= 8, "{st:?}");
         assert!(st.leaf_refs < 2 * 4096, "{st:?}");
         for i in (0..4096u32).step_by(97) {

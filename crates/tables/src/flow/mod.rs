@@ -97,8 +97,7 @@ pub struct FlowKey {
 
 impl FlowKey {
     /// The all-zero key (array initialiser).
-    pub const ZERO: FlowKey =
-        FlowKey { zone: 0, lo_addr: [0; 4], hi_addr: [0; 4], lo_port: 0, hi_port: 0, proto: 0, v6: 0 };
+    pub const ZERO: FlowKey = FlowKey { zone: 0, lo_addr: [0; 4], hi_addr: [0; 4], lo_port: 0, hi_port: 0, proto: 0, v6: 0 };
 
     /// Normalises a packet's tuple: returns the key and the side its source is on.
     #[inline]
@@ -188,14 +187,7 @@ pub struct FlowConfig {
 impl FlowConfig {
     /// Defaults for a table of `capacity` flows: netfilter-like timeouts, window checks on.
     pub fn with_capacity(capacity: u32) -> FlowConfig {
-        FlowConfig {
-            capacity,
-            timeouts: Timeouts::default(),
-            window_check: true,
-            tick_shift: 30,
-            wheel_slots: 4096,
-            seed: DEFAULT_SEED,
-        }
+        FlowConfig { capacity, timeouts: Timeouts::default(), window_check: true, tick_shift: 30, wheel_slots: 4096, seed: DEFAULT_SEED }
     }
 }
 
@@ -262,15 +254,8 @@ pub struct FlowEntry {
 }
 
 impl FlowEntry {
-    const FREE: FlowEntry = FlowEntry {
-        key: FlowKey::ZERO,
-        action: 0,
-        expires_ns: 0,
-        conn: Conn::NONE,
-        initiator: Side::Lo,
-        pkts: [0; 2],
-        bytes: [0; 2],
-    };
+    const FREE: FlowEntry =
+        FlowEntry { key: FlowKey::ZERO, action: 0, expires_ns: 0, conn: Conn::NONE, initiator: Side::Lo, pkts: [0; 2], bytes: [0; 2] };
 
     /// The connection's key.
     #[inline]
@@ -672,15 +657,8 @@ impl FlowTable {
             // starts far from 0 (uptime in ns) is not walked tick by tick later.
             let _ = self.wheel.pop_due(now_ns);
         }
-        self.entries[idx as usize] = FlowEntry {
-            key: *key,
-            action: 0,
-            expires_ns,
-            conn,
-            initiator: side,
-            pkts: [1, 0],
-            bytes: [u64::from(seg.wire_len), 0],
-        };
+        self.entries[idx as usize] =
+            FlowEntry { key: *key, action: 0, expires_ns, conn, initiator: side, pkts: [1, 0], bytes: [u64::from(seg.wire_len), 0] };
         self.wheel.schedule(idx, expires_ns);
         self.len += 1;
         self.stats.inserted += 1;

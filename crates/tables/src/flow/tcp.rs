@@ -332,12 +332,7 @@ const MAX_ACK_WINDOW: u32 = 66_000;
 
 impl Conn {
     /// The state of a free entry.
-    pub const NONE: Conn = Conn {
-        state: State::None,
-        proto: 0,
-        flags: 0,
-        win: [Window { end: 0, maxend: 0, maxwin: 0, scale: 0 }; 2],
-    };
+    pub const NONE: Conn = Conn { state: State::None, proto: 0, flags: 0, win: [Window { end: 0, maxend: 0, maxwin: 0, scale: 0 }; 2] };
 
     /// Opens a connection with its first packet (sent in the original direction).
     ///
@@ -385,9 +380,7 @@ impl Conn {
         // Fast path for the bulk of traffic: a plain ACK (with or without data) on an
         // established connection changes no state; only the window moves. Same result as the
         // general path (it would take the `Established => Established` arm).
-        if self.state == State::Established
-            && seg.tcp_flags & (flags::SYN | flags::FIN | flags::RST | flags::ACK) == flags::ACK
-        {
+        if self.state == State::Established && seg.tcp_flags & (flags::SYN | flags::FIN | flags::RST | flags::ACK) == flags::ACK {
             if window_check {
                 if let Err(e) = self.in_window(dir, seg) {
                     return TcpVerdict::Invalid(e);
@@ -449,15 +442,15 @@ impl Conn {
         let next = match self.state {
             None => return Err(Invalid::NotInitial),
             SynSent => match (orig, syn, ack) {
-                (true, true, false) => SynSent,       // retransmitted SYN
-                (false, true, true) => SynRecv,       // SYN+ACK
-                (false, true, false) => SynRecv,      // simultaneous open
+                (true, true, false) => SynSent,  // retransmitted SYN
+                (false, true, true) => SynRecv,  // SYN+ACK
+                (false, true, false) => SynRecv, // simultaneous open
                 _ => return Err(Invalid::UnexpectedAck),
             },
             SynRecv => match (orig, syn) {
-                (_, true) => SynRecv,                 // retransmitted SYN or SYN+ACK
+                (_, true) => SynRecv, // retransmitted SYN or SYN+ACK
                 (true, false) if fin => FinWait,
-                (true, false) if ack => Established,  // third packet of the handshake
+                (true, false) if ack => Established, // third packet of the handshake
                 (false, false) => SynRecv,
                 _ => return Err(Invalid::UnexpectedAck),
             },
@@ -495,9 +488,8 @@ impl Conn {
     /// First packet from a side whose window is still unknown (normally the SYN+ACK).
     fn init_sender(&mut self, dir: Dir, seg: &Segment) {
         let syn = seg.tcp_flags & flags::SYN != 0;
-        let end = seg.seq.wrapping_add(seg.payload_len).wrapping_add(u32::from(syn)).wrapping_add(
-            u32::from(seg.tcp_flags & flags::FIN != 0),
-        );
+        let end =
+            seg.seq.wrapping_add(seg.payload_len).wrapping_add(u32::from(syn)).wrapping_add(u32::from(seg.tcp_flags & flags::FIN != 0));
         let s = dir as usize;
         let r = 1 - s;
         let mut scale = 0;
@@ -533,19 +525,13 @@ impl Conn {
         }
         let f = seg.tcp_flags;
         let syn = f & flags::SYN != 0;
-        let end = seg
-            .seq
-            .wrapping_add(seg.payload_len)
-            .wrapping_add(u32::from(syn))
-            .wrapping_add(u32::from(f & flags::FIN != 0));
+        let end = seg.seq.wrapping_add(seg.payload_len).wrapping_add(u32::from(syn)).wrapping_add(u32::from(f & flags::FIN != 0));
         let (snd, rcv) = (self.win[s], self.win[r]);
         let scale = if snd.scale == Segment::NO_WSCALE || syn { 0 } else { snd.scale };
         let win = u32::from(seg.win) << scale;
         let ok_seq = seq_le(seg.seq, snd.maxend) && seq_le(snd.end.wrapping_sub(rcv.maxwin), end);
         let has_ack = f & flags::ACK != 0 && rcv.maxwin != 0;
-        let ok_ack = !has_ack
-            || (seq_le(seg.ack, rcv.end)
-                && seq_le(rcv.end.wrapping_sub(snd.maxwin.max(MAX_ACK_WINDOW)), seg.ack));
+        let ok_ack = !has_ack || (seq_le(seg.ack, rcv.end) && seq_le(rcv.end.wrapping_sub(snd.maxwin.max(MAX_ACK_WINDOW)), seg.ack));
         if !(ok_seq && ok_ack) {
             return Err(Invalid::OutOfWindow);
         }
@@ -580,10 +566,7 @@ impl Conn {
 fn bad_flags(f: u8) -> Result<(), Invalid> {
     let syn_fin = flags::SYN | flags::FIN;
     let syn_rst = flags::SYN | flags::RST;
-    if f & syn_fin == syn_fin
-        || f & syn_rst == syn_rst
-        || f & (flags::SYN | flags::FIN | flags::RST | flags::ACK) == 0
-    {
+    if f & syn_fin == syn_fin || f & syn_rst == syn_rst || f & (flags::SYN | flags::FIN | flags::RST | flags::ACK) == 0 {
         return Err(Invalid::BadFlags);
     }
     Ok(())

@@ -85,19 +85,13 @@ impl core::fmt::Display for LpmError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             LpmError::BadLength { len, max } => {
-                write!(
-                    f,
-                    "prefix length {len} is longer than the address ({max} bits)"
-                )
+                write!(f, "prefix length {len} is longer than the address ({max} bits)")
             }
             LpmError::ValueTooLarge { value } => {
                 write!(f, "route value {value} is above the maximum {VALUE_MAX}")
             }
             LpmError::TableFull { groups } => {
-                write!(
-                    f,
-                    "LPM table is out of second-level groups (maximum {groups})"
-                )
+                write!(f, "LPM table is out of second-level groups (maximum {groups})")
             }
             LpmError::NotFound => f.write_str("prefix not in the table"),
         }
@@ -246,10 +240,7 @@ impl<const ROOT: usize> Dir<ROOT> {
     /// Adds or updates a route. `p` is left-aligned.
     pub(crate) fn insert(&mut self, p: u128, len: u8, value: u32) -> Result<(), LpmError> {
         if len > self.width {
-            return Err(LpmError::BadLength {
-                len,
-                max: self.width,
-            });
+            return Err(LpmError::BadLength { len, max: self.width });
         }
         if value > VALUE_MAX {
             return Err(LpmError::ValueTooLarge { value });
@@ -263,32 +254,18 @@ impl<const ROOT: usize> Dir<ROOT> {
     /// Removes a route, returning its value. `p` is left-aligned.
     pub(crate) fn remove(&mut self, p: u128, len: u8) -> Result<u32, LpmError> {
         if len > self.width {
-            return Err(LpmError::BadLength {
-                len,
-                max: self.width,
-            });
+            return Err(LpmError::BadLength { len, max: self.width });
         }
         let p = mask(p, len);
         let value = self.rules.remove(&(p, len)).ok_or(LpmError::NotFound)?;
-        let (pe, pd) = (0..len)
-            .rev()
-            .find_map(|l| self.rules.get(&(mask(p, l), l)).map(|&v| (v + 1, l)))
-            .unwrap_or((0, 0));
+        let (pe, pd) = (0..len).rev().find_map(|l| self.rules.get(&(mask(p, l), l)).map(|&v| (v + 1, l))).unwrap_or((0, 0));
         self.del(Tbl::Root, 0, Self::ROOT_BITS, p, len, pe, pd);
         Ok(value)
     }
 
     /// Writes entry `e` (depth `len`) over the range of `p/len` in table `t`, whose entries
     /// cover bits `start .. start + stride`.
-    fn add(
-        &mut self,
-        t: Tbl,
-        start: u32,
-        stride: u32,
-        p: u128,
-        len: u8,
-        e: u32,
-    ) -> Result<(), LpmError> {
+    fn add(&mut self, t: Tbl, start: u32, stride: u32, p: u128, len: u8, e: u32) -> Result<(), LpmError> {
         let end = start + stride;
         let j = chunk(p, start, stride);
         if u32::from(len) <= end {
@@ -335,16 +312,7 @@ impl<const ROOT: usize> Dir<ROOT> {
     fn paint(&mut self, t: Tbl, x: usize, child: u32, e: u32, d: u8, max_d: u8, fold: bool) {
         let (cur, cd) = self.ent(t, x);
         if cur & EXT != 0 {
-            self.paint_range(
-                Tbl::Group(cur & !EXT),
-                0,
-                GROUP,
-                child + 8,
-                e,
-                d,
-                max_d,
-                fold,
-            );
+            self.paint_range(Tbl::Group(cur & !EXT), 0, GROUP, child + 8, e, d, max_d, fold);
             if fold {
                 self.collapse(t, x, child);
             }
@@ -357,31 +325,15 @@ impl<const ROOT: usize> Dir<ROOT> {
     /// plain entries, then a recursive pass over group pointers if there were any. (A /8
     /// rewrites 65,536 root entries; this keeps 1 M-route builds to about a second.)
     #[allow(clippy::too_many_arguments)]
-    fn paint_range(
-        &mut self,
-        t: Tbl,
-        first: usize,
-        span: usize,
-        child: u32,
-        e: u32,
-        d: u8,
-        max_d: u8,
-        fold: bool,
-    ) {
+    fn paint_range(&mut self, t: Tbl, first: usize, span: usize, child: u32, e: u32, d: u8, max_d: u8, fold: bool) {
         let (es, ds) = match t {
             Tbl::Root => (&mut self.root[..], &mut self.root_depth[..]),
             Tbl::Group(g) => {
                 let base = (g as usize) << 8;
-                (
-                    &mut self.tbl8[base..base + GROUP],
-                    &mut self.tbl8_depth[base..base + GROUP],
-                )
+                (&mut self.tbl8[base..base + GROUP], &mut self.tbl8_depth[base..base + GROUP])
             }
         };
-        let (Some(es), Some(ds)) = (
-            es.get_mut(first..first + span),
-            ds.get_mut(first..first + span),
-        ) else {
+        let (Some(es), Some(ds)) = (es.get_mut(first..first + span), ds.get_mut(first..first + span)) else {
             return;
         };
         let mut ext = false;
@@ -411,10 +363,7 @@ impl<const ROOT: usize> Dir<ROOT> {
         }
         let g = cur & !EXT;
         let base = (g as usize) << 8;
-        let (Some(es), Some(ds)) = (
-            self.tbl8.get(base..base + GROUP),
-            self.tbl8_depth.get(base..base + GROUP),
-        ) else {
+        let (Some(es), Some(ds)) = (self.tbl8.get(base..base + GROUP), self.tbl8_depth.get(base..base + GROUP)) else {
             return;
         };
         if es.iter().all(|&e| e & EXT == 0) && ds.iter().all(|&d| u32::from(d) <= start) {
@@ -431,9 +380,7 @@ impl<const ROOT: usize> Dir<ROOT> {
             None => {
                 let n = (self.tbl8.len() / GROUP) as u32;
                 if n >= self.max_groups {
-                    return Err(LpmError::TableFull {
-                        groups: self.max_groups,
-                    });
+                    return Err(LpmError::TableFull { groups: self.max_groups });
                 }
                 self.tbl8.resize(self.tbl8.len() + GROUP, 0);
                 self.tbl8_depth.resize(self.tbl8_depth.len() + GROUP, 0);

@@ -37,9 +37,7 @@ impl Lpm4 {
     }
     /// An empty table with at most `groups` second-level groups. Control thread.
     pub fn with_max_groups(groups: u32) -> Self {
-        Lpm4 {
-            dir: Dir::new(32, groups),
-        }
+        Lpm4 { dir: Dir::new(32, groups) }
     }
 
     /// Adds `prefix/len → value`, replacing the value if the route exists. Host bits beyond
@@ -135,12 +133,7 @@ impl Lpm4 {
 
     /// Looks up `addrs[i]` for each slot `i` in `lanes`, writing `out[i]`; other slots are
     /// untouched. Returns the number of hits. Worker; never panics, never allocates.
-    pub fn lookup_lanes(
-        &self,
-        addrs: &[u32; BATCH_MAX],
-        lanes: Lanes,
-        out: &mut [Option<u32>; BATCH_MAX],
-    ) -> u64 {
+    pub fn lookup_lanes(&self, addrs: &[u32; BATCH_MAX], lanes: Lanes, out: &mut [Option<u32>; BATCH_MAX]) -> u64 {
         for i in lanes {
             prefetch_read(&self.dir.root[(addrs[i] >> 8) as usize]);
         }
@@ -194,11 +187,7 @@ mod tests {
         assert_eq!(t.lookup(ip("10.1.2.200")), Some(4));
         assert_eq!(t.remove(ip("10.1.2.128"), 25), Ok(4));
         assert_eq!(t.lookup(ip("10.1.2.200")), Some(2));
-        assert_eq!(
-            t.groups(),
-            0,
-            "group folded back once only short prefixes remain"
-        );
+        assert_eq!(t.groups(), 0, "group folded back once only short prefixes remain");
         assert_eq!(t.remove(ip("10.1.2.128"), 25), Err(LpmError::NotFound));
         assert_eq!(t.len(), 2);
     }
@@ -225,34 +214,16 @@ mod tests {
     #[test]
     fn errors_leave_table_unchanged() {
         let mut t = Lpm4::with_max_groups(1);
-        assert_eq!(
-            t.insert(0, 33, 1),
-            Err(LpmError::BadLength { len: 33, max: 32 })
-        );
-        assert_eq!(
-            t.insert(0, 8, VALUE_MAX + 1),
-            Err(LpmError::ValueTooLarge {
-                value: VALUE_MAX + 1
-            })
-        );
+        assert_eq!(t.insert(0, 33, 1), Err(LpmError::BadLength { len: 33, max: 32 }));
+        assert_eq!(t.insert(0, 8, VALUE_MAX + 1), Err(LpmError::ValueTooLarge { value: VALUE_MAX + 1 }));
         assert_eq!(t.insert(ip("1.1.1.1"), 32, VALUE_MAX), Ok(()));
         assert_eq!(t.lookup(ip("1.1.1.1")), Some(VALUE_MAX));
-        assert_eq!(
-            t.insert(ip("2.2.2.2"), 32, 1),
-            Err(LpmError::TableFull { groups: 1 })
-        );
+        assert_eq!(t.insert(ip("2.2.2.2"), 32, 1), Err(LpmError::TableFull { groups: 1 }));
         assert_eq!(t.lookup(ip("2.2.2.2")), None);
         assert_eq!(t.get(ip("2.2.2.2"), 32), None);
-        assert_eq!(
-            t.insert(ip("1.1.1.0"), 31, 4),
-            Ok(()),
-            "same group still usable"
-        );
+        assert_eq!(t.insert(ip("1.1.1.0"), 31, 4), Ok(()), "same group still usable");
         assert_eq!(t.lookup(ip("1.1.1.0")), Some(4));
-        assert_eq!(
-            t.remove(0, 40),
-            Err(LpmError::BadLength { len: 40, max: 32 })
-        );
+        assert_eq!(t.remove(0, 40), Err(LpmError::BadLength { len: 40, max: 32 }));
     }
 
     #[test]
@@ -282,12 +253,7 @@ mod tests {
         for &(p, l, v) in &routes {
             assert_eq!(t.insert(p, l, v), Ok(()));
         }
-        eprintln!(
-            "1M routes: built in {:?}, {} groups, {} MB",
-            t0.elapsed(),
-            t.groups(),
-            t.memory_bytes() >> 20
-        );
+        eprintln!("1M routes: built in {:?}, {} groups, {} MB", t0.elapsed(), t.groups(), t.memory_bytes() >> 20);
         let mut r = RefLpm::v4();
         for &(p, l, v) in routes.iter().take(2000) {
             r.insert(u128::from(p), l, v);
@@ -314,8 +280,7 @@ mod tests {
     /// rarer (test time).
     fn op() -> impl Strategy<Value = Op> {
         let len = prop_oneof![1 => 0u8..=15, 12 => 16u8..=32];
-        let addr = (0u32..2, 0u32..4, 0u32..4, any::<u8>())
-            .prop_map(|(a, b, c, d)| (10 + a) << 24 | b << 16 | c << 8 | u32::from(d));
+        let addr = (0u32..2, 0u32..4, 0u32..4, any::<u8>()).prop_map(|(a, b, c, d)| (10 + a) << 24 | b << 16 | c << 8 | u32::from(d));
         prop_oneof![
             5 => (addr, len, 0u32..1000).prop_map(|(p, l, v)| Op::Insert(p, l, v)),
             3 => any::<usize>().prop_map(Op::Remove),

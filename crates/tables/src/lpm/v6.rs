@@ -35,9 +35,7 @@ impl Lpm6 {
     }
     /// An empty table with at most `groups` groups. Control thread.
     pub fn with_max_groups(groups: u32) -> Self {
-        Lpm6 {
-            dir: Dir::new(128, groups),
-        }
+        Lpm6 { dir: Dir::new(128, groups) }
     }
 
     /// Adds `prefix/len → value`, replacing the value if the route exists. Host bits beyond
@@ -128,9 +126,7 @@ impl Lpm6 {
             *x = self.dir.root[(a >> 104) as usize];
             pending |= *x & EXT != 0;
         }
-        let index = |x: u32, a: u128, shift: u32| {
-            ((x & !EXT) as usize) << 8 | ((a >> shift) as usize & 0xff)
-        };
+        let index = |x: u32, a: u128, shift: u32| ((x & !EXT) as usize) << 8 | ((a >> shift) as usize & 0xff);
         let mut shift = 104u32;
         while pending && shift >= 8 {
             shift -= 8;
@@ -188,16 +184,9 @@ mod tests {
         assert_eq!(t.remove(ip("2001:db8:1:2::"), 64), Ok(3));
         assert_eq!(t.lookup(ip("2001:db8:1:2::1")), Some(2));
         assert_eq!(t.remove(ip("2001:db8:1::"), 48), Ok(2));
-        assert_eq!(
-            t.groups(),
-            1,
-            "only the /32 keeps its group (root covers 24 bits)"
-        );
+        assert_eq!(t.groups(), 1, "only the /32 keeps its group (root covers 24 bits)");
         assert_eq!(t.lookup(ip("2001:db8:1:2::1")), Some(1));
-        assert_eq!(
-            t.insert(0, 129, 1),
-            Err(LpmError::BadLength { len: 129, max: 128 })
-        );
+        assert_eq!(t.insert(0, 129, 1), Err(LpmError::BadLength { len: 129, max: 128 }));
         t.insert_addr(Ipv6Addr::UNSPECIFIED, 0, 8).ok();
         assert_eq!(t.lookup(ip("ff02::1")), Some(8));
         assert_eq!(t.len(), 2);
@@ -207,10 +196,7 @@ mod tests {
     fn table_full_is_reported_and_rolled_back() {
         let mut t = Lpm6::with_max_groups(3);
         // A /128 needs 13 groups: fails, and the 3 groups made on the way down are freed.
-        assert_eq!(
-            t.insert(ip("2001:db8::1"), 128, 1),
-            Err(LpmError::TableFull { groups: 3 })
-        );
+        assert_eq!(t.insert(ip("2001:db8::1"), 128, 1), Err(LpmError::TableFull { groups: 3 }));
         assert_eq!(t.groups(), 0);
         assert_eq!(t.lookup(ip("2001:db8::1")), None);
         assert_eq!(t.insert(ip("2001:db8:1::"), 48, 2), Ok(()));
@@ -229,9 +215,8 @@ mod tests {
     /// covered by `nested_routes_down_to_host`).
     fn op() -> impl Strategy<Value = Op> {
         let len = prop_oneof![1 => 8u8..=24, 10 => 25u8..=128];
-        let addr = (0u128..4, 0u128..4, 0u128..4, any::<u8>()).prop_map(|(a, b, c, d)| {
-            ip("2001:db8::") | a << 88 | b << 64 | c << 40 | u128::from(d) << (d % 40)
-        });
+        let addr = (0u128..4, 0u128..4, 0u128..4, any::<u8>())
+            .prop_map(|(a, b, c, d)| ip("2001:db8::") | a << 88 | b << 64 | c << 40 | u128::from(d) << (d % 40));
         prop_oneof![
             5 => (addr, len, 0u32..1000).prop_map(|(p, l, v)| Op::Insert(p, l, v)),
             3 => any::<usize>().prop_map(Op::Remove),

@@ -13,9 +13,7 @@ pub struct RefExact<K, V> {
 impl<K: Copy + Eq + Hash, V: Copy> RefExact<K, V> {
     /// An empty map.
     pub fn new() -> Self {
-        RefExact {
-            map: HashMap::new(),
-        }
+        RefExact { map: HashMap::new() }
     }
     /// Number of entries.
     pub fn len(&self) -> usize {

@@ -13,17 +13,11 @@ pub struct RefLpm {
 impl RefLpm {
     /// An empty IPv4 table (32-bit addresses).
     pub fn v4() -> Self {
-        RefLpm {
-            width: 32,
-            rules: Vec::new(),
-        }
+        RefLpm { width: 32, rules: Vec::new() }
     }
     /// An empty IPv6 table (128-bit addresses).
     pub fn v6() -> Self {
-        RefLpm {
-            width: 128,
-            rules: Vec::new(),
-        }
+        RefLpm { width: 128, rules: Vec::new() }
     }
     /// Number of routes.
     pub fn len(&self) -> usize {
@@ -35,11 +29,7 @@ impl RefLpm {
     }
     /// Bits of `addr` that a /len prefix compares (mask over the low `width` bits).
     fn net_mask(&self, len: u8) -> u128 {
-        let all = if self.width == 128 {
-            u128::MAX
-        } else {
-            (1u128 << self.width) - 1
-        };
+        let all = if self.width == 128 { u128::MAX } else { (1u128 << self.width) - 1 };
         if len == 0 {
             0
         } else {
@@ -64,10 +54,7 @@ impl RefLpm {
     }
     /// The value of the longest prefix containing `addr`.
     pub fn lookup(&self, addr: u128) -> Option<u32> {
-        self.rules
-            .iter()
-            .find(|r| addr & self.net_mask(r.1) == r.0)
-            .map(|r| r.2)
+        self.rules.iter().find(|r| addr & self.net_mask(r.1) == r.0).map(|r| r.2)
     }
 }
 

@@ -29,13 +29,7 @@ pub struct RefSrTcm {
 impl RefSrTcm {
     /// Both buckets full at time 0 (RFC 2697 §3.1).
     pub fn new(cfg: SrTcmConfig) -> Self {
-        RefSrTcm {
-            cfg,
-            tc: cfg.cbs_bytes,
-            te: cfg.ebs_bytes,
-            given: 0,
-            last_ns: 0,
-        }
+        RefSrTcm { cfg, tc: cfg.cbs_bytes, te: cfg.ebs_bytes, given: 0, last_ns: 0 }
     }
 
     /// Current (Tc, Te).
@@ -89,14 +83,7 @@ pub struct RefTrTcm {
 impl RefTrTcm {
     /// Both buckets full at time 0 (RFC 2698 §3.1).
     pub fn new(cfg: TrTcmConfig) -> Self {
-        RefTrTcm {
-            cfg,
-            tp: cfg.pbs_bytes,
-            tc: cfg.cbs_bytes,
-            given_p: 0,
-            given_c: 0,
-            last_ns: 0,
-        }
+        RefTrTcm { cfg, tp: cfg.pbs_bytes, tc: cfg.cbs_bytes, given_p: 0, given_c: 0, last_ns: 0 }
     }
 
     /// Current (Tp, Tc).
