@@ -21,8 +21,8 @@
 use crate::api::{parse_request, Command, CtlError, Line, Show, HELP};
 use crate::mailbox::{ControlEnd, FromWorker, MailError, ToWorker};
 use crate::metrics::{Counters, WorkerSnapshot};
-use fastpath_pipeline::compile::TableImpl;
 use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
+use fastpath_pipeline::ir::TableImpl;
 use fastpath_pipeline::Pipeline;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

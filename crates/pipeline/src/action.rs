@@ -4,23 +4,9 @@
 //! into the entry's argument array, objects (meters, counters) are indices into [`Objects`].
 //! [`apply`] runs one primitive on one packet; callers loop over a batch's lanes.
 
-use crate::field::FieldRef;
+use crate::ir::{FieldRef, Operand, Prim, MAX_ARGS};
 use crate::objects::Objects;
 use fastpath_packet::{csum, Batch, DropReason, Hdr, Pool, PuntReason, Slot};
-
-/// Most parameters an action may take.
-pub const MAX_ARGS: usize = 6;
-
-/// An operand: a constant, an action parameter, or a packet field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operand {
-    /// A constant from the spec.
-    Const(u128),
-    /// Parameter `n` of the table entry's action.
-    Arg(u8),
-    /// A field of the packet or its metadata.
-    Field(FieldRef),
-}
 
 impl Operand {
     /// The operand's value for this packet (0 for a field the packet lacks).
@@ -34,48 +20,6 @@ impl Operand {
     }
 }
 
-/// One compiled primitive.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Prim {
-    /// `forward P`: choose the output port (the packet goes on through the pipeline).
-    Forward(Operand),
-    /// `drop [reason]`.
-    Drop(DropReason),
-    /// `to_control`: punt to the control plane.
-    ToControl,
-    /// `set FIELD = VALUE`.
-    Set(FieldRef, Operand),
-    /// `swap A B` (fields of equal width).
-    Swap(FieldRef, FieldRef),
-    /// `swap eth.dst eth.src`: the compiler's special case of `Swap` (l2fwd's MAC swap).
-    MacSwap,
-    /// `ttl_dec`: IPv4 TTL or IPv6 hop limit minus one (RFC 1812 §5.3.1), dropping with
-    /// `ttl_expired` when it would reach zero; IPv4 checksum updated incrementally (RFC 1624).
-    TtlDec,
-    /// `push_vlan VID [PCP]`: insert an 802.1Q tag after the MAC addresses.
-    PushVlan(Operand, Operand),
-    /// `pop_vlan`: remove the outer 802.1Q / 802.1ad tag.
-    PopVlan,
-    /// `count COUNTERS INDEX`: add the packet and its bytes to a counter.
-    Count(u16, Operand),
-    /// `meter METERS INDEX`: colour the packet (`meta.color`); red is dropped (`meter_red`)
-    /// when `drop_red` is set (`meter … drop_red`), yellow remarked by the caller's spec.
-    Meter(u16, Operand, bool),
-    /// `vxlan_decap`: remove outer Ethernet/IP/UDP/VXLAN; inner headers become the outer ones.
-    VxlanDecap,
-    /// `vxlan_encap DMAC SMAC SRC DST VNI` (RFC 7348): prepend outer Ethernet/IPv4/UDP/VXLAN;
-    /// the old headers become the inner ones.
-    VxlanEncap([Operand; 5]),
-    /// `hash`: a hash of the IPv4/IPv6 5-tuple into `meta.hash` (kept when already set).
-    Hash,
-    /// `ct_commit CT [VERDICT]`: cache `VERDICT` (default 1) in the packet's flow of conntrack
-    /// table `CT` and in `ct.verdict`.
-    CtCommit(u16, Operand),
-    /// `ct_load CT`: reload `ct.verdict` from the packet's flow (after this batch's commits:
-    /// later packets of a flow opened earlier in the same batch see the ACL's verdict).
-    CtLoad(u16),
-}
-
 impl Prim {
     /// The primitive's spec name (trace and `show plan`).
     pub fn name(&self) -> &'static str {
@@ -84,7 +28,7 @@ impl Prim {
             Prim::Drop(_) => "drop",
             Prim::ToControl => "to_control",
             Prim::Set(..) => "set",
-            Prim::Swap(..) | Prim::MacSwap => "swap",
+            Prim::Swap(..) => "swap",
             Prim::TtlDec => "ttl_dec",
             Prim::PushVlan(..) => "push_vlan",
             Prim::PopVlan => "pop_vlan",
@@ -133,16 +77,6 @@ pub fn apply(p: &Prim, args: &[u128; MAX_ARGS], pool: &mut Pool, b: &mut Batch, 
             *b.meta_mut(i) = m;
         }
         Prim::Swap(x, y) => swap(x, y, pool.data_mut(h), b, i),
-        Prim::MacSwap => {
-            // The parser guarantees 14 bytes of Ethernet at offset 0 (decap and VLAN edits keep
-            // Ethernet first), so this only fails on a frame no parser accepted.
-            if let Some(hdr) = pool.data_mut(h).get_mut(..12) {
-                let mut dst = [0u8; 6];
-                dst.copy_from_slice(&hdr[..6]);
-                hdr.copy_within(6..12, 0);
-                hdr[6..12].copy_from_slice(&dst);
-            }
-        }
         Prim::TtlDec => {
             if !ttl_dec(pool.data_mut(h), b.meta(i)) {
                 drop_pkt(b, i, DropReason::TtlExpired, cx);

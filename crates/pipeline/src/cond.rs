@@ -1,27 +1,8 @@
 //! Compiled branch conditions, evaluated per packet into lane masks.
 
-use crate::field::{read_meta, FieldRef, MetaField};
-use crate::spec::syntax::CmpOp;
-use fastpath_packet::{HdrSet, Meta};
-
-/// A condition with every name resolved.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CondC {
-    /// All of these headers were parsed.
-    Valid(HdrSet),
-    /// Table bit `t` of `Meta::hits` is set.
-    Hit(u8),
-    /// `field op constant`.
-    Cmp(FieldRef, CmpOp, u128),
-    /// `meta.field op constant` (also `ct.*`): metadata only, no header read.
-    MetaCmp(MetaField, CmpOp, u32),
-    /// Negation.
-    Not(Box<CondC>),
-    /// Conjunction.
-    And(Box<CondC>, Box<CondC>),
-    /// Disjunction.
-    Or(Box<CondC>, Box<CondC>),
-}
+use crate::field::read_meta;
+use crate::ir::{CmpOp, CondC};
+use fastpath_packet::Meta;
 
 impl CondC {
     /// True when the packet satisfies the condition. A comparison on a field the packet lacks

@@ -20,9 +20,8 @@
 //! one pipeline instance and then commits every classifier it touched once. The control plane
 //! parses once, on its own thread, and sends the same typed ops to every worker's replica.
 
-use crate::action::MAX_ARGS;
-use crate::compile::{Program, StageDef};
 use crate::exec::Pipeline;
+use crate::ir::{Program, StageDef, TableImpl, MAX_ARGS};
 use crate::objects::MeterRates;
 use crate::spec::suggest;
 use crate::table::{Acl, Adopt, BuiltClassifier, EntryView, TableOps};
@@ -294,7 +293,7 @@ impl Pipeline {
     pub fn entry_lines(&self, name: &str) -> Option<Vec<String>> {
         let t = self.program.table_index(name)?;
         let def = &self.program.tables[t];
-        let classifier = def.imp == crate::compile::TableImpl::Acl;
+        let classifier = def.imp == TableImpl::Acl;
         let lines = self
             .table_entries(t)?
             .iter()

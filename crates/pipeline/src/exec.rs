@@ -10,9 +10,10 @@
 //! guard selects. Per stage the executor keeps calls, packets in and out, drops by reason and
 //! TSC cycles (two `rdtsc` per stage per batch).
 
-use crate::action::{self, Prim, MAX_ARGS};
-use crate::cond::CondC;
+use crate::action;
+use crate::ir::{CondC, Program};
 use crate::objects::Objects;
+use crate::table::ops::TableOps;
 use crate::trace::{Trace, TraceRec};
 use fastpath_packet::prefetch::cycles;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, Verdict, NO_PORT};
@@ -64,54 +65,12 @@ pub trait Stage: Send {
     /// One line for `show plan`: what the stage does, with resolved offsets.
     fn describe(&self) -> String;
     /// The table behind this stage, for the control plane.
-    fn table(&mut self) -> Option<&mut dyn crate::table::TableOps> {
+    fn table(&mut self) -> Option<&mut dyn TableOps> {
         None
     }
     /// The table behind this stage, read-only.
-    fn table_ref(&self) -> Option<&dyn crate::table::TableOps> {
+    fn table_ref(&self) -> Option<&dyn TableOps> {
         None
-    }
-}
-
-/// A stage that runs primitives from the control block itself (outside any table).
-pub struct PrimStage {
-    pub(crate) prims: Vec<Prim>,
-}
-
-impl Stage for PrimStage {
-    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
-        if let [Prim::MacSwap] = self.prims.as_slice() {
-            // l2fwd's whole per-packet work: one tight loop, no dispatch.
-            for i in lanes {
-                if let Some(h) = pool.data_mut(b.handle(i)).first_chunk_mut::<12>() {
-                    let mut t = [0u8; 12];
-                    t[..6].copy_from_slice(&h[6..]);
-                    t[6..].copy_from_slice(&h[..6]);
-                    *h = t;
-                }
-            }
-            return;
-        }
-        if let [Prim::TtlDec] = self.prims.as_slice() {
-            for i in lanes {
-                if !action::ttl_dec(pool.data_mut(b.handle(i)), b.meta(i)) {
-                    cx.drop(b, i, DropReason::TtlExpired);
-                }
-            }
-            return;
-        }
-        let args = [0u128; MAX_ARGS];
-        let mut acx = cx.action_ctx();
-        for i in lanes {
-            for p in &self.prims {
-                if !action::apply(p, &args, pool, b, i, &mut acx) {
-                    break;
-                }
-            }
-        }
-    }
-    fn describe(&self) -> String {
-        self.prims.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join("; ")
     }
 }
 
@@ -178,7 +137,7 @@ pub struct Pipeline {
     pub(crate) end_stats: StageStats,
     pub(crate) trace: Trace,
     pub(crate) trace_buf: Vec<(usize, TraceRec)>,
-    pub(crate) program: crate::compile::Program,
+    pub(crate) program: Program,
 }
 
 impl Pipeline {
@@ -344,15 +303,5 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
         p.egress = steps;
     } else {
         p.ingress = steps;
-    }
-}
-
-/// The verdict a stage left, for traces.
-pub fn verdict_text(v: Verdict) -> String {
-    match v {
-        Verdict::Continue => "continue".into(),
-        Verdict::Drop(r) => format!("drop ({})", r.name()),
-        Verdict::Tx(p) => format!("tx port {p}"),
-        Verdict::Punt(r) => format!("punt ({})", r.0),
     }
 }

@@ -7,67 +7,8 @@
 //! under a checksum (IPv4 header, UDP/TCP pseudo-header) keep the checksum right with RFC 1624
 //! incremental updates.
 
-use crate::value::ValueKind;
+use crate::ir::{Csum, FieldRef, Loc, MetaField, ValueKind};
 use fastpath_packet::{csum, Hdr, HdrSet, Meta, Slot};
-
-/// Where a field's bits come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Loc {
-    /// In a header: `bytes` bytes (1..=16) starting `byte` bytes after the header layer's start;
-    /// the field is those bytes read big-endian, shifted right by `shift`, masked to `width`.
-    Hdr { slot: Slot, byte: u8, bytes: u8, shift: u8 },
-    /// A metadata field.
-    Meta(MetaField),
-}
-
-/// Metadata a spec can read and write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MetaField {
-    /// Input port.
-    InPort,
-    /// Output port chosen so far.
-    OutPort,
-    /// Meter colour (0 green, 1 yellow, 2 red).
-    Color,
-    /// Traffic class.
-    Tc,
-    /// Flow hash.
-    Hash,
-    /// User register `n`.
-    Reg(u8),
-    /// Connection-tracking flag bit `n` of the last `conntrack` stage (see
-    /// [`crate::stages::conntrack`]; kept in `Meta::reserved`, low byte).
-    CtFlag(u8),
-    /// The flow's cached verdict written by `ct_commit` (`Meta::reserved`, high byte).
-    CtVerdict,
-}
-
-/// A resolved field: where it is, how wide, and which header must be valid to read it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FieldRef {
-    /// Location.
-    pub loc: Loc,
-    /// Width in bits (1..=128).
-    pub width: u8,
-    /// Headers that must all be present (empty for metadata).
-    pub needs: HdrSet,
-    /// Alternative header set: the field is also readable when all of these are present
-    /// (e.g. `l4.dport` is valid for UDP or TCP). Empty when there is no alternative.
-    pub or_needs: HdrSet,
-    /// Which checksums cover it.
-    pub csum: Csum,
-    /// How its values are written (integer, MAC, IPv4, IPv6).
-    pub kind: ValueKind,
-}
-
-/// Checksums that must follow a write to a field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Csum {
-    /// The IPv4 header checksum covers it.
-    pub ipv4_hdr: bool,
-    /// The UDP/TCP checksum covers it (ports, or addresses via the pseudo-header).
-    pub l4: bool,
-}
 
 /// One catalog row: `(header name, field name, needs, byte, bits-from-msb start, width bits)`.
 struct Row {

@@ -1,7 +1,8 @@
 //! fastpath-pipeline: the programmable part of the data plane.
 //!
-//! Owns the pipeline spec (a TOML file, [`spec`]), its compiler into a plan ([`compile`]), the
-//! batch executor ([`exec`]), the built-in stages (the parser, table stages, primitive stages),
+//! Owns the pipeline spec (a TOML file, [`spec`]), its compiler ([`compile`]) into the IR, a
+//! checked program as plain data ([`ir`]), the build step that makes the IR runnable and holds
+//! every special case ([`build`]), the batch executor ([`exec`]), the built-in stages (the parser, table stages, primitive stages),
 //! the action primitives ([`action`]), per-stage counters with named drop reasons, the packet
 //! trace ([`trace`]) and the entries / control commands ([`entries`]). Uses `packet`, `tables`
 //! and `tm`.
@@ -32,11 +33,13 @@
 #![forbid(unsafe_code)]
 
 pub mod action;
+pub mod build;
 pub mod compile;
 pub mod cond;
 pub mod entries;
 pub mod exec;
 pub mod field;
+pub mod ir;
 pub mod objects;
 pub mod spec;
 pub mod stages;
@@ -44,6 +47,7 @@ pub mod table;
 pub mod trace;
 pub mod value;
 
-pub use compile::{compile, compile_file, Program};
+pub use compile::{compile, compile_file};
 pub use exec::{Pipeline, Stage, StageCx, StageStats};
+pub use ir::Program;
 pub use spec::{SpecError, SpecErrors};

@@ -4,7 +4,7 @@
 //! Meters start unconfigured; an unconfigured meter colours everything green (it polices nothing)
 //! until `fastpath ctl` or an entries file sets its rates.
 
-use crate::compile::Program;
+use crate::ir::Program;
 use fastpath_tables::flow::{FlowConfig, FlowTable};
 use fastpath_tables::meter::{Color, ColorMode, MeterError, SrTcm, SrTcmConfig, TrTcm, TrTcmConfig};
 

@@ -4,8 +4,7 @@
 //! Stages push small `Copy` records for traced lanes only; the executor formats them after the
 //! batch, so a pipeline with tracing off pays one branch per batch.
 
-use crate::compile::Program;
-use crate::exec::verdict_text;
+use crate::ir::Program;
 use fastpath_packet::{Batch, Hdr, Lanes, Pool, Verdict};
 use std::fmt::Write;
 
@@ -104,5 +103,15 @@ impl Trace {
     /// The text so far; clears it.
     pub fn take(&mut self) -> String {
         std::mem::take(&mut self.out)
+    }
+}
+
+/// The verdict a stage left, for traces.
+pub fn verdict_text(v: Verdict) -> String {
+    match v {
+        Verdict::Continue => "continue".into(),
+        Verdict::Drop(r) => format!("drop ({})", r.name()),
+        Verdict::Tx(p) => format!("tx port {p}"),
+        Verdict::Punt(r) => format!("punt ({})", r.0),
     }
 }

@@ -1,20 +1,8 @@
 //! Values in specs, entry files and traces: integers, MAC, IPv4 and IPv6 addresses, with
 //! prefixes (`/len`), masks (`&&&` or `/0xmask`) and ranges (`lo..hi`).
 
+use crate::ir::ValueKind;
 use std::net::{Ipv4Addr, Ipv6Addr};
-
-/// How a field's value is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueKind {
-    /// An unsigned integer of this many bits (decimal or 0x-hex).
-    Int(u8),
-    /// A MAC address `02:00:00:00:00:01`.
-    Mac,
-    /// An IPv4 address.
-    Ipv4,
-    /// An IPv6 address.
-    Ipv6,
-}
 
 impl ValueKind {
     /// Width in bits.

@@ -26,11 +26,9 @@
 use crate::asm::{Alu, Asm, Jmp, Label, Size};
 use fastpath_io::af_xdp::bpf::{helper, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use fastpath_packet::{DropReason, Hdr, HdrSet, Slot, NO_PORT};
-use fastpath_pipeline::action::{Operand, Prim, MAX_ARGS};
-use fastpath_pipeline::compile::{ActionDef, MatchKind, StageDef, SymStep, TableImpl};
-use fastpath_pipeline::cond::CondC;
-use fastpath_pipeline::field::{FieldRef, Loc, MetaField};
-use fastpath_pipeline::spec::syntax::CmpOp;
+use fastpath_pipeline::ir::{
+    ActionDef, CmpOp, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, StageDef, SymStep, TableImpl, MAX_ARGS,
+};
 use fastpath_pipeline::Program;
 use std::os::fd::RawFd;
 
@@ -142,7 +140,6 @@ fn prim_ok(p: &Prim, what: &str) -> Result<(), Unsupported> {
             writable(a, what)?;
             writable(b, what)
         }
-        Prim::MacSwap => Ok(()),
         other => Err(Unsupported(format!("{what}: primitive \"{}\" (the XDP datapath runs forward, drop, set and swap)", other.name()))),
     }
 }
@@ -410,12 +407,6 @@ impl Gen<'_> {
                 self.write_field(f, R3, R1);
             }
             Prim::Swap(x, y) => self.swap(x, y),
-            Prim::MacSwap => {
-                let (Some(dst), Some(src)) = (FieldRef::resolve("eth.dst", &[]), FieldRef::resolve("eth.src", &[])) else {
-                    unreachable!("eth.dst and eth.src are in the field catalog")
-                };
-                self.swap(&dst, &src);
-            }
             // `check` refused every other primitive.
             _ => unreachable!("primitive {} passed the XDP check", p.name()),
         }

@@ -15,8 +15,8 @@
 use crate::codegen::{self, Layout, MapFds, Unsupported, VALUE_SIZE};
 use fastpath_io::af_xdp::bpf::{BpfError, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_F_XDP_HAS_FRAGS, BPF_XDP};
 use fastpath_packet::DropReason;
-use fastpath_pipeline::action::MAX_ARGS;
 use fastpath_pipeline::entries::{entry_commands, EntryError, EntryOp, EntrySpec};
+use fastpath_pipeline::ir::MAX_ARGS;
 use fastpath_pipeline::value::Match;
 use fastpath_pipeline::Program;
 

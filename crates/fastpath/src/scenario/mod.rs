@@ -158,7 +158,7 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
             let ai = prog.actions.iter().position(|a| a.name == "nexthop").ok_or("router spec has no nexthop action")?;
             let table = pipe.table_mut("fib4").ok_or("router spec has no fib4 table")?;
             for &(a, l, nh) in &routes {
-                let mut args = [0u128; fastpath_pipeline::action::MAX_ARGS];
+                let mut args = [0u128; fastpath_pipeline::ir::MAX_ARGS];
                 args[0] = 1;
                 args[1] = mac_value(neighbour_mac(nh));
                 args[2] = mac_value(ROUTER_MAC);

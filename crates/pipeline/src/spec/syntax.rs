@@ -12,6 +12,7 @@
 //! Every word keeps its byte position in the spec file, so the compiler can point at it.
 
 use super::{Source, SpecError};
+use crate::ir::CmpOp;
 
 /// A word of the program and where it stands in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,23 +21,6 @@ pub struct Word {
     pub text: String,
     /// Byte offset in the spec file.
     pub pos: usize,
-}
-
-/// A comparison operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CmpOp {
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
 }
 
 /// A branch condition.

@@ -22,8 +22,8 @@
 //! them (`drop conntrack_invalid`). Packets that are not IPv4/IPv6 with TCP, UDP or ICMP are
 //! not tracked: every flag stays 0.
 
-use crate::action::{Operand, MAX_ARGS};
 use crate::exec::{Stage, StageCx};
+use crate::ir::{Operand, MAX_ARGS};
 use fastpath_packet::{Batch, DropReason, Hdr, Lanes, Meta, Pool, Slot, BATCH_MAX};
 use fastpath_tables::flow::{proto, FlowKey, InsertError, Segment, Side, TcpVerdict, NO_FLOW};
 

@@ -6,11 +6,16 @@
 //! hundred action entries. The ACL engine is immutable once built: inserts are staged and take
 //! effect at [`TableOps::commit`], in one swap.
 
-use crate::action::{self, MAX_ARGS};
-use crate::compile::{MatchKind, Program, TableDef, TableImpl};
+pub mod ops;
+
+pub use ops::{Adopt, BuiltClassifier, EntryView, TableError, TableOps};
+
+use crate::action;
+use crate::build::special::{fast_form, Fast};
 use crate::exec::{Stage, StageCx};
 use crate::field::Extract;
-use crate::stages::vxlan::{EncapTemplate, Tunnel};
+use crate::ir::{MatchKind, Prim, Program, TableDef, TableImpl, MAX_ARGS, MAX_KEY_FIELDS};
+use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
 use crate::value::Match;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
@@ -24,184 +29,10 @@ use std::sync::Arc;
 
 const MISS: u32 = u32::MAX;
 
-/// A control-plane error on a table operation. Echoes what it rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TableError {
-    /// The key does not fit the table's match kinds.
-    #[error("table \"{table}\": {msg}")]
-    BadKey {
-        /// Table name.
-        table: String,
-        /// What is wrong.
-        msg: String,
-    },
-    /// No room.
-    #[error("table \"{table}\" is full ({size} entries)")]
-    Full {
-        /// Table name.
-        table: String,
-        /// Its capacity.
-        size: usize,
-    },
-    /// The action is not allowed in this table or its arguments are wrong.
-    #[error("table \"{table}\": {msg}")]
-    BadAction {
-        /// Table name.
-        table: String,
-        /// What is wrong.
-        msg: String,
-    },
-    /// Removing a key that is not there.
-    #[error("table \"{table}\": no entry with that key")]
-    NotFound {
-        /// Table name.
-        table: String,
-    },
-    /// The classifier could not be built from the staged rules.
-    #[error("table \"{table}\": {msg}")]
-    Build {
-        /// Table name.
-        table: String,
-        /// Why.
-        msg: String,
-    },
-}
-
-/// Control-plane operations on a table. Control thread only.
-pub trait TableOps {
-    /// The table's definition.
-    fn def(&self) -> &TableDef;
-    /// Adds or replaces the entry for `key` (one match per key field). `action` indexes
-    /// `Program::actions`. `priority` orders classifier rules (lower wins).
-    fn insert(&mut self, key: &[Match], priority: u32, action: usize, args: [u128; MAX_ARGS]) -> Result<(), TableError>;
-    /// Removes the entry for `key`.
-    fn remove(&mut self, key: &[Match]) -> Result<(), TableError>;
-    /// Makes staged changes live (rebuilds the classifier). A no-op for other engines.
-    fn commit(&mut self) -> Result<(), TableError>;
-    /// The classifier the last commit built, to share with replicas that staged the same
-    /// changes ([`TableOps::adopt_classifier`]); `None` for other engines or while changes are
-    /// staged.
-    fn built_classifier(&self) -> Option<BuiltClassifier> {
-        None
-    }
-    /// Makes `b` live instead of building a classifier: staged changes are committed with one
-    /// built elsewhere from the same rules (the control thread's replica), so a worker swaps a
-    /// pointer between two batches instead of stalling for a build. Refused (the caller then
-    /// commits, i.e. builds) when this replica's action entries differ from those the
-    /// classifier's rules point at. A no-op for other engines.
-    fn adopt_classifier(&mut self, _b: &BuiltClassifier) -> Adopt {
-        Adopt::Refused
-    }
-    /// Every entry, sorted by priority and key. Control thread.
-    fn dump(&self) -> Vec<EntryView>;
-    /// Removes every entry (live at once, also for the classifier).
-    fn clear(&mut self);
-    /// Number of entries.
-    fn len(&self) -> usize;
-    /// True when there are no entries.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Packets that hit and missed so far.
-    fn hit_miss(&self) -> (u64, u64);
-}
-
-/// One entry as the control plane reads it back: one match per key field, the priority
-/// (classifier tables; 0 for the others), the action (index into `Program::actions`) and its
-/// arguments. Adding it again gives the same entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EntryView {
-    /// One match per key field.
-    pub key: Vec<Match>,
-    /// Rule priority (lower wins; classifier tables only).
-    pub priority: u32,
-    /// Index into `Program::actions`.
-    pub action: usize,
-    /// The action's arguments.
-    pub args: [u128; MAX_ARGS],
-}
-
-/// A classifier built by one replica, with a digest of the action entries its rules point at
-/// (rules hold indices into the table's interned entries, so another replica may use it only
-/// if its entries are the same).
-#[derive(Clone, Debug)]
-pub struct BuiltClassifier {
-    /// The classifier, shared read-only.
-    pub acl: Arc<Acl>,
-    actions: u64,
-}
-
-/// What [`TableOps::adopt_classifier`] did.
-#[derive(Debug)]
-pub enum Adopt {
-    /// Live now; the classifier it replaced, if any, for the caller to free off the packet path.
-    Adopted(Option<Arc<Acl>>),
-    /// Not adopted: not a classifier table, or its action entries differ.
-    Refused,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ActionEntry {
     action: u16,
     args: [u128; MAX_ARGS],
-}
-
-/// An action entry pre-digested at insert time when its body is one of the common shapes, so
-/// the packet loop does one small `match` instead of interpreting primitives.
-#[derive(Clone, Copy, Debug)]
-enum Fast {
-    /// `forward P`.
-    Forward(u16),
-    /// `set eth.dst = D; set eth.src = S; forward P` (a router's next hop).
-    Rewrite { macs: [u8; 12], port: u16 },
-    /// `set meta.NAME = V` (a user metadata register): the overlay's mapping tables.
-    SetReg { reg: u8, value: u32 },
-    /// An empty body (`permit`, `no_action`).
-    Nop,
-    /// `vxlan_encap D S SIP DIP VNI; forward P` with constant operands: the tunnel's outer
-    /// headers prebuilt (template `tpl` of the stage).
-    Encap { tpl: u32, port: u16 },
-    /// Anything else: run the primitives.
-    General,
-}
-
-fn fast_form(body: &[action::Prim], args: &[u128; MAX_ARGS], templates: &mut Vec<EncapTemplate>) -> Fast {
-    use crate::action::{Operand, Prim};
-    use crate::field::Loc;
-    use fastpath_packet::Slot;
-    let val = |o: &Operand| match o {
-        Operand::Arg(k) => Some(args[usize::from(*k) % MAX_ARGS]),
-        Operand::Const(c) => Some(*c),
-        Operand::Field(_) => None,
-    };
-    let eth_at =
-        |f: &crate::field::FieldRef, byte: u8| f.width == 48 && matches!(f.loc, Loc::Hdr { slot: Slot::Eth, byte: b, .. } if b == byte);
-    match body {
-        [] => Fast::Nop,
-        [Prim::Forward(p)] => val(p).map_or(Fast::General, |p| Fast::Forward(p as u16)),
-        [Prim::VxlanEncap(ops), Prim::Forward(p)] => match (ops.iter().map(val).collect::<Option<Vec<u128>>>(), val(p)) {
-            (Some(v), Some(p)) => {
-                let t = Tunnel { dmac: v[0] as u64, smac: v[1] as u64, src: v[2] as u32, dst: v[3] as u32, vni: v[4] as u32 };
-                templates.push(EncapTemplate::new(&t));
-                Fast::Encap { tpl: templates.len() as u32 - 1, port: p as u16 }
-            }
-            _ => Fast::General,
-        },
-        [Prim::Set(f, v)] => match (f.loc, val(v)) {
-            (Loc::Meta(crate::field::MetaField::Reg(reg)), Some(v)) => Fast::SetReg { reg, value: v as u32 },
-            _ => Fast::General,
-        },
-        [Prim::Set(d, dv), Prim::Set(s, sv), Prim::Forward(p)] if eth_at(d, 0) && eth_at(s, 6) => match (val(dv), val(sv), val(p)) {
-            (Some(dv), Some(sv), Some(p)) => {
-                let mut macs = [0u8; 12];
-                macs[..6].copy_from_slice(&(dv as u64).to_be_bytes()[2..]);
-                macs[6..].copy_from_slice(&(sv as u64).to_be_bytes()[2..]);
-                Fast::Rewrite { macs, port: p as u16 }
-            }
-            _ => Fast::General,
-        },
-        _ => Fast::General,
-    }
 }
 
 enum Engine {
@@ -228,7 +59,7 @@ pub struct TableStage {
     /// FNV-1a over `entries` in index order, kept as they are interned (they are only ever
     /// appended), so that comparing replicas' entries costs nothing between two batches.
     entries_digest: u64,
-    bodies: Vec<Vec<action::Prim>>,
+    bodies: Vec<Vec<Prim>>,
     default: ActionEntry,
     len: usize,
     hits: u64,
@@ -268,7 +99,7 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         }
     };
     let (da, dargs) = def.default;
-    let bodies: Vec<Vec<action::Prim>> = p.actions.iter().map(|a| a.body.clone()).collect();
+    let bodies: Vec<Vec<Prim>> = p.actions.iter().map(|a| a.body.clone()).collect();
     let mut templates = Vec::new();
     let default_fast = bodies.get(da).map_or(Fast::General, |b| fast_form(b, &dargs, &mut templates));
     Box::new(TableStage {
@@ -721,7 +552,7 @@ impl Stage for TableStage {
             // The classifier reads each field once, straight into its 32-bit parts (a missing
             // port range reads as 0: see `keys_fields`).
             let live = live.as_deref();
-            let mut flat = [0u32; 4 * crate::compile::MAX_KEY_FIELDS];
+            let mut flat = [0u32; 4 * MAX_KEY_FIELDS];
             for i in lanes {
                 sc.out[i] = match (live, keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i))) {
                     (Some(acl), Some(vals)) => {
@@ -911,8 +742,8 @@ impl Stage for TableStage {
 /// Reads each key field of a packet; `None` when one is missing. A missing `range` field (the
 /// L4 ports of an ICMP packet) reads as 0, as in Open vSwitch's flow key, so a rule with a
 /// wildcard port range still applies to protocols without ports (ping through a stateful ACL).
-fn keys_fields(key: &[(Extract, u8, bool)], data: &[u8], m: &fastpath_packet::Meta) -> Option<[u128; crate::compile::MAX_KEY_FIELDS]> {
-    let mut v = [0u128; crate::compile::MAX_KEY_FIELDS];
+fn keys_fields(key: &[(Extract, u8, bool)], data: &[u8], m: &fastpath_packet::Meta) -> Option<[u128; MAX_KEY_FIELDS]> {
+    let mut v = [0u128; MAX_KEY_FIELDS];
     for (out, &(x, _, range)) in v.iter_mut().zip(key) {
         *out = match x.read(data, m) {
             Some(val) => val,
@@ -924,11 +755,7 @@ fn keys_fields(key: &[(Extract, u8, bool)], data: &[u8], m: &fastpath_packet::Me
 }
 
 /// Splits field values into the classifier's 32-bit chunks; returns how many.
-fn split_chunks(
-    vals: [u128; crate::compile::MAX_KEY_FIELDS],
-    chunks: &[Vec<u8>],
-    out: &mut [u32; 4 * crate::compile::MAX_KEY_FIELDS],
-) -> usize {
+fn split_chunks(vals: [u128; MAX_KEY_FIELDS], chunks: &[Vec<u8>], out: &mut [u32; 4 * MAX_KEY_FIELDS]) -> usize {
     let mut n = 0;
     for (v, cw) in vals.iter().zip(chunks) {
         let total: u32 = cw.iter().map(|&c| u32::from(c)).sum();

@@ -1,0 +1,83 @@
+//! The build step's special cases, in one place: shapes of action bodies and primitive sequences
+//! that get a dedicated code path instead of the general primitive interpreter
+//! ([`crate::action::apply`], which stays the reference they are tested against).
+//!
+//! - [`fast_form`]: a table entry whose body is `forward P`, a next-hop rewrite, a register write,
+//!   nothing, or a constant VXLAN encap is pre-digested at insert time into a [`Fast`].
+//! - [`prim_stage`]: a control-block primitive run that is l2fwd's MAC swap or a lone `ttl_dec`
+//!   becomes a tight loop with no dispatch.
+
+use crate::exec::Stage;
+use crate::ir::{FieldRef, Loc, MetaField, Operand, Prim, ValueKind, MAX_ARGS};
+use crate::stages::prims::{MacSwapStage, PrimStage, TtlDecStage};
+use crate::stages::vxlan::{EncapTemplate, Tunnel};
+use fastpath_packet::Slot;
+
+/// An action entry pre-digested at insert time when its body is one of the common shapes, so
+/// the packet loop does one small `match` instead of interpreting primitives.
+#[derive(Clone, Copy, Debug)]
+pub enum Fast {
+    /// `forward P`.
+    Forward(u16),
+    /// `set eth.dst = D; set eth.src = S; forward P` (a router's next hop).
+    Rewrite { macs: [u8; 12], port: u16 },
+    /// `set meta.NAME = V` (a user metadata register): the overlay's mapping tables.
+    SetReg { reg: u8, value: u32 },
+    /// An empty body (`permit`, `no_action`).
+    Nop,
+    /// `vxlan_encap D S SIP DIP VNI; forward P` with constant operands: the tunnel's outer
+    /// headers prebuilt (template `tpl` of the stage).
+    Encap { tpl: u32, port: u16 },
+    /// Anything else: run the primitives.
+    General,
+}
+
+pub fn fast_form(body: &[Prim], args: &[u128; MAX_ARGS], templates: &mut Vec<EncapTemplate>) -> Fast {
+    let val = |o: &Operand| match o {
+        Operand::Arg(k) => Some(args[usize::from(*k) % MAX_ARGS]),
+        Operand::Const(c) => Some(*c),
+        Operand::Field(_) => None,
+    };
+    let eth_at = |f: &FieldRef, byte: u8| f.width == 48 && matches!(f.loc, Loc::Hdr { slot: Slot::Eth, byte: b, .. } if b == byte);
+    match body {
+        [] => Fast::Nop,
+        [Prim::Forward(p)] => val(p).map_or(Fast::General, |p| Fast::Forward(p as u16)),
+        [Prim::VxlanEncap(ops), Prim::Forward(p)] => match (ops.iter().map(val).collect::<Option<Vec<u128>>>(), val(p)) {
+            (Some(v), Some(p)) => {
+                let t = Tunnel { dmac: v[0] as u64, smac: v[1] as u64, src: v[2] as u32, dst: v[3] as u32, vni: v[4] as u32 };
+                templates.push(EncapTemplate::new(&t));
+                Fast::Encap { tpl: templates.len() as u32 - 1, port: p as u16 }
+            }
+            _ => Fast::General,
+        },
+        [Prim::Set(f, v)] => match (f.loc, val(v)) {
+            (Loc::Meta(MetaField::Reg(reg)), Some(v)) => Fast::SetReg { reg, value: v as u32 },
+            _ => Fast::General,
+        },
+        [Prim::Set(d, dv), Prim::Set(s, sv), Prim::Forward(p)] if eth_at(d, 0) && eth_at(s, 6) => match (val(dv), val(sv), val(p)) {
+            (Some(dv), Some(sv), Some(p)) => {
+                let mut macs = [0u8; 12];
+                macs[..6].copy_from_slice(&(dv as u64).to_be_bytes()[2..]);
+                macs[6..].copy_from_slice(&(sv as u64).to_be_bytes()[2..]);
+                Fast::Rewrite { macs, port: p as u16 }
+            }
+            _ => Fast::General,
+        },
+        _ => Fast::General,
+    }
+}
+
+/// The stage for a run of primitives in a control block.
+pub fn prim_stage(prims: &[Prim]) -> Box<dyn Stage> {
+    match prims {
+        [Prim::Swap(a, b)] if is_mac_swap(a, b) => Box::new(MacSwapStage),
+        [Prim::TtlDec] => Box::new(TtlDecStage),
+        _ => Box::new(PrimStage { prims: prims.to_vec() }),
+    }
+}
+
+/// `swap eth.dst eth.src` (either order): l2fwd's whole per-packet work.
+fn is_mac_swap(a: &FieldRef, b: &FieldRef) -> bool {
+    let mac = |x: &FieldRef| x.kind == ValueKind::Mac && matches!(x.loc, Loc::Hdr { slot: Slot::Eth, .. });
+    mac(a) && mac(b) && a.loc != b.loc
+}

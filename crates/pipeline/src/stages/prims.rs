@@ -1,0 +1,65 @@
+//! Stages that run primitives from a control block itself (outside any table): the general
+//! interpreter and the dedicated loops [`crate::build::special`] picks for common shapes.
+
+use crate::action;
+use crate::exec::{Stage, StageCx};
+use crate::ir::{Prim, MAX_ARGS};
+use fastpath_packet::{Batch, DropReason, Lanes, Pool};
+
+/// A stage that runs primitives from the control block itself (outside any table).
+pub struct PrimStage {
+    pub(crate) prims: Vec<Prim>,
+}
+
+impl Stage for PrimStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        let args = [0u128; MAX_ARGS];
+        let mut acx = cx.action_ctx();
+        for i in lanes {
+            for p in &self.prims {
+                if !action::apply(p, &args, pool, b, i, &mut acx) {
+                    break;
+                }
+            }
+        }
+    }
+    fn describe(&self) -> String {
+        self.prims.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join("; ")
+    }
+}
+
+/// `swap eth.dst eth.src`: l2fwd's whole per-packet work, one tight loop with no dispatch.
+pub struct MacSwapStage;
+
+impl Stage for MacSwapStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, _cx: &mut StageCx<'_>) {
+        for i in lanes {
+            // The parser guarantees 14 bytes of Ethernet at offset 0.
+            if let Some(h) = pool.data_mut(b.handle(i)).first_chunk_mut::<12>() {
+                let mut t = [0u8; 12];
+                t[..6].copy_from_slice(&h[6..]);
+                t[6..].copy_from_slice(&h[..6]);
+                *h = t;
+            }
+        }
+    }
+    fn describe(&self) -> String {
+        "swap eth.dst eth.src (MAC swap loop)".into()
+    }
+}
+
+/// A lone `ttl_dec` / `hop_limit_dec` (the router's): one loop, drops counted `ttl_expired`.
+pub struct TtlDecStage;
+
+impl Stage for TtlDecStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        for i in lanes {
+            if !action::ttl_dec(pool.data_mut(b.handle(i)), b.meta(i)) {
+                cx.drop(b, i, DropReason::TtlExpired);
+            }
+        }
+    }
+    fn describe(&self) -> String {
+        "ttl_dec (IPv4 TTL / IPv6 hop limit, RFC 1624 checksum update)".into()
+    }
+}
