@@ -138,6 +138,8 @@ pub struct Pipeline {
     pub(crate) trace: Trace,
     pub(crate) trace_buf: Vec<(usize, TraceRec)>,
     pub(crate) program: Program,
+    /// Built with the specialised paths ([`crate::build::BuildOptions`]).
+    pub(crate) special: bool,
 }
 
 impl Pipeline {
@@ -245,7 +247,13 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
             Step::Mask { dst, src, cond } => {
                 let src = p.masks[usize::from(*src)].and(b.live());
                 let mut out = Lanes::NONE;
-                if let CondC::Valid(need) = cond {
+                if !p.special {
+                    for i in src {
+                        if cond.eval(pool.data(b.handle(i)), b.meta(i)) {
+                            out.insert(i);
+                        }
+                    }
+                } else if let CondC::Valid(need) = cond {
                     // Header validity, the common branch: metadata only.
                     for i in src {
                         if b.meta(i).valid.has_all(*need) {

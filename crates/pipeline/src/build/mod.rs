@@ -10,15 +10,44 @@ use crate::ir::{Program, StageDef, SymStep};
 use crate::objects::Objects;
 use fastpath_packet::Lanes;
 
+/// How to build a pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// Use the specialised code paths ([`special`]): dedicated loops, table fast forms, the
+    /// parser's fast path, monomorphised key extractors and condition loops. Off, every stage runs
+    /// the plain interpreter — the reference twin the specialised pipeline is tested against
+    /// (`tests/differential.rs`).
+    pub specialise: bool,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions { specialise: true }
+    }
+}
+
 impl Program {
     /// Builds the runnable pipeline: empty tables of the chosen kinds, zeroed objects.
     pub fn instantiate(&self) -> Pipeline {
+        self.instantiate_with(BuildOptions::default())
+    }
+
+    /// Builds the plain interpreter of this program: no special case anywhere. Same results as
+    /// [`Program::instantiate`], packet for packet and counter for counter; slower.
+    pub fn instantiate_reference(&self) -> Pipeline {
+        self.instantiate_with(BuildOptions { specialise: false })
+    }
+
+    /// Builds the runnable pipeline with `opts`.
+    pub fn instantiate_with(&self, opts: BuildOptions) -> Pipeline {
+        let special = opts.specialise;
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
         for (_, s) in &self.stages {
             stages.push(match s {
-                StageDef::Parser => Box::new(crate::stages::parser::Parser::new(self.headers, self.verify_ipv4_checksum)),
-                StageDef::Table(t) => crate::table::build_stage(self, *t),
-                StageDef::Prims(p) => special::prim_stage(p),
+                StageDef::Parser => Box::new(crate::stages::parser::Parser::new(self.headers, self.verify_ipv4_checksum, special)),
+                StageDef::Table(t) => crate::table::build_stage(self, *t, special),
+                StageDef::Prims(p) if special => special::prim_stage(p),
+                StageDef::Prims(p) => Box::new(crate::stages::prims::PrimStage { prims: p.clone() }),
                 StageDef::Conntrack(ct, zone) => Box::new(crate::stages::conntrack::ConntrackStage::new(*ct, *zone)),
             });
         }
@@ -44,6 +73,7 @@ impl Program {
             ingress,
             egress: steps(&self.egress),
             masks,
+            special,
             objects: Objects::new(self),
             end_stats: StageStats::default(),
             trace: Default::default(),

@@ -23,12 +23,14 @@ use fastpath_packet::{Batch, Hdr, HdrSet, Lanes, Meta, Pool, Slot};
 pub struct Parser {
     hs: HdrSet,
     verify_ipv4_checksum: bool,
+    special: bool,
 }
 
 impl Parser {
     /// A parser for the headers in `hs`.
-    pub fn new(hs: HdrSet, verify_ipv4_checksum: bool) -> Parser {
-        Parser { hs, verify_ipv4_checksum }
+    /// `special`: use the fast paths for common header sets (the reference parser when false).
+    pub fn new(hs: HdrSet, verify_ipv4_checksum: bool, special: bool) -> Parser {
+        Parser { hs, verify_ipv4_checksum, special }
     }
 
     /// Parses one frame into `m`.
@@ -167,7 +169,7 @@ impl Parser {
 impl Stage for Parser {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
         let tracing = cx.tracing();
-        if self.hs == HdrSet::EMPTY.with(Hdr::Eth) {
+        if self.special && self.hs == HdrSet::EMPTY.with(Hdr::Eth) {
             // Ethernet only (l2fwd): a length check is the whole parse.
             for i in lanes {
                 if pool.len(b.handle(i)) < hdr::eth::HEADER_LEN {

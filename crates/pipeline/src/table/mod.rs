@@ -53,6 +53,8 @@ pub struct TableStage {
     entries: Vec<ActionEntry>,
     fast: Vec<Fast>,
     default_fast: Fast,
+    /// Specialised passes (false: the reference interpreter).
+    special: bool,
     /// Outer headers of the `Fast::Encap` entries.
     templates: Vec<EncapTemplate>,
     intern: HashMap<ActionEntry, u32>,
@@ -84,7 +86,9 @@ struct Scratch {
 }
 
 /// Builds the stage for table `t` of `p`.
-pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
+/// `special`: pre-digest entries into fast forms and use the monomorphised passes; when false the
+/// stage is the plain interpreter ([`TableStage::run_reference`]).
+pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
     let def = p.tables[t].clone();
     let width: u32 = def.key.iter().map(|k| u32::from(k.field.width)).sum();
     let chunks: Vec<Vec<u8>> = def.key.iter().map(|k| chunk_widths(k.field.width)).collect();
@@ -101,7 +105,7 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
     let (da, dargs) = def.default;
     let bodies: Vec<Vec<Prim>> = p.actions.iter().map(|a| a.body.clone()).collect();
     let mut templates = Vec::new();
-    let default_fast = bodies.get(da).map_or(Fast::General, |b| fast_form(b, &dargs, &mut templates));
+    let default_fast = if special { bodies.get(da).map_or(Fast::General, |b| fast_form(b, &dargs, &mut templates)) } else { Fast::General };
     Box::new(TableStage {
         bit: 1 << t,
         table_index: t as u16,
@@ -109,6 +113,7 @@ pub fn build_stage(p: &Program, t: usize) -> Box<dyn Stage> {
         entries: Vec::new(),
         fast: Vec::new(),
         default_fast,
+        special,
         templates,
         intern: HashMap::new(),
         entries_digest: FNV_OFFSET,
@@ -159,7 +164,10 @@ impl TableStage {
         let i = self.entries.len() as u32;
         self.entries.push(e);
         self.entries_digest = std::iter::once(u128::from(e.action)).chain(e.args).fold(self.entries_digest, fnv1a);
-        let f = self.bodies.get(usize::from(e.action)).map_or(Fast::General, |b| fast_form(b, &e.args, &mut self.templates));
+        let f = match self.bodies.get(usize::from(e.action)) {
+            Some(b) if self.special => fast_form(b, &e.args, &mut self.templates),
+            _ => Fast::General,
+        };
         self.fast.push(f);
         self.intern.insert(e, i);
         i
@@ -538,8 +546,78 @@ fn prefix_of(def: &TableDef, key: &[Match], width: u8) -> Result<(u128, u8), Tab
     }
 }
 
+impl TableStage {
+    /// The plain interpreter: per packet, read every key field, look the key up, run the entry's
+    /// primitives. The reference the specialised passes are tested against; no fast forms.
+    fn run_reference(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        let mut hits = 0u64;
+        let mut flat = [0u32; 4 * MAX_KEY_FIELDS];
+        for i in lanes {
+            let data = pool.data(b.handle(i));
+            let m = b.meta(i);
+            let r = match &self.engine {
+                Engine::Acl { live, .. } => match (live.as_deref(), keys_fields(&self.key_x, data, m)) {
+                    (Some(acl), Some(vals)) => {
+                        let n = split_chunks(vals, &self.chunks, &mut flat);
+                        acl.classify(&flat[..n]).map(|(a, _)| a)
+                    }
+                    _ => None,
+                },
+                engine => match key128(&self.key_x, data, m) {
+                    None => None,
+                    Some(k) => match engine {
+                        Engine::Direct(v) => v.get(k as usize).copied().filter(|&r| r != MISS),
+                        Engine::Exact64(t) => t.lookup(&(k as u64)),
+                        Engine::Exact128(t) => t.lookup(&k),
+                        Engine::Lpm4(t) => t.lookup(k as u32),
+                        Engine::Lpm6(t) => t.lookup(k),
+                        Engine::Acl { .. } => None,
+                    },
+                },
+            };
+            let entry = match r {
+                Some(r) => {
+                    hits += 1;
+                    b.meta_mut(i).hits |= self.bit;
+                    self.entries.get(r as usize).copied().unwrap_or(self.default)
+                }
+                None => self.default,
+            };
+            if cx.tracing() {
+                let mut key = [0u128; 4];
+                let data = pool.data(b.handle(i));
+                for (k, f) in key.iter_mut().zip(&self.def.key) {
+                    *k = f.field.read(data, b.meta(i)).unwrap_or(0);
+                }
+                let action = self.def.actions.iter().position(|&a| a == usize::from(entry.action)).unwrap_or(usize::MAX) as u16;
+                cx.trace(i, TraceRec::Lookup { table: self.table_index, key, hit: r.is_some(), action });
+            }
+            if r.is_none() {
+                if let Some(reason) = self.def.default_drop {
+                    cx.drop(b, i, reason);
+                    continue;
+                }
+            }
+            let mut acx = cx.action_ctx();
+            if let Some(body) = self.bodies.get(usize::from(entry.action)) {
+                for p in body {
+                    if !action::apply(p, &entry.args, pool, b, i, &mut acx) {
+                        break;
+                    }
+                }
+            }
+        }
+        self.hits += hits;
+        self.misses += lanes.count() as u64 - hits;
+    }
+}
+
 impl Stage for TableStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        if !self.special {
+            self.run_reference(pool, b, lanes, cx);
+            return;
+        }
         // Pass 1: keys (straight into the engine's key width). A packet missing a key field
         // misses. Results go to `sc.out` (None = miss) for every lane.
         let sc = &mut *self.scratch;
