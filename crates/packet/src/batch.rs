@@ -49,6 +49,11 @@ impl Lanes {
         self.0[(i / 64) % WORDS] |= 1 << (i % 64);
     }
     /// Removes slot `i`.
+    /// Inserts lane `i` when `yes`, without a branch (mask building in condition loops).
+    #[inline]
+    pub fn insert_if(&mut self, i: usize, yes: bool) {
+        self.0[(i / 64) % WORDS] |= u64::from(yes) << (i % 64);
+    }
     #[inline]
     pub fn remove(&mut self, i: usize) {
         self.0[(i / 64) % WORDS] &= !(1 << (i % 64));
@@ -81,6 +86,35 @@ impl Lanes {
         }
         Lanes(m)
     }
+}
+
+impl Lanes {
+    /// `Some(n)` when the lanes are exactly `0..n` (every packet of a batch still live: the
+    /// common case), so loops can run over a range instead of walking the bits.
+    #[inline]
+    pub fn prefix_len(&self) -> Option<usize> {
+        let n = self.count();
+        (*self == Lanes::first(n)).then_some(n.min(BATCH_MAX))
+    }
+
+}
+
+/// `each_lane!(i in lanes => { … })`: runs the block for each lane in ascending order, like
+/// `for i in lanes`, but a dense mask (`0..n`, most batches) runs as a plain counted loop — no
+/// bit walking per packet, and indices the compiler knows are below [`BATCH_MAX`]. The block is
+/// a loop body (`continue` works) and is expanded twice, once per loop. Hot stage loops use it
+/// (about 5 instructions less per packet and loop than `for i in lanes`); a function taking a
+/// closure does not do, because the closure then stops being inlined.
+#[macro_export]
+macro_rules! each_lane {
+    ($i:ident in $lanes:expr => $body:block) => {{
+        let lanes: $crate::Lanes = $lanes;
+        if let Some(n) = lanes.prefix_len() {
+            for $i in 0..n $body
+        } else {
+            for $i in lanes $body
+        }
+    }};
 }
 
 impl IntoIterator for Lanes {

@@ -16,6 +16,7 @@ use crate::objects::Objects;
 use crate::table::ops::TableOps;
 use crate::trace::{Trace, TraceRec};
 use fastpath_packet::prefetch::cycles;
+use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, Verdict, NO_PORT};
 
 /// Everything a stage may touch besides the batch and the pool.
@@ -174,12 +175,12 @@ impl Pipeline {
         let e = &mut self.end_stats;
         e.pkts_in += live.count() as u64;
         let mut unforwarded = 0u64;
-        for i in live {
+        each_lane!(i in live => {
             let p = b.meta(i).out_port;
             let v = if p != NO_PORT { Verdict::Tx(p) } else { Verdict::Drop(DropReason::NoVerdict) };
             unforwarded += u64::from(p == NO_PORT);
             b.finish(i, v);
-        }
+        });
         b.clear_live();
         e.drops[DropReason::NoVerdict as usize] += unforwarded;
         if !trace_lanes.is_empty() {
@@ -255,24 +256,13 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
                     }
                 } else if let CondC::Valid(need) = cond {
                     // Header validity, the common branch: metadata only.
-                    for i in src {
-                        if b.meta(i).valid.has_all(*need) {
-                            out.insert(i);
-                        }
-                    }
+                    let need = *need;
+                    each_lane!(i in src => { out.insert_if(i, b.meta(i).valid.has_all(need)) });
                 } else if let CondC::MetaCmp(f, op, v) = *cond {
                     // `ct.new`, `meta.color == 1`: metadata only, one comparison.
-                    for i in src {
-                        if op.holds(crate::field::read_meta(b.meta(i), f), v) {
-                            out.insert(i);
-                        }
-                    }
+                    each_lane!(i in src => { out.insert_if(i, op.holds(crate::field::read_meta(b.meta(i), f), v)) });
                 } else {
-                    for i in src {
-                        if cond.eval(pool.data(b.handle(i)), b.meta(i)) {
-                            out.insert(i);
-                        }
-                    }
+                    each_lane!(i in src => { out.insert_if(i, cond.eval(pool.data(b.handle(i)), b.meta(i))) });
                 }
                 p.masks[usize::from(*dst)] = out;
             }

@@ -45,6 +45,7 @@
 
 use fastpath_packet::batch::{Lanes, BATCH_MAX};
 use fastpath_packet::prefetch::prefetch_read;
+use fastpath_packet::each_lane;
 
 use crate::hash::{hash_bytes, hash_u128, hash_u64, hash_words};
 
@@ -388,15 +389,15 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
     /// are untouched. Returns the number of hits. Worker; never panics, never allocates.
     pub fn lookup_lanes(&self, keys: &[K; BATCH_MAX], lanes: Lanes, out: &mut [Option<V>; BATCH_MAX]) -> u64 {
         let mut hs = [0u64; BATCH_MAX];
-        for i in lanes {
+        each_lane!(i in lanes => {
             hs[i] = keys[i].hash();
             self.prefetch(hs[i]);
-        }
+        });
         let mut hits = 0;
-        for i in lanes {
+        each_lane!(i in lanes => {
             out[i] = self.lookup_hashed(&keys[i], hs[i]);
             hits += u64::from(out[i].is_some());
-        }
+        });
         hits
     }
 

@@ -17,6 +17,7 @@
 use crate::exec::{Stage, StageCx};
 use crate::trace::TraceRec;
 use fastpath_packet::hdr::{self, EtherType, IpProto, Malformed, VXLAN_PORT};
+use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, Hdr, HdrSet, Lanes, Meta, Pool, Slot};
 
 /// The parser stage.
@@ -347,16 +348,16 @@ impl Stage for Parser {
         let tracing = cx.tracing();
         if self.special && self.hs == HdrSet::EMPTY.with(Hdr::Eth) {
             // Ethernet only (l2fwd): a length check is the whole parse.
-            for i in lanes {
+            each_lane!(i in lanes => {
                 if pool.len(b.handle(i)) < hdr::eth::HEADER_LEN {
                     cx.drop(b, i, Malformed::EthTruncated.drop_reason());
                 } else {
                     b.meta_mut(i).valid = HdrSet::EMPTY.with(Hdr::Eth);
                 }
-            }
+            });
         } else {
             let special = self.special;
-            for i in lanes {
+            each_lane!(i in lanes => {
                 let data = pool.data(b.handle(i));
                 let m = b.meta_mut(i);
                 if special && self.parse_fast(data, m) {
@@ -367,7 +368,7 @@ impl Stage for Parser {
                 if let Err(e) = self.parse(data, m) {
                     cx.drop(b, i, e.drop_reason());
                 }
-            }
+            });
         }
         if tracing {
             for i in lanes {

@@ -2,6 +2,7 @@
 //! interpreter and the dedicated loops [`crate::build::special`] picks for common shapes.
 
 use crate::action;
+use fastpath_packet::each_lane;
 use crate::exec::{Stage, StageCx};
 use crate::ir::{Prim, MAX_ARGS};
 use fastpath_packet::{Batch, DropReason, Lanes, Pool};
@@ -33,7 +34,7 @@ pub struct MacSwapStage;
 
 impl Stage for MacSwapStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, _cx: &mut StageCx<'_>) {
-        for i in lanes {
+        each_lane!(i in lanes => {
             // The parser guarantees 14 bytes of Ethernet at offset 0.
             if let Some(h) = pool.data_mut(b.handle(i)).first_chunk_mut::<12>() {
                 let mut t = [0u8; 12];
@@ -41,7 +42,7 @@ impl Stage for MacSwapStage {
                 t[6..].copy_from_slice(&h[..6]);
                 *h = t;
             }
-        }
+        });
     }
     fn describe(&self) -> String {
         "swap eth.dst eth.src (MAC swap loop)".into()
@@ -53,11 +54,11 @@ pub struct TtlDecStage;
 
 impl Stage for TtlDecStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
-        for i in lanes {
+        each_lane!(i in lanes => {
             if !action::ttl_dec(pool.data_mut(b.handle(i)), b.meta(i)) {
                 cx.drop(b, i, DropReason::TtlExpired);
             }
-        }
+        });
     }
     fn describe(&self) -> String {
         "ttl_dec (IPv4 TTL / IPv6 hop limit, RFC 1624 checksum update)".into()

@@ -11,6 +11,7 @@ pub mod ops;
 pub use ops::{Adopt, BuiltClassifier, EntryView, TableError, TableOps};
 
 use crate::action;
+use fastpath_packet::each_lane;
 use crate::build::special::{fast_form, Fast};
 use crate::exec::{Stage, StageCx};
 use crate::field::Extract;
@@ -645,20 +646,17 @@ impl Stage for TableStage {
             // One key field: the loop is monomorphised per extractor shape and key width.
             macro_rules! pass {
                 ($x:expr, $keys:expr, $ty:ty) => {
-                    for i in lanes {
-                        if let Some(v) = $x.read(pool.data(b.handle(i)), b.meta(i)) {
-                            $keys[i] = v as $ty;
-                            have.insert(i);
-                        }
-                    }
+                    each_lane!(i in lanes => {
+                        let v = $x.read(pool.data(b.handle(i)), b.meta(i));
+                        $keys[i] = v.unwrap_or(0) as $ty;
+                        have.insert_if(i, v.is_some());
+                    })
                 };
             }
             match (x, &self.engine) {
                 (Extract::InPort, Engine::Direct(v)) => {
                     // Port-indexed table (l2fwd): key, lookup and result in one pass.
-                    for i in lanes {
-                        sc.res[i] = v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS);
-                    }
+                    each_lane!(i in lanes => { sc.res[i] = v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS) });
                     fused = true;
                     direct_fused = true;
                 }
@@ -733,23 +731,20 @@ impl Stage for TableStage {
         // The action pass, monomorphised over where the lookup result is read from.
         macro_rules! act {
             ($get:expr) => {
-                for i in lanes {
-                    let r: Option<u32> = $get(i);
-                    let fast = match r {
-                        Some(r) => {
-                            hits += 1;
-                            b.meta_mut(i).hits |= self.bit;
-                            self.fast.get(r as usize).copied().unwrap_or(Fast::General)
+                each_lane!(i in lanes => {
+                    let r: u32 = $get(i);
+                    let fast = if r != MISS {
+                        hits += 1;
+                        b.meta_mut(i).hits |= self.bit;
+                        self.fast.get(r as usize).unwrap_or(&Fast::General)
+                    } else {
+                        if let Some(reason) = self.def.default_drop {
+                            cx.drop(b, i, reason);
+                            continue;
                         }
-                        None => {
-                            if let Some(reason) = self.def.default_drop {
-                                cx.drop(b, i, reason);
-                                continue;
-                            }
-                            self.default_fast
-                        }
+                        &self.default_fast
                     };
-                    match fast {
+                    match *fast {
                         Fast::Forward(p) => b.meta_mut(i).out_port = p,
                         Fast::SetReg { reg, value } => {
                             if let Some(r) = b.meta_mut(i).regs.get_mut(usize::from(reg)) {
@@ -776,7 +771,7 @@ impl Stage for TableStage {
                             b.meta_mut(i).out_port = port;
                         }
                         Fast::General => {
-                            let entry = r.and_then(|r| self.entries.get(r as usize)).unwrap_or(&self.default);
+                            let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
                             let mut acx = cx.action_ctx();
                             if let Some(body) = self.bodies.get(usize::from(entry.action)) {
                                 for p in body {
@@ -787,16 +782,13 @@ impl Stage for TableStage {
                             }
                         }
                     }
-                }
+                })
             };
         }
         if direct_fused {
-            act!(|i: usize| {
-                let r = sc.res[i];
-                (r != MISS).then_some(r)
-            });
+            act!(|i: usize| sc.res[i]);
         } else {
-            act!(|i: usize| out[i]);
+            act!(|i: usize| out[i].unwrap_or(MISS));
         }
         let misses = lanes.count() as u64 - hits;
         self.hits += hits;
