@@ -14,6 +14,7 @@
 //! - **shapers** ([`shaper`]): token buckets per port and per queue, in bits/s and bytes;
 //! - **hierarchical QoS** ([`hqos`]): port ▸ group ▸ pipe ▸ class ▸ queue with shapers at
 //!   port, group and pipe level, for hundreds of thousands of pipes;
+//! - a naive twin of the flat port ([`reference`]) that the property tests compare against.
 //!
 //! Depends only on `fastpath-packet` (for `PktId` and the checksum helpers). It never touches
 //! packet bytes itself (except in [`wred::mark_ce`], which the caller runs on packets that came
@@ -58,6 +59,7 @@ pub mod counters;
 pub mod hqos;
 pub mod port;
 pub mod queue;
+pub mod reference;
 pub mod sched;
 pub mod shaper;
 pub mod wred;
