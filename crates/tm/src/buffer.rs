@@ -85,6 +85,31 @@ impl SharedBuffer {
         Ok(())
     }
 
+    /// [`admit`](Self::admit) and, on `Ok`, [`take`](Self::take), in one pass (the packet path).
+    ///
+    /// # Errors
+    /// As [`admit`](Self::admit); nothing is taken then.
+    #[inline]
+    pub fn try_take(&mut self, q_bytes: u64, min_bytes: u64, alpha_log2: i8, len: u64) -> Result<(), TmDrop> {
+        if self.used_pkts >= self.total_pkts {
+            return Err(TmDrop::BufferFull);
+        }
+        let after = q_bytes + len;
+        if after > min_bytes {
+            let need = after - q_bytes.max(min_bytes);
+            let free = self.shared_bytes - self.shared_used;
+            if need > free {
+                return Err(TmDrop::BufferFull);
+            }
+            if q_bytes.saturating_sub(min_bytes) >= alpha_times(free, alpha_log2) {
+                return Err(TmDrop::Threshold);
+            }
+            self.shared_used += need;
+        }
+        self.used_pkts += 1;
+        Ok(())
+    }
+
     /// Accounts `len` bytes joining a queue that held `q_bytes` (reservation `min_bytes`).
     #[inline]
     pub fn take(&mut self, q_bytes: u64, min_bytes: u64, len: u64) {
@@ -133,9 +158,13 @@ mod tests {
         let mut refused = vec![false; n];
         while refused.iter().any(|r| !r) {
             for i in 0..n {
-                match buf.admit(q[i], min, alpha, pkt) {
+                let ok = buf.admit(q[i], min, alpha, pkt);
+                let mut twin = buf.clone();
+                assert_eq!(twin.try_take(q[i], min, alpha, pkt), ok);
+                match ok {
                     Ok(()) => {
                         buf.take(q[i], min, pkt);
+                        assert_eq!((twin.used_bytes(), twin.used_pkts()), (buf.used_bytes(), buf.used_pkts()));
                         q[i] += pkt;
                         refused[i] = false;
                     }

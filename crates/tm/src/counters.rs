@@ -34,6 +34,15 @@ pub struct QueueCounters {
 }
 
 impl QueueCounters {
+    /// The counters as read: `enq_*` are not kept on the packet path but follow from
+    /// `deq_* + occ_*` (what entered either left or is still there).
+    pub fn read(&self) -> QueueCounters {
+        let mut c = *self;
+        c.enq_pkts = c.deq_pkts + c.occ_pkts;
+        c.enq_bytes = c.deq_bytes + c.occ_bytes;
+        c
+    }
+
     /// Packets dropped for `r`.
     pub fn drops(&self, r: TmDrop) -> u64 {
         self.drop_pkts[r as usize]
@@ -65,8 +74,6 @@ impl QueueCounters {
     /// Counts an accepted packet of `len` bytes.
     #[inline]
     pub(crate) fn on_enqueue(&mut self, len: u64) {
-        self.enq_pkts += 1;
-        self.enq_bytes += len;
         self.occ_bytes += len;
         self.occ_pkts += 1;
         self.hwm_bytes = self.hwm_bytes.max(self.occ_bytes);
@@ -105,8 +112,8 @@ mod tests {
         let mut b = QueueCounters::default();
         b.on_enqueue(300);
         let mut s = QueueCounters::default();
-        s.add(&a);
-        s.add(&b);
+        s.add(&a.read());
+        s.add(&b.read());
         assert_eq!((s.enq_pkts, s.enq_bytes, s.deq_pkts, s.occ_bytes, s.occ_pkts), (3, 500, 1, 400, 2));
         assert_eq!((s.hwm_bytes, s.hwm_pkts), (300, 2));
         assert_eq!((s.drops(TmDrop::Wred), s.total_drops(), s.drop_bytes), (1, 1, 64));

@@ -251,10 +251,15 @@ impl HqosPort {
         } else if u64::from(hq.bytes) + len64 > u64::from(qc.limit) {
             Err(TmDrop::QueueFull)
         } else {
-            buf.admit(u64::from(hq.bytes), qc.min, qc.alpha_log2, len64)
+            buf.try_take(u64::from(hq.bytes), qc.min, qc.alpha_log2, len64)
         };
         let slot = match verdict {
-            Ok(()) => slab.alloc(*d).ok_or(TmDrop::BufferFull),
+            // The slab holds as many descriptors as the buffer counts, so after `try_take` it
+            // has a free slot; if it had none, give the bytes back and call the buffer full.
+            Ok(()) => slab.alloc(*d).ok_or_else(|| {
+                buf.give(u64::from(hq.bytes) + len64, qc.min, len64);
+                TmDrop::BufferFull
+            }),
             Err(r) => Err(r),
         };
         let slot = match slot {
@@ -268,7 +273,6 @@ impl HqosPort {
             hq.credit = prof.quantum[c];
         }
         hq.q.push(slab, slot);
-        buf.take(u64::from(hq.bytes), qc.min, len64);
         hq.bytes += len;
         ctr.on_enqueue(len64);
         if p.active == 0 {
@@ -508,7 +512,7 @@ impl HqosPort {
         if class >= self.classes {
             return None;
         }
-        self.ctr.get((group << self.cls_log2) | class).copied()
+        self.ctr.get((group << self.cls_log2) | class).map(QueueCounters::read)
     }
 
     /// Counters of `class` summed over every group.
@@ -519,7 +523,7 @@ impl HqosPort {
         let mut s = QueueCounters::default();
         for g in 0..self.groups.len() {
             if let Some(c) = self.ctr.get((g << self.cls_log2) | class) {
-                s.add(c);
+                s.add(&c.read());
             }
         }
         Some(s)
@@ -530,7 +534,7 @@ impl HqosPort {
     pub fn port_counters(&self) -> QueueCounters {
         let mut s = QueueCounters::default();
         for c in &self.ctr {
-            s.add(c);
+            s.add(&c.read());
         }
         s.drop_pkts[TmDrop::NoQueue as usize] += self.no_queue;
         s

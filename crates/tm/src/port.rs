@@ -2,8 +2,8 @@
 //! shapers on the port and on each queue, WRED/ECN per class, all in the shared buffer.
 //!
 //! ```text
-//!   enqueue: class → queue ─▶ oversize for a shaper? ─▶ ring full? ─▶ shared buffer (min, α)
-//!                           ─▶ WRED (avg, ECN) ─▶ ring push; class joins DRR list if it was empty
+//!   enqueue: class → queue ─▶ oversize for a shaper? ─▶ ring full? ─▶ WRED (avg, ECN)
+//!                           ─▶ shared buffer (min, α) ─▶ ring push; class joins the DRR list if it was empty
 //!   dequeue: strict mask ─lzcnt─▶ class   else DRR head ─▶ queue shaper ok? ─▶ port shaper ok?
 //!                                                         ─▶ pop, account, next
 //! ```
@@ -118,31 +118,31 @@ impl FlatPort {
         };
         let len = u64::from(d.len_bytes);
         let qlen = q.ctr.occ_bytes;
+        let mut marked = false;
         let verdict = if d.len_bytes > q.max_len {
             Err(TmDrop::Shaper)
         } else if q.ring.is_full() {
             Err(TmDrop::QueueFull)
         } else {
-            buf.admit(qlen, q.min_bytes, q.alpha_log2, len)
-        };
-        let mut marked = false;
-        let verdict = match (verdict, &q.wred) {
-            (Ok(()), Some(w)) => match w.decide(&mut q.avg_fp, qlen, d.ecn, rng) {
-                RedAction::Pass => Ok(()),
+            // WRED first (rte_sched's order), then the shared buffer takes the bytes.
+            let red = match &q.wred {
+                None => RedAction::Pass,
+                Some(w) => w.decide(&mut q.avg_fp, qlen, d.ecn, rng),
+            };
+            match red {
+                RedAction::Drop => Err(TmDrop::Wred),
                 RedAction::Mark => {
                     marked = true;
-                    Ok(())
+                    buf.try_take(qlen, q.min_bytes, q.alpha_log2, len)
                 }
-                RedAction::Drop => Err(TmDrop::Wred),
-            },
-            (v, _) => v,
+                RedAction::Pass => buf.try_take(qlen, q.min_bytes, q.alpha_log2, len),
+            }
         };
         if let Err(r) = verdict {
             q.ctr.on_drop(r, len);
             return Enq::Dropped(r);
         }
         q.ring.push(*d);
-        buf.take(qlen, q.min_bytes, len);
         q.ctr.on_enqueue(len);
         let bit = 1u8 << c;
         if self.nonempty & bit == 0 {
@@ -171,6 +171,7 @@ impl FlatPort {
         while n < budget {
             let strict = self.nonempty & self.sp_mask & !blocked;
             let (c, len) = if let Some(c) = sp::highest(strict) {
+                let c = c & 7;
                 match self.queues[c].head_if_eligible(now_ns) {
                     Some(len) => (c, len),
                     None => {
@@ -180,8 +181,8 @@ impl FlatPort {
                 }
             } else {
                 let queues = &mut self.queues;
-                match self.drr.select(|c| queues[c].head_if_eligible(now_ns)) {
-                    Some(c) => (c, queues[c].ring.peek().map_or(0, |d| d.len_bytes)),
+                match self.drr.select(|c| queues[c & 7].head_if_eligible(now_ns)) {
+                    Some(c) => (c & 7, queues[c & 7].ring.peek().map_or(0, |d| d.len_bytes)),
                     None => break,
                 }
             };
@@ -237,7 +238,7 @@ impl FlatPort {
 
     /// A copy of class `c`'s counters (`None` past class 7).
     pub fn queue_counters(&self, c: usize) -> Option<QueueCounters> {
-        self.queues.get(c).map(|q| q.ctr)
+        self.queues.get(c).map(|q| q.ctr.read())
     }
 
     /// The sum of the port's queue counters; packets for a class the port does not have are
@@ -245,7 +246,7 @@ impl FlatPort {
     pub fn port_counters(&self) -> QueueCounters {
         let mut s = QueueCounters::default();
         for q in &self.queues {
-            s.add(&q.ctr);
+            s.add(&q.ctr.read());
         }
         s.drop_pkts[TmDrop::NoQueue as usize] += self.no_queue;
         s
