@@ -1,0 +1,771 @@
+//! Hierarchical QoS, after DPDK `rte_sched`: port ▸ group (subport) ▸ pipe (one per
+//! subscriber) ▸ class (4 or 8) ▸ queue, token-bucket shapers at port, group and pipe level.
+//!
+//! **Finding work in O(1).** Nothing is scanned. Each level keeps a list of its children that
+//! have packets, threaded through the children themselves (rte_sched's grinder finds active
+//! pipes in a bitmap; an intrusive list does the same with one `u32` per pipe):
+//!
+//! ```text
+//!   port:   active groups   G3 ─▶ G0 ─▶ G7                 (round robin, byte quantum)
+//!   G3:     active pipes    P1042 ─▶ P17 ─▶ P90000         (round robin, byte quantum)
+//!   P1042:  active classes  0b1000_0101 mask               (strict, then weighted RR)
+//!   class:  queue           head ─▶ desc ─▶ desc ◀─ tail   (FIFO in the port's slab)
+//!
+//!   wheel:  4096 slots × 2^tick ns: pipes whose shaper ran dry sleep here until their
+//!           head packet conforms, then rejoin their group's list (so a backlog of
+//!           shaped-out pipes costs nothing per dequeue).
+//! ```
+//!
+//! **One dequeue step** (the grinder): take the head group, its head pipe, the pipe's next
+//! class (highest active strict class, else the next weighted class at or after the pipe's
+//! round-robin cursor), and that queue's head packet of L bytes; then
+//! - the port bucket refuses L → stop (the port is paced; `next_eligible_ns` says when);
+//! - the group bucket refuses L → the group goes to the tail of the port list (the call stops
+//!   once every listed group has refused in a row);
+//! - the pipe bucket refuses L → the pipe leaves its group's list for the wheel, at the time
+//!   its bucket will hold L;
+//! - else the packet leaves, every bucket on its path pays L, and the round robins advance.
+//!
+//! **Round robins are "surplus" round robins** (a DRR variant: a child keeps the turn while its
+//! credit is positive, pays each packet after sending it, and carries a negative balance into
+//! its next turn). Choosing is then free of side effects, which lets a step give up (shaper)
+//! without undoing anything, and shares still follow the quanta within one packet per turn.
+//!
+//! **Memory.** Per pipe: 32 bytes (bucket, credit, list link, group, profile, class mask,
+//! cursor) + 16 bytes per class queue (head, tail, bytes, credit): **160 bytes per pipe with 8
+//! classes, 96 with 4**, whatever its state; 256k pipes × 8 classes = 40 MiB. Packets live in
+//! the traffic manager's slab (20 bytes per descriptor, sized by the shared buffer's packet
+//! count), not in per-queue rings. Counters are kept per group × class, not per pipe.
+//!
+//! Not modelled (yet): rte_sched's per-pipe traffic-class rate limits and its 4 WRR queues
+//! inside the best-effort class; WRED on HQoS queues (tail drop + the shared-buffer threshold).
+
+use crate::buffer::SharedBuffer;
+use crate::config::{ClassSched, ConfigError, HqosConfig, Loc, Problem, CLASSES};
+use crate::counters::QueueCounters;
+use crate::queue::{ListQueue, Slab, NIL};
+use crate::sched::sp;
+use crate::shaper::{ShaperParams, TokenBucket};
+use crate::{Desc, Enq, TmDrop};
+
+/// Slots of the wheel that shaped-out pipes sleep on.
+pub const WHEEL_SLOTS: usize = 4096;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct HQueue {
+    q: ListQueue,
+    bytes: u32,
+    credit: i32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pipe {
+    tb: TokenBucket,
+    credit: i32,
+    next: u32,
+    group: u16,
+    profile: u16,
+    active: u8,
+    wrr_cur: u8,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    tb: TokenBucket,
+    shaper: Option<ShaperParams>,
+    max_len: u32,
+    head: u32,
+    tail: u32,
+    next: u32,
+    credit: i32,
+    listed: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Profile {
+    shaper: Option<ShaperParams>,
+    max_len: u32,
+    sp_mask: u8,
+    wrr_mask: u8,
+    quantum: [i32; CLASSES],
+}
+
+#[derive(Clone, Copy, Debug)]
+struct QCfg {
+    limit: u32,
+    min: u64,
+    alpha_log2: i8,
+}
+
+#[derive(Clone, Debug)]
+struct Wheel {
+    slots: Box<[u32]>,
+    tick_log2: u32,
+    cur: u64,
+    sleeping: u32,
+}
+
+/// One hierarchical port. Worker only; nothing allocates after [`HqosPort::new`].
+#[derive(Clone, Debug)]
+pub struct HqosPort {
+    cls_log2: u32,
+    classes: usize,
+    queues: Vec<HQueue>,
+    pipes: Vec<Pipe>,
+    groups: Vec<Group>,
+    profiles: Vec<Profile>,
+    qcfg: [QCfg; CLASSES],
+    shaper: Option<ShaperParams>,
+    tb: TokenBucket,
+    port_max: u32,
+    ghead: u32,
+    gtail: u32,
+    listed_groups: u32,
+    quantum: i32,
+    wheel: Wheel,
+    ctr: Vec<QueueCounters>,
+    no_queue: u64,
+}
+
+fn burst_of(p: &Option<ShaperParams>) -> u32 {
+    p.as_ref().map_or(u32::MAX, |p| p.burst_bytes())
+}
+
+fn profile(cfg: &crate::config::PipeProfile, unit: u32) -> Profile {
+    let shaper = cfg.shaper.as_ref().map(ShaperParams::new);
+    let (mut sp_mask, mut wrr_mask, mut quantum) = (0u8, 0u8, [0i32; CLASSES]);
+    for (c, s) in cfg.sched.iter().enumerate() {
+        match *s {
+            ClassSched::Strict => sp_mask |= 1 << c,
+            ClassSched::Drr { weight } => {
+                wrr_mask |= 1 << c;
+                quantum[c] = i32::try_from(u64::from(weight) * u64::from(unit)).unwrap_or(i32::MAX);
+            }
+        }
+    }
+    Profile { max_len: burst_of(&shaper), shaper, sp_mask, wrr_mask, quantum }
+}
+
+impl HqosPort {
+    /// Builds a port from a validated config.
+    pub fn new(cfg: &HqosConfig) -> HqosPort {
+        let classes = if cfg.classes == 4 { 4 } else { CLASSES };
+        let cls_log2 = classes.trailing_zeros();
+        let profiles: Vec<Profile> = cfg.profiles.iter().map(|p| profile(p, cfg.quantum_bytes)).collect();
+        let quantum = i32::try_from(cfg.quantum_bytes).unwrap_or(i32::MAX);
+        let mut pipes = Vec::with_capacity(cfg.pipes() as usize);
+        let mut groups = Vec::with_capacity(cfg.groups.len());
+        for (g, gc) in cfg.groups.iter().enumerate() {
+            let prof = profiles.get(usize::from(gc.profile));
+            let tb = prof.and_then(|p| p.shaper.as_ref()).map(TokenBucket::full).unwrap_or_default();
+            for _ in 0..gc.pipes {
+                pipes.push(Pipe { tb, credit: quantum, next: NIL, group: g as u16, profile: gc.profile, active: 0, wrr_cur: 0 });
+            }
+            let shaper = gc.shaper.as_ref().map(ShaperParams::new);
+            groups.push(Group {
+                tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
+                max_len: burst_of(&shaper),
+                shaper,
+                head: NIL,
+                tail: NIL,
+                next: NIL,
+                credit: quantum,
+                listed: false,
+            });
+        }
+        let qcfg = std::array::from_fn(|c| {
+            let q = &cfg.queues[c];
+            QCfg { limit: q.limit_bytes, min: u64::from(q.min_bytes), alpha_log2: q.alpha_log2 }
+        });
+        let shaper = cfg.shaper.as_ref().map(ShaperParams::new);
+        HqosPort {
+            cls_log2,
+            classes,
+            queues: vec![HQueue::default(); pipes.len() << cls_log2],
+            ctr: vec![QueueCounters::default(); groups.len() << cls_log2],
+            pipes,
+            groups,
+            profiles,
+            qcfg,
+            tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
+            port_max: burst_of(&shaper),
+            shaper,
+            ghead: NIL,
+            gtail: NIL,
+            listed_groups: 0,
+            quantum,
+            wheel: Wheel {
+                slots: vec![NIL; WHEEL_SLOTS].into_boxed_slice(),
+                tick_log2: u32::from(cfg.wheel_tick_log2.min(30)),
+                cur: 0,
+                sleeping: 0,
+            },
+            no_queue: 0,
+        }
+    }
+
+    /// Pipes of the port.
+    pub fn pipes(&self) -> usize {
+        self.pipes.len()
+    }
+
+    /// Bytes of state per pipe, whatever its state (pipe record + its class queues).
+    pub fn bytes_per_pipe(&self) -> usize {
+        std::mem::size_of::<Pipe>() + (std::mem::size_of::<HQueue>() << self.cls_log2)
+    }
+
+    /// Offers `pkts` to their pipes' class queues (`Desc::pipe`, `Desc::class`); writes one
+    /// result per packet into `res`; returns how many it handled. Worker only.
+    pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
+        let n = pkts.len().min(res.len());
+        for (d, r) in pkts.iter().zip(res.iter_mut()).take(n) {
+            *r = self.enqueue_one(buf, slab, d);
+        }
+        n
+    }
+
+    #[inline]
+    fn enqueue_one(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, d: &Desc) -> Enq {
+        let pi = d.pipe as usize;
+        let c = usize::from(d.class);
+        let (Some(p), true) = (self.pipes.get_mut(pi), c < self.classes) else {
+            self.no_queue += 1;
+            return Enq::Dropped(TmDrop::NoQueue);
+        };
+        let g = usize::from(p.group);
+        let (Some(grp), Some(prof)) = (self.groups.get_mut(g), self.profiles.get(usize::from(p.profile))) else {
+            self.no_queue += 1;
+            return Enq::Dropped(TmDrop::NoQueue);
+        };
+        let ci = (g << self.cls_log2) | c;
+        let qi = (pi << self.cls_log2) | c;
+        let (Some(hq), Some(ctr)) = (self.queues.get_mut(qi), self.ctr.get_mut(ci)) else {
+            self.no_queue += 1;
+            return Enq::Dropped(TmDrop::NoQueue);
+        };
+        let qc = &self.qcfg[c];
+        let len = d.len_bytes;
+        let len64 = u64::from(len);
+        let verdict = if len > self.port_max.min(grp.max_len).min(prof.max_len) {
+            Err(TmDrop::Shaper)
+        } else if u64::from(hq.bytes) + len64 > u64::from(qc.limit) {
+            Err(TmDrop::QueueFull)
+        } else {
+            buf.try_take(u64::from(hq.bytes), qc.min, qc.alpha_log2, len64)
+        };
+        let slot = match verdict {
+            // The slab holds as many descriptors as the buffer counts, so after `try_take` it
+            // has a free slot; if it had none, give the bytes back and call the buffer full.
+            Ok(()) => slab.alloc(*d).ok_or_else(|| {
+                buf.give(u64::from(hq.bytes) + len64, qc.min, len64);
+                TmDrop::BufferFull
+            }),
+            Err(r) => Err(r),
+        };
+        let slot = match slot {
+            Ok(s) => s,
+            Err(r) => {
+                ctr.on_drop(r, len64);
+                return Enq::Dropped(r);
+            }
+        };
+        if hq.q.is_empty() {
+            hq.credit = prof.quantum[c];
+        }
+        hq.q.push(slab, slot);
+        hq.bytes += len;
+        ctr.on_enqueue(len64);
+        if p.active == 0 {
+            p.credit = self.quantum;
+            push_pipe(&mut self.pipes, grp, pi as u32);
+            if !grp.listed {
+                grp.listed = true;
+                grp.credit = self.quantum;
+                push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, g as u32);
+                self.listed_groups += 1;
+            }
+        }
+        if let Some(p) = self.pipes.get_mut(pi) {
+            p.active |= 1 << c;
+        }
+        Enq::Queued
+    }
+
+    /// The class of pipe `p` that goes next: highest active strict class, else the first active
+    /// weighted class at or after the pipe's cursor. Pure.
+    #[inline]
+    fn next_class(p: &Pipe, prof: &Profile) -> usize {
+        if let Some(c) = sp::highest(p.active & prof.sp_mask) {
+            return c;
+        }
+        let w = p.active & prof.wrr_mask;
+        let r = w.rotate_right(u32::from(p.wrr_cur & 7));
+        (usize::from(p.wrr_cur) + r.trailing_zeros() as usize) & 7
+    }
+
+    /// Wakes the pipes whose wheel slots are due at `now_ns`.
+    fn wake(&mut self, now_ns: u64) {
+        let target = now_ns >> self.wheel.tick_log2;
+        while self.wheel.cur < target && self.wheel.sleeping > 0 {
+            self.wheel.cur += 1;
+            let slot = (self.wheel.cur as usize) & (WHEEL_SLOTS - 1);
+            let mut pi = std::mem::replace(&mut self.wheel.slots[slot], NIL);
+            while pi != NIL {
+                let Some(p) = self.pipes.get(pi as usize) else { break };
+                let (next, g) = (p.next, usize::from(p.group));
+                self.wheel.sleeping -= 1;
+                if let Some(grp) = self.groups.get_mut(g) {
+                    push_pipe(&mut self.pipes, grp, pi);
+                    if !grp.listed {
+                        grp.listed = true;
+                        grp.credit = self.quantum;
+                        push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, g as u32);
+                        self.listed_groups += 1;
+                    }
+                }
+                pi = next;
+            }
+        }
+        if self.wheel.cur < target {
+            self.wheel.cur = target;
+        }
+    }
+
+    /// Puts pipe `pi` (already out of its group's list) to sleep until `ready_ns`.
+    fn sleep(&mut self, pi: u32, ready_ns: u64) {
+        let mask = (1u64 << self.wheel.tick_log2) - 1;
+        let tick =
+            (ready_ns.saturating_add(mask) >> self.wheel.tick_log2).clamp(self.wheel.cur + 1, self.wheel.cur + WHEEL_SLOTS as u64 - 1);
+        let slot = (tick as usize) & (WHEEL_SLOTS - 1);
+        if let Some(p) = self.pipes.get_mut(pi as usize) {
+            p.next = self.wheel.slots[slot];
+            self.wheel.slots[slot] = pi;
+            self.wheel.sleeping += 1;
+        }
+    }
+
+    /// Removes the head group from the port's list.
+    fn unlist_head_group(&mut self) {
+        let g = self.ghead;
+        if let Some(grp) = self.groups.get_mut(g as usize) {
+            grp.listed = false;
+            self.ghead = grp.next;
+            self.listed_groups -= 1;
+        }
+    }
+
+    /// Sends up to `budget` packets (at most `out.len()`) into `out` at `now_ns`; returns how
+    /// many. Worker only; never allocates, never panics.
+    pub fn dequeue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
+        let budget = budget.min(out.len());
+        if let Some(p) = &self.shaper {
+            self.tb.refill(p, now_ns);
+        }
+        self.wake(now_ns);
+        let mut n = 0;
+        let mut refused = 0u32;
+        while n < budget {
+            let gi = self.ghead;
+            let Some(grp) = self.groups.get_mut(gi as usize) else { break };
+            let pi = grp.head;
+            let Some(p) = self.pipes.get_mut(pi as usize) else { break };
+            let Some(prof) = self.profiles.get(usize::from(p.profile)) else { break };
+            let c = Self::next_class(p, prof);
+            let qi = ((pi as usize) << self.cls_log2) | c;
+            let Some(hq) = self.queues.get_mut(qi) else { break };
+            let len = hq.q.peek(slab).len_bytes;
+            if self.shaper.is_some() && !self.tb.conforms(len) {
+                break;
+            }
+            if let Some(gp) = &grp.shaper {
+                grp.tb.refill(gp, now_ns);
+                if !grp.tb.conforms(len) {
+                    refused += 1;
+                    if refused >= self.listed_groups {
+                        break;
+                    }
+                    self.ghead = grp.next;
+                    push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, gi);
+                    continue;
+                }
+            }
+            if let Some(pp) = &prof.shaper {
+                p.tb.refill(pp, now_ns);
+                if !p.tb.conforms(len) {
+                    let ready = p.tb.ready_ns(pp, len);
+                    grp.head = p.next;
+                    let empty = grp.head == NIL;
+                    self.sleep(pi, ready);
+                    if empty {
+                        self.unlist_head_group();
+                    }
+                    continue;
+                }
+                p.tb.consume(len);
+            }
+            refused = 0;
+            if self.shaper.is_some() {
+                self.tb.consume(len);
+            }
+            if grp.shaper.is_some() {
+                grp.tb.consume(len);
+            }
+            let Some(d) = hq.q.pop(slab) else { break };
+            let qc = &self.qcfg[c];
+            buf.give(u64::from(hq.bytes), qc.min, u64::from(len));
+            hq.bytes -= len;
+            if let Some(ctr) = self.ctr.get_mut(((gi as usize) << self.cls_log2) | c) {
+                ctr.on_dequeue(u64::from(len));
+            }
+            if let Some(slot) = out.get_mut(n) {
+                *slot = d;
+            }
+            n += 1;
+            let bit = 1u8 << c;
+            let q_empty = hq.q.is_empty();
+            let ilen = i32::try_from(len).unwrap_or(i32::MAX);
+            if prof.wrr_mask & bit != 0 {
+                hq.credit = hq.credit.saturating_sub(ilen);
+                if q_empty || hq.credit <= 0 {
+                    hq.credit = hq.credit.saturating_add(prof.quantum[c]);
+                    p.wrr_cur = ((c + 1) & 7) as u8;
+                } else {
+                    p.wrr_cur = c as u8;
+                }
+            }
+            if q_empty {
+                p.active &= !bit;
+            }
+            p.credit = p.credit.saturating_sub(ilen);
+            if p.active == 0 {
+                grp.head = p.next;
+            } else if p.credit <= 0 {
+                p.credit = p.credit.saturating_add(self.quantum);
+                if p.next != NIL {
+                    grp.head = p.next;
+                    push_pipe(&mut self.pipes, grp, pi);
+                }
+            }
+            if grp.head == NIL {
+                self.unlist_head_group();
+            } else {
+                grp.credit = grp.credit.saturating_sub(ilen);
+                if grp.credit <= 0 {
+                    grp.credit = grp.credit.saturating_add(self.quantum);
+                    if grp.next != NIL {
+                        self.ghead = grp.next;
+                        push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, gi);
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// A lower bound on the time at which [`dequeue_burst`](Self::dequeue_burst) can send a
+    /// packet, given no new arrivals: with pipes listed, when the port bucket will hold the next
+    /// candidate packet; with every backlogged pipe asleep, the earliest wake-up (and the port
+    /// bucket for one byte). Group and pipe buckets of listed pipes are not looked at, so the
+    /// real time may be later. `None` when the port holds no packet. Control path or idle
+    /// worker; O(1) with pipes listed, O(wheel slots) otherwise.
+    pub fn next_eligible_ns(&self, slab: &Slab) -> Option<u64> {
+        let port_ready = |len: u32| self.shaper.as_ref().map_or(0, |p| self.tb.ready_ns(p, len));
+        if let Some(grp) = self.groups.get(self.ghead as usize) {
+            let p = self.pipes.get(grp.head as usize)?;
+            let prof = self.profiles.get(usize::from(p.profile))?;
+            let c = Self::next_class(p, prof);
+            let hq = self.queues.get(((grp.head as usize) << self.cls_log2) | c)?;
+            return Some(port_ready(hq.q.peek(slab).len_bytes));
+        }
+        if self.wheel.sleeping == 0 {
+            return None;
+        }
+        (1..WHEEL_SLOTS as u64)
+            .map(|k| self.wheel.cur + k)
+            .find(|t| self.wheel.slots[(*t as usize) & (WHEEL_SLOTS - 1)] != NIL)
+            .map(|t| (t << self.wheel.tick_log2).max(port_ready(1)))
+    }
+
+    /// Gives pipe `pipe` profile `profile`: a full bucket of the new shaper and fresh class
+    /// credits. Control path (between bursts, on the owning worker).
+    ///
+    /// # Errors
+    /// `Problem::ProfileOutOfRange` for an unknown profile; `Problem::TooManyPipes` for an
+    /// unknown pipe.
+    pub fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
+        let e = |problem| ConfigError { loc: Loc::Port(port), problem };
+        let prof = *self.profiles.get(usize::from(profile)).ok_or(e(Problem::ProfileOutOfRange(profile)))?;
+        let p = self.pipes.get_mut(pipe as usize).ok_or(e(Problem::TooManyPipes(u64::from(pipe))))?;
+        p.profile = profile;
+        p.tb = prof.shaper.as_ref().map(TokenBucket::full).unwrap_or_default();
+        let base = (pipe as usize) << self.cls_log2;
+        for c in 0..self.classes {
+            if let Some(q) = self.queues.get_mut(base + c) {
+                q.credit = prof.quantum[c];
+            }
+        }
+        Ok(())
+    }
+
+    /// Counters of `class` in `group` (`None` when either does not exist).
+    pub fn group_counters(&self, group: usize, class: usize) -> Option<QueueCounters> {
+        if class >= self.classes {
+            return None;
+        }
+        self.ctr.get((group << self.cls_log2) | class).map(QueueCounters::read)
+    }
+
+    /// Counters of `class` summed over every group.
+    pub fn class_counters(&self, class: usize) -> Option<QueueCounters> {
+        if class >= self.classes {
+            return None;
+        }
+        let mut s = QueueCounters::default();
+        for g in 0..self.groups.len() {
+            if let Some(c) = self.ctr.get((g << self.cls_log2) | class) {
+                s.add(&c.read());
+            }
+        }
+        Some(s)
+    }
+
+    /// The sum of every counter of the port; packets for a pipe or class the port does not have
+    /// are counted under `TmDrop::NoQueue`.
+    pub fn port_counters(&self) -> QueueCounters {
+        let mut s = QueueCounters::default();
+        for c in &self.ctr {
+            s.add(&c.read());
+        }
+        s.drop_pkts[TmDrop::NoQueue as usize] += self.no_queue;
+        s
+    }
+
+    /// Bytes queued in `pipe`'s queue of `class`.
+    pub fn queue_bytes(&self, pipe: u32, class: usize) -> u32 {
+        if class >= self.classes {
+            return 0;
+        }
+        self.queues.get(((pipe as usize) << self.cls_log2) | class).map_or(0, |q| q.bytes)
+    }
+
+    /// Pipes asleep on the wheel (shaped out, with packets).
+    pub fn sleeping_pipes(&self) -> u32 {
+        self.wheel.sleeping
+    }
+}
+
+/// Appends pipe `pi` to `grp`'s list.
+#[inline]
+fn push_pipe(pipes: &mut [Pipe], grp: &mut Group, pi: u32) {
+    if let Some(p) = pipes.get_mut(pi as usize) {
+        p.next = NIL;
+    }
+    if grp.head == NIL {
+        grp.head = pi;
+    } else if let Some(t) = pipes.get_mut(grp.tail as usize) {
+        t.next = pi;
+    }
+    grp.tail = pi;
+}
+
+/// Appends group `g` to the port's list.
+#[inline]
+fn push_group(groups: &mut [Group], head: &mut u32, tail: &mut u32, g: u32) {
+    if let Some(x) = groups.get_mut(g as usize) {
+        x.next = NIL;
+    }
+    if *head == NIL {
+        *head = g;
+    } else if let Some(t) = groups.get_mut(*tail as usize) {
+        t.next = g;
+    }
+    *tail = g;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::config::{GroupConfig, HqosQueueConfig, PipeProfile};
+    use crate::shaper::ShaperConfig;
+    use fastpath_packet::PktId;
+
+    fn desc(id: u32, pipe: u32, class: u8, len: u32) -> Desc {
+        Desc { pkt: PktId(id), len_bytes: len, pipe, class, ..Desc::default() }
+    }
+
+    struct Rig {
+        h: HqosPort,
+        buf: SharedBuffer,
+        slab: Slab,
+    }
+
+    impl Rig {
+        fn new(cfg: &HqosConfig) -> Rig {
+            Rig { h: HqosPort::new(cfg), buf: SharedBuffer::new(1 << 30, 1 << 20, 0), slab: Slab::new(1 << 20) }
+        }
+        fn enq(&mut self, ds: &[Desc]) -> Vec<Enq> {
+            let mut res = vec![Enq::Queued; ds.len()];
+            self.h.enqueue_burst(&mut self.buf, &mut self.slab, ds, &mut res);
+            res
+        }
+        fn deq(&mut self, budget: usize, now: u64) -> Vec<Desc> {
+            let mut out = vec![Desc::default(); budget];
+            let n = self.h.dequeue_burst(&mut self.buf, &mut self.slab, budget, now, &mut out);
+            out.truncate(n);
+            out
+        }
+    }
+
+    #[test]
+    fn memory_per_pipe_is_as_documented() {
+        let r = Rig::new(&HqosConfig::default());
+        assert_eq!(r.h.bytes_per_pipe(), 160);
+        let r = Rig::new(&HqosConfig { classes: 4, ..HqosConfig::default() });
+        assert_eq!(r.h.bytes_per_pipe(), 96);
+    }
+
+    #[test]
+    fn strict_classes_within_a_pipe_and_round_robin_between_pipes() {
+        let mut r = Rig::new(&HqosConfig { quantum_bytes: 100, ..HqosConfig::default() });
+        r.enq(&[desc(0, 5, 0, 100), desc(1, 5, 3, 100), desc(2, 9, 1, 100), desc(3, 9, 2, 100), desc(4, 5, 3, 100)]);
+        let ids: Vec<u32> = r.deq(16, 0).iter().map(|d| d.pkt.0).collect();
+        // Pipe 5 first (it became active first), one quantum (one packet) per turn:
+        // 5: class 3 (id 1), 9: class 2 (id 3), 5: class 3 (id 4), 9: class 1 (id 2), 5: class 0.
+        assert_eq!(ids, vec![1, 3, 4, 2, 0]);
+        assert_eq!(r.buf.used_pkts(), 0);
+        assert_eq!(r.slab.used(), 0);
+        assert_eq!(r.h.next_eligible_ns(&r.slab), None);
+    }
+
+    #[test]
+    fn weighted_classes_share_bytes_by_weight() {
+        let mut prof = PipeProfile::default();
+        prof.sched[0] = ClassSched::Drr { weight: 1 };
+        prof.sched[1] = ClassSched::Drr { weight: 3 };
+        let cfg = HqosConfig { profiles: vec![prof], quantum_bytes: 1000, ..HqosConfig::default() };
+        let mut r = Rig::new(&cfg);
+        let mut sent = [0u64; 2];
+        let mut id = 0;
+        // Two arrivals per class for each departure: both stay backlogged.
+        for _ in 0..5000 {
+            for c in 0..4u8 {
+                id += 1;
+                r.enq(&[desc(id, 0, c & 1, 200 + 300 * u32::from(c & 1))]);
+            }
+            for d in r.deq(2, 0) {
+                sent[usize::from(d.class)] += u64::from(d.len_bytes);
+            }
+        }
+        let total = (sent[0] + sent[1]) as f64;
+        assert!((sent[1] as f64 / total - 0.75).abs() < 0.01, "{sent:?}");
+    }
+
+    /// 1000 backlogged pipes shaped to 1 Mbit/s each for one simulated second, polled every
+    /// 20 µs; returns the bytes each pipe sent and the most pipes seen asleep at once.
+    fn run_shaped_pipes(port_bps: u64) -> (Vec<u64>, u32) {
+        let prof = PipeProfile { shaper: Some(ShaperConfig::new(1_000_000, 1500)), ..PipeProfile::default() };
+        let cfg = HqosConfig {
+            shaper: Some(ShaperConfig::new(port_bps, 64_000)),
+            groups: vec![GroupConfig { pipes: 1000, profile: 0, shaper: None }],
+            profiles: vec![prof],
+            queues: [HqosQueueConfig { limit_bytes: 1 << 20, ..HqosQueueConfig::default() }; CLASSES],
+            ..HqosConfig::default()
+        };
+        let mut r = Rig::new(&cfg);
+        let mut id = 0;
+        for pipe in 0..1000 {
+            let ds: Vec<Desc> = (0..200)
+                .map(|_| {
+                    id += 1;
+                    desc(id, pipe, 0, 1000)
+                })
+                .collect();
+            assert!(r.enq(&ds).iter().all(|e| *e == Enq::Queued));
+        }
+        let mut per_pipe = vec![0u64; 1000];
+        let mut most_asleep = 0;
+        let mut now = 0;
+        while now < 1_000_000_000 {
+            for d in r.deq(64, now) {
+                per_pipe[d.pipe as usize] += u64::from(d.len_bytes);
+            }
+            most_asleep = most_asleep.max(r.h.sleeping_pipes());
+            now += 20_000;
+        }
+        (per_pipe, most_asleep)
+    }
+
+    /// Pipes are the bottleneck (1000 × 1 Mbit/s under a 2 Gbit/s port): each sends its rate
+    /// within 1 %, never more than rate + burst, and shaped-out pipes sleep on the wheel.
+    #[test]
+    fn pipe_shapers_hold_and_shaped_pipes_sleep() {
+        let (per_pipe, most_asleep) = run_shaped_pipes(2_000_000_000);
+        for (p, &b) in per_pipe.iter().enumerate() {
+            assert!(b <= 125_000 + 1500, "pipe {p} sent {b}");
+            assert!(b >= 123_750, "pipe {p} sent {b}");
+        }
+        assert!(most_asleep > 900, "{most_asleep}");
+    }
+
+    /// The port is the bottleneck (100 Mbit/s for 1000 pipes): it sends its rate within 1 %,
+    /// shared fairly (Jain's index > 0.99).
+    #[test]
+    fn port_shaper_holds_and_shares_fairly() {
+        let (per_pipe, _) = run_shaped_pipes(100_000_000);
+        let total: u64 = per_pipe.iter().sum();
+        assert!((total as f64 - 12_500_000.0).abs() / 12_500_000.0 < 0.01, "port sent {total}");
+        let xs: Vec<f64> = per_pipe.iter().map(|&b| b as f64).collect();
+        let j = crate::jain_index(&xs);
+        assert!(j > 0.99, "Jain index {j}");
+    }
+
+    #[test]
+    fn group_shaper_paces_its_pipes_only() {
+        let cfg = HqosConfig {
+            groups: vec![
+                GroupConfig { pipes: 4, profile: 0, shaper: Some(ShaperConfig::new(8_000_000, 1000)) },
+                GroupConfig { pipes: 4, profile: 0, shaper: None },
+            ],
+            ..HqosConfig::default()
+        };
+        let mut r = Rig::new(&cfg);
+        let ds: Vec<Desc> = (0..40).map(|i| desc(i, i % 8, 0, 500)).collect();
+        r.enq(&ds);
+        let out = r.deq(64, 0);
+        // Group 0: its 1000-byte burst (2 packets); group 1: all 20.
+        assert_eq!(out.iter().filter(|d| d.pipe < 4).count(), 2);
+        assert_eq!(out.iter().filter(|d| d.pipe >= 4).count(), 20);
+        assert_eq!(r.h.next_eligible_ns(&r.slab), Some(0), "a lower bound: group buckets are not looked at");
+        assert_eq!(r.deq(64, 500_000).len(), 1);
+    }
+
+    #[test]
+    fn drops_and_counters() {
+        let cfg = HqosConfig {
+            classes: 4,
+            groups: vec![GroupConfig { pipes: 2, profile: 0, shaper: None }],
+            profiles: vec![PipeProfile { shaper: Some(ShaperConfig::new(1_000_000, 1500)), ..PipeProfile::default() }],
+            queues: [HqosQueueConfig { limit_bytes: 1000, ..HqosQueueConfig::default() }; CLASSES],
+            ..HqosConfig::default()
+        };
+        let mut r = Rig::new(&cfg);
+        let res = r.enq(&[desc(0, 0, 0, 600), desc(1, 0, 0, 600), desc(2, 0, 4, 60), desc(3, 7, 0, 60), desc(4, 1, 1, 1600)]);
+        assert_eq!(
+            res,
+            vec![
+                Enq::Queued,
+                Enq::Dropped(TmDrop::QueueFull),
+                Enq::Dropped(TmDrop::NoQueue),
+                Enq::Dropped(TmDrop::NoQueue),
+                Enq::Dropped(TmDrop::Shaper)
+            ]
+        );
+        let pc = r.h.port_counters();
+        assert_eq!((pc.enq_pkts, pc.occ_bytes, pc.drops(TmDrop::NoQueue), pc.total_drops()), (1, 600, 2, 4));
+        assert_eq!(r.h.queue_bytes(0, 0), 600);
+        assert_eq!(r.h.group_counters(0, 0).map(|c| c.hwm_bytes), Some(600));
+        assert_eq!(r.deq(4, 0).len(), 1);
+        assert_eq!(r.h.class_counters(0).map(|c| (c.deq_bytes, c.occ_bytes)), Some((600, 0)));
+    }
+}

@@ -1,0 +1,471 @@
+//! A flat port: 8 classes, each one [`Ring`] queue, strict priority above DRR, optional
+//! shapers on the port and on each queue, WRED/ECN per class, all in the shared buffer.
+//!
+//! ```text
+//!   enqueue: class → queue ─▶ oversize for a shaper? ─▶ ring full? ─▶ WRED (avg, ECN)
+//!                           ─▶ shared buffer (min, α) ─▶ ring push; class joins the DRR list if it was empty
+//!   dequeue: strict mask ─lzcnt─▶ class   else DRR head ─▶ queue shaper ok? ─▶ port shaper ok?
+//!                                                         ─▶ pop, account, next
+//! ```
+
+use crate::buffer::SharedBuffer;
+use crate::config::{ClassSched, FlatPortConfig, CLASSES};
+use crate::counters::QueueCounters;
+use crate::queue::Ring;
+use crate::sched::drr::Drr;
+use crate::sched::sp;
+use crate::shaper::{ShaperParams, TokenBucket};
+use crate::wred::{RedAction, Rng, WredParams};
+use crate::{Desc, Enq, TmDrop};
+
+#[derive(Clone, Debug)]
+struct FlatQueue {
+    ring: Ring,
+    /// `ctr.occ_bytes` is the queue length the buffer and WRED use.
+    ctr: QueueCounters,
+    avg_fp: u64,
+    min_bytes: u64,
+    alpha_log2: i8,
+    /// Longest packet accepted: the smallest burst of the port's and the queue's shapers.
+    max_len: u32,
+    wred: Option<WredParams>,
+    shaper: Option<ShaperParams>,
+    tb: TokenBucket,
+}
+
+impl FlatQueue {
+    /// The head packet's length if the queue's shaper lets it go at `now_ns`.
+    #[inline]
+    fn head_if_eligible(&mut self, now_ns: u64) -> Option<u32> {
+        let len = self.ring.peek()?.len_bytes;
+        if let Some(p) = &self.shaper {
+            self.tb.refill(p, now_ns);
+            if !self.tb.conforms(len) {
+                return None;
+            }
+        }
+        Some(len)
+    }
+}
+
+/// One flat port's queues and schedulers. Worker only.
+#[derive(Clone, Debug)]
+pub struct FlatPort {
+    queues: [FlatQueue; CLASSES],
+    nonempty: u8,
+    sp_mask: u8,
+    drr: Drr,
+    shaper: Option<ShaperParams>,
+    tb: TokenBucket,
+    no_queue: u64,
+}
+
+impl FlatPort {
+    /// Builds a port from a validated config.
+    pub fn new(cfg: &FlatPortConfig) -> FlatPort {
+        let shaper = cfg.shaper.as_ref().map(ShaperParams::new);
+        let port_max = shaper.as_ref().map_or(u32::MAX, |p| p.burst_bytes());
+        let mut sp_mask = 0u8;
+        let mut quantum = [0u32; CLASSES];
+        for (c, cc) in cfg.classes.iter().enumerate() {
+            match cc.sched {
+                ClassSched::Strict => sp_mask |= 1 << c,
+                ClassSched::Drr { weight } => quantum[c] = weight.saturating_mul(cfg.drr_quantum_bytes),
+            }
+        }
+        let queues = std::array::from_fn(|c| {
+            let cc = &cfg.classes[c];
+            let qs = cc.shaper.as_ref().map(ShaperParams::new);
+            FlatQueue {
+                ring: Ring::new(cc.ring_pkts),
+                ctr: QueueCounters::default(),
+                avg_fp: 0,
+                min_bytes: cc.min_bytes,
+                alpha_log2: cc.alpha_log2,
+                max_len: port_max.min(qs.as_ref().map_or(u32::MAX, |p| p.burst_bytes())),
+                wred: cc.wred.as_ref().map(WredParams::new),
+                tb: qs.as_ref().map(TokenBucket::full).unwrap_or_default(),
+                shaper: qs,
+            }
+        });
+        FlatPort {
+            queues,
+            nonempty: 0,
+            sp_mask,
+            drr: Drr::new(quantum),
+            tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
+            shaper,
+            no_queue: 0,
+        }
+    }
+
+    /// Offers `pkts` to their classes' queues; writes one result per packet into `res` and
+    /// returns how many packets it handled (`min(pkts.len(), res.len())`).
+    pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, rng: &mut Rng, pkts: &[Desc], res: &mut [Enq]) -> usize {
+        let n = pkts.len().min(res.len());
+        for (d, r) in pkts.iter().zip(res.iter_mut()).take(n) {
+            *r = self.enqueue_one(buf, rng, d);
+        }
+        n
+    }
+
+    #[inline]
+    fn enqueue_one(&mut self, buf: &mut SharedBuffer, rng: &mut Rng, d: &Desc) -> Enq {
+        let c = usize::from(d.class);
+        let Some(q) = self.queues.get_mut(c) else {
+            self.no_queue += 1;
+            return Enq::Dropped(TmDrop::NoQueue);
+        };
+        let len = u64::from(d.len_bytes);
+        let qlen = q.ctr.occ_bytes;
+        let mut marked = false;
+        let verdict = if d.len_bytes > q.max_len {
+            Err(TmDrop::Shaper)
+        } else if q.ring.is_full() {
+            Err(TmDrop::QueueFull)
+        } else {
+            // WRED first (rte_sched's order), then the shared buffer takes the bytes.
+            let red = match &q.wred {
+                None => RedAction::Pass,
+                Some(w) => w.decide(&mut q.avg_fp, qlen, d.ecn, rng),
+            };
+            match red {
+                RedAction::Drop => Err(TmDrop::Wred),
+                RedAction::Mark => {
+                    marked = true;
+                    buf.try_take(qlen, q.min_bytes, q.alpha_log2, len)
+                }
+                RedAction::Pass => buf.try_take(qlen, q.min_bytes, q.alpha_log2, len),
+            }
+        };
+        if let Err(r) = verdict {
+            q.ctr.on_drop(r, len);
+            return Enq::Dropped(r);
+        }
+        q.ring.push(*d);
+        q.ctr.on_enqueue(len);
+        let bit = 1u8 << c;
+        if self.nonempty & bit == 0 {
+            self.nonempty |= bit;
+            if self.sp_mask & bit == 0 {
+                self.drr.activate(c);
+            }
+        }
+        if marked {
+            q.ctr.ecn_marks += 1;
+            Enq::Marked
+        } else {
+            Enq::Queued
+        }
+    }
+
+    /// Sends up to `budget` packets (at most `out.len()`) into `out` in scheduling order at
+    /// `now_ns`; returns how many. Stops early when the queues are empty or the shapers refuse.
+    pub fn dequeue_burst(&mut self, buf: &mut SharedBuffer, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
+        let budget = budget.min(out.len());
+        if let Some(p) = &self.shaper {
+            self.tb.refill(p, now_ns);
+        }
+        let mut blocked = 0u8;
+        let mut n = 0;
+        while n < budget {
+            let strict = self.nonempty & self.sp_mask & !blocked;
+            let (c, len) = if let Some(c) = sp::highest(strict) {
+                let c = c & 7;
+                match self.queues[c].head_if_eligible(now_ns) {
+                    Some(len) => (c, len),
+                    None => {
+                        blocked |= 1 << c;
+                        continue;
+                    }
+                }
+            } else {
+                let queues = &mut self.queues;
+                match self.drr.select(|c| queues[c & 7].head_if_eligible(now_ns)) {
+                    Some(c) => (c & 7, queues[c & 7].ring.peek().map_or(0, |d| d.len_bytes)),
+                    None => break,
+                }
+            };
+            if self.shaper.is_some() {
+                if !self.tb.conforms(len) {
+                    break;
+                }
+                self.tb.consume(len);
+            }
+            let q = &mut self.queues[c];
+            let Some(d) = q.ring.pop() else { break };
+            if q.shaper.is_some() {
+                q.tb.consume(len);
+            }
+            let len64 = u64::from(len);
+            buf.give(q.ctr.occ_bytes, q.min_bytes, len64);
+            q.ctr.on_dequeue(len64);
+            if let Some(slot) = out.get_mut(n) {
+                *slot = d;
+            }
+            n += 1;
+            let empty = q.ring.is_empty();
+            let bit = 1u8 << c;
+            if empty {
+                self.nonempty &= !bit;
+            }
+            if self.sp_mask & bit == 0 {
+                self.drr.served(c, len, empty);
+            }
+        }
+        n
+    }
+
+    /// Earliest time at which [`dequeue_burst`](Self::dequeue_burst) could send a packet, given
+    /// no new arrivals: the smallest, over non-empty queues, of the time the head packet
+    /// conforms to both the queue's and the port's shaper. A time ≤ now means now. `None` when
+    /// every queue is empty. Control path or idle worker.
+    pub fn next_eligible_ns(&self) -> Option<u64> {
+        let mut best: Option<u64> = None;
+        for (c, q) in self.queues.iter().enumerate() {
+            if self.nonempty >> c & 1 == 0 {
+                continue;
+            }
+            let Some(d) = q.ring.peek() else { continue };
+            let mut t = self.shaper.as_ref().map_or(0, |p| self.tb.ready_ns(p, d.len_bytes));
+            if let Some(p) = &q.shaper {
+                t = t.max(q.tb.ready_ns(p, d.len_bytes));
+            }
+            best = Some(best.map_or(t, |b| b.min(t)));
+        }
+        best
+    }
+
+    /// A copy of class `c`'s counters (`None` past class 7).
+    pub fn queue_counters(&self, c: usize) -> Option<QueueCounters> {
+        self.queues.get(c).map(|q| q.ctr.read())
+    }
+
+    /// The sum of the port's queue counters; packets for a class the port does not have are
+    /// counted under `TmDrop::NoQueue`.
+    pub fn port_counters(&self) -> QueueCounters {
+        let mut s = QueueCounters::default();
+        for q in &self.queues {
+            s.add(&q.ctr.read());
+        }
+        s.drop_pkts[TmDrop::NoQueue as usize] += self.no_queue;
+        s
+    }
+
+    /// The WRED average of class `c`, bytes.
+    pub fn wred_avg_bytes(&self, c: usize) -> u64 {
+        self.queues.get(c).map_or(0, |q| WredParams::avg_bytes(q.avg_fp))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::config::ClassConfig;
+    use crate::shaper::ShaperConfig;
+    use crate::wred::{WredConfig, ECT0, NOT_ECT};
+    use fastpath_packet::PktId;
+
+    fn desc(id: u32, class: u8, len: u32) -> Desc {
+        Desc { pkt: PktId(id), len_bytes: len, class, ..Desc::default() }
+    }
+
+    fn port(cfg: &FlatPortConfig) -> (FlatPort, SharedBuffer, Rng) {
+        (FlatPort::new(cfg), SharedBuffer::new(1 << 30, 1 << 20, 0), Rng::new(1))
+    }
+
+    fn drain(p: &mut FlatPort, b: &mut SharedBuffer, now: u64) -> Vec<Desc> {
+        let mut out = vec![Desc::default(); 64];
+        let mut all = vec![];
+        loop {
+            let n = p.dequeue_burst(b, 64, now, &mut out);
+            if n == 0 {
+                return all;
+            }
+            all.extend_from_slice(&out[..n]);
+        }
+    }
+
+    #[test]
+    fn strict_priority_order() {
+        let mut cfg = FlatPortConfig::default();
+        for c in &mut cfg.classes {
+            c.sched = ClassSched::Strict;
+        }
+        let (mut p, mut b, mut r) = port(&cfg);
+        let pkts: Vec<Desc> = (0..24).map(|i| desc(i, (i * 5 % 8) as u8, 100)).collect();
+        let mut res = vec![Enq::Queued; 24];
+        assert_eq!(p.enqueue_burst(&mut b, &mut r, &pkts, &mut res), 24);
+        let out = drain(&mut p, &mut b, 0);
+        assert_eq!(out.len(), 24);
+        // Classes in descending order; FIFO within a class.
+        for w in out.windows(2) {
+            assert!(w[0].class > w[1].class || (w[0].class == w[1].class && w[0].pkt < w[1].pkt));
+        }
+        assert_eq!(b.used_pkts(), 0);
+    }
+
+    #[test]
+    fn strict_classes_preempt_drr() {
+        let (mut p, mut b, mut r) = port(&FlatPortConfig::default()); // 7, 6 strict
+        let mut res = [Enq::Queued; 4];
+        p.enqueue_burst(&mut b, &mut r, &[desc(0, 0, 100), desc(1, 3, 100), desc(2, 6, 100), desc(3, 7, 100)], &mut res);
+        let out: Vec<u32> = drain(&mut p, &mut b, 0).iter().map(|d| d.pkt.0).collect();
+        assert_eq!(out, vec![3, 2, 0, 1]);
+    }
+
+    #[test]
+    fn drr_byte_shares_follow_weights_through_the_port() {
+        let mut cfg = FlatPortConfig::default();
+        let weights = [1u32, 2, 3, 4, 1, 1];
+        for (c, w) in weights.iter().enumerate() {
+            cfg.classes[c].sched = ClassSched::Drr { weight: *w };
+        }
+        let (mut p, mut b, mut r) = port(&cfg);
+        let mut sent = [0u64; 6];
+        let mut res = vec![Enq::Queued; 12];
+        let mut out = vec![Desc::default(); 32];
+        let mut id = 0;
+        let mut seed = 7u64;
+        // Two arrivals per class for three departures in all: every class stays backlogged.
+        for _ in 0..20_000 {
+            // Keep every class backlogged with random sizes.
+            let batch: Vec<Desc> = (0..12)
+                .map(|c| {
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    id += 1;
+                    desc(id, (c % 6) as u8, 64 + (seed >> 33) as u32 % 1437)
+                })
+                .collect();
+            p.enqueue_burst(&mut b, &mut r, &batch, &mut res);
+            let n = p.dequeue_burst(&mut b, 3, 0, &mut out);
+            for d in &out[..n] {
+                sent[usize::from(d.class)] += u64::from(d.len_bytes);
+            }
+        }
+        let total: u64 = sent.iter().sum();
+        let wsum: u32 = weights.iter().sum();
+        for c in 0..6 {
+            let ideal = total as f64 * f64::from(weights[c]) / f64::from(wsum);
+            assert!((sent[c] as f64 - ideal).abs() <= 1500.0 + f64::from(weights[c] * 1536), "class {c}: {} vs {ideal}", sent[c]);
+        }
+    }
+
+    #[test]
+    fn port_shaper_paces_and_reports_next_eligible() {
+        let cfg = FlatPortConfig { shaper: Some(ShaperConfig::new(8_000_000, 1000)), ..FlatPortConfig::default() }; // 1 B/µs
+        let (mut p, mut b, mut r) = port(&cfg);
+        let pkts: Vec<Desc> = (0..5).map(|i| desc(i, 0, 500)).collect();
+        let mut res = [Enq::Queued; 5];
+        p.enqueue_burst(&mut b, &mut r, &pkts, &mut res);
+        let mut out = [Desc::default(); 8];
+        assert_eq!(p.dequeue_burst(&mut b, 8, 0, &mut out), 2, "burst of 1000 bytes");
+        assert_eq!(p.next_eligible_ns(), Some(500_000));
+        assert_eq!(p.dequeue_burst(&mut b, 8, 499_999, &mut out), 0);
+        assert_eq!(p.dequeue_burst(&mut b, 8, 500_000, &mut out), 1);
+        assert_eq!(p.dequeue_burst(&mut b, 8, 10_000_000, &mut out), 2);
+        assert_eq!(p.next_eligible_ns(), None);
+        // Longer than the burst: refused at enqueue, it could never leave.
+        let mut res = [Enq::Queued; 1];
+        p.enqueue_burst(&mut b, &mut r, &[desc(9, 0, 1001)], &mut res);
+        assert_eq!(res[0], Enq::Dropped(TmDrop::Shaper));
+        assert_eq!(p.port_counters().drops(TmDrop::Shaper), 1);
+    }
+
+    #[test]
+    fn shaped_strict_queue_lets_lower_classes_through() {
+        let mut cfg = FlatPortConfig::default();
+        cfg.classes[7].shaper = Some(ShaperConfig::new(8_000_000, 100));
+        let (mut p, mut b, mut r) = port(&cfg);
+        let mut res = [Enq::Queued; 4];
+        p.enqueue_burst(&mut b, &mut r, &[desc(0, 7, 100), desc(1, 7, 100), desc(2, 0, 100), desc(3, 0, 100)], &mut res);
+        let out: Vec<u32> = drain(&mut p, &mut b, 0).iter().map(|d| d.pkt.0).collect();
+        assert_eq!(out, vec![0, 2, 3]);
+        assert_eq!(p.next_eligible_ns(), Some(100_000));
+        assert_eq!(drain(&mut p, &mut b, 100_000).len(), 1);
+    }
+
+    #[test]
+    fn wred_marks_ect_and_drops_not_ect_between_thresholds_and_drops_all_above() {
+        let mut cfg = FlatPortConfig::default();
+        cfg.classes[0] = ClassConfig {
+            wred: Some(WredConfig { min_bytes: 10_000, max_bytes: 20_000, maxp_inv: 1, weight_log2: 1, ecn: true }),
+            ring_pkts: 4096,
+            ..ClassConfig::default()
+        };
+        let (mut p, mut b, mut r) = port(&cfg);
+        let mut res = [Enq::Queued; 1];
+        // Fill to 15,000 bytes (the average follows closely with weight 1/2).
+        let mut id = 0;
+        while p.queue_counters(0).unwrap().occ_bytes < 15_000 {
+            p.enqueue_burst(&mut b, &mut r, &[desc(id, 0, 100)], &mut res);
+            id += 1;
+        }
+        let before = p.queue_counters(0).unwrap();
+        let (mut marked, mut dropped) = (0, 0);
+        for i in 0..2000 {
+            let ect = i % 2 == 0;
+            let d = Desc { ecn: if ect { ECT0 } else { NOT_ECT }, ..desc(100_000 + i, 0, 100) };
+            p.enqueue_burst(&mut b, &mut r, &[d], &mut res);
+            match res[0] {
+                Enq::Marked => {
+                    assert!(ect);
+                    marked += 1;
+                    // Keep the queue where it is.
+                    let mut out = [Desc::default(); 1];
+                    p.dequeue_burst(&mut b, 1, 0, &mut out);
+                }
+                Enq::Dropped(TmDrop::Wred) => {
+                    assert!(!ect, "ECT dropped between thresholds");
+                    dropped += 1;
+                }
+                Enq::Queued => {
+                    let mut out = [Desc::default(); 1];
+                    p.dequeue_burst(&mut b, 1, 0, &mut out);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // p ≈ (15000 − 10000)/10000 = 0.5 for each half.
+        assert!((400..=600).contains(&marked) && (400..=600).contains(&dropped), "marked {marked} dropped {dropped}");
+        let after = p.queue_counters(0).unwrap();
+        assert_eq!(after.ecn_marks - before.ecn_marks, marked);
+        assert_eq!(after.drops(TmDrop::Wred) - before.drops(TmDrop::Wred), dropped);
+        // Above max: everything is dropped, ECT or not.
+        while p.wred_avg_bytes(0) < 20_000 {
+            p.enqueue_burst(&mut b, &mut r, &[desc(id, 0, 100)], &mut res);
+            id += 1;
+        }
+        for ecn in [ECT0, NOT_ECT] {
+            p.enqueue_burst(&mut b, &mut r, &[Desc { ecn, ..desc(id, 0, 100) }], &mut res);
+            assert_eq!(res[0], Enq::Dropped(TmDrop::Wred));
+        }
+    }
+
+    #[test]
+    fn tail_drop_threshold_and_counters() {
+        let mut cfg = FlatPortConfig::default();
+        cfg.classes[1].ring_pkts = 4;
+        cfg.classes[2].alpha_log2 = -1; // α = 1/2
+        let mut p = FlatPort::new(&cfg);
+        let mut b = SharedBuffer::new(3000, 1000, 0);
+        let mut r = Rng::new(1);
+        let mut res = [Enq::Queued; 6];
+        let pk: Vec<Desc> = (0..6).map(|i| desc(i, 1, 10)).collect();
+        p.enqueue_burst(&mut b, &mut r, &pk, &mut res);
+        assert_eq!(res[4], Enq::Dropped(TmDrop::QueueFull));
+        // Class 2 alone with α = 1/2 stops at about a third of the (almost) free buffer.
+        let pk: Vec<Desc> = (10..40).map(|i| desc(i, 2, 100)).collect();
+        let mut res = [Enq::Queued; 30];
+        p.enqueue_burst(&mut b, &mut r, &pk, &mut res);
+        let c2 = p.queue_counters(2).unwrap();
+        assert_eq!(c2.occ_bytes, 1000);
+        assert_eq!(c2.drops(TmDrop::Threshold), 20);
+        assert_eq!(c2.hwm_bytes, 1000);
+        p.enqueue_burst(&mut b, &mut r, &[desc(50, 9, 100)], &mut res);
+        assert_eq!(res[0], Enq::Dropped(TmDrop::NoQueue));
+        let pc = p.port_counters();
+        assert_eq!((pc.enq_pkts, pc.drops(TmDrop::QueueFull), pc.drops(TmDrop::NoQueue)), (14, 2, 1));
+    }
+}

@@ -1,0 +1,259 @@
+//! Queues of packet descriptors.
+//!
+//! Flat ports give each class a [`Ring`]: a fixed-capacity, power-of-two ring allocated at build
+//! time, read and written sequentially (the cache-friendly case). A hierarchical port has
+//! millions of queues, most of them empty, so its queues are [`ListQueue`]s: a head and a tail
+//! index into one [`Slab`] of descriptors shared by the whole port, sized by the shared buffer's
+//! packet count. An empty queue then costs 8 bytes, not a ring.
+//!
+//! ```text
+//!   Ring (capacity 8)            Slab: desc[] + next[] + free list
+//!   ┌─┬─┬─┬─┬─┬─┬─┬─┐            queue ─head─▶ [17] ─next─▶ [4] ─next─▶ [230] ◀─tail─
+//!   │ │ │a│b│c│ │ │ │            free  ─────▶ [5] ─▶ [6] ─▶ …
+//!   └─┴─┴─┴─┴─┴─┴─┴─┘
+//!        head    tail   (u32 counters that wrap; index = counter & mask)
+//! ```
+
+use crate::Desc;
+
+/// A fixed-capacity FIFO of descriptors. Never allocates after [`Ring::new`].
+#[derive(Clone, Debug)]
+pub struct Ring {
+    buf: Box<[Desc]>,
+    mask: u32,
+    head: u32,
+    tail: u32,
+}
+
+impl Ring {
+    /// A ring of `capacity` slots (a power of two; others are rounded up).
+    pub fn new(capacity: u32) -> Ring {
+        let cap = capacity.max(1).next_power_of_two();
+        Ring { buf: vec![Desc::default(); cap as usize].into_boxed_slice(), mask: cap - 1, head: 0, tail: 0 }
+    }
+
+    /// Descriptors held.
+    #[inline]
+    pub fn len(&self) -> u32 {
+        self.tail.wrapping_sub(self.head)
+    }
+
+    /// True when empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    /// True when full.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.len() > self.mask
+    }
+
+    /// Appends `d`; false (and nothing stored) when full.
+    #[inline]
+    pub fn push(&mut self, d: Desc) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        if let Some(slot) = self.buf.get_mut((self.tail & self.mask) as usize) {
+            *slot = d;
+        }
+        self.tail = self.tail.wrapping_add(1);
+        true
+    }
+
+    /// The oldest descriptor, if any.
+    #[inline]
+    pub fn peek(&self) -> Option<&Desc> {
+        if self.is_empty() {
+            return None;
+        }
+        self.buf.get((self.head & self.mask) as usize)
+    }
+
+    /// Removes and returns the oldest descriptor.
+    #[inline]
+    pub fn pop(&mut self) -> Option<Desc> {
+        let d = *self.peek()?;
+        self.head = self.head.wrapping_add(1);
+        Some(d)
+    }
+}
+
+/// No slot: the end of a list.
+pub const NIL: u32 = u32::MAX;
+
+/// Descriptor storage for list queues: `desc[i]` and `next[i]`, with a free list through `next`.
+#[derive(Clone, Debug)]
+pub struct Slab {
+    desc: Box<[Desc]>,
+    next: Box<[u32]>,
+    free: u32,
+    used: u32,
+}
+
+impl Slab {
+    /// A slab of `n` descriptors (20 bytes each).
+    pub fn new(n: u32) -> Slab {
+        let next: Vec<u32> = (0..n).map(|i| if i + 1 < n { i + 1 } else { NIL }).collect();
+        Slab {
+            desc: vec![Desc::default(); n as usize].into_boxed_slice(),
+            next: next.into_boxed_slice(),
+            free: if n > 0 { 0 } else { NIL },
+            used: 0,
+        }
+    }
+
+    /// Slots in use.
+    pub fn used(&self) -> u32 {
+        self.used
+    }
+
+    /// The descriptor in slot `i` (a default one for an out-of-range `i`).
+    #[inline]
+    pub fn get(&self, i: u32) -> Desc {
+        self.desc.get(i as usize).copied().unwrap_or_default()
+    }
+
+    #[inline]
+    fn next_of(&self, i: u32) -> u32 {
+        self.next.get(i as usize).copied().unwrap_or(NIL)
+    }
+
+    #[inline]
+    fn set_next(&mut self, i: u32, n: u32) {
+        if let Some(x) = self.next.get_mut(i as usize) {
+            *x = n;
+        }
+    }
+
+    /// Stores `d` in a free slot; `None` when the slab is full.
+    #[inline]
+    pub fn alloc(&mut self, d: Desc) -> Option<u32> {
+        let i = self.free;
+        let slot = self.desc.get_mut(i as usize)?;
+        *slot = d;
+        self.free = self.next_of(i);
+        self.used += 1;
+        Some(i)
+    }
+
+    /// Returns slot `i` to the free list.
+    #[inline]
+    pub fn release(&mut self, i: u32) {
+        let f = self.free;
+        self.set_next(i, f);
+        self.free = i;
+        self.used -= 1;
+    }
+}
+
+/// A FIFO threaded through a [`Slab`]: 8 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListQueue {
+    /// First slot, or [`NIL`].
+    pub head: u32,
+    /// Last slot (meaningless when empty).
+    pub tail: u32,
+}
+
+impl Default for ListQueue {
+    fn default() -> ListQueue {
+        ListQueue { head: NIL, tail: NIL }
+    }
+}
+
+impl ListQueue {
+    /// True when empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+
+    /// Appends slot `i` (already holding its descriptor).
+    #[inline]
+    pub fn push(&mut self, slab: &mut Slab, i: u32) {
+        slab.set_next(i, NIL);
+        if self.head == NIL {
+            self.head = i;
+        } else {
+            slab.set_next(self.tail, i);
+        }
+        self.tail = i;
+    }
+
+    /// The head descriptor (a default one when empty).
+    #[inline]
+    pub fn peek(&self, slab: &Slab) -> Desc {
+        slab.get(self.head)
+    }
+
+    /// Unlinks the head and frees its slot; returns its descriptor.
+    #[inline]
+    pub fn pop(&mut self, slab: &mut Slab) -> Option<Desc> {
+        let i = self.head;
+        if i == NIL {
+            return None;
+        }
+        let d = slab.get(i);
+        self.head = slab.next_of(i);
+        slab.release(i);
+        Some(d)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use fastpath_packet::PktId;
+
+    fn d(i: u32) -> Desc {
+        Desc { pkt: PktId(i), len_bytes: 64 + i, ..Desc::default() }
+    }
+
+    #[test]
+    fn ring_is_fifo_and_bounded_across_wrap() {
+        let mut r = Ring::new(4);
+        let mut next_in = 0;
+        let mut next_out = 0;
+        for round in 0..100 {
+            while r.push(d(next_in)) {
+                next_in += 1;
+            }
+            assert_eq!(r.len(), 4);
+            for _ in 0..(round % 4) + 1 {
+                assert_eq!(r.pop(), Some(d(next_out)));
+                next_out += 1;
+            }
+        }
+        while let Some(x) = r.pop() {
+            assert_eq!(x, d(next_out));
+            next_out += 1;
+        }
+        assert_eq!(next_in, next_out);
+        assert!(r.is_empty() && r.peek().is_none());
+    }
+
+    #[test]
+    fn list_queues_share_a_slab() {
+        let mut s = Slab::new(5);
+        let (mut a, mut b) = (ListQueue::default(), ListQueue::default());
+        for i in 0..5 {
+            let q = if i % 2 == 0 { &mut a } else { &mut b };
+            let slot = s.alloc(d(i)).unwrap();
+            q.push(&mut s, slot);
+        }
+        assert!(s.alloc(d(9)).is_none(), "slab full");
+        assert_eq!(a.pop(&mut s), Some(d(0)));
+        let slot = s.alloc(d(5)).unwrap();
+        b.push(&mut s, slot);
+        let got_a: Vec<_> = std::iter::from_fn(|| a.pop(&mut s)).collect();
+        let got_b: Vec<_> = std::iter::from_fn(|| b.pop(&mut s)).collect();
+        assert_eq!(got_a, vec![d(2), d(4)]);
+        assert_eq!(got_b, vec![d(1), d(3), d(5)]);
+        assert_eq!(s.used(), 0);
+        assert!(a.is_empty() && b.is_empty());
+    }
+}
