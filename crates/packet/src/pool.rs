@@ -158,7 +158,13 @@ impl Pool {
     pub fn data(&self, h: PktId) -> &[u8] {
         let m = self.meta[h.index()];
         let start = h.index() * BUF_SIZE + m.off as usize;
-        &self.region.bytes()[start..start + m.len as usize]
+        debug_assert!(usize::from(m.off) + usize::from(m.len) <= BUF_SIZE);
+        // SAFETY: `h.index() < meta.len() == n` (the index above is checked) and every
+        // `BufMeta` keeps `off + len <= BUF_SIZE` (`new`, `alloc`, `set_data` and `set_len`
+        // check it; `prepend` and `strip` move bytes between `off` and `len`), so the frame lies
+        // inside buffer `h.index()` of the region, which holds `n * BUF_SIZE` initialised bytes.
+        // One bounds check instead of three on every packet access (2-4 instructions each).
+        unsafe { std::slice::from_raw_parts(self.region.ptr.as_ptr().add(start), usize::from(m.len)) }
     }
 
     /// The frame's bytes, writable in place.
@@ -166,7 +172,9 @@ impl Pool {
     pub fn data_mut(&mut self, h: PktId) -> &mut [u8] {
         let m = self.meta[h.index()];
         let start = h.index() * BUF_SIZE + m.off as usize;
-        &mut self.region.bytes_mut()[start..start + m.len as usize]
+        debug_assert!(usize::from(m.off) + usize::from(m.len) <= BUF_SIZE);
+        // SAFETY: as in `data`; `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.region.ptr.as_ptr().add(start), usize::from(m.len)) }
     }
 
     /// Frame length in bytes.

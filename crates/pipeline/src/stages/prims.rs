@@ -37,10 +37,14 @@ impl Stage for MacSwapStage {
         each_lane!(i in lanes => {
             // The parser guarantees 14 bytes of Ethernet at offset 0.
             if let Some(h) = pool.data_mut(b.handle(i)).first_chunk_mut::<12>() {
-                let mut t = [0u8; 12];
-                t[..6].copy_from_slice(&h[6..]);
-                t[6..].copy_from_slice(&h[..6]);
-                *h = t;
+                // Two loads and two stores: x = dst[0..6] src[0..2], y = src[2..6] (little
+                // endian), written back as src[0..6] dst[0..2] and dst[2..6].
+                let (lo, hi) = h.split_at_mut(8);
+                let x = u64::from_le_bytes([lo[0], lo[1], lo[2], lo[3], lo[4], lo[5], lo[6], lo[7]]);
+                let y = u64::from(u32::from_le_bytes([hi[0], hi[1], hi[2], hi[3]]));
+                let (dst, src) = (x & 0xffff_ffff_ffff, x >> 48 | y << 16);
+                lo.copy_from_slice(&(src | dst << 48).to_le_bytes());
+                hi.copy_from_slice(&((dst >> 16) as u32).to_le_bytes());
             }
         });
     }

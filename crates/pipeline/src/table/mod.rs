@@ -83,7 +83,6 @@ struct Scratch {
     k32: [u32; BATCH_MAX],
     k64: [u64; BATCH_MAX],
     out: [Option<u32>; BATCH_MAX],
-    res: [u32; BATCH_MAX],
 }
 
 /// Builds the stage for table `t` of `p`.
@@ -131,7 +130,6 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
             k32: [0; BATCH_MAX],
             k64: [0; BATCH_MAX],
             out: [None; BATCH_MAX],
-            res: [MISS; BATCH_MAX],
         }),
         def,
     })
@@ -654,9 +652,8 @@ impl Stage for TableStage {
                 };
             }
             match (x, &self.engine) {
-                (Extract::InPort, Engine::Direct(v)) => {
-                    // Port-indexed table (l2fwd): key, lookup and result in one pass.
-                    each_lane!(i in lanes => { sc.res[i] = v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS) });
+                (Extract::InPort, Engine::Direct(_)) => {
+                    // Port-indexed table (l2fwd): key and lookup happen in the action pass.
                     fused = true;
                     direct_fused = true;
                 }
@@ -716,7 +713,10 @@ impl Stage for TableStage {
         // Pass 3: actions (the common shapes pre-digested in `fast`).
         if cx.tracing() {
             for i in lanes {
-                let r = if direct_fused { sc.res[i] } else { out[i].unwrap_or(MISS) };
+                let r = match (direct_fused, &self.engine) {
+                    (true, Engine::Direct(v)) => v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS),
+                    _ => out[i].unwrap_or(MISS),
+                };
                 let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
                 let mut key = [0u128; 4];
                 let data = pool.data(b.handle(i));
@@ -785,8 +785,8 @@ impl Stage for TableStage {
                 })
             };
         }
-        if direct_fused {
-            act!(|i: usize| sc.res[i]);
+        if let (true, Engine::Direct(v)) = (direct_fused, &self.engine) {
+            act!(|i: usize| v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS));
         } else {
             act!(|i: usize| out[i].unwrap_or(MISS));
         }
