@@ -331,7 +331,7 @@ pub const PROBE_RT_PRIORITY: i32 = 10;
 /// running task finish its slice (`RUN_TO_PARITY`), ~1.5 ms on 2 CPUs. That wait, not the DUT,
 /// was the p99 of every polling DUT. A real-time probe thread is stamped when its frame moves.
 fn realtime_probe_thread() {
-    let _ = fastpath_io::af_packet::set_realtime(PROBE_RT_PRIORITY);
+    let _ = fastpath_io::sys::set_realtime(PROBE_RT_PRIORITY);
 }
 
 /// The time base of probe stamps: nanoseconds of `CLOCK_REALTIME` since the clock was
@@ -344,12 +344,12 @@ pub struct ProbeClock {
 impl ProbeClock {
     /// A clock starting now.
     pub fn start() -> ProbeClock {
-        ProbeClock { base_ns: fastpath_io::af_packet::realtime_ns() }
+        ProbeClock { base_ns: fastpath_io::sys::realtime_ns() }
     }
 
     /// Nanoseconds since the start.
     pub fn now_ns(self) -> u64 {
-        self.at_ns(fastpath_io::af_packet::realtime_ns())
+        self.at_ns(fastpath_io::sys::realtime_ns())
     }
 
     /// A `CLOCK_REALTIME` time (e.g. a kernel receive stamp) as nanoseconds since the start.
@@ -578,7 +578,7 @@ impl Traffic {
         };
         let sif = sink_if.to_owned();
         let sink = topo::in_netns(sink_ns, move || -> Result<SinkProg, LabError> {
-            let idx = fastpath_io::af_xdp::ifindex(&sif)?;
+            let idx = fastpath_io::sys::ifindex(&sif)?;
             match hook {
                 SinkHook::Xdp => SinkProg::attach(idx),
                 SinkHook::Tc => SinkProg::attach_tc(idx),
@@ -650,7 +650,7 @@ fn xdp_send(
     duration: Duration,
     pacing: Pacing,
 ) -> Result<(u64, f64), LabError> {
-    let ifindex = fastpath_io::af_xdp::ifindex(iface)?;
+    let ifindex = fastpath_io::sys::ifindex(iface)?;
     let pattern = Sizes::pattern(frame_size);
     let mut segments: Vec<(u16, u64)> = Vec::new(); // (size, weight)
     for s in pattern {
@@ -781,7 +781,7 @@ pub struct GenResults {
 /// # Errors
 /// [`LabError::NotRoot`], [`LabError::Bpf`] (e.g. no live-frames mode), [`LabError::Interrupted`].
 pub fn run(cfg: &GenConfig, progress: &mut dyn FnMut(&str)) -> Result<GenResults, LabError> {
-    if !fastpath_io::netns::is_root() {
+    if !fastpath_io::sys::is_root() {
         return Err(LabError::NotRoot);
     }
     let gen = Netns::new(&format!("{}gen", topo::PREFIX))?;
