@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, HEADROOM};
 
-use crate::port::{Port, PortStats};
+use crate::port::{ErrorLog, Port, PortStats};
 use crate::sys;
 
 const SOL_PACKET: i32 = 263;
@@ -69,29 +69,6 @@ const PKT_STATUS: usize = 20;
 const PKT_MAC: usize = 24;
 const PKT_VLAN_TCI: usize = 32;
 const PKT_VLAN_TPID: usize = 36;
-
-/// Logs a port's failed system calls to stderr at most once a second (they are always counted
-/// in `PortStats::errors`; the log says which call and the OS error).
-#[derive(Debug, Default)]
-pub(crate) struct ErrorLog {
-    last: Option<std::time::Instant>,
-    suppressed: u64,
-}
-
-impl ErrorLog {
-    /// Records one failure of `what` on `port`; prints when a second has passed since the last
-    /// print. Reads the clock only on failures.
-    pub(crate) fn error(&mut self, port: &str, what: &str, err: &io::Error) {
-        let now = std::time::Instant::now();
-        if self.last.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
-            self.suppressed += 1;
-            return;
-        }
-        eprintln!("fastpath: port {port}: {what}: {err} ({} similar errors suppressed)", self.suppressed);
-        self.last = Some(now);
-        self.suppressed = 0;
-    }
-}
 
 /// How to open an AF_PACKET port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -629,19 +606,6 @@ mod tests {
         let e = PacketPort::open("fp-nonexistent0", &AfPacketConfig::default()).unwrap_err();
         assert!(matches!(e, AfPacketError::NoSuchInterface { .. }));
         assert!(e.to_string().contains("no such interface `fp-nonexistent0`"), "{e}");
-    }
-
-    #[test]
-    fn error_log_prints_at_most_once_a_second() {
-        let mut log = ErrorLog::default();
-        let e = io::Error::from_raw_os_error(libc::ENETDOWN);
-        log.error("p0", "sendmmsg", &e);
-        assert!(log.last.is_some());
-        assert_eq!(log.suppressed, 0);
-        for _ in 0..5 {
-            log.error("p0", "sendmmsg", &e);
-        }
-        assert_eq!(log.suppressed, 5);
     }
 
     #[test]

@@ -38,9 +38,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, BUF_SIZE};
 
-use crate::af_packet::ErrorLog;
 use crate::bpf::{self, helper, xdp_action, xdp_md, BpfError, Insn, Link, Map, MapType, Prog, ProgType, XdpAttachMode, R1, R2, R3};
-use crate::port::{Port, PortStats};
+use crate::port::{ErrorLog, Port, PortStats};
 use crate::sys;
 use ring::{MmapOffsets, Ring, XdpDesc};
 
