@@ -14,8 +14,9 @@
 //! Depends only on `fastpath-packet`.
 //!
 //! `unsafe` lives only in `af_xdp`, `af_packet`, `bpf` and `sys` (syscalls, mmap'd rings).
-//! Module files import each other without cycles: `sys` uses no other module and `bpf` only
-//! `sys`; the ports use them and `port`; `multi` uses the ports.
+//! Module files import each other without cycles (`cargo xtask layering` fails on one): `sys`
+//! uses no other module and `bpf` only `sys`; the ports use them and `port`; `multi` uses the
+//! ports.
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]
