@@ -217,7 +217,7 @@ fn ctl_adds_and_deletes_a_route_on_both_workers_while_traffic_flows() {
     let n = u64::from(FLOWS);
 
     // 1. No route: every frame is dropped and counted.
-    let got = send_round(&peer, 0, 0, Duration::from_millis(300));
+    let got = send_round(peer, 0, 0, Duration::from_millis(300));
     assert!(got.is_empty(), "nothing may be forwarded without a route: {:?}", got.keys());
     wait_counters(&sock, "64 no_route drops", |c| no_route(c) == n);
 
@@ -226,7 +226,7 @@ fn ctl_adds_and_deletes_a_route_on_both_workers_while_traffic_flows() {
     assert!(ok, "{err}");
     assert!(out.contains("ok: 1 change(s) applied on 2 worker(s)"), "{out}");
     assert_eq!(fib4_entries(&sock), 1);
-    let got = send_round(&peer, 1000, FLOWS as usize, Duration::from_secs(5));
+    let got = send_round(peer, 1000, FLOWS as usize, Duration::from_secs(5));
     assert_eq!(got.len(), FLOWS as usize, "every flow comes out once: {:?}", got.keys());
     for flow in 0..FLOWS {
         let seq = 1000 + u32::from(flow);
@@ -265,7 +265,7 @@ fn ctl_adds_and_deletes_a_route_on_both_workers_while_traffic_flows() {
     let (ok, out, err) = ctl(&sock, &["table", "fib4", "del", "198.19.1.0/24"], None);
     assert!(ok, "{err}");
     assert!(out.contains("ok: 1 change(s)"), "{out}");
-    let got = send_round(&peer, 2000, 0, Duration::from_millis(300));
+    let got = send_round(peer, 2000, 0, Duration::from_millis(300));
     assert!(got.is_empty(), "nothing may be forwarded after the delete: {:?}", got.keys());
     let c = wait_counters(&sock, "128 no_route drops", |c| no_route(c) == 2 * n);
     assert_eq!(c["ports"][1]["tx_pkts"].as_u64(), Some(n), "{c}");

@@ -18,8 +18,7 @@
 //! skips the qdisc layer; `PACKET_FANOUT` (hash mode) spreads flows over the sockets of a group,
 //! one socket per worker, so one flow stays on one worker.
 //!
-//! This module also holds the few other `unsafe` helpers io needs: [`enter_netns`] and
-//! [`pin_to_core`], and a plain [`RawSocket`] for tests and generators.
+//! This module also holds a plain [`RawSocket`] for tests and generators.
 //!
 //! Thread: open on the control path (in the interface's network namespace); bursts on the
 //! owning worker.
@@ -32,7 +31,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, HEADROOM};
 
-use crate::port::{Port, PortStats};
+use crate::port::{ErrorLog, Port, PortStats};
+use crate::sys;
 
 const SOL_PACKET: i32 = 263;
 const PACKET_RX_RING: i32 = 5;
@@ -51,6 +51,12 @@ const ETH_P_8021Q: u16 = 0x8100;
 /// Fanout by flow hash (`PACKET_FANOUT_HASH`).
 pub const PACKET_FANOUT_HASH: u16 = 0;
 
+/// Moved to [`crate::sys::pin_to_core`]; re-exported here only for the one caller outside io
+/// that names it by full path in code (`fastpath bench`'s `pin`), owned elsewhere. Remove once
+/// that call says `fastpath_io::sys::pin_to_core`.
+#[doc(hidden)]
+pub use crate::sys::pin_to_core;
+
 // struct tpacket_block_desc / tpacket_hdr_v1 field offsets.
 const BLK_STATUS: usize = 8;
 const BLK_NUM_PKTS: usize = 12;
@@ -63,29 +69,6 @@ const PKT_STATUS: usize = 20;
 const PKT_MAC: usize = 24;
 const PKT_VLAN_TCI: usize = 32;
 const PKT_VLAN_TPID: usize = 36;
-
-/// Logs a port's failed system calls to stderr at most once a second (they are always counted
-/// in `PortStats::errors`; the log says which call and the OS error).
-#[derive(Debug, Default)]
-pub(crate) struct ErrorLog {
-    last: Option<std::time::Instant>,
-    suppressed: u64,
-}
-
-impl ErrorLog {
-    /// Records one failure of `what` on `port`; prints when a second has passed since the last
-    /// print. Reads the clock only on failures.
-    pub(crate) fn error(&mut self, port: &str, what: &str, err: &io::Error) {
-        let now = std::time::Instant::now();
-        if self.last.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
-            self.suppressed += 1;
-            return;
-        }
-        eprintln!("fastpath: port {port}: {what}: {err} ({} similar errors suppressed)", self.suppressed);
-        self.last = Some(now);
-        self.suppressed = 0;
-    }
-}
 
 /// How to open an AF_PACKET port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,7 +268,7 @@ impl PacketPort {
     /// No such interface; permission denied (needs CAP_NET_RAW); ring sizes the kernel refuses;
     /// a fanout group whose mode differs from an existing one.
     pub fn open(iface: &str, cfg: &AfPacketConfig) -> Result<PacketPort, AfPacketError> {
-        let idx = crate::af_xdp::ifindex(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
+        let idx = sys::ifindex(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
         let fd = packet_socket().map_err(|e| sys_err(iface, "creating the packet socket", e))?;
         let raw = fd.as_raw_fd();
         setsockopt(raw, SOL_PACKET, PACKET_VERSION, &TPACKET_V3).map_err(|e| sys_err(iface, "selecting TPACKET_V3", e))?;
@@ -490,7 +473,7 @@ impl RawSocket {
     /// # Errors
     /// No such interface; permission denied.
     pub fn open(iface: &str) -> Result<RawSocket, AfPacketError> {
-        let idx = crate::af_xdp::ifindex(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
+        let idx = sys::ifindex(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
         let fd = packet_socket().map_err(|e| sys_err(iface, "creating the packet socket", e))?;
         setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32).map_err(|e| sys_err(iface, "PACKET_IGNORE_OUTGOING", e))?;
         bind_ll(fd.as_raw_fd(), idx).map_err(|e| sys_err(iface, "binding to the interface", e))?;
@@ -612,115 +595,11 @@ impl RawSocket {
     }
 }
 
-/// `CLOCK_REALTIME` in nanoseconds: the clock of the kernel's receive timestamps
-/// ([`RawSocket::recv_stamped`]).
-pub fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a live timespec; CLOCK_REALTIME always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Moves the calling thread into the network namespace at `path` (e.g. `/var/run/netns/NAME`).
-/// Sockets it opens afterwards live in that namespace, wherever they are used later.
-///
-/// # Errors
-/// The namespace file does not exist; `EPERM` without CAP_SYS_ADMIN.
-pub fn enter_netns(path: &std::path::Path) -> io::Result<()> {
-    let f = std::fs::File::open(path)?;
-    // SAFETY: `f` is an open namespace file; setns only changes the calling thread's namespace.
-    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Pins the calling thread to CPU `core`.
-///
-/// # Errors
-/// `EINVAL` when the core does not exist or is not allowed for this process.
-pub fn pin_to_core(core: usize) -> io::Result<()> {
-    if core >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // SAFETY: cpu_set_t is plain old data; CPU_ZERO/CPU_SET only write inside it (core checked
-    // above); sched_setaffinity(0) affects only the calling thread.
-    let r = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Pins the calling thread to the CPUs in `cores` (any of them).
-///
-/// # Errors
-/// `EINVAL` when `cores` is empty, names no existing CPU, or one past `CPU_SETSIZE`.
-pub fn pin_to_cores(cores: &[usize]) -> io::Result<()> {
-    if cores.is_empty() || cores.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // SAFETY: as in `pin_to_core`; every index was checked against CPU_SETSIZE above.
-    let r = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        for &c in cores {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Sets the nice value of the calling thread (-20..=19; lower runs more). Linux keeps a nice
-/// value per thread, so other threads of the process keep theirs.
-///
-/// # Errors
-/// `EACCES`/`EPERM` when lowering it without CAP_SYS_NICE.
-pub fn set_nice(nice: i32) -> io::Result<()> {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
-    // SAFETY: plain setpriority(2) on our own thread id.
-    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Makes the calling thread a real-time thread (`SCHED_FIFO` at `priority`, 1..=99): it then
-/// runs as soon as it wakes, ahead of every ordinary thread. For threads that sleep almost
-/// always (latency probes); a busy one would starve its CPU's ordinary work.
-///
-/// # Errors
-/// `EPERM` without CAP_SYS_NICE; `EINVAL` for a priority out of range.
-pub fn set_realtime(priority: i32) -> io::Result<()> {
-    let p = libc::sched_param { sched_priority: priority };
-    // SAFETY: `p` is a live sched_param; pid 0 means the calling thread.
-    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Number of CPUs this process may run on.
-pub fn available_cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::netns::Netns;
+    use crate::sys::{enter_netns, is_root};
 
     #[test]
     fn missing_interface_is_named_in_the_error() {
@@ -730,38 +609,19 @@ mod tests {
     }
 
     #[test]
-    fn error_log_prints_at_most_once_a_second() {
-        let mut log = ErrorLog::default();
-        let e = io::Error::from_raw_os_error(libc::ENETDOWN);
-        log.error("p0", "sendmmsg", &e);
-        assert!(log.last.is_some());
-        assert_eq!(log.suppressed, 0);
-        for _ in 0..5 {
-            log.error("p0", "sendmmsg", &e);
-        }
-        assert_eq!(log.suppressed, 5);
-    }
-
-    #[test]
     fn struct_sizes_match_the_kernel() {
         assert_eq!(std::mem::size_of::<TpacketReq3>(), 28);
         assert_eq!(std::mem::size_of::<TpacketStatsV3>(), 12);
     }
 
     #[test]
-    fn pin_to_core_accepts_core_0_and_refuses_nonsense() {
-        pin_to_core(0).unwrap();
-        assert!(pin_to_core(1 << 20).is_err());
-    }
-
-    #[test]
     fn udp_port_filter_keeps_only_that_port() {
-        if !crate::netns::is_root() {
+        if !is_root() {
             eprintln!("skipped: needs root");
             return;
         }
         // In a private network namespace, on its loopback.
-        let ns = crate::netns::Netns::new("fp-filt").unwrap();
+        let ns = Netns::new("fp-filt").unwrap();
         let got = std::thread::scope(|s| {
             s.spawn(|| {
                 enter_netns(&ns.path()).unwrap();
@@ -783,18 +643,5 @@ mod tests {
             .unwrap()
         });
         assert_eq!(got, vec![b"probe".to_vec()]);
-    }
-
-    #[test]
-    fn pin_to_cores_sets_the_mask() {
-        std::thread::spawn(|| {
-            pin_to_cores(&[0]).unwrap();
-            // SAFETY: sched_getcpu has no arguments and only reads the calling thread's CPU.
-            assert_eq!(unsafe { libc::sched_getcpu() }, 0);
-            assert!(pin_to_cores(&[]).is_err());
-            assert!(pin_to_cores(&[0, 1 << 20]).is_err());
-        })
-        .join()
-        .unwrap();
     }
 }

@@ -6,22 +6,33 @@
 //! ports through a [`worker::Processor`] (the pipeline, glued in by the binary) and back out;
 //! `multi` runs one pinned worker per core with flows spread by hash; `netns` builds
 //! namespace/veth test topologies that clean up after themselves; `signals` is the process's one
-//! Ctrl-C mechanism (SIGINT/SIGTERM set a stop flag, via signal-hook).
+//! Ctrl-C mechanism (SIGINT/SIGTERM set a stop flag, via signal-hook). Two toolkits sit under
+//! the ports and are used by other crates too: `bpf` (the raw `bpf(2)` calls: maps, program
+//! load, links, test runs, and an instruction encoder; used by `af_xdp`, `fastpath-xdp` and the
+//! lab's generator) and `sys` (interface indexes, network namespaces, CPU pinning, priority, the
+//! real-time clock, the root check).
 //! Depends only on `fastpath-packet`.
 //!
-//! `unsafe` lives only in `af_xdp` and `af_packet` (syscalls, mmap'd rings).
+//! `unsafe` lives only in `af_xdp`, `af_packet`, `bpf` and `sys` (syscalls, mmap'd rings).
+//! Module files import each other without cycles (`cargo xtask layering` fails on one): `sys`
+//! uses no other module and `bpf` only `sys`; the ports use them and `port`; `multi` uses the
+//! ports.
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]
 pub mod af_packet;
 #[allow(unsafe_code)]
 pub mod af_xdp;
+#[allow(unsafe_code)]
+pub mod bpf;
 pub mod mem;
 pub mod multi;
 pub mod netns;
 pub mod pcap;
 pub mod port;
 pub mod signals;
+#[allow(unsafe_code)]
+pub mod sys;
 pub mod worker;
 
 pub use port::{Port, PortStats};

@@ -29,10 +29,11 @@ use std::time::{Duration, Instant};
 
 use fastpath_packet::Pool;
 
-use crate::af_packet::{self, AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
+use crate::af_packet::{AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
 use crate::af_xdp::{XdpConfig, XdpPort};
 use crate::port::{Port, PortStats};
 use crate::signals::SecondSignal;
+use crate::sys;
 use crate::worker::{Processor, Worker, WorkerStats};
 
 /// How to run the workers.
@@ -80,7 +81,7 @@ impl MultiConfig {
         if self.cores > 0 {
             self.cores
         } else {
-            af_packet::available_cores()
+            sys::available_cores()
         }
     }
 
@@ -116,7 +117,7 @@ impl MultiConfig {
         if !self.pin || spare.is_empty() {
             return Ok(None);
         }
-        af_packet::pin_to_cores(&spare)?;
+        sys::pin_to_cores(&spare)?;
         Ok(Some(spare))
     }
 }
@@ -376,13 +377,13 @@ where
     let setup = |msg: String| MultiError::Setup { worker: w, msg };
     let core = if cfg.pin {
         let c = (cfg.first_core + w) % cores.max(1);
-        af_packet::pin_to_core(c).map_err(|e| setup(format!("pinning to core {c}: {e}")))?;
+        sys::pin_to_core(c).map_err(|e| setup(format!("pinning to core {c}: {e}")))?;
         Some(c)
     } else {
         None
     };
     if let Some(ns) = &cfg.netns {
-        af_packet::enter_netns(ns).map_err(|e| setup(format!("joining network namespace {}: {e}", ns.display())))?;
+        sys::enter_netns(ns).map_err(|e| setup(format!("joining network namespace {}: {e}", ns.display())))?;
     }
     let mut worker = make(w).map_err(setup)?;
     let mut idle = 0u32;
@@ -457,13 +458,13 @@ mod tests {
 
     #[test]
     fn pin_housekeeping_keeps_the_caller_off_the_worker_cores() {
-        let n = af_packet::available_cores();
+        let n = sys::available_cores();
         // On a thread of its own: the affinity it sets must not leak into other tests.
         let (spare, seen) = std::thread::spawn(move || {
             let mut cfg = MultiConfig { workers: 1, first_core: n - 1, ..MultiConfig::default() };
             let spare = cfg.pin_housekeeping().unwrap();
             assert_eq!(cfg.cores, n, "the CPU count is fixed before the caller narrows itself");
-            (spare, af_packet::available_cores())
+            (spare, sys::available_cores())
         })
         .join()
         .unwrap();

@@ -8,7 +8,7 @@
 //! ```
 //! Everything is done by shelling out to iproute2 (`ip netns add`, `ip link add … type veth`),
 //! so this module has no `unsafe`. Code that must open sockets inside a namespace runs in a
-//! helper thread that first joins it ([`Netns::run`], via `af_packet::enter_netns`): sockets
+//! helper thread that first joins it ([`Netns::run`], via `sys::enter_netns`): sockets
 //! stay in the namespace they were created in, so the port can be used from any thread after.
 //! Names carry the process id and a counter, so parallel tests never collide. Dropping a
 //! [`Netns`] deletes it (and with it every interface inside); dropping a [`VethPair`] deletes the
@@ -21,6 +21,8 @@ use std::io;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::sys;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -107,7 +109,7 @@ impl Netns {
         let path = self.path();
         std::thread::scope(|s| {
             let h = s.spawn(move || {
-                crate::af_packet::enter_netns(&path)?;
+                sys::enter_netns(&path)?;
                 Ok(f())
             });
             match h.join() {
@@ -148,7 +150,7 @@ impl Netns {
     /// When there is no such interface.
     pub fn ifindex(&self, iface: &str) -> io::Result<u32> {
         let iface = iface.to_string();
-        self.run(move || crate::af_xdp::ifindex(&iface))?
+        self.run(move || sys::ifindex(&iface))?
     }
 }
 
@@ -217,14 +219,10 @@ impl Drop for VethPair {
     }
 }
 
-/// True when running as root (namespace tests need it). CI runs as root.
-pub fn is_root() -> bool {
-    crate::af_xdp::bpf::is_root()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::is_root;
 
     #[test]
     fn netns_and_veth_are_created_and_removed() {

@@ -1,4 +1,6 @@
-//! The port interface every packet source and sink implements.
+//! The port interface every packet source and sink implements, and the error log ports share.
+
+use std::io;
 
 use fastpath_packet::{Batch, PktId, Pool};
 
@@ -110,5 +112,46 @@ impl Port for Duplex {
     }
     fn error(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.rx.as_ref().and_then(|p| p.error()).or_else(|| self.tx.as_ref().and_then(|p| p.error()))
+    }
+}
+
+/// Logs a port's failed system calls to stderr at most once a second (they are always counted
+/// in `PortStats::errors`; the log says which call and the OS error).
+#[derive(Debug, Default)]
+pub(crate) struct ErrorLog {
+    last: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl ErrorLog {
+    /// Records one failure of `what` on `port`; prints when a second has passed since the last
+    /// print. Reads the clock only on failures.
+    pub(crate) fn error(&mut self, port: &str, what: &str, err: &io::Error) {
+        let now = std::time::Instant::now();
+        if self.last.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
+            self.suppressed += 1;
+            return;
+        }
+        eprintln!("fastpath: port {port}: {what}: {err} ({} similar errors suppressed)", self.suppressed);
+        self.last = Some(now);
+        self.suppressed = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_log_prints_at_most_once_a_second() {
+        let mut log = ErrorLog::default();
+        let e = io::Error::from_raw_os_error(libc::ENETDOWN);
+        log.error("p0", "sendmmsg", &e);
+        assert!(log.last.is_some());
+        assert_eq!(log.suppressed, 0);
+        for _ in 0..5 {
+            log.error("p0", "sendmmsg", &e);
+        }
+        assert_eq!(log.suppressed, 5);
     }
 }

@@ -131,11 +131,11 @@ fn raw_socket_stamps_frames_when_they_arrive_not_when_they_are_read() {
     let mut buf = [0u8; 2048];
     let f = frame(3, 42, 100);
     for _ in 0..3 {
-        let before = fastpath_io::af_packet::realtime_ns();
+        let before = fastpath_io::sys::realtime_ns();
         tx.send(&f).unwrap();
         // Read well after the frame arrived: the stamp must still be the arrival time.
         std::thread::sleep(Duration::from_millis(50));
-        let read_at = fastpath_io::af_packet::realtime_ns();
+        let read_at = fastpath_io::sys::realtime_ns();
         let (n, stamp) = rx.recv_stamped(&mut buf, 1000).unwrap().expect("the frame arrives");
         assert_eq!(&buf[..n], &f[..]);
         let stamp = stamp.expect("SO_TIMESTAMPNS gives a stamp");

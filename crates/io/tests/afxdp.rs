@@ -6,8 +6,8 @@ mod netns_common;
 use std::time::{Duration, Instant};
 
 use fastpath_io::af_packet::RawSocket;
-use fastpath_io::af_xdp::bpf::XdpAttachMode;
 use fastpath_io::af_xdp::{XdpConfig, XdpError, XdpMode, XdpPort, ZeroCopy};
+use fastpath_io::bpf::XdpAttachMode;
 use fastpath_io::netns::{Netns, VethPair};
 use fastpath_io::Port;
 use fastpath_packet::{Batch, PktId, Pool};

@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fastpath_io::af_packet::AfPacketConfig;
-use fastpath_io::af_xdp::bpf::{self, Insn, Link, Map, MapType, Prog, ProgType, XdpAttachMode, R0, R1, R10, R2};
-use fastpath_io::af_xdp::{ifindex, XdpConfig};
+use fastpath_io::af_xdp::XdpConfig;
+use fastpath_io::bpf::{self, Insn, Link, Map, MapType, Prog, ProgType, XdpAttachMode, R0, R1, R10, R2};
 use fastpath_io::multi::{self, MultiConfig, PortSpec};
 use fastpath_io::netns::{Netns, VethPair};
+use fastpath_io::sys::ifindex;
 use fastpath_io::worker::{TxAll, Worker};
 use fastpath_packet::Pool;
 use netns_common::{frame, skip_unless_root};
@@ -93,7 +94,7 @@ fn measure(name: &str, specs: Vec<PortSpec>, queues: u32, pass_on_da0: bool) {
         std::thread::sleep(Duration::from_millis(300));
         let (gen_ns, sent) = gen
             .run(|| {
-                fastpath_io::af_packet::pin_to_core(1).ok();
+                fastpath_io::sys::pin_to_core(1).ok();
                 let prog =
                     Prog::load(ProgType::XDP, &[Insn::mov64_imm(R0, bpf::xdp_action::TX), Insn::exit()], "GPL", bpf::BPF_XDP, "fp_gen")
                         .unwrap();

@@ -106,7 +106,7 @@ impl OverlayTopo {
     /// [`LabError::NotRoot`] without root; [`LabError::Cmd`] for a failing command (what was
     /// created so far is removed again).
     pub fn create(offloads: bool) -> Result<OverlayTopo, LabError> {
-        if !fastpath_io::netns::is_root() {
+        if !fastpath_io::sys::is_root() {
             return Err(LabError::NotRoot);
         }
         let na = Netns::new(&format!("{PREFIX}tena"))?;
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn tenant_vxlan_interfaces_are_configured_and_teardown_leaves_nothing() {
-        if !fastpath_io::netns::is_root() {
+        if !fastpath_io::sys::is_root() {
             assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
             return;
         }

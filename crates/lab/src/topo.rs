@@ -132,7 +132,7 @@ pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> Result<T, La
 /// # Errors
 /// [`LabError::Io`] when the namespace cannot be entered.
 pub fn enter_netns(ns: &str) -> Result<(), LabError> {
-    fastpath_io::af_packet::enter_netns(&ns_path(ns)).map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))
+    fastpath_io::sys::enter_netns(&ns_path(ns)).map_err(|e| LabError::Io(format!("entering netns {ns}: {e}")))
 }
 
 /// The CPU reserved for the device under test; `usize::MAX` when none is.
@@ -159,7 +159,7 @@ pub fn dut_core() -> Option<usize> {
 /// The CPUs the lab's own threads use: all but the reserved DUT core (all of them when no core
 /// is reserved or the machine has only one).
 pub fn tester_cpus() -> Vec<usize> {
-    let n = fastpath_io::af_packet::available_cores();
+    let n = fastpath_io::sys::available_cores();
     let all: Vec<usize> = (0..n).collect();
     match dut_core() {
         Some(d) if n > 1 && d < n => all.into_iter().filter(|&c| c != d).collect(),
@@ -190,8 +190,8 @@ pub fn pin_to_tester_cpus() -> Result<(), LabError> {
         return Ok(());
     }
     let cpus = tester_cpus();
-    fastpath_io::af_packet::pin_to_cores(&cpus).map_err(|e| LabError::Io(format!("pinning to CPUs {cpus:?}: {e}")))?;
-    let _ = fastpath_io::af_packet::set_nice(LAB_NICE);
+    fastpath_io::sys::pin_to_cores(&cpus).map_err(|e| LabError::Io(format!("pinning to CPUs {cpus:?}: {e}")))?;
+    let _ = fastpath_io::sys::set_nice(LAB_NICE);
     Ok(())
 }
 
@@ -340,7 +340,7 @@ impl Topology {
     /// [`LabError::NotRoot`] without root; [`LabError::Cmd`] for a failing `ip` command (what
     /// was created so far is removed again).
     pub fn create(cfg: &TopoConfig) -> Result<Topology, LabError> {
-        if !fastpath_io::netns::is_root() {
+        if !fastpath_io::sys::is_root() {
             return Err(LabError::NotRoot);
         }
         // Each Netns is removed on drop, so an error part-way leaves nothing behind.

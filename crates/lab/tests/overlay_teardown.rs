@@ -24,7 +24,7 @@ fn processes_in_temp_dirs() -> Vec<String> {
 
 #[test]
 fn failed_start_and_ctrl_c_tear_the_overlay_down() {
-    if !fastpath_io::netns::is_root() {
+    if !fastpath_io::sys::is_root() {
         assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
         return;
     }

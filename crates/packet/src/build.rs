@@ -390,7 +390,6 @@ fn emit_ipv4(r: &Ipv4Repr, proto: Option<IpProto>, payload_len: usize, b: &mut [
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
     use crate::hdr::{Arp, ArpOp, Eth, Icmp, Ipv4, Ipv6, Tcp, Udp, Vlan, Vxlan};
 

@@ -1,10 +1,10 @@
-//! A small eBPF assembler with forward labels, over [`fastpath_io::af_xdp::bpf::Insn`].
+//! A small eBPF assembler with forward labels, over [`fastpath_io::bpf::Insn`].
 //!
 //! The code generator emits straight-line code with forward jumps only (the verifier would
 //! reject a back edge it cannot bound anyway), so a label is bound once and every jump to it is
 //! patched when the program is finished.
 
-use fastpath_io::af_xdp::bpf::{Insn, Reg};
+use fastpath_io::bpf::{Insn, Reg};
 
 /// A jump target, bound later with [`Asm::bind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

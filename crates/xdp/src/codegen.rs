@@ -24,7 +24,7 @@
 //! entry while its action runs; `r0`–`r5` are scratch (helper calls clobber them).
 
 use crate::asm::{Alu, Asm, Jmp, Label, Size};
-use fastpath_io::af_xdp::bpf::{helper, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
+use fastpath_io::bpf::{helper, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use fastpath_packet::{DropReason, Hdr, HdrSet, Slot, NO_PORT};
 use fastpath_pipeline::ir::{
     ActionDef, CmpOp, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, StageDef, SymStep, TableImpl, MAX_ARGS,

@@ -13,7 +13,7 @@
 //! receive path of each port, on whichever CPU receives.
 
 use crate::codegen::{self, Layout, MapFds, Unsupported, VALUE_SIZE};
-use fastpath_io::af_xdp::bpf::{BpfError, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_F_XDP_HAS_FRAGS, BPF_XDP};
+use fastpath_io::bpf::{BpfError, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_F_XDP_HAS_FRAGS, BPF_XDP};
 use fastpath_packet::DropReason;
 use fastpath_pipeline::entries::{entry_commands, EntryError, EntryOp, EntrySpec};
 use fastpath_pipeline::ir::MAX_ARGS;
@@ -158,7 +158,7 @@ impl XdpDatapath {
         let ifindexes = ports
             .iter()
             .map(|p| {
-                fastpath_io::af_xdp::ifindex(&p.iface).map_err(|_| XdpDpError::NoInterface { port: p.name.clone(), iface: p.iface.clone() })
+                fastpath_io::sys::ifindex(&p.iface).map_err(|_| XdpDpError::NoInterface { port: p.name.clone(), iface: p.iface.clone() })
             })
             .collect::<Result<Vec<u32>, _>>()?;
         let layout = Layout { ports: ports.len(), tables: program.tables.len() };

@@ -6,8 +6,9 @@
 //!
 //! Needs root (CI runs it as root; a missing root fails there rather than skipping).
 
-use fastpath_io::af_xdp::bpf::xdp_action;
-use fastpath_io::netns::{is_root, Netns, VethPair};
+use fastpath_io::bpf::xdp_action;
+use fastpath_io::netns::{Netns, VethPair};
+use fastpath_io::sys::is_root;
 use fastpath_packet::{Batch, DropReason, Pool, Verdict};
 use fastpath_xdp::{XdpCounters, XdpDatapath, XdpPortSpec};
 use proptest::prelude::*;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// True when running as root. Otherwise the test is skipped (false), except in CI (`CI` set),
 /// where a missing root is a failure.
 pub fn root_or_skip() -> bool {
-    if fastpath_io::netns::is_root() {
+    if fastpath_io::sys::is_root() {
         return true;
     }
     assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! The XDP program (`bpf_redirect_map(&xsks, rx_queue_index, XDP_PASS)`, see
-//! [`bpf::xsk_redirect_insns`]) is loaded and attached by us through `BPF_LINK_CREATE`, once per
+//! [`xsk_redirect_insns`]) is loaded and attached by us through `BPF_LINK_CREATE`, once per
 //! interface and network namespace; each port puts its socket into the XSKMAP at its queue
 //! index. The link is closed with the last port of the interface, and by the kernel if the
 //! process dies, so no program is left behind.
@@ -30,7 +30,6 @@
 //! Thread: open/drop on the control path (any thread in the right network namespace); bursts
 //! on the worker that owns the port.
 
-pub mod bpf;
 mod ring;
 
 use std::io;
@@ -39,8 +38,9 @@ use std::sync::{Arc, Mutex, Weak};
 
 use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, BUF_SIZE};
 
-use crate::port::{Port, PortStats};
-use bpf::{BpfError, Link, Map, MapType, Prog, ProgType, XdpAttachMode};
+use crate::bpf::{self, helper, xdp_action, xdp_md, BpfError, Insn, Link, Map, MapType, Prog, ProgType, XdpAttachMode, R1, R2, R3};
+use crate::port::{ErrorLog, Port, PortStats};
+use crate::sys;
 use ring::{MmapOffsets, Ring, XdpDesc};
 
 const AF_XDP: i32 = 44;
@@ -269,24 +269,18 @@ fn sys_err(iface: &str, what: &'static str, err: io::Error) -> XdpError {
     }
 }
 
-/// The interface index of `iface` in the calling thread's network namespace.
-///
-/// # Errors
-/// `NotFound` when there is no such interface.
-pub fn ifindex(iface: &str) -> io::Result<u32> {
-    let c = std::ffi::CString::new(iface).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        return Err(io::Error::from(io::ErrorKind::NotFound));
-    }
-    Ok(idx)
-}
-
-/// Inode of the calling thread's network namespace: ifindexes are only unique within one.
-fn netns_id() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino()).unwrap_or(0)
+/// The AF_XDP redirect program: `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)`.
+/// Frames on queues without a socket in `xsks` go to the kernel stack.
+pub fn xsk_redirect_insns(xsks_map_fd: RawFd) -> [Insn; 6] {
+    let [ld0, ld1] = Insn::ld_map_fd(R1, xsks_map_fd);
+    [
+        Insn::ldx_w(R2, R1, xdp_md::RX_QUEUE_INDEX),
+        ld0,
+        ld1,
+        Insn::mov64_imm(R3, xdp_action::PASS),
+        Insn::call(helper::REDIRECT_MAP),
+        Insn::exit(),
+    ]
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,7 +298,7 @@ type IfaceKey = (u64, u32);
 static IFACES: Mutex<Vec<(IfaceKey, Weak<IfaceXdp>)>> = Mutex::new(Vec::new());
 
 fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp>, XdpError> {
-    let key = (netns_id(), ifindex);
+    let key = (sys::netns_id(), ifindex);
     let mut reg = IFACES.lock().unwrap_or_else(|p| p.into_inner());
     reg.retain(|(_, w)| w.strong_count() > 0);
     if let Some(a) = reg.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
@@ -318,7 +312,7 @@ fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp
         }
     };
     let map = Map::create(MapType::XSKMAP, 4, 4, MAX_QUEUES, "fp_xsks").map_err(|e| bpf_err(e, "creating the XSKMAP"))?;
-    let prog = Prog::load(ProgType::XDP, &bpf::xsk_redirect_insns(map.fd()), "GPL", bpf::BPF_XDP, "fp_xsk_redir")
+    let prog = Prog::load(ProgType::XDP, &xsk_redirect_insns(map.fd()), "GPL", bpf::BPF_XDP, "fp_xsk_redir")
         .map_err(|e| bpf_err(e, "loading the XDP redirect program"))?;
     let tries: &[XdpAttachMode] = match mode {
         XdpMode::Auto => &[XdpAttachMode::Native, XdpAttachMode::Skb],
@@ -437,7 +431,7 @@ pub struct XdpPort {
     pool_cap: usize,
     busy_poll: bool,
     stats: PortStats,
-    errlog: crate::af_packet::ErrorLog,
+    errlog: ErrorLog,
     /// Handles on their way between the pool and the fill/completion rings (allocated once).
     scratch: Box<[PktId; BATCH_MAX]>,
 }
@@ -466,7 +460,7 @@ impl XdpPort {
         if queue >= MAX_QUEUES {
             return Err(XdpError::BadConfig { iface: iface.into(), what: "queue index above 255" });
         }
-        let idx = ifindex(iface).map_err(|_| XdpError::NoSuchInterface { iface: iface.into() })?;
+        let idx = sys::ifindex(iface).map_err(|_| XdpError::NoSuchInterface { iface: iface.into() })?;
         let attach = attach_iface(iface, idx, cfg.mode)?;
         let (base, len) = pool.region_raw();
         let base = base as usize;
@@ -616,7 +610,7 @@ impl XdpPort {
             pool_cap: len / BUF_SIZE,
             busy_poll: cfg.busy_poll_us > 0,
             stats: PortStats::default(),
-            errlog: crate::af_packet::ErrorLog::default(),
+            errlog: ErrorLog::default(),
             scratch: Box::new([PktId(0); BATCH_MAX]),
         })
     }
@@ -902,5 +896,20 @@ mod tests {
         let cfg = XdpConfig { rx_size: 1000, ..XdpConfig::default() };
         let e = XdpPort::open("lo", 0, &cfg, &mut pool).unwrap_err();
         assert!(matches!(e, XdpError::BadConfig { .. }), "{e}");
+    }
+
+    #[test]
+    fn xsk_redirect_program_verifies_and_passes_without_socket() {
+        if !sys::is_root() {
+            eprintln!("not root: BPF test skipped");
+            return;
+        }
+        let map = Map::create(MapType::XSKMAP, 4, 4, 4, "fp_xsks").unwrap();
+        let prog = Prog::load(ProgType::XDP, &xsk_redirect_insns(map.fd()), "GPL", bpf::BPF_XDP, "fp_xsk").unwrap();
+        // XSKMAP values must be AF_XDP sockets: another kind of fd is refused.
+        assert!(map.update(&0u32.to_ne_bytes(), &(prog.fd() as u32).to_ne_bytes()).is_err());
+        // The fallback action for a missing key is XDP_PASS.
+        let r = prog.test_run_xdp(&[0u8; 64], None, 1).unwrap();
+        assert_eq!(r.retval, xdp_action::PASS as u32);
     }
 }

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use fastpath_io::af_packet::RawSocket;
-use fastpath_io::netns::is_root;
+use fastpath_io::sys::is_root;
 
 /// Marker at the start of every test frame's UDP payload, so stray kernel frames are ignored.
 pub const MARKER: &[u8; 6] = b"FPTEST";

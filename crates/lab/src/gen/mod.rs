@@ -331,7 +331,7 @@ pub const PROBE_RT_PRIORITY: i32 = 10;
 /// running task finish its slice (`RUN_TO_PARITY`), ~1.5 ms on 2 CPUs. That wait, not the DUT,
 /// was the p99 of every polling DUT. A real-time probe thread is stamped when its frame moves.
 fn realtime_probe_thread() {
-    let _ = fastpath_io::af_packet::set_realtime(PROBE_RT_PRIORITY);
+    let _ = fastpath_io::sys::set_realtime(PROBE_RT_PRIORITY);
 }
 
 /// The time base of probe stamps: nanoseconds of `CLOCK_REALTIME` since the clock was
@@ -344,12 +344,12 @@ pub struct ProbeClock {
 impl ProbeClock {
     /// A clock starting now.
     pub fn start() -> ProbeClock {
-        ProbeClock { base_ns: fastpath_io::af_packet::realtime_ns() }
+        ProbeClock { base_ns: fastpath_io::sys::realtime_ns() }
     }
 
     /// Nanoseconds since the start.
     pub fn now_ns(self) -> u64 {
-        self.at_ns(fastpath_io::af_packet::realtime_ns())
+        self.at_ns(fastpath_io::sys::realtime_ns())
     }
 
     /// A `CLOCK_REALTIME` time (e.g. a kernel receive stamp) as nanoseconds since the start.
@@ -578,7 +578,7 @@ impl Traffic {
         };
         let sif = sink_if.to_owned();
         let sink = topo::in_netns(sink_ns, move || -> Result<SinkProg, LabError> {
-            let idx = fastpath_io::af_xdp::ifindex(&sif)?;
+            let idx = fastpath_io::sys::ifindex(&sif)?;
             match hook {
                 SinkHook::Xdp => SinkProg::attach(idx),
                 SinkHook::Tc => SinkProg::attach_tc(idx),
@@ -612,7 +612,8 @@ impl Traffic {
         let (sent, elapsed) = match (&self.gen, self.mode) {
             (Some(g), GenMode::XdpLive) => {
                 let (gif, spec) = (self.gen_if.clone(), self.spec.clone());
-                topo::in_netns(&self.gen_ns, move || xdp_send(g, &gif, &spec, frame_size, flows, rate_pps, limit, duration, pacing))??
+                let offer = XdpOffer { frame_size, flows, rate_pps, limit, duration, pacing };
+                topo::in_netns(&self.gen_ns, move || xdp_send(g, &gif, &spec, &offer))??
             }
             _ => {
                 let (gif, spec) = (self.gen_if.clone(), self.spec.clone());
@@ -635,23 +636,26 @@ impl Traffic {
     }
 }
 
-/// Sends with the XDP generator from the calling thread (in the generator's namespace).
-/// Returns (frames sent, seconds). IMIX runs its three sizes as consecutive segments whose
-/// lengths follow the 7:4:1 mix (the kernel repeats one frame per call).
-#[allow(clippy::too_many_arguments)]
-fn xdp_send(
-    g: &GenProg,
-    iface: &str,
-    spec: &FrameSpec,
+/// What one XDP generator run offers: frames of `frame_size` (0 = IMIX) over `flows` UDP
+/// source ports at `rate_pps` (0 = as fast as possible), until `limit` frames are out or
+/// `duration` has passed.
+#[derive(Clone, Copy, Debug)]
+struct XdpOffer {
     frame_size: u16,
     flows: u32,
     rate_pps: u64,
     limit: u64,
     duration: Duration,
     pacing: Pacing,
-) -> Result<(u64, f64), LabError> {
-    let ifindex = fastpath_io::af_xdp::ifindex(iface)?;
-    let pattern = Sizes::pattern(frame_size);
+}
+
+/// Sends with the XDP generator from the calling thread (in the generator's namespace).
+/// Returns (frames sent, seconds). IMIX runs its three sizes as consecutive segments whose
+/// lengths follow the 7:4:1 mix (the kernel repeats one frame per call).
+fn xdp_send(g: &GenProg, iface: &str, spec: &FrameSpec, offer: &XdpOffer) -> Result<(u64, f64), LabError> {
+    let ifindex = fastpath_io::sys::ifindex(iface)?;
+    let (limit, duration) = (offer.limit, offer.duration);
+    let pattern = Sizes::pattern(offer.frame_size);
     let mut segments: Vec<(u16, u64)> = Vec::new(); // (size, weight)
     for s in pattern {
         match segments.iter_mut().find(|x| x.0 == s) {
@@ -665,25 +669,18 @@ fn xdp_send(
         let frame = build_frame(spec, size, 0, 0, 0);
         let seg_limit = if limit == u64::MAX { u64::MAX } else { limit * w / total_w };
         let seg_time = duration.mul_f64(w as f64 / total_w as f64);
-        let (n, t) = xdp_segment(g, ifindex, &frame, flows, rate_pps, seg_limit, seg_time, pacing)?;
+        let (n, t) = xdp_segment(g, ifindex, &frame, &XdpOffer { limit: seg_limit, duration: seg_time, ..*offer })?;
         sent += n;
         secs += t;
     }
     Ok((sent, secs))
 }
 
-/// One size: runs the paced program until `limit` frames are out or the time is up (with
-/// slack for a busy machine). Returns (sent, seconds of sending).
-fn xdp_segment(
-    g: &GenProg,
-    ifindex: u32,
-    frame: &[u8],
-    flows: u32,
-    rate_pps: u64,
-    limit: u64,
-    duration: Duration,
-    pacing: Pacing,
-) -> Result<(u64, f64), LabError> {
+/// One size (`frame`; the offer's `frame_size` is not used): runs the paced program until
+/// `limit` frames are out or the time is up (with slack for a busy machine). Returns (sent,
+/// seconds of sending).
+fn xdp_segment(g: &GenProg, ifindex: u32, frame: &[u8], offer: &XdpOffer) -> Result<(u64, f64), LabError> {
+    let XdpOffer { flows, rate_pps, limit, duration, pacing, .. } = *offer;
     g.arm(limit, rate_pps, flows, BASE_PORT, pacing)?;
     let start = Instant::now();
     let paced = rate_pps != 0 && limit != u64::MAX;
@@ -781,7 +778,7 @@ pub struct GenResults {
 /// # Errors
 /// [`LabError::NotRoot`], [`LabError::Bpf`] (e.g. no live-frames mode), [`LabError::Interrupted`].
 pub fn run(cfg: &GenConfig, progress: &mut dyn FnMut(&str)) -> Result<GenResults, LabError> {
-    if !fastpath_io::netns::is_root() {
+    if !fastpath_io::sys::is_root() {
         return Err(LabError::NotRoot);
     }
     let gen = Netns::new(&format!("{}gen", topo::PREFIX))?;

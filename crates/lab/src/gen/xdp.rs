@@ -23,8 +23,8 @@
 //! counter exists as an XDP program (frames straight from the generator) and as a tc program
 //! (frames a DUT transmits, which arrive as socket buffers: see [`SinkProg::attach_tc`]).
 
-use fastpath_io::af_xdp::bpf::{self, sk_buff, tc_action, xdp_action, xdp_md, Insn, Map, MapType, Prog, ProgType, Reg};
-use fastpath_io::af_xdp::bpf::{R0, R1, R10, R2, R3, R4, R5, R6, R7};
+use fastpath_io::bpf::{self, sk_buff, tc_action, xdp_action, xdp_md, Insn, Map, MapType, Prog, ProgType, Reg};
+use fastpath_io::bpf::{R0, R1, R10, R2, R3, R4, R5, R6, R7};
 
 use crate::LabError;
 

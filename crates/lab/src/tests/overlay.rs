@@ -577,7 +577,7 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
     if cfg.capture_dir.is_some() && !have("tshark") {
         return Err(LabError::Unavailable { dut: "overlay capture".into(), why: "`tshark` is not installed".into() });
     }
-    if !fastpath_io::netns::is_root() {
+    if !fastpath_io::sys::is_root() {
         return Err(LabError::NotRoot);
     }
     for ns in topo::cleanup_stale() {

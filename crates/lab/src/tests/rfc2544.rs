@@ -676,7 +676,8 @@ impl Rfc2544Results {
             &["DUT", "frame (B)", "flows", "load Mpps", "min (µs)", "p50 (µs)", "p99 (µs)", "p99.9 (µs)", "max (µs)", "probe loss %"],
             rows,
         );
-        let percentiles: [(&str, fn(&LatencyUs) -> f64); 2] = [("p99", |l| l.p99), ("p50", |l| l.p50)];
+        type Pick = fn(&LatencyUs) -> f64;
+        let percentiles: [(&str, Pick); 2] = [("p99", |l| l.p99), ("p50", |l| l.p50)];
         for (what, pick) in percentiles {
             let mut c = Chart::new(format!("{what} latency vs background load"))
                 .x_label("background load (Mpps)")

@@ -272,7 +272,6 @@ impl IcmpRepr {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
     use proptest::prelude::*;
 

@@ -485,7 +485,6 @@ impl Ipv4Repr {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
     use proptest::prelude::*;
 

@@ -498,7 +498,6 @@ impl Ipv6ExtRepr {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
     use proptest::prelude::*;
 

@@ -38,8 +38,8 @@
 //!
 //! No `unsafe` here: zerocopy does the casting. Indexing with values from packet bytes is
 //! denied (`clippy::indexing_slicing`); the fuzz tests in `tests/fuzz_parsers.rs` enforce that
-//! parsed views never panic.
-#![deny(clippy::indexing_slicing)]
+//! parsed views never panic. Unit tests index their fixtures freely (`cfg(test)` is exempt).
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 #![forbid(unsafe_code)]
 
 pub mod arp;

@@ -186,7 +186,6 @@ impl VlanRepr {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
     use proptest::prelude::*;
 

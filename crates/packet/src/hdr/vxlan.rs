@@ -150,7 +150,6 @@ impl VxlanRepr {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
     use proptest::prelude::*;
 

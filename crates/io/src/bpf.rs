@@ -2,8 +2,8 @@
 //! loading (with the verifier log on failure), XDP links and `BPF_PROG_TEST_RUN`.
 //!
 //! Everything fastpath needs from the kernel's BPF subsystem is a handful of hand-assembled XDP
-//! programs (the AF_XDP redirect program, the lab's traffic generator), so a C toolchain and
-//! libbpf are not needed. Encodings follow the kernel's `Documentation/bpf/standardization/
+//! programs (the AF_XDP redirect program in `af_xdp`, the lab's traffic generator, the programs
+//! `fastpath-xdp` compiles), so a C toolchain and libbpf are not needed. Encodings follow the kernel's `Documentation/bpf/standardization/
 //! instruction-set.rst`; attribute layouts follow `include/uapi/linux/bpf.h` (`union bpf_attr`).
 //!
 //! ```text
@@ -781,29 +781,10 @@ impl Link {
     }
 }
 
-/// The AF_XDP redirect program: `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)`.
-/// Frames on queues without a socket in `xsks` go to the kernel stack.
-pub fn xsk_redirect_insns(xsks_map_fd: RawFd) -> [Insn; 6] {
-    let [ld0, ld1] = Insn::ld_map_fd(R1, xsks_map_fd);
-    [
-        Insn::ldx_w(R2, R1, xdp_md::RX_QUEUE_INDEX),
-        ld0,
-        ld1,
-        Insn::mov64_imm(R3, xdp_action::PASS),
-        Insn::call(helper::REDIRECT_MAP),
-        Insn::exit(),
-    ]
-}
-
-/// True when the process runs as root (the BPF and AF_XDP calls need it or CAP_BPF/CAP_NET_ADMIN).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::is_root;
 
     #[test]
     fn insn_encoding_matches_the_kernel_layout() {
@@ -875,20 +856,6 @@ mod tests {
         let e = Prog::load(ProgType::XDP, &insns, "GPL", BPF_XDP, "fp_bad").unwrap_err();
         assert_eq!(e.errno(), libc::EACCES);
         assert!(e.log.contains("R2"), "log: {}", e.log);
-    }
-
-    #[test]
-    fn xsk_redirect_program_verifies_and_passes_without_socket() {
-        if !root_or_skip() {
-            return;
-        }
-        let map = Map::create(MapType::XSKMAP, 4, 4, 4, "fp_xsks").unwrap();
-        let prog = Prog::load(ProgType::XDP, &xsk_redirect_insns(map.fd()), "GPL", BPF_XDP, "fp_xsk").unwrap();
-        // XSKMAP values must be AF_XDP sockets: another kind of fd is refused.
-        assert!(map.update(&0u32.to_ne_bytes(), &(prog.fd() as u32).to_ne_bytes()).is_err());
-        // The fallback action for a missing key is XDP_PASS.
-        let r = prog.test_run_xdp(&[0u8; 64], None, 1).unwrap();
-        assert_eq!(r.retval, xdp_action::PASS as u32);
     }
 
     #[test]
