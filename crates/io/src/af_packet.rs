@@ -51,12 +51,6 @@ const ETH_P_8021Q: u16 = 0x8100;
 /// Fanout by flow hash (`PACKET_FANOUT_HASH`).
 pub const PACKET_FANOUT_HASH: u16 = 0;
 
-/// Moved to [`crate::sys::pin_to_core`]; re-exported here only for the one caller outside io
-/// that names it by full path in code (`fastpath bench`'s `pin`), owned elsewhere. Remove once
-/// that call says `fastpath_io::sys::pin_to_core`.
-#[doc(hidden)]
-pub use crate::sys::pin_to_core;
-
 // struct tpacket_block_desc / tpacket_hdr_v1 field offsets.
 const BLK_STATUS: usize = 8;
 const BLK_NUM_PKTS: usize = 12;

@@ -96,7 +96,6 @@ impl Lanes {
         let n = self.count();
         (*self == Lanes::first(n)).then_some(n.min(BATCH_MAX))
     }
-
 }
 
 /// `each_lane!(i in lanes => { … })`: runs the block for each lane in ascending order, like

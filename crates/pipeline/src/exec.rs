@@ -15,8 +15,8 @@ use crate::ir::{CondC, Program};
 use crate::objects::Objects;
 use crate::table::ops::TableOps;
 use crate::trace::{Trace, TraceRec};
-use fastpath_packet::prefetch::cycles;
 use fastpath_packet::each_lane;
+use fastpath_packet::prefetch::cycles;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, Verdict, NO_PORT};
 
 /// Everything a stage may touch besides the batch and the pool.

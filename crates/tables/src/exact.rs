@@ -44,8 +44,8 @@
 //! snapshots (the pipeline swaps whole tables RCU-style). Lookups never allocate.
 
 use fastpath_packet::batch::{Lanes, BATCH_MAX};
-use fastpath_packet::prefetch::prefetch_read;
 use fastpath_packet::each_lane;
+use fastpath_packet::prefetch::prefetch_read;
 
 use crate::hash::{hash_bytes, hash_u128, hash_u64, hash_words};
 

@@ -150,7 +150,7 @@ fn drive<P: Processor>(label: &str, templates: Templates, n: u64, min_warm: u64,
     while !w.ports()[0].is_exhausted() {
         w.poll_once();
         polls += 1;
-        if tty && polls % 1024 == 0 && last.elapsed() > Duration::from_millis(500) {
+        if tty && polls.is_multiple_of(1024) && last.elapsed() > Duration::from_millis(500) {
             last = Instant::now();
             let done = rx(&w) - start_pkts;
             eprint!(
@@ -309,7 +309,7 @@ fn bench_acl(a: &BenchArgs) -> Result<AclResult, String> {
 fn pin(a: &BenchArgs) {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     let core = a.core.unwrap_or(n - 1);
-    if let Err(e) = fastpath_io::af_packet::pin_to_core(core) {
+    if let Err(e) = fastpath_io::sys::pin_to_core(core) {
         eprintln!("note: could not pin to core {core}: {e}");
     }
 }

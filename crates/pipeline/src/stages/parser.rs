@@ -16,8 +16,8 @@
 
 use crate::exec::{Stage, StageCx};
 use crate::trace::TraceRec;
-use fastpath_packet::hdr::{self, EtherType, IpProto, Malformed, VXLAN_PORT};
 use fastpath_packet::each_lane;
+use fastpath_packet::hdr::{self, EtherType, IpProto, Malformed, VXLAN_PORT};
 use fastpath_packet::{Batch, Hdr, HdrSet, Lanes, Meta, Pool, Slot};
 
 /// The parser stage.

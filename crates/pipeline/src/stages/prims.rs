@@ -2,9 +2,9 @@
 //! interpreter and the dedicated loops [`crate::build::special`] picks for common shapes.
 
 use crate::action;
-use fastpath_packet::each_lane;
 use crate::exec::{Stage, StageCx};
 use crate::ir::{Prim, MAX_ARGS};
+use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool};
 
 /// A stage that runs primitives from the control block itself (outside any table).

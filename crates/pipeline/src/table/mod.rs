@@ -11,7 +11,6 @@ pub mod ops;
 pub use ops::{Adopt, BuiltClassifier, EntryView, TableError, TableOps};
 
 use crate::action;
-use fastpath_packet::each_lane;
 use crate::build::special::{fast_form, Fast};
 use crate::exec::{Stage, StageCx};
 use crate::field::Extract;
@@ -19,6 +18,7 @@ use crate::ir::{MatchKind, Prim, Program, TableDef, TableImpl, MAX_ARGS, MAX_KEY
 use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
 use crate::value::Match;
+use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
 /// A built classifier (the engine of `acl` tables), shared read-only between replicas.
 pub use fastpath_tables::acl::Acl;
@@ -125,12 +125,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         chunks,
         extract: (def.key.len() == 1).then(|| def.key[0].field.extractor()),
         key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
-        scratch: Box::new(Scratch {
-            keys: [0; BATCH_MAX],
-            k32: [0; BATCH_MAX],
-            k64: [0; BATCH_MAX],
-            out: [None; BATCH_MAX],
-        }),
+        scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX] }),
         def,
     })
 }
