@@ -236,7 +236,9 @@ fn pop_vlan(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usize)
     }
 }
 
-fn vxlan_decap(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usize) -> bool {
+/// `vxlan_decap` on slot `i`: false (changing nothing) when the packet has no VXLAN with an
+/// inner Ethernet frame.
+pub(crate) fn vxlan_decap(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usize) -> bool {
     let m = *b.meta(i);
     if !m.valid.has(Hdr::Vxlan) || !m.valid.has(Hdr::InnerEth) {
         return false;

@@ -159,6 +159,8 @@ pub enum Extract {
         /// Headers that must be present.
         needs: HdrSet,
     },
+    /// A user metadata register (`meta.NAME` of the spec's `[metadata]`).
+    Reg(u8),
     /// A metadata field (no header, always present).
     Meta(MetaField),
     /// Anything else: [`FieldRef::read`].
@@ -170,27 +172,38 @@ impl Extract {
     #[inline(always)]
     pub fn read(&self, data: &[u8], m: &Meta) -> Option<u128> {
         match *self {
-            Extract::InPort => Some(u128::from(m.in_port)),
+            Extract::Be128 { slot, byte, needs } => {
+                if !m.valid.has_all(needs) {
+                    return None;
+                }
+                let at = m.offset(slot) + usize::from(byte);
+                Some(u128::from_be_bytes(*data.get(at..)?.first_chunk::<16>()?))
+            }
+            Extract::Generic(f) => f.read(data, m),
+            _ => self.read64(data, m).map(u128::from),
+        }
+    }
+
+    /// [`Extract::read`] for fields of at most 64 bits, in 64-bit arithmetic (every key of an
+    /// exact table of ≤ 64 bits; a 128-bit field gives its low half).
+    #[inline(always)]
+    pub fn read64(&self, data: &[u8], m: &Meta) -> Option<u64> {
+        match *self {
+            Extract::InPort => Some(u64::from(m.in_port)),
+            Extract::Reg(r) => Some(u64::from(m.regs.get(usize::from(r)).copied().unwrap_or(0))),
             Extract::Be16 { slot, byte, needs } => {
                 if !m.valid.has_all(needs) {
                     return None;
                 }
                 let at = m.offset(slot) + usize::from(byte);
-                Some(u128::from(u16::from_be_bytes(data.get(at..at + 2)?.try_into().ok()?)))
+                Some(u64::from(u16::from_be_bytes(*data.get(at..)?.first_chunk::<2>()?)))
             }
             Extract::Be32 { slot, byte, needs } => {
                 if !m.valid.has_all(needs) {
                     return None;
                 }
                 let at = m.offset(slot) + usize::from(byte);
-                Some(u128::from(u32::from_be_bytes(data.get(at..at + 4)?.try_into().ok()?)))
-            }
-            Extract::Be128 { slot, byte, needs } => {
-                if !m.valid.has_all(needs) {
-                    return None;
-                }
-                let at = m.offset(slot) + usize::from(byte);
-                Some(u128::from_be_bytes(data.get(at..at + 16)?.try_into().ok()?))
+                Some(u64::from(u32::from_be_bytes(*data.get(at..)?.first_chunk::<4>()?)))
             }
             Extract::Short { slot, byte, n, needs } => {
                 if !m.valid.has_all(needs) {
@@ -198,14 +211,20 @@ impl Extract {
                 }
                 let at = m.offset(slot) + usize::from(byte);
                 let n = usize::from(n);
-                if let Some(w) = data.get(at..at + 8) {
-                    Some(u128::from(u64::from_be_bytes(w.try_into().ok()?) >> (64 - 8 * n)))
-                } else {
-                    Some(data.get(at..at + n)?.iter().fold(0u128, |v, &b| v << 8 | u128::from(b)))
+                match data.get(at..).and_then(|d| d.first_chunk::<8>()) {
+                    Some(w) => Some(u64::from_be_bytes(*w) >> (64 - 8 * n)),
+                    None => Some(data.get(at..at + n)?.iter().fold(0u64, |v, &b| v << 8 | u64::from(b))),
                 }
             }
-            Extract::Meta(f) => Some(u128::from(read_meta(m, f))),
-            Extract::Generic(f) => f.read(data, m),
+            Extract::Meta(f) => Some(u64::from(read_meta(m, f))),
+            Extract::Be128 { slot, byte, needs } => {
+                if !m.valid.has_all(needs) {
+                    return None;
+                }
+                let at = m.offset(slot) + usize::from(byte) + 8;
+                Some(u64::from_be_bytes(*data.get(at..)?.first_chunk::<8>()?))
+            }
+            Extract::Generic(f) => f.read(data, m).map(|v| v as u64),
         }
     }
 }
@@ -215,6 +234,7 @@ impl FieldRef {
     pub fn extractor(&self) -> Extract {
         match self.loc {
             Loc::Meta(MetaField::InPort) => Extract::InPort,
+            Loc::Meta(MetaField::Reg(r)) => Extract::Reg(r),
             Loc::Meta(f) => Extract::Meta(f),
             // Whole bytes only: a field narrower than its bytes (vlan.vid) needs the mask.
             Loc::Hdr { slot, byte, bytes, shift: 0 } if self.or_needs == HdrSet::EMPTY && u16::from(bytes) * 8 == u16::from(self.width) => {

@@ -4,12 +4,13 @@
 //!
 //! - [`fast_form`]: a table entry whose body is `forward P`, a next-hop rewrite, a register write,
 //!   nothing, or a constant VXLAN encap is pre-digested at insert time into a [`Fast`].
-//! - [`prim_stage`]: a control-block primitive run that is l2fwd's MAC swap or a lone `ttl_dec`
+//! - [`prim_stage`]: a control-block primitive run that is l2fwd's MAC swap, a lone `ttl_dec`,
+//!   `forward CONST`, `vxlan_decap`, `ct_load` or a meter indexed by a register or a constant
 //!   becomes a tight loop with no dispatch.
 
 use crate::exec::Stage;
 use crate::ir::{FieldRef, Loc, MetaField, Operand, Prim, ValueKind, MAX_ARGS};
-use crate::stages::prims::{MacSwapStage, PrimStage, TtlDecStage};
+use crate::stages::prims::{CtLoadStage, ForwardStage, MacSwapStage, MeterStage, PrimStage, TtlDecStage, VxlanDecapStage};
 use crate::stages::vxlan::{EncapTemplate, Tunnel};
 use fastpath_packet::Slot;
 
@@ -72,6 +73,18 @@ pub fn prim_stage(prims: &[Prim]) -> Box<dyn Stage> {
     match prims {
         [Prim::Swap(a, b)] if is_mac_swap(a, b) => Box::new(MacSwapStage),
         [Prim::TtlDec] => Box::new(TtlDecStage),
+        [Prim::Forward(Operand::Const(p))] if *p <= u128::from(u16::MAX) => Box::new(ForwardStage(*p as u16)),
+        [Prim::VxlanDecap] => Box::new(VxlanDecapStage),
+        [Prim::CtLoad(ct)] => Box::new(CtLoadStage(*ct)),
+        [Prim::Meter(meter, idx, drop_red)] => match idx {
+            Operand::Field(FieldRef { loc: Loc::Meta(MetaField::Reg(r)), .. }) => {
+                Box::new(MeterStage { meter: *meter, reg: Some(*r), index: 0, drop_red: *drop_red })
+            }
+            Operand::Const(c) if *c <= u128::from(u32::MAX) => {
+                Box::new(MeterStage { meter: *meter, reg: None, index: *c as u32, drop_red: *drop_red })
+            }
+            _ => Box::new(PrimStage { prims: prims.to_vec() }),
+        },
         _ => Box::new(PrimStage { prims: prims.to_vec() }),
     }
 }

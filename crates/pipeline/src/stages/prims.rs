@@ -68,3 +68,85 @@ impl Stage for TtlDecStage {
         "ttl_dec (IPv4 TTL / IPv6 hop limit, RFC 1624 checksum update)".into()
     }
 }
+
+/// `forward P` with a constant port (the ladder's and simple pipelines' last step).
+pub struct ForwardStage(pub u16);
+
+impl Stage for ForwardStage {
+    fn run(&mut self, _pool: &mut Pool, b: &mut Batch, lanes: Lanes, _cx: &mut StageCx<'_>) {
+        let p = self.0;
+        each_lane!(i in lanes => {
+            b.meta_mut(i).out_port = p;
+        });
+    }
+    fn describe(&self) -> String {
+        format!("forward {}", self.0)
+    }
+}
+
+/// `vxlan_decap`: the outer headers go, the inner ones move up (drops `vxlan_truncated`).
+pub struct VxlanDecapStage;
+
+impl Stage for VxlanDecapStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        each_lane!(i in lanes => {
+            if !action::vxlan_decap(pool, b.handle(i), b, i) {
+                cx.drop(b, i, DropReason::VxlanTruncated);
+            }
+        });
+    }
+    fn describe(&self) -> String {
+        "vxlan_decap".into()
+    }
+}
+
+/// `ct_load CT`: the flow's cached verdict into `ct.verdict`.
+pub struct CtLoadStage(pub u16);
+
+impl Stage for CtLoadStage {
+    fn run(&mut self, _pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        let ct = self.0;
+        each_lane!(i in lanes => {
+            let m = b.meta_mut(i);
+            let v = cx.objects.ct_verdict(ct, m.flow) & 0xff;
+            m.reserved = (m.reserved & 0xff) | ((v as u16) << 8);
+        });
+    }
+    fn describe(&self) -> String {
+        format!("ct_load conntrack #{}", self.0)
+    }
+}
+
+/// `meter M meta.REG [drop_red]` (a meter indexed by a metadata register, e.g. the policer of
+/// a source MAC) or `meter M CONST [drop_red]`.
+pub struct MeterStage {
+    /// Meter array.
+    pub meter: u16,
+    /// Index: a user register, or a constant when `None`.
+    pub reg: Option<u8>,
+    /// The constant index when `reg` is `None`.
+    pub index: u32,
+    /// Drop red packets (`meter_red`).
+    pub drop_red: bool,
+}
+
+impl Stage for MeterStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        let now = cx.now_ns;
+        each_lane!(i in lanes => {
+            let m = b.meta(i);
+            let k = match self.reg {
+                Some(r) => m.regs.get(usize::from(r)).copied().unwrap_or(0),
+                None => self.index,
+            };
+            let color = cx.objects.meter(self.meter, k as usize, now, pool.len(b.handle(i)) as u32, m.color);
+            b.meta_mut(i).color = color;
+            if self.drop_red && color == 2 {
+                cx.drop(b, i, DropReason::MeterRed);
+            }
+        });
+    }
+    fn describe(&self) -> String {
+        format!("meter #{} index {:?}/{}{}", self.meter, self.reg, self.index, if self.drop_red { " drop_red" } else { "" })
+    }
+}

@@ -640,7 +640,7 @@ impl Stage for TableStage {
             macro_rules! pass {
                 ($x:expr, $keys:expr, $ty:ty) => {
                     each_lane!(i in lanes => {
-                        let v = $x.read(pool.data(b.handle(i)), b.meta(i));
+                        let v = $x.read64(pool.data(b.handle(i)), b.meta(i));
                         $keys[i] = v.unwrap_or(0) as $ty;
                         have.insert_if(i, v.is_some());
                     })
@@ -652,15 +652,34 @@ impl Stage for TableStage {
                     fused = true;
                     direct_fused = true;
                 }
+                (e @ Extract::Reg(_), Engine::Exact64(_)) => pass!(e, sc.k64, u64),
                 (e @ Extract::Meta(_), Engine::Exact64(_)) => pass!(e, sc.k64, u64),
                 (e @ Extract::Short { .. }, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
                 (e @ Extract::Be32 { .. }, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
                 (e @ Extract::Be32 { .. }, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
-                (e @ Extract::Be128 { .. }, _) => pass!(e, sc.keys, u128),
+                (e @ Extract::Be128 { .. }, _) => {
+                    each_lane!(i in lanes => {
+                        let v = e.read(pool.data(b.handle(i)), b.meta(i));
+                        sc.keys[i] = v.unwrap_or(0);
+                        have.insert_if(i, v.is_some());
+                    })
+                }
                 (e, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
                 (e, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
                 (e, _) => pass!(e, sc.keys, u128),
             }
+        } else if let (Engine::Exact64(_), [(x0, _, _), (x1, w1, _)]) = (&self.engine, self.key_x.as_slice()) {
+            // Two fields in 64 bits (VNET or VRF + address): both reads inlined, u64 arithmetic.
+            let (x0, x1, w1) = (*x0, *x1, u32::from(*w1));
+            each_lane!(i in lanes => {
+                let (d, m) = (pool.data(b.handle(i)), b.meta(i));
+                let k = match (x0.read64(d, m), x1.read64(d, m)) {
+                    (Some(a), Some(c)) => Some(a << w1 | c),
+                    _ => None,
+                };
+                sc.k64[i] = k.unwrap_or(0);
+                have.insert_if(i, k.is_some());
+            })
         } else {
             let narrow = matches!(self.engine, Engine::Exact64(_));
             for i in lanes {
