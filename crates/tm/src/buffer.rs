@@ -118,6 +118,28 @@ impl SharedBuffer {
         self.used_pkts += 1;
     }
 
+    /// Descriptors still free.
+    #[inline]
+    pub fn free_pkts(&self) -> u64 {
+        u64::from(self.total_pkts.saturating_sub(self.used_pkts))
+    }
+
+    /// Accounts a whole burst admitted at once: `shared` bytes out of the shared part (the
+    /// caller checked they are free) and `pkts` descriptors.
+    #[inline]
+    pub fn take_shared(&mut self, shared: u64, pkts: u32) {
+        self.shared_used += shared;
+        self.used_pkts += pkts;
+    }
+
+    /// Accounts a whole burst leaving at once: `shared` bytes back to the shared part and
+    /// `pkts` descriptors.
+    #[inline]
+    pub fn give_shared(&mut self, shared: u64, pkts: u32) {
+        self.shared_used -= shared;
+        self.used_pkts -= pkts;
+    }
+
     /// Accounts `len` bytes leaving a queue that held `q_bytes` (reservation `min_bytes`).
     #[inline]
     pub fn give(&mut self, q_bytes: u64, min_bytes: u64, len: u64) {

@@ -21,8 +21,8 @@ use crate::Desc;
 pub struct Ring {
     buf: Box<[Desc]>,
     mask: u32,
-    head: u32,
-    tail: u32,
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
 }
 
 impl Ring {
@@ -48,6 +48,28 @@ impl Ring {
     #[inline]
     pub fn is_full(&self) -> bool {
         self.len() > self.mask
+    }
+
+    /// Slots, a power of two.
+    #[inline]
+    pub fn capacity(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// Free slots.
+    #[inline]
+    pub fn room(&self) -> u32 {
+        self.capacity() - self.len()
+    }
+
+    /// Stores `d` in the slot of counter value `at` (`tail` + k for the k-th packet of a
+    /// burst) without moving the tail: the caller commits by setting `tail`, or drops the
+    /// write by not doing so. Must stay within [`room`](Self::room) of the tail.
+    #[inline]
+    pub(crate) fn write_at(&mut self, at: u32, d: Desc) {
+        if let Some(slot) = self.buf.get_mut((at & self.mask) as usize) {
+            *slot = d;
+        }
     }
 
     /// Appends `d`; false (and nothing stored) when full.
