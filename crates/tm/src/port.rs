@@ -21,7 +21,7 @@ use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
 use crate::counters::QueueCounters;
 use crate::queue::Ring;
-use crate::sched::drr::Drr;
+use crate::sched::drr::{Drr, Turn};
 use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
 use crate::wred::{RedAction, Rng, WredParams};
@@ -252,6 +252,9 @@ impl FlatPort {
     /// `now_ns`; returns how many. Stops early when the queues are empty or the shapers refuse.
     pub fn dequeue_burst(&mut self, buf: &mut SharedBuffer, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
         let budget = budget.min(out.len());
+        if self.plain {
+            return self.dequeue_plain(buf, &mut out[..budget]);
+        }
         if let Some(p) = &self.shaper {
             self.tb.refill(p, now_ns);
         }
@@ -304,6 +307,58 @@ impl FlatPort {
                 self.drr.served(c, len, empty);
             }
         }
+        n
+    }
+
+    /// [`dequeue_burst`](Self::dequeue_burst) of a plain port: no shaper can refuse, so each
+    /// strict class drains in one run and each DRR turn sends its packets in one run; the
+    /// buffer and the counters are settled once per class at the end.
+    fn dequeue_plain(&mut self, buf: &mut SharedBuffer, out: &mut [Desc]) -> usize {
+        let heads: [u32; CLASSES] = std::array::from_fn(|c| self.rings[c].head);
+        let mut taken = [0u64; CLASSES];
+        let mut n = 0;
+        while let Some(c) = sp::highest(self.nonempty & self.sp_mask) {
+            let c = c & 7;
+            let Some(rest) = out.get_mut(n..) else { break };
+            let mut unlimited = u64::MAX;
+            let (k, bytes) = self.rings[c].pop_into(rest, &mut unlimited);
+            n += k;
+            taken[c] += bytes;
+            if !self.rings[c].is_empty() {
+                break; // the budget ran out
+            }
+            self.nonempty &= !(1 << c);
+        }
+        while let Some(c) = self.drr.head() {
+            let Some(rest) = out.get_mut(n..) else { break };
+            if rest.is_empty() {
+                break;
+            }
+            let mut credit = u64::from(self.drr.open(c));
+            let ring = &mut self.rings[c];
+            let (k, bytes) = ring.pop_into(rest, &mut credit);
+            n += k;
+            taken[c] += bytes;
+            let turn = if ring.is_empty() {
+                self.nonempty &= !(1 << c);
+                Turn::Empty
+            } else if k == rest.len() {
+                Turn::Open
+            } else {
+                Turn::Done
+            };
+            self.drr.close(c, credit as u32, turn);
+        }
+        let mut released = 0;
+        for (c, (ring, q)) in self.rings.iter().zip(self.queues.iter_mut()).enumerate() {
+            let (min, q0) = (self.min_bytes[c], self.occ_bytes[c]);
+            let q1 = q0 - taken[c];
+            self.occ_bytes[c] = q1;
+            released += q0.saturating_sub(min) - q1.saturating_sub(min);
+            q.ctr.deq_pkts += u64::from(ring.head.wrapping_sub(heads[c]));
+            q.ctr.deq_bytes += taken[c];
+        }
+        buf.give_shared(released, n as u32);
         n
     }
 

@@ -72,6 +72,25 @@ impl Ring {
         }
     }
 
+    /// Moves head packets into `out` (from its start) while each fits in `credit` bytes,
+    /// which it spends; returns how many it moved and their bytes. Stops at an empty ring, a
+    /// full `out`, or a packet longer than the credit left.
+    #[inline]
+    pub(crate) fn pop_into(&mut self, out: &mut [Desc], credit: &mut u64) -> (usize, u64) {
+        let len = (self.len() as usize).min(out.len());
+        let start = ((self.head & self.mask) as usize).min(self.buf.len());
+        let (wrapped, from_head) = self.buf.split_at(start);
+        let first = &from_head[..len.min(from_head.len())];
+        let mut bytes = 0;
+        let mut n = take_run(first, out, credit, &mut bytes);
+        if n == first.len() && n < len {
+            let rest = &wrapped[..(len - n).min(wrapped.len())];
+            n += take_run(rest, out.get_mut(n..).unwrap_or_default(), credit, &mut bytes);
+        }
+        self.head = self.head.wrapping_add(n as u32);
+        (n, bytes)
+    }
+
     /// Appends `d`; false (and nothing stored) when full.
     #[inline]
     pub fn push(&mut self, d: Desc) -> bool {
@@ -101,6 +120,24 @@ impl Ring {
         self.head = self.head.wrapping_add(1);
         Some(d)
     }
+}
+
+/// Copies the leading packets of `seg` into `out` while each fits in `credit`; returns how
+/// many, adding their bytes to `bytes`.
+#[inline]
+fn take_run(seg: &[Desc], out: &mut [Desc], credit: &mut u64, bytes: &mut u64) -> usize {
+    let mut n = 0;
+    for (slot, d) in out.iter_mut().zip(seg) {
+        let len = u64::from(d.len_bytes);
+        if len > *credit {
+            break;
+        }
+        *credit -= len;
+        *bytes += len;
+        *slot = *d;
+        n += 1;
+    }
+    n
 }
 
 /// No slot: the end of a list.
