@@ -32,8 +32,9 @@
 
 use crate::TmDrop;
 
-/// The shared pool's accounting. Worker only.
-#[derive(Clone, Debug)]
+/// The shared pool's accounting. Worker only. `Copy` (four integers), so a burst loop can work
+/// on a local copy that stays in registers and write it back once.
+#[derive(Clone, Copy, Debug)]
 pub struct SharedBuffer {
     shared_bytes: u64,
     shared_used: u64,
@@ -181,7 +182,7 @@ mod tests {
         while refused.iter().any(|r| !r) {
             for i in 0..n {
                 let ok = buf.admit(q[i], min, alpha, pkt);
-                let mut twin = buf.clone();
+                let mut twin = *buf;
                 assert_eq!(twin.try_take(q[i], min, alpha, pkt), ok);
                 match ok {
                     Ok(()) => {
