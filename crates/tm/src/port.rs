@@ -142,7 +142,7 @@ impl FlatPort {
         }
         let mut tail: [u32; CLASSES] = std::array::from_fn(|c| self.rings[c].tail);
         let mut add = [0u64; CLASSES];
-        let (mut any_class, mut seen, mut order, mut k) = (0u8, 0u8, 0u32, 0u32);
+        let (mut any_class, mut seen) = (0u8, 0u8);
         for d in pkts {
             any_class |= d.class;
             let c = usize::from(d.class & 7);
@@ -150,12 +150,7 @@ impl FlatPort {
             tail[c] = t.wrapping_add(1);
             self.rings[c].write_at(t, *d);
             add[c] += u64::from(d.len_bytes);
-            if seen >> c & 1 == 0 {
-                // First packet of class c: the order classes would join the DRR list in.
-                seen |= 1 << c;
-                order |= (c as u32) << (4 * k);
-                k += 1;
-            }
+            seen |= 1 << c;
         }
         if usize::from(any_class) >= CLASSES {
             return false;
@@ -181,14 +176,18 @@ impl FlatPort {
             q.ctr.hwm_pkts = q.ctr.hwm_pkts.max(u64::from(r.len()));
         }
         buf.take_shared(need, n as u32);
-        for i in 0..k {
-            let c = (order >> (4 * i) & 7) as usize;
-            let bit = 1u8 << c;
-            if self.nonempty & bit == 0 {
-                self.nonempty |= bit;
-                if self.sp_mask & bit == 0 {
-                    self.drr.activate(c);
-                }
+        // DRR classes that were empty join the active list in the order of their first packet:
+        // scan the burst only as far as it takes to find them all.
+        let mut joining = seen & !self.nonempty & !self.sp_mask;
+        self.nonempty |= seen;
+        for d in pkts {
+            if joining == 0 {
+                break;
+            }
+            let bit = 1u8 << (d.class & 7);
+            if joining & bit != 0 {
+                joining &= !bit;
+                self.drr.activate(usize::from(d.class & 7));
             }
         }
         true
