@@ -32,8 +32,9 @@
 
 use crate::TmDrop;
 
-/// The shared pool's accounting. Worker only.
-#[derive(Clone, Debug)]
+/// The shared pool's accounting. Worker only. `Copy` (four integers), so a burst loop can work
+/// on a local copy that stays in registers and write it back once.
+#[derive(Clone, Copy, Debug)]
 pub struct SharedBuffer {
     shared_bytes: u64,
     shared_used: u64,
@@ -118,6 +119,28 @@ impl SharedBuffer {
         self.used_pkts += 1;
     }
 
+    /// Descriptors still free.
+    #[inline]
+    pub fn free_pkts(&self) -> u64 {
+        u64::from(self.total_pkts.saturating_sub(self.used_pkts))
+    }
+
+    /// Accounts a whole burst admitted at once: `shared` bytes out of the shared part (the
+    /// caller checked they are free) and `pkts` descriptors.
+    #[inline]
+    pub fn take_shared(&mut self, shared: u64, pkts: u32) {
+        self.shared_used += shared;
+        self.used_pkts += pkts;
+    }
+
+    /// Accounts a whole burst leaving at once: `shared` bytes back to the shared part and
+    /// `pkts` descriptors.
+    #[inline]
+    pub fn give_shared(&mut self, shared: u64, pkts: u32) {
+        self.shared_used -= shared;
+        self.used_pkts -= pkts;
+    }
+
     /// Accounts `len` bytes leaving a queue that held `q_bytes` (reservation `min_bytes`).
     #[inline]
     pub fn give(&mut self, q_bytes: u64, min_bytes: u64, len: u64) {
@@ -159,7 +182,7 @@ mod tests {
         while refused.iter().any(|r| !r) {
             for i in 0..n {
                 let ok = buf.admit(q[i], min, alpha, pkt);
-                let mut twin = buf.clone();
+                let mut twin = *buf;
                 assert_eq!(twin.try_take(q[i], min, alpha, pkt), ok);
                 match ok {
                     Ok(()) => {

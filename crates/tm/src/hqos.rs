@@ -218,9 +218,12 @@ impl HqosPort {
     /// result per packet into `res`; returns how many it handled. Worker only.
     pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
         let n = pkts.len().min(res.len());
+        // The buffer's four counters stay in registers for the burst (one write-back).
+        let mut b = *buf;
         for (d, r) in pkts.iter().zip(res.iter_mut()).take(n) {
-            *r = self.enqueue_one(buf, slab, d);
+            *r = self.enqueue_one(&mut b, slab, d);
         }
+        *buf = b;
         n
     }
 
@@ -243,7 +246,7 @@ impl HqosPort {
             self.no_queue += 1;
             return Enq::Dropped(TmDrop::NoQueue);
         };
-        let qc = &self.qcfg[c];
+        let qc = &self.qcfg[c & 7];
         let len = d.len_bytes;
         let len64 = u64::from(len);
         let verdict = if len > self.port_max.min(grp.max_len).min(prof.max_len) {
@@ -362,6 +365,14 @@ impl HqosPort {
             self.tb.refill(p, now_ns);
         }
         self.wake(now_ns);
+        let mut b = *buf;
+        let n = self.dequeue_steps(&mut b, slab, budget, now_ns, out);
+        *buf = b;
+        n
+    }
+
+    /// The grinder loop of [`dequeue_burst`](Self::dequeue_burst).
+    fn dequeue_steps(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
         let mut n = 0;
         let mut refused = 0u32;
         while n < budget {
@@ -411,7 +422,7 @@ impl HqosPort {
                 grp.tb.consume(len);
             }
             let Some(d) = hq.q.pop(slab) else { break };
-            let qc = &self.qcfg[c];
+            let qc = &self.qcfg[c & 7];
             buf.give(u64::from(hq.bytes), qc.min, u64::from(len));
             hq.bytes -= len;
             if let Some(ctr) = self.ctr.get_mut(((gi as usize) << self.cls_log2) | c) {

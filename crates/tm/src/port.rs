@@ -7,12 +7,21 @@
 //!   dequeue: strict mask ─lzcnt─▶ class   else DRR head ─▶ queue shaper ok? ─▶ port shaper ok?
 //!                                                         ─▶ pop, account, next
 //! ```
+//!
+//! **Whole bursts at once.** A port without WRED and shapers (`plain`) takes a burst in one
+//! pass: every packet is written past its ring's tail, and the bytes per class are summed.
+//! Then, once per class, the burst is checked against the ring sizes and the shared buffer
+//! and committed (tail, occupancy, watermarks, buffer) — or, if any packet could be refused,
+//! dropped (the tails do not move) and the burst goes through the per-packet path, which
+//! decides every refusal. The burst check is *sufficient*: it passes only when no packet of
+//! the burst would be refused one at a time, so results never differ. Occupancy only grows
+//! during an enqueue, so one watermark update per class and burst is the exact maximum.
 
-use crate::buffer::SharedBuffer;
+use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
 use crate::counters::QueueCounters;
 use crate::queue::Ring;
-use crate::sched::drr::Drr;
+use crate::sched::drr::{Drr, Turn};
 use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
 use crate::wred::{RedAction, Rng, WredParams};
@@ -20,11 +29,9 @@ use crate::{Desc, Enq, TmDrop};
 
 #[derive(Clone, Debug)]
 struct FlatQueue {
-    ring: Ring,
-    /// `ctr.occ_bytes` is the queue length the buffer and WRED use.
+    /// Dequeue, drop, ECN and watermark counters (occupancy lives in `FlatPort`).
     ctr: QueueCounters,
     avg_fp: u64,
-    min_bytes: u64,
     alpha_log2: i8,
     /// Longest packet accepted: the smallest burst of the port's and the queue's shapers.
     max_len: u32,
@@ -33,27 +40,34 @@ struct FlatQueue {
     tb: TokenBucket,
 }
 
-impl FlatQueue {
-    /// The head packet's length if the queue's shaper lets it go at `now_ns`.
-    #[inline]
-    fn head_if_eligible(&mut self, now_ns: u64) -> Option<u32> {
-        let len = self.ring.peek()?.len_bytes;
-        if let Some(p) = &self.shaper {
-            self.tb.refill(p, now_ns);
-            if !self.tb.conforms(len) {
-                return None;
-            }
+/// The head packet's length of class `c` if the queue's shaper lets it go at `now_ns`.
+#[inline]
+fn head_if_eligible(rings: &[Ring; CLASSES], queues: &mut [FlatQueue; CLASSES], c: usize, now_ns: u64) -> Option<u32> {
+    let len = rings[c & 7].peek()?.len_bytes;
+    let q = &mut queues[c & 7];
+    if let Some(p) = &q.shaper {
+        q.tb.refill(p, now_ns);
+        if !q.tb.conforms(len) {
+            return None;
         }
-        Some(len)
     }
+    Some(len)
 }
 
 /// One flat port's queues and schedulers. Worker only.
 #[derive(Clone, Debug)]
 pub struct FlatPort {
+    rings: [Ring; CLASSES],
+    /// Bytes queued per class: the queue length the buffer and WRED use.
+    occ_bytes: [u64; CLASSES],
+    min_bytes: [u64; CLASSES],
     queues: [FlatQueue; CLASSES],
     nonempty: u8,
     sp_mask: u8,
+    /// No WRED and no shaper anywhere on the port: bursts take the batched paths.
+    plain: bool,
+    /// The smallest α exponent of the port's classes (the batched threshold check).
+    alpha_log2_min: i8,
     drr: Drr,
     shaper: Option<ShaperParams>,
     tb: TokenBucket,
@@ -77,10 +91,8 @@ impl FlatPort {
             let cc = &cfg.classes[c];
             let qs = cc.shaper.as_ref().map(ShaperParams::new);
             FlatQueue {
-                ring: Ring::new(cc.ring_pkts),
                 ctr: QueueCounters::default(),
                 avg_fp: 0,
-                min_bytes: cc.min_bytes,
                 alpha_log2: cc.alpha_log2,
                 max_len: port_max.min(qs.as_ref().map_or(u32::MAX, |p| p.burst_bytes())),
                 wred: cc.wred.as_ref().map(WredParams::new),
@@ -88,10 +100,16 @@ impl FlatPort {
                 shaper: qs,
             }
         });
+        let plain = shaper.is_none() && cfg.classes.iter().all(|c| c.wred.is_none() && c.shaper.is_none());
         FlatPort {
+            rings: std::array::from_fn(|c| Ring::new(cfg.classes[c].ring_pkts)),
+            occ_bytes: [0; CLASSES],
+            min_bytes: std::array::from_fn(|c| cfg.classes[c].min_bytes),
             queues,
             nonempty: 0,
             sp_mask,
+            plain,
+            alpha_log2_min: cfg.classes.iter().map(|c| c.alpha_log2).min().unwrap_or(0),
             drr: Drr::new(quantum),
             tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
             shaper,
@@ -103,25 +121,93 @@ impl FlatPort {
     /// returns how many packets it handled (`min(pkts.len(), res.len())`).
     pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, rng: &mut Rng, pkts: &[Desc], res: &mut [Enq]) -> usize {
         let n = pkts.len().min(res.len());
-        for (d, r) in pkts.iter().zip(res.iter_mut()).take(n) {
+        let (pkts, res) = (&pkts[..n], &mut res[..n]);
+        if self.plain && self.enqueue_whole(buf, pkts) {
+            res.fill(Enq::Queued);
+            return n;
+        }
+        for (d, r) in pkts.iter().zip(res.iter_mut()) {
             *r = self.enqueue_one(buf, rng, d);
         }
         n
     }
 
+    /// Takes all of `pkts` if none of them would be refused one at a time (see the module
+    /// doc); false, with nothing changed, otherwise. Plain ports only.
+    fn enqueue_whole(&mut self, buf: &mut SharedBuffer, pkts: &[Desc]) -> bool {
+        let n = pkts.len();
+        // The writes past each tail must stay inside the ring's free slots.
+        if self.rings.iter().any(|r| (r.room() as usize) < n) || buf.free_pkts() < n as u64 {
+            return false;
+        }
+        let mut tail: [u32; CLASSES] = std::array::from_fn(|c| self.rings[c].tail);
+        let mut add = [0u64; CLASSES];
+        let (mut any_class, mut seen) = (0u8, 0u8);
+        for d in pkts {
+            any_class |= d.class;
+            let c = usize::from(d.class & 7);
+            let t = tail[c];
+            tail[c] = t.wrapping_add(1);
+            self.rings[c].write_at(t, *d);
+            add[c] += u64::from(d.len_bytes);
+            seen |= 1 << c;
+        }
+        if usize::from(any_class) >= CLASSES {
+            return false;
+        }
+        // Sufficient for every packet: the bytes fit in what is free now, and the fullest
+        // queue of the burst, at its end, is below α_min × what is free at the end (free only
+        // shrinks and queues only grow during an enqueue, so every earlier check had more room).
+        let free = buf.free_bytes();
+        let (mut need, mut top) = (0u64, 0u64);
+        for (c, ((&min, &q0), &a)) in self.min_bytes.iter().zip(&self.occ_bytes).zip(&add).enumerate() {
+            let s0 = q0.saturating_sub(min);
+            let s1 = (q0 + a).saturating_sub(min);
+            need += s1 - s0;
+            top = top.max(if seen >> c & 1 != 0 { s1 } else { 0 });
+        }
+        if need > free || top >= alpha_times(free - need, self.alpha_log2_min) {
+            return false;
+        }
+        for (c, (r, q)) in self.rings.iter_mut().zip(self.queues.iter_mut()).enumerate() {
+            r.tail = tail[c];
+            self.occ_bytes[c] += add[c];
+            q.ctr.hwm_bytes = q.ctr.hwm_bytes.max(self.occ_bytes[c]);
+            q.ctr.hwm_pkts = q.ctr.hwm_pkts.max(u64::from(r.len()));
+        }
+        buf.take_shared(need, n as u32);
+        // DRR classes that were empty join the active list in the order of their first packet:
+        // scan the burst only as far as it takes to find them all.
+        let mut joining = seen & !self.nonempty & !self.sp_mask;
+        self.nonempty |= seen;
+        for d in pkts {
+            if joining == 0 {
+                break;
+            }
+            let bit = 1u8 << (d.class & 7);
+            if joining & bit != 0 {
+                joining &= !bit;
+                self.drr.activate(usize::from(d.class & 7));
+            }
+        }
+        true
+    }
+
     #[inline]
     fn enqueue_one(&mut self, buf: &mut SharedBuffer, rng: &mut Rng, d: &Desc) -> Enq {
         let c = usize::from(d.class);
-        let Some(q) = self.queues.get_mut(c) else {
+        let (Some(q), Some(ring)) = (self.queues.get_mut(c), self.rings.get_mut(c)) else {
             self.no_queue += 1;
             return Enq::Dropped(TmDrop::NoQueue);
         };
+        let c = c & 7;
         let len = u64::from(d.len_bytes);
-        let qlen = q.ctr.occ_bytes;
+        let qlen = self.occ_bytes[c];
+        let min = self.min_bytes[c];
         let mut marked = false;
         let verdict = if d.len_bytes > q.max_len {
             Err(TmDrop::Shaper)
-        } else if q.ring.is_full() {
+        } else if ring.is_full() {
             Err(TmDrop::QueueFull)
         } else {
             // WRED first (rte_sched's order), then the shared buffer takes the bytes.
@@ -133,17 +219,19 @@ impl FlatPort {
                 RedAction::Drop => Err(TmDrop::Wred),
                 RedAction::Mark => {
                     marked = true;
-                    buf.try_take(qlen, q.min_bytes, q.alpha_log2, len)
+                    buf.try_take(qlen, min, q.alpha_log2, len)
                 }
-                RedAction::Pass => buf.try_take(qlen, q.min_bytes, q.alpha_log2, len),
+                RedAction::Pass => buf.try_take(qlen, min, q.alpha_log2, len),
             }
         };
         if let Err(r) = verdict {
             q.ctr.on_drop(r, len);
             return Enq::Dropped(r);
         }
-        q.ring.push(*d);
-        q.ctr.on_enqueue(len);
+        ring.push(*d);
+        self.occ_bytes[c] += len;
+        q.ctr.hwm_bytes = q.ctr.hwm_bytes.max(self.occ_bytes[c]);
+        q.ctr.hwm_pkts = q.ctr.hwm_pkts.max(u64::from(ring.len()));
         let bit = 1u8 << c;
         if self.nonempty & bit == 0 {
             self.nonempty |= bit;
@@ -163,6 +251,9 @@ impl FlatPort {
     /// `now_ns`; returns how many. Stops early when the queues are empty or the shapers refuse.
     pub fn dequeue_burst(&mut self, buf: &mut SharedBuffer, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
         let budget = budget.min(out.len());
+        if self.plain {
+            return self.dequeue_plain(buf, &mut out[..budget]);
+        }
         if let Some(p) = &self.shaper {
             self.tb.refill(p, now_ns);
         }
@@ -172,7 +263,7 @@ impl FlatPort {
             let strict = self.nonempty & self.sp_mask & !blocked;
             let (c, len) = if let Some(c) = sp::highest(strict) {
                 let c = c & 7;
-                match self.queues[c].head_if_eligible(now_ns) {
+                match head_if_eligible(&self.rings, &mut self.queues, c, now_ns) {
                     Some(len) => (c, len),
                     None => {
                         blocked |= 1 << c;
@@ -180,9 +271,9 @@ impl FlatPort {
                     }
                 }
             } else {
-                let queues = &mut self.queues;
-                match self.drr.select(|c| queues[c & 7].head_if_eligible(now_ns)) {
-                    Some(c) => (c & 7, queues[c & 7].ring.peek().map_or(0, |d| d.len_bytes)),
+                let (rings, queues) = (&self.rings, &mut self.queues);
+                match self.drr.select(|c| head_if_eligible(rings, queues, c, now_ns)) {
+                    Some(c) => (c & 7, self.rings[c & 7].peek().map_or(0, |d| d.len_bytes)),
                     None => break,
                 }
             };
@@ -192,19 +283,21 @@ impl FlatPort {
                 }
                 self.tb.consume(len);
             }
-            let q = &mut self.queues[c];
-            let Some(d) = q.ring.pop() else { break };
+            let (q, ring) = (&mut self.queues[c], &mut self.rings[c]);
+            let Some(d) = ring.pop() else { break };
             if q.shaper.is_some() {
                 q.tb.consume(len);
             }
             let len64 = u64::from(len);
-            buf.give(q.ctr.occ_bytes, q.min_bytes, len64);
-            q.ctr.on_dequeue(len64);
+            buf.give(self.occ_bytes[c], self.min_bytes[c], len64);
+            self.occ_bytes[c] -= len64;
+            q.ctr.deq_pkts += 1;
+            q.ctr.deq_bytes += len64;
             if let Some(slot) = out.get_mut(n) {
                 *slot = d;
             }
             n += 1;
-            let empty = q.ring.is_empty();
+            let empty = ring.is_empty();
             let bit = 1u8 << c;
             if empty {
                 self.nonempty &= !bit;
@@ -216,17 +309,69 @@ impl FlatPort {
         n
     }
 
+    /// [`dequeue_burst`](Self::dequeue_burst) of a plain port: no shaper can refuse, so each
+    /// strict class drains in one run and each DRR turn sends its packets in one run; the
+    /// buffer and the counters are settled once per class at the end.
+    fn dequeue_plain(&mut self, buf: &mut SharedBuffer, out: &mut [Desc]) -> usize {
+        let heads: [u32; CLASSES] = std::array::from_fn(|c| self.rings[c].head);
+        let mut taken = [0u64; CLASSES];
+        let mut n = 0;
+        while let Some(c) = sp::highest(self.nonempty & self.sp_mask) {
+            let c = c & 7;
+            let Some(rest) = out.get_mut(n..) else { break };
+            let mut unlimited = u64::MAX;
+            let (k, bytes) = self.rings[c].pop_into(rest, &mut unlimited);
+            n += k;
+            taken[c] += bytes;
+            if !self.rings[c].is_empty() {
+                break; // the budget ran out
+            }
+            self.nonempty &= !(1 << c);
+        }
+        while let Some(c) = self.drr.head() {
+            let Some(rest) = out.get_mut(n..) else { break };
+            if rest.is_empty() {
+                break;
+            }
+            let mut credit = u64::from(self.drr.open(c));
+            let ring = &mut self.rings[c];
+            let (k, bytes) = ring.pop_into(rest, &mut credit);
+            n += k;
+            taken[c] += bytes;
+            let turn = if ring.is_empty() {
+                self.nonempty &= !(1 << c);
+                Turn::Empty
+            } else if k == rest.len() {
+                Turn::Open
+            } else {
+                Turn::Done
+            };
+            self.drr.close(c, credit as u32, turn);
+        }
+        let mut released = 0;
+        for (c, (ring, q)) in self.rings.iter().zip(self.queues.iter_mut()).enumerate() {
+            let (min, q0) = (self.min_bytes[c], self.occ_bytes[c]);
+            let q1 = q0 - taken[c];
+            self.occ_bytes[c] = q1;
+            released += q0.saturating_sub(min) - q1.saturating_sub(min);
+            q.ctr.deq_pkts += u64::from(ring.head.wrapping_sub(heads[c]));
+            q.ctr.deq_bytes += taken[c];
+        }
+        buf.give_shared(released, n as u32);
+        n
+    }
+
     /// Earliest time at which [`dequeue_burst`](Self::dequeue_burst) could send a packet, given
     /// no new arrivals: the smallest, over non-empty queues, of the time the head packet
     /// conforms to both the queue's and the port's shaper. A time ≤ now means now. `None` when
     /// every queue is empty. Control path or idle worker.
     pub fn next_eligible_ns(&self) -> Option<u64> {
         let mut best: Option<u64> = None;
-        for (c, q) in self.queues.iter().enumerate() {
+        for (c, (q, ring)) in self.queues.iter().zip(&self.rings).enumerate() {
             if self.nonempty >> c & 1 == 0 {
                 continue;
             }
-            let Some(d) = q.ring.peek() else { continue };
+            let Some(d) = ring.peek() else { continue };
             let mut t = self.shaper.as_ref().map_or(0, |p| self.tb.ready_ns(p, d.len_bytes));
             if let Some(p) = &q.shaper {
                 t = t.max(q.tb.ready_ns(p, d.len_bytes));
@@ -238,15 +383,21 @@ impl FlatPort {
 
     /// A copy of class `c`'s counters (`None` past class 7).
     pub fn queue_counters(&self, c: usize) -> Option<QueueCounters> {
-        self.queues.get(c).map(|q| q.ctr.read())
+        let (q, ring) = (self.queues.get(c)?, self.rings.get(c)?);
+        let mut k = q.ctr;
+        k.occ_bytes = self.occ_bytes.get(c).copied().unwrap_or(0);
+        k.occ_pkts = u64::from(ring.len());
+        Some(k.read())
     }
 
     /// The sum of the port's queue counters; packets for a class the port does not have are
     /// counted under `TmDrop::NoQueue`.
     pub fn port_counters(&self) -> QueueCounters {
         let mut s = QueueCounters::default();
-        for q in &self.queues {
-            s.add(&q.ctr.read());
+        for c in 0..CLASSES {
+            if let Some(k) = self.queue_counters(c) {
+                s.add(&k);
+            }
         }
         s.drop_pkts[TmDrop::NoQueue as usize] += self.no_queue;
         s

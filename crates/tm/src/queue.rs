@@ -21,8 +21,8 @@ use crate::Desc;
 pub struct Ring {
     buf: Box<[Desc]>,
     mask: u32,
-    head: u32,
-    tail: u32,
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
 }
 
 impl Ring {
@@ -48,6 +48,47 @@ impl Ring {
     #[inline]
     pub fn is_full(&self) -> bool {
         self.len() > self.mask
+    }
+
+    /// Slots, a power of two.
+    #[inline]
+    pub fn capacity(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// Free slots.
+    #[inline]
+    pub fn room(&self) -> u32 {
+        self.capacity() - self.len()
+    }
+
+    /// Stores `d` in the slot of counter value `at` (`tail` + k for the k-th packet of a
+    /// burst) without moving the tail: the caller commits by setting `tail`, or drops the
+    /// write by not doing so. Must stay within [`room`](Self::room) of the tail.
+    #[inline]
+    pub(crate) fn write_at(&mut self, at: u32, d: Desc) {
+        if let Some(slot) = self.buf.get_mut((at & self.mask) as usize) {
+            *slot = d;
+        }
+    }
+
+    /// Moves head packets into `out` (from its start) while each fits in `credit` bytes,
+    /// which it spends; returns how many it moved and their bytes. Stops at an empty ring, a
+    /// full `out`, or a packet longer than the credit left.
+    #[inline]
+    pub(crate) fn pop_into(&mut self, out: &mut [Desc], credit: &mut u64) -> (usize, u64) {
+        let len = (self.len() as usize).min(out.len());
+        let start = ((self.head & self.mask) as usize).min(self.buf.len());
+        let (wrapped, from_head) = self.buf.split_at(start);
+        let first = &from_head[..len.min(from_head.len())];
+        let mut bytes = 0;
+        let mut n = take_run(first, out, credit, &mut bytes);
+        if n == first.len() && n < len {
+            let rest = &wrapped[..(len - n).min(wrapped.len())];
+            n += take_run(rest, out.get_mut(n..).unwrap_or_default(), credit, &mut bytes);
+        }
+        self.head = self.head.wrapping_add(n as u32);
+        (n, bytes)
     }
 
     /// Appends `d`; false (and nothing stored) when full.
@@ -79,6 +120,24 @@ impl Ring {
         self.head = self.head.wrapping_add(1);
         Some(d)
     }
+}
+
+/// Copies the leading packets of `seg` into `out` while each fits in `credit`; returns how
+/// many, adding their bytes to `bytes`.
+#[inline]
+fn take_run(seg: &[Desc], out: &mut [Desc], credit: &mut u64, bytes: &mut u64) -> usize {
+    let mut n = 0;
+    for (slot, d) in out.iter_mut().zip(seg) {
+        let len = u64::from(d.len_bytes);
+        if len > *credit {
+            break;
+        }
+        *credit -= len;
+        *bytes += len;
+        *slot = *d;
+        n += 1;
+    }
+    n
 }
 
 /// No slot: the end of a list.

@@ -25,6 +25,7 @@ pub struct RefFlatPort {
     active: VecDeque<usize>,
     deficit: [u64; CLASSES],
     in_turn: bool,
+    hwm: [(u64, u64); CLASSES],
 }
 
 impl RefFlatPort {
@@ -42,6 +43,7 @@ impl RefFlatPort {
             active: VecDeque::new(),
             deficit: [0; CLASSES],
             in_turn: false,
+            hwm: [(0, 0); CLASSES],
         };
         for (c, cc) in cfg.classes.iter().enumerate() {
             match cc.sched {
@@ -90,7 +92,16 @@ impl RefFlatPort {
             self.active.push_back(c);
         }
         self.queues[c].push_back(d);
+        let (b, p) = (self.bytes(c), self.queues[c].len() as u64);
+        self.hwm[c] = (self.hwm[c].0.max(b), self.hwm[c].1.max(p));
         Enq::Queued
+    }
+
+    /// Class `c`'s occupancy and high watermarks, checked after every packet:
+    /// `(bytes, packets, most bytes, most packets)`.
+    pub fn occupancy(&self, c: usize) -> (u64, u64, u64, u64) {
+        let (hb, hp) = self.hwm[c];
+        (self.bytes(c), self.queues[c].len() as u64, hb, hp)
     }
 
     /// Takes up to `budget` packets in scheduling order.

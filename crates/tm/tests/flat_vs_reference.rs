@@ -1,7 +1,8 @@
 //! The flat port against its naive twin (`fastpath_tm::reference::RefFlatPort`), in virtual
 //! time: random configs (strict/DRR mixes, weights, quanta, rings, reservations, α) and random
 //! sequences of enqueue bursts (random classes, some invalid, random sizes) and dequeue bursts
-//! (random budgets) must give the same result for every packet and the same dequeue order.
+//! (random budgets) must give the same result for every packet and the same dequeue order, and
+//! the same counters (occupancy and high watermarks included).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use fastpath_packet::PktId;
@@ -17,7 +18,7 @@ enum Op {
 }
 
 fn class_cfg() -> impl Strategy<Value = ClassConfig> {
-    (prop_oneof![Just(None), (1u32..8).prop_map(Some)], prop::sample::select(vec![2u32, 4, 16, 64]), 0u64..1500, -4i8..=3).prop_map(
+    (prop_oneof![Just(None), (1u32..8).prop_map(Some)], prop::sample::select(vec![2u32, 4, 16, 64, 256]), 0u64..1500, -4i8..=3).prop_map(
         |(w, ring, min, alpha)| ClassConfig {
             sched: w.map_or(ClassSched::Strict, |weight| ClassSched::Drr { weight }),
             ring_pkts: ring,
@@ -42,8 +43,10 @@ proptest! {
     fn flat_port_equals_reference(
         classes in prop::array::uniform8(class_cfg()),
         quantum in prop::sample::select(vec![64u32, 300, 1500]),
-        total_bytes in 2_000u64..60_000,
-        total_pkts in 4u32..200,
+        // Small buffers exercise every refusal (bursts fall back to the per-packet path); large
+        // ones let whole bursts through the batched path.
+        total_bytes in prop_oneof![2_000u64..60_000, 1_000_000u64..4_000_000],
+        total_pkts in prop_oneof![4u32..200, 1_000u32..5_000],
         ops in prop::collection::vec(op(), 1..60),
     ) {
         let mut port = FlatPortConfig { classes, drr_quantum_bytes: quantum, shaper: None };
@@ -79,6 +82,10 @@ proptest! {
                     let want = rf.dequeue(*budget);
                     prop_assert_eq!(&out[..n], &want[..]);
                 }
+            }
+            for k in 0..CLASSES {
+                let c = tm.queue_counters(0, k).unwrap();
+                prop_assert_eq!((c.occ_bytes, c.occ_pkts, c.hwm_bytes, c.hwm_pkts), rf.occupancy(k), "class {}", k);
             }
         }
         // Drain: the rest comes out in the same order, and the buffer is empty after.

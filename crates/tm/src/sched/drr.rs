@@ -22,6 +22,17 @@
 //! its head packet is skipped like a packet that does not fit: it moves to the tail with its
 //! deficit, and if every listed class is refused the DRR yields nothing this time.
 
+/// How a batched turn ended (see [`Drr::close`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// The class has no packet left.
+    Empty,
+    /// The budget ran out; the turn resumes at the next call.
+    Open,
+    /// The head packet did not fit the deficit.
+    Done,
+}
+
 /// DRR state for the non-strict classes of one port: 72 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Drr {
@@ -92,6 +103,50 @@ impl Drr {
             self.rotate();
         }
         None
+    }
+
+    /// The class at the head of the active list, if any (the batched path: [`open`](Self::open),
+    /// send while packets fit, then [`close`](Self::close)).
+    #[inline]
+    pub fn head(&self) -> Option<usize> {
+        if self.len == 0 {
+            None
+        } else {
+            Some(usize::from(self.list[usize::from(self.head & 7)] & 7))
+        }
+    }
+
+    /// Opens (or resumes) the turn of `c`, the head class: its deficit, after one quantum if
+    /// the turn is new.
+    #[inline]
+    pub fn open(&mut self, c: usize) -> u32 {
+        let c = c & 7;
+        if !self.granted {
+            self.deficit[c] = self.deficit[c].saturating_add(self.quantum[c]);
+            self.granted = true;
+        }
+        self.deficit[c]
+    }
+
+    /// Ends the batched turn of `c`, the head class, with `deficit` left: `Turn::Empty` leaves
+    /// the list (deficit reset), `Turn::Open` keeps the turn for the next call (the budget ran
+    /// out), `Turn::Done` moves `c` to the tail (its head packet did not fit).
+    #[inline]
+    pub fn close(&mut self, c: usize, deficit: u32, turn: Turn) {
+        let c = c & 7;
+        match turn {
+            Turn::Empty => {
+                self.deficit[c] = 0;
+                self.head = self.head.wrapping_add(1) & 7;
+                self.len -= 1;
+                self.granted = false;
+            }
+            Turn::Open => self.deficit[c] = deficit,
+            Turn::Done => {
+                self.deficit[c] = deficit;
+                self.rotate();
+            }
+        }
     }
 
     /// The head packet (`len` bytes) of `c`, the class [`select`](Self::select) returned, left;
