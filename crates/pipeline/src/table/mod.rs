@@ -56,6 +56,8 @@ pub struct TableStage {
     default_fast: Fast,
     /// Specialised passes (false: the reference interpreter).
     special: bool,
+    /// Every action entry interned so far is `forward P` (entries are only ever appended).
+    all_forward: bool,
     /// Outer headers of the `Fast::Encap` entries.
     templates: Vec<EncapTemplate>,
     intern: HashMap<ActionEntry, u32>,
@@ -114,6 +116,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         fast: Vec::new(),
         default_fast,
         special,
+        all_forward: true,
         templates,
         intern: HashMap::new(),
         entries_digest: FNV_OFFSET,
@@ -162,6 +165,7 @@ impl TableStage {
             Some(b) if self.special => fast_form(b, &e.args, &mut self.templates),
             _ => Fast::General,
         };
+        self.all_forward &= matches!(f, Fast::Forward(_));
         self.fast.push(f);
         self.intern.insert(e, i);
         i
@@ -799,7 +803,23 @@ impl Stage for TableStage {
                 })
             };
         }
-        if let (true, Engine::Direct(v)) = (direct_fused, &self.engine) {
+        if let (true, true, Some(reason), Engine::Direct(v)) = (direct_fused, self.all_forward, self.def.default_drop, &self.engine) {
+            // A port-indexed table whose entries all forward and whose miss drops (l2fwd's
+            // port pairs): one load for the entry, one for its port; a miss (`MISS` is past
+            // the end of `fast`) is the only branch.
+            let bit = self.bit;
+            each_lane!(i in lanes => {
+                let m = b.meta_mut(i);
+                let r = v.get(usize::from(m.in_port)).copied().unwrap_or(MISS);
+                if let Some(Fast::Forward(p)) = self.fast.get(r as usize) {
+                    m.out_port = *p;
+                    m.hits |= bit;
+                    hits += 1;
+                } else {
+                    cx.drop(b, i, reason);
+                }
+            });
+        } else if let (true, Engine::Direct(v)) = (direct_fused, &self.engine) {
             act!(|i: usize| v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS));
         } else {
             act!(|i: usize| out[i].unwrap_or(MISS));
