@@ -161,14 +161,12 @@ impl Match {
     }
 }
 
-/// A mask of the top `len` bits of a `width`-bit field.
+/// A mask of the top `len` bits of a `width`-bit field (`len` ≥ `width` gives every bit).
 pub fn prefix_mask(len: u8, width: u8) -> u128 {
     let all = if width >= 128 { u128::MAX } else { (1u128 << width) - 1 };
-    if len == 0 {
-        0
-    } else {
-        all & !(all >> len)
-    }
+    // `all >> 128` would overflow (a panic in debug builds; in release the amount wraps to 0, so
+    // a /128 came out as an empty mask and `2001:db8::42/128` was refused).
+    all & !all.checked_shr(u32::from(len)).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -198,5 +196,75 @@ mod tests {
         assert_eq!(Match::Masked(0x12, 0xf0).as_range(8), Some((0x10, 0x1f)));
         assert_eq!(Match::Masked(0x02, 0x02).as_range(8), None);
         assert_eq!(Match::parse(ValueKind::Ipv6, "2001:2::/32").unwrap(), Match::Prefix(0x2001_0002u128 << 96, 32));
+        assert_eq!(Match::parse(ValueKind::Ipv6, "2001:db8::42/128").unwrap(), Match::Prefix(0x2001_0db8u128 << 96 | 0x42, 128));
+        assert_eq!(Match::parse(ValueKind::Int(128), "7/128").unwrap(), Match::Prefix(7, 128));
+    }
+
+    #[test]
+    fn prefix_mask_at_the_boundaries() {
+        for w in [8u8, 16, 32, 48, 64, 127, 128] {
+            let all = if w == 128 { u128::MAX } else { (1u128 << w) - 1 };
+            assert_eq!(prefix_mask(0, w), 0, "/0 of {w}");
+            assert_eq!(prefix_mask(w, w), all, "/{w} of {w}");
+            assert_eq!(prefix_mask(1, w), 1 << (w - 1), "/1 of {w}");
+        }
+        assert_eq!(prefix_mask(64, 128), u128::MAX << 64);
+        assert_eq!(prefix_mask(24, 32), 0xffff_ff00);
+    }
+
+    use proptest::prelude::*;
+
+    /// A field kind and a prefix length, boundary lengths (/0, the full width and, for IPv6,
+    /// /32 and /64) weighted in: they are where a shift by the full width hides.
+    fn kind_and_len() -> impl Strategy<Value = (ValueKind, u8)> {
+        let kind = prop_oneof![
+            Just(ValueKind::Ipv4),
+            Just(ValueKind::Ipv6),
+            Just(ValueKind::Mac),
+            prop_oneof![Just(8u8), Just(16), Just(32), Just(64), Just(128), 1u8..=128].prop_map(ValueKind::Int),
+        ];
+        kind.prop_flat_map(|k| {
+            let w = k.width();
+            let len = prop_oneof![
+                3 => Just(0u8),
+                3 => Just(w),
+                2 => Just(32u8.min(w)),
+                2 => Just(64u8.min(w)),
+                1 => Just(w.saturating_sub(1)),
+                4 => 0..=w,
+            ];
+            (Just(k), len)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Every prefix `v/len` (host bits cleared) parses back from its text as the same prefix;
+        /// its range is [v, v | host bits]; with a host bit set it is refused; `/width+1` is refused.
+        #[test]
+        fn prefixes_round_trip((kind, len) in kind_and_len(), raw in any::<u128>()) {
+            let w = kind.width();
+            let all = if w >= 128 { u128::MAX } else { (1u128 << w) - 1 };
+            let mask = prefix_mask(len, w);
+            prop_assert_eq!(mask.count_ones(), u32::from(len));
+            prop_assert_eq!(mask & !all, 0);
+            let v = raw & mask;
+            let m = Match::Prefix(v, len);
+            let text = m.format(kind);
+            prop_assert_eq!(Match::parse(kind, &text), Ok(m), "{}", text);
+            prop_assert_eq!(m.as_range(w), Some((v, v | (all & !mask))));
+            if len < w {
+                let host = (raw & all & !mask).max(1 << (w - len - 1));
+                let bad = Match::Prefix(v | host, len).format(kind);
+                prop_assert!(Match::parse(kind, &bad).is_err(), "{} accepted", bad);
+            }
+            let too_long = format!("{}/{}", kind.format(v), u16::from(w) + 1);
+            prop_assert!(Match::parse(kind, &too_long).is_err());
+            // The same prefix written as a mask.
+            if matches!(kind, ValueKind::Int(_)) && len > 0 {
+                let masked = Match::parse(kind, &format!("{v}/{mask:#x}"));
+                prop_assert_eq!(masked.map(|x| x.as_range(w)), Ok(Some((v, v | (all & !mask)))));
+            }
+        }
     }
 }

@@ -27,6 +27,7 @@ With no PIPELINE, benchmarks every reference pipeline and the ACL classifier wit
 (3 runs each, median and spread), prints a table and writes an HTML report (--report).\n\n\
 Examples:\n  fastpath bench l2fwd --packets 20000000\n  \
 fastpath bench router --routes 1000000 --flows 65536 --json\n  \
+fastpath bench router --routes 1000000 --routes6 200000 --v6 100 --repeat 3\n  \
 fastpath bench acl --kind fw --rules 10000")]
 pub struct BenchArgs {
     /// l2fwd, router, sdn-overlay, or acl (the classifier alone). Omit to run them all.
@@ -43,6 +44,12 @@ pub struct BenchArgs {
     /// IPv4 routes in the router's FIB.
     #[arg(long, default_value_t = 1_000_000)]
     routes: usize,
+    /// IPv6 routes in the router's FIB [default: 200000 when --v6 > 0, else 0].
+    #[arg(long)]
+    routes6: Option<usize>,
+    /// Router: percentage of the flows that are IPv6 (Ethernet/IPv6/UDP, routed by fib6), 0..=100.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    v6: u8,
     /// ACL bench: rule-set flavour (acl, fw, ipc), ClassBench style.
     #[arg(long, default_value = "acl")]
     kind: String,
@@ -183,7 +190,8 @@ fn default_flows(pipeline: &str) -> u32 {
 /// One measured run of a reference pipeline.
 pub fn bench_pipeline(name: &str, a: &BenchArgs, tsc: f64) -> Result<BenchResult, String> {
     let flows = a.flows.unwrap_or_else(|| default_flows(name));
-    let opts = Opts { flows, routes: a.routes, seed: a.seed, overlay: a.variant };
+    let routes6 = a.routes6.unwrap_or(if a.v6 > 0 { 200_000 } else { 0 });
+    let opts = Opts { flows, routes: a.routes, routes6, v6_pct: a.v6, seed: a.seed, overlay: a.variant };
     let scn = scenario::build(name, &opts)?;
     let templ = || Templates::build(&scn.frame, flows, &FrameSizes::Fixed(a.size)).map_err(|e| e.to_string());
     // The source's own cost: the same traffic straight to the sink. A fixed count, so that it

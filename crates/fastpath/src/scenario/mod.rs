@@ -6,7 +6,7 @@ use fastpath_packet::build::FrameBuilder;
 use fastpath_pipeline::value::Match;
 use fastpath_pipeline::Pipeline;
 use std::collections::HashSet;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Reference pipelines `fastpath bench` knows, with their spec text.
 pub const PIPELINES: &[(&str, &str)] = &[
@@ -22,8 +22,12 @@ pub mod overlay;
 pub struct Opts {
     /// Concurrent flows in the traffic.
     pub flows: u32,
-    /// Routes for `router`.
+    /// IPv4 routes for `router`.
     pub routes: usize,
+    /// IPv6 routes for `router`.
+    pub routes6: usize,
+    /// `router`: percentage (0..=100) of the flows that are IPv6.
+    pub v6_pct: u8,
     /// Seed for generated tables and traffic.
     pub seed: u64,
     /// `sdn-overlay` only: full, a ladder step, or the CPS traffic.
@@ -103,6 +107,35 @@ pub fn random_routes(n: usize, seed: u64) -> Vec<(u32, u8, u32)> {
     out
 }
 
+/// `n` distinct IPv6 prefixes inside 2000::/3 with a length mix like the public IPv6 table
+/// (about 50 % /48, 10 % /32, 8 % /44, 7 % /40, 5 % /36, 5 % /29, 10 % /33–/47, 5 % /49–/64),
+/// nested under `n / 10` random /32 "allocations" as RIR-assigned space is, each with a next
+/// hop `0..NEXT_HOPS`. Prefixes are left-aligned `u128`s.
+pub fn random_routes6(n: usize, seed: u64) -> Vec<(u128, u8, u32)> {
+    let mut rng = Rng::new(seed ^ 0x6666);
+    let allocs: Vec<u128> = (0..(n / 10).max(1)).map(|_| u128::from((rng.next() as u32 >> 3) | 1 << 29) << 96).collect();
+    let mut seen = HashSet::with_capacity(n);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let len: u8 = match rng.below(100) {
+            0..=49 => 48,
+            50..=59 => 32,
+            60..=67 => 44,
+            68..=74 => 40,
+            75..=79 => 36,
+            80..=84 => 29,
+            85..=94 => 33 + rng.below(15) as u8,
+            _ => 49 + rng.below(16) as u8,
+        };
+        let alloc = allocs[rng.below(allocs.len() as u64) as usize];
+        let p = (alloc | u128::from(rng.next()) << 32) & (u128::MAX << (128 - u32::from(len)));
+        if seen.insert((p, len)) {
+            out.push((p, len, rng.below(u64::from(NEXT_HOPS)) as u32));
+        }
+    }
+    out
+}
+
 /// Entries-file lines for `routes` into table `fib4` of the router spec.
 pub fn route_lines(routes: &[(u32, u8, u32)]) -> String {
     let mut s = String::with_capacity(routes.len() * 80);
@@ -153,33 +186,67 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
             })
         }
         "router" => {
+            let v6_pct = o.v6_pct.min(100);
             let routes = random_routes(o.routes, o.seed);
+            let routes6 = random_routes6(o.routes6, o.seed);
+            if v6_pct < 100 && routes.is_empty() {
+                return Err("router: IPv4 traffic needs --routes > 0".into());
+            }
+            if v6_pct > 0 && routes6.is_empty() {
+                return Err("router: IPv6 traffic (--v6 > 0) needs --routes6 > 0".into());
+            }
             let t0 = std::time::Instant::now();
             let ai = prog.actions.iter().position(|a| a.name == "nexthop").ok_or("router spec has no nexthop action")?;
-            let table = pipe.table_mut("fib4").ok_or("router spec has no fib4 table")?;
-            for &(a, l, nh) in &routes {
+            let args = |nh: u32| {
                 let mut args = [0u128; fastpath_pipeline::ir::MAX_ARGS];
                 args[0] = 1;
                 args[1] = mac_value(neighbour_mac(nh));
                 args[2] = mac_value(ROUTER_MAC);
-                table.insert(&[Match::Prefix(u128::from(a), l)], 0, ai, args).map_err(|e| e.to_string())?;
+                args
+            };
+            let table = pipe.table_mut("fib4").ok_or("router spec has no fib4 table")?;
+            for &(a, l, nh) in &routes {
+                table.insert(&[Match::Prefix(u128::from(a), l)], 0, ai, args(nh)).map_err(|e| e.to_string())?;
             }
             let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-            // Each flow goes to an address inside a random route (so it hits), from its own source.
+            let t0 = std::time::Instant::now();
+            let table6 = pipe.table_mut("fib6").ok_or("router spec has no fib6 table")?;
+            for &(a, l, nh) in &routes6 {
+                table6.insert(&[Match::Prefix(a, l)], 0, ai, args(nh)).map_err(|e| e.to_string())?;
+            }
+            let load6_ms = t0.elapsed().as_secs_f64() * 1e3;
+            // Each flow goes to an address inside a random route (so it hits), from its own
+            // source; flow f is IPv6 when f % 100 < v6_pct (so the share is exact per 100 flows).
             let mut rng = Rng::new(o.seed ^ 0x5eed);
-            let dsts: Vec<u32> = (0..flows)
-                .map(|_| {
-                    let (a, l, _) = routes[rng.below(routes.len() as u64) as usize];
-                    let host = if l >= 32 { 0 } else { (rng.next() as u32) & (u32::MAX >> l) };
-                    a | host
+            let is_v6 = move |f: u32| f % 100 < u32::from(v6_pct);
+            let dsts: Vec<u128> = (0..flows)
+                .map(|f| {
+                    if is_v6(f) {
+                        let (a, l, _) = routes6[rng.below(routes6.len() as u64) as usize];
+                        let r = u128::from(rng.next()) << 64 | u128::from(rng.next());
+                        a | r.checked_shr(u32::from(l)).unwrap_or(0)
+                    } else {
+                        let (a, l, _) = routes[rng.below(routes.len() as u64) as usize];
+                        let host = if l >= 32 { 0 } else { (rng.next() as u32) & (u32::MAX >> l) };
+                        u128::from(a | host)
+                    }
                 })
                 .collect();
             Ok(Scenario {
                 pipe,
                 frame: Box::new(move |f, len| {
-                    udp_frame(0xc612_0000 | (f & 0xffff), dsts[f as usize % dsts.len()], 1024 + (f % 50000) as u16, len)
+                    let dst = dsts[f as usize % dsts.len()];
+                    let sport = 1024 + (f % 50000) as u16;
+                    if is_v6(f) {
+                        udp6_frame(ROUTER_SRC6 | u128::from(f), dst, sport, len)
+                    } else {
+                        udp_frame(0xc612_0000 | (f & 0xffff), dst as u32, sport, len)
+                    }
                 }),
-                config: serde_json::json!({ "routes": o.routes, "route_load_ms": load_ms, "next_hops": NEXT_HOPS }),
+                config: serde_json::json!({
+                    "routes": o.routes, "route_load_ms": load_ms, "routes6": o.routes6, "route6_load_ms": load6_ms,
+                    "v6": v6_pct, "next_hops": NEXT_HOPS,
+                }),
             })
         }
         "sdn-overlay" => {
@@ -198,6 +265,19 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
         }
         _ => Err(format!("no benchmark scenario for \"{name}\"")),
     }
+}
+
+/// Source prefix of the router's generated IPv6 flows (2001:2::/48, RFC 5180's benchmarking
+/// range); the flow number fills the low bits.
+const ROUTER_SRC6: u128 = 0x2001_0002_0000 << 80;
+
+/// An Ethernet/IPv6/UDP frame of `len` bytes (at least 62).
+pub fn udp6_frame(src: u128, dst: u128, sport: u16, len: usize) -> Vec<u8> {
+    FrameBuilder::eth([0x02, 0, 0, 0, 0, 0x01], [0x02, 0, 0, 0, 0, 0x02])
+        .ipv6(Ipv6Addr::from(src), Ipv6Addr::from(dst))
+        .udp(sport, 5001)
+        .frame_len(len)
+        .build()
 }
 
 /// An Ethernet/IPv4/UDP frame of `len` bytes.

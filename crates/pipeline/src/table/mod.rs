@@ -720,9 +720,7 @@ impl Stage for TableStage {
                 t.lookup_lanes(&sc.k32, have, &mut sc.out);
             }
             Engine::Lpm6(t) => {
-                for i in have {
-                    sc.out[i] = t.lookup(sc.keys[i]);
-                }
+                t.lookup_lanes(&sc.keys, have, &mut sc.out);
             }
             // Classifier tables were resolved in pass 1.
             Engine::Acl { .. } => {}

@@ -38,8 +38,11 @@
 //! 1.7–3.2 s (29.6 k groups, 205 MB including the rule list); batch lookups of random addresses
 //! run at 36–38 M/s with 4 KiB pages (20 M/s without the prefetch pass) and 39–70 M/s with
 //! transparent huge pages (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`: the 64 MiB root otherwise
-//! misses the TLB on almost every lookup). IPv6, 200 k /32–/64 routes: 7–8 M/s batched, 2 M/s
-//! one at a time. Instructions (callgrind, `LPM_BENCH_INSTR`): 19 per IPv4 lookup in
+//! misses the TLB on almost every lookup). IPv6 (`lpm6_lookup_rate` in v6.rs, 65,536
+//! destinations): 200 k routes of the public table's length mix (half /48) take 196 k groups,
+//! 410 MiB with the rule list, built in 0.4–0.6 s; `lookup_lanes` (level-synchronous prefetch
+//! across the batch) runs at 14–36 M/s, `lookup` one at a time at 5–9 M/s (100 k routes: 245
+//! MiB, 13–36 M/s); the spread is the other builds on the machine. Instructions (callgrind, `LPM_BENCH_INSTR`): 19 per IPv4 lookup in
 //! `lookup_batch`, 146 per IPv6 lookup of /32–/48 routes.
 
 mod v4;
@@ -424,6 +427,42 @@ pub(crate) mod tests {
                 (p & (u32::MAX << (32 - u32::from(len))), len, i as u32)
             })
             .collect()
+    }
+
+    /// `n` distinct IPv6 routes inside 2000::/3 with the public IPv6 table's length mix (about
+    /// 50 % /48, 10 % /32, 8 % /44, 7 % /40, 5 % /36, 5 % /29, 10 % /33–/47, 5 % /49–/64),
+    /// nested under `n / 10` random /32 allocations; deterministic in `seed`. The same mix as
+    /// `fastpath bench router --routes6`.
+    pub(crate) fn random_routes6(n: usize, seed: u64) -> Vec<(u128, u8, u32)> {
+        let mut s = seed;
+        let mut next = move || {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let allocs: Vec<u128> = (0..(n / 10).max(1)).map(|_| u128::from((next() as u32 >> 3) | 1 << 29) << 96).collect();
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let r = next();
+            let len: u8 = match r % 100 {
+                0..=49 => 48,
+                50..=59 => 32,
+                60..=67 => 44,
+                68..=74 => 40,
+                75..=79 => 36,
+                80..=84 => 29,
+                85..=94 => 33 + (r >> 16) as u8 % 15,
+                _ => 49 + (r >> 16) as u8 % 16,
+            };
+            let p = (allocs[(r >> 32) as usize % allocs.len()] | u128::from(next()) << 32) & (u128::MAX << (128 - u32::from(len)));
+            if seen.insert((p, len)) {
+                out.push((p, len, out.len() as u32));
+            }
+        }
+        out
     }
 
     #[test]
