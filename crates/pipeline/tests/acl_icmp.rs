@@ -49,7 +49,7 @@ fn echo(from_a: bool, reply: bool, id: u16) -> Vec<u8> {
         let at = 50 + 14 + 20;
         f[at] = 0;
         let old = u16::from_be_bytes([f[at + 2], f[at + 3]]);
-        let sum = u32::from(!old) + u32::from(!0x0800u16) + 0x0000;
+        let sum = u32::from(!old) + u32::from(!0x0800u16); // + the new word, 0x0000
         let sum = (sum & 0xffff) + (sum >> 16);
         let sum = (sum & 0xffff) + (sum >> 16);
         f[at + 2..at + 4].copy_from_slice(&(!(sum as u16)).to_be_bytes());

@@ -7,6 +7,9 @@ use crate::spec::{suggest, SpecFile, TableSpec};
 use fastpath_packet::{DropReason, Hdr};
 use toml::Spanned;
 
+/// A default action and its arguments.
+type DefaultCall = (usize, [u128; MAX_ARGS]);
+
 impl Compiler<'_> {
     pub(super) fn tables(&mut self, spec: &SpecFile, p: &mut Program) {
         for t in &spec.tables {
@@ -108,23 +111,21 @@ impl Compiler<'_> {
             let size = self.size(&t.size, 1 << 27);
             let (default, default_drop) = match &t.default {
                 None => ((0, [0; MAX_ARGS]), None), // no_action
-                Some(d) => match self.default_call(d, &name, &actions, p) {
-                    Some(x) => x,
-                    None => return None,
-                },
+                Some(d) => self.default_call(d, &name, &actions, p)?,
             };
             Some(TableDef { name, key, actions, size, default, default_drop, imp })
         }
     }
 
-    /// Parses `name(arg, …)` for a table's default action.
+    /// Parses `name(arg, …)` for a table's default action: the action, its arguments and, for
+    /// `drop(reason)`, the reason.
     pub(super) fn default_call(
         &mut self,
         d: &Spanned<String>,
         table: &str,
         allowed: &[usize],
         p: &Program,
-    ) -> Option<((usize, [u128; MAX_ARGS]), Option<DropReason>)> {
+    ) -> Option<(DefaultCall, Option<DropReason>)> {
         let pos = d.span().start + 1;
         let text = d.get_ref().trim();
         let (name, args) = match text.split_once('(') {

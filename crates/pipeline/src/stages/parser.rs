@@ -20,6 +20,9 @@ use fastpath_packet::each_lane;
 use fastpath_packet::hdr::{self, EtherType, IpProto, Malformed, VXLAN_PORT};
 use fastpath_packet::{Batch, Hdr, HdrSet, Lanes, Meta, Pool, Slot};
 
+/// An upper-layer protocol, its frame offset and its bytes.
+type Upper<'a> = (IpProto, usize, &'a [u8]);
+
 /// The parser stage.
 pub struct Parser {
     hs: HdrSet,
@@ -235,14 +238,7 @@ impl Parser {
     /// Parses an L3 header of type `et` at `l3` (frame offset `off`). Returns the upper protocol,
     /// its frame offset and its bytes (bounded by the IP length fields), if there is one to parse.
     #[inline]
-    fn l3<'a>(
-        &self,
-        et: EtherType,
-        l3: &'a [u8],
-        off: usize,
-        m: &mut Meta,
-        inner: bool,
-    ) -> Result<Option<(IpProto, usize, &'a [u8])>, Malformed> {
+    fn l3<'a>(&self, et: EtherType, l3: &'a [u8], off: usize, m: &mut Meta, inner: bool) -> Result<Option<Upper<'a>>, Malformed> {
         let hs = self.hs;
         let (v4, v6, slot) = if inner { (Hdr::InnerIpv4, Hdr::InnerIpv6, Slot::InnerL3) } else { (Hdr::Ipv4, Hdr::Ipv6, Slot::L3) };
         if et == EtherType::IPV4 && hs.has(v4) {
@@ -399,7 +395,7 @@ mod tests {
     fn shapes() -> Vec<Vec<u8>> {
         let (s, d) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 19, 0, 2));
         let (s6, d6) = (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
-        let e = || FrameBuilder::eth(A.into(), B.into());
+        let e = || FrameBuilder::eth(A, B);
         vec![
             e().ipv4(s, d).udp(1, 2).payload(&[7; 18]).build(),
             e().ipv4(s, d).tcp(1, 80, TcpFlags::SYN, 5, 0).build(),
@@ -407,9 +403,9 @@ mod tests {
             e().ipv6(s6, d6).udp(1, 2).payload(&[1; 10]).build(),
             e().ipv6(s6, d6).tcp(1, 2, TcpFlags::ACK, 1, 1).build(),
             e().vlan(5, 0).ipv4(s, d).udp(1, 2).build(),
-            e().ipv4(s, d).udp(9, 4789).vxlan(77).inner_eth(B.into(), A.into()).ipv4(d, s).tcp(3, 4, TcpFlags::ACK, 1, 2).build(),
-            e().ipv4(s, d).udp(9, 4789).vxlan(77).inner_eth(B.into(), A.into()).ipv6(s6, d6).udp(3, 4).build(),
-            e().ipv4(s, d).udp(9, 4789).vxlan(77).inner_eth(B.into(), A.into()).ipv4(d, s).icmp_echo(1, 1).build(),
+            e().ipv4(s, d).udp(9, 4789).vxlan(77).inner_eth(B, A).ipv4(d, s).tcp(3, 4, TcpFlags::ACK, 1, 2).build(),
+            e().ipv4(s, d).udp(9, 4789).vxlan(77).inner_eth(B, A).ipv6(s6, d6).udp(3, 4).build(),
+            e().ipv4(s, d).udp(9, 4789).vxlan(77).inner_eth(B, A).ipv4(d, s).icmp_echo(1, 1).build(),
         ]
     }
 
