@@ -33,6 +33,27 @@ pub enum Fast {
     General,
 }
 
+impl Fast {
+    /// [`Fast::kind_bit`] of `Forward`.
+    pub const FORWARD: u8 = 1;
+    /// Of `Rewrite`.
+    pub const REWRITE: u8 = 2;
+    /// Of `SetReg`.
+    pub const SET_REG: u8 = 4;
+
+    /// One bit per kind (the table stage keeps the union over its entries).
+    pub fn kind_bit(&self) -> u8 {
+        match self {
+            Fast::Forward(_) => Self::FORWARD,
+            Fast::Rewrite { .. } => Self::REWRITE,
+            Fast::SetReg { .. } => Self::SET_REG,
+            Fast::Nop => 8,
+            Fast::Encap { .. } => 16,
+            Fast::General => 32,
+        }
+    }
+}
+
 pub fn fast_form(body: &[Prim], args: &[u128; MAX_ARGS], templates: &mut Vec<EncapTemplate>) -> Fast {
     let val = |o: &Operand| match o {
         Operand::Arg(k) => Some(args[usize::from(*k) % MAX_ARGS]),

@@ -56,8 +56,9 @@ pub struct TableStage {
     default_fast: Fast,
     /// Specialised passes (false: the reference interpreter).
     special: bool,
-    /// Every action entry interned so far is `forward P` (entries are only ever appended).
-    all_forward: bool,
+    /// The [`Fast`] kinds of every action entry interned so far (a bit each; entries are only
+    /// ever appended, so this only grows): one kind means the action pass needs no dispatch.
+    kinds: u8,
     /// Outer headers of the `Fast::Encap` entries.
     templates: Vec<EncapTemplate>,
     intern: HashMap<ActionEntry, u32>,
@@ -116,7 +117,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         fast: Vec::new(),
         default_fast,
         special,
-        all_forward: true,
+        kinds: 0,
         templates,
         intern: HashMap::new(),
         entries_digest: FNV_OFFSET,
@@ -165,7 +166,7 @@ impl TableStage {
             Some(b) if self.special => fast_form(b, &e.args, &mut self.templates),
             _ => Fast::General,
         };
-        self.all_forward &= matches!(f, Fast::Forward(_));
+        self.kinds |= f.kind_bit();
         self.fast.push(f);
         self.intern.insert(e, i);
         i
@@ -788,39 +789,55 @@ impl Stage for TableStage {
                         }
                         Fast::General => {
                             let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
-                            let mut acx = cx.action_ctx();
-                            if let Some(body) = self.bodies.get(usize::from(entry.action)) {
-                                for p in body {
-                                    if !action::apply(p, &entry.args, pool, b, i, &mut acx) {
-                                        break;
-                                    }
-                                }
-                            }
+                            run_body(self.bodies.get(usize::from(entry.action)), entry, pool, b, i, cx);
                         }
                     }
                 })
             };
         }
-        if let (true, true, Some(reason), Engine::Direct(v)) = (direct_fused, self.all_forward, self.def.default_drop, &self.engine) {
-            // A port-indexed table whose entries all forward and whose miss drops (l2fwd's
-            // port pairs): one load for the entry, one for its port; a miss (`MISS` is past
-            // the end of `fast`) is the only branch.
-            let bit = self.bit;
-            each_lane!(i in lanes => {
-                let m = b.meta_mut(i);
-                let r = v.get(usize::from(m.in_port)).copied().unwrap_or(MISS);
-                if let Some(Fast::Forward(p)) = self.fast.get(r as usize) {
-                    m.out_port = *p;
-                    m.hits |= bit;
-                    hits += 1;
-                } else {
-                    cx.drop(b, i, reason);
+        // Entries of one kind and a miss that drops (most tables: l2fwd's port pairs, a FIB of
+        // next hops, the overlay's mappings and tunnels): a loop per kind with no dispatch; the
+        // miss (`MISS` is past the end of `fast`) is the only branch.
+        macro_rules! uniform {
+            ($get:expr, $reason:expr, $i:ident, $pat:pat => $body:block) => {
+                each_lane!($i in lanes => {
+                    let r: u32 = $get($i);
+                    if let Some(&$pat) = self.fast.get(r as usize) {
+                        hits += 1;
+                        b.meta_mut($i).hits |= self.bit;
+                        $body
+                    } else {
+                        cx.drop(b, $i, $reason);
+                    }
+                })
+            };
+        }
+        macro_rules! dispatch {
+            ($get:expr) => {
+                match (self.def.default_drop, self.kinds) {
+                    (Some(reason), k) if k == Fast::FORWARD => uniform!($get, reason, i, Fast::Forward(p) => {
+                        b.meta_mut(i).out_port = p;
+                    }),
+                    (Some(reason), k) if k == Fast::REWRITE => uniform!($get, reason, i, Fast::Rewrite { macs, port } => {
+                        let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
+                        if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..).and_then(|d| d.first_chunk_mut::<12>()) {
+                            *h = macs;
+                        }
+                        b.meta_mut(i).out_port = port;
+                    }),
+                    (Some(reason), k) if k == Fast::SET_REG => uniform!($get, reason, i, Fast::SetReg { reg, value } => {
+                        if let Some(x) = b.meta_mut(i).regs.get_mut(usize::from(reg)) {
+                            *x = value;
+                        }
+                    }),
+                    _ => act!($get),
                 }
-            });
-        } else if let (true, Engine::Direct(v)) = (direct_fused, &self.engine) {
-            act!(|i: usize| v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS));
+            };
+        }
+        if let (true, Engine::Direct(v)) = (direct_fused, &self.engine) {
+            dispatch!(|i: usize| v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS));
         } else {
-            act!(|i: usize| out[i].unwrap_or(MISS));
+            dispatch!(|i: usize| out[i].unwrap_or(MISS));
         }
         let misses = lanes.count() as u64 - hits;
         self.hits += hits;
@@ -838,6 +855,19 @@ impl Stage for TableStage {
 
     fn table_ref(&self) -> Option<&dyn TableOps> {
         Some(self)
+    }
+}
+
+/// Runs an entry's primitives on slot `i` through the interpreter: the action shapes
+/// [`fast_form`] does not pre-digest. Out of line (measured: inlined into the action pass, the
+/// interpreter's body made the loop spill registers for every packet, fast forms included).
+#[inline(never)]
+fn run_body(body: Option<&Vec<Prim>>, entry: &ActionEntry, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) {
+    let mut acx = cx.action_ctx();
+    for p in body.map_or(&[][..], |v| v.as_slice()) {
+        if !action::apply(p, &entry.args, pool, b, i, &mut acx) {
+            break;
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 use std::net::Ipv4Addr;
 
 use fastpath_packet::batch::{Lanes, BATCH_MAX};
+use fastpath_packet::each_lane;
 use fastpath_packet::prefetch::prefetch_read;
 
 use super::{Dir, LpmError, EXT};
@@ -134,14 +135,14 @@ impl Lpm4 {
     /// Looks up `addrs[i]` for each slot `i` in `lanes`, writing `out[i]`; other slots are
     /// untouched. Returns the number of hits. Worker; never panics, never allocates.
     pub fn lookup_lanes(&self, addrs: &[u32; BATCH_MAX], lanes: Lanes, out: &mut [Option<u32>; BATCH_MAX]) -> u64 {
-        for i in lanes {
+        each_lane!(i in lanes => {
             prefetch_read(&self.dir.root[(addrs[i] >> 8) as usize]);
-        }
+        });
         let mut hits = 0;
-        for i in lanes {
+        each_lane!(i in lanes => {
             out[i] = self.lookup(addrs[i]);
             hits += u64::from(out[i].is_some());
-        }
+        });
         hits
     }
 
