@@ -1,7 +1,7 @@
 //! Compiling a validated rule set: ranking, CutSplit-style partitioning and HyperSplit trees
 //! (the algorithm is described in the parent module's doc).
 
-use super::{Acl, AclConfig, AclRule, Node, Tree, END, FANOUT, LEAF};
+use super::{Acl, AclConfig, AclRule, Node, Row, Tree, END, FANOUT, LEAF, PACKED};
 
 /// Size of an inner node in 32-bit words.
 const NODE_WORDS: usize = std::mem::size_of::<Node>() / 4;
@@ -41,10 +41,27 @@ pub(super) fn build(cfg: &AclConfig, rules: &[AclRule]) -> Acl {
         result.push((r.action, i as u32));
     }
 
+    let rows = if nf <= PACKED {
+        bounds
+            .chunks_exact(2 * nf)
+            .map(|b| {
+                let mut row = Row { lo: [0; PACKED], span: [u32::MAX; PACKED] };
+                for (d, lh) in b.chunks_exact(2).enumerate().take(PACKED) {
+                    if let (Some(l), Some(sp), &[lo, hi]) = (row.lo.get_mut(d), row.span.get_mut(d), lh) {
+                        *l = lo;
+                        *sp = hi - lo;
+                    }
+                }
+                row
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let ctx = Ctx { cfg, nf, bounds: &bounds, has_tern: &has_tern };
     let mut trees: Vec<Tree> = partition(&ctx, n).into_iter().map(|part| build_tree(&ctx, part)).collect();
     trees.sort_by_key(|t| t.min_rank);
-    Acl { nf, bounds, tern, has_tern, result, trees }
+    Acl { nf, bounds, tern, has_tern, result, rows, trees }
 }
 
 struct Ctx<'a> {
