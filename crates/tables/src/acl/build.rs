@@ -1,7 +1,7 @@
 //! Compiling a validated rule set: ranking, CutSplit-style partitioning and HyperSplit trees
 //! (the algorithm is described in the parent module's doc).
 
-use super::{Acl, AclConfig, AclRule, Node, Tree, END, FANOUT, LEAF};
+use super::{Acl, AclConfig, AclRule, Node, Row, Tree, END, FANOUT, LEAF, PACKED};
 
 /// Size of an inner node in 32-bit words.
 const NODE_WORDS: usize = std::mem::size_of::<Node>() / 4;
@@ -9,6 +9,8 @@ const NODE_WORDS: usize = std::mem::size_of::<Node>() / 4;
 const MIN_PARTITION: usize = 32;
 /// Fields narrower than this never define a partition (a protocol byte separates little).
 const PARTITION_MIN_WIDTH: u8 = 16;
+/// Widest root cut table: 2^16 cells.
+const MAX_CUT_BITS: u32 = 16;
 
 /// Compiles rules that `validate` accepted.
 pub(super) fn build(cfg: &AclConfig, rules: &[AclRule]) -> Acl {
@@ -39,10 +41,27 @@ pub(super) fn build(cfg: &AclConfig, rules: &[AclRule]) -> Acl {
         result.push((r.action, i as u32));
     }
 
+    let rows = if nf <= PACKED {
+        bounds
+            .chunks_exact(2 * nf)
+            .map(|b| {
+                let mut row = Row { lo: [0; PACKED], span: [u32::MAX; PACKED] };
+                for (d, lh) in b.chunks_exact(2).enumerate().take(PACKED) {
+                    if let (Some(l), Some(sp), &[lo, hi]) = (row.lo.get_mut(d), row.span.get_mut(d), lh) {
+                        *l = lo;
+                        *sp = hi - lo;
+                    }
+                }
+                row
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let ctx = Ctx { cfg, nf, bounds: &bounds, has_tern: &has_tern };
     let mut trees: Vec<Tree> = partition(&ctx, n).into_iter().map(|part| build_tree(&ctx, part)).collect();
     trees.sort_by_key(|t| t.min_rank);
-    Acl { nf, bounds, tern, has_tern, result, trees }
+    Acl { nf, bounds, tern, has_tern, result, rows, trees }
 }
 
 struct Ctx<'a> {
@@ -137,16 +156,125 @@ struct Work {
     slot: Slot,
 }
 
-/// Builds one HyperSplit tree over `ranks` (ascending), depth first.
+/// Root cut cells that share a rule list: the hull `lo, hi` of their values, and the cells.
+type CellGroup = (u32, u32, Vec<usize>);
+
+/// Builds one tree over `ranks` (ascending): a root cut table on the top bits of one field,
+/// then a HyperSplit subtree per distinct cell rule list, depth first.
 fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
-    let nf = ctx.nf;
     let region: Vec<(u32, u32)> = ctx.cfg.field_widths.iter().map(|&w| (0, super::width_max(w))).collect();
     let min_rank = ranks.first().copied().unwrap_or(END);
     let nrules = ranks.len();
     let max_words = ctx.cfg.max_words.min(ctx.cfg.words_per_rule.saturating_mul(nrules) + 4096).min(1 << 30);
+    let mut tree = Tree { cut_field: 0, cut_shift: 31, cut: Vec::new(), min_rank, nodes: Vec::new(), leaf_ranks: Vec::new(), depth: 0 };
+    let Some((d, shift)) = choose_cut(ctx, &ranks) else {
+        // No cut: both cells of `field 0 >> 31` (any width) lead to one subtree.
+        let root = grow(ctx, &mut tree, ranks, region, max_words);
+        tree.cut = vec![root; 2];
+        return tree;
+    };
+    let w = u32::from(ctx.cfg.field_widths.get(d).copied().unwrap_or(32));
+    let cells = 1usize << (w - shift);
+    let mut lists: Vec<Vec<u32>> = vec![Vec::new(); cells];
+    for &r in &ranks {
+        let (lo, hi) = ctx.range(r, d);
+        for l in lists.iter_mut().take((hi >> shift) as usize + 1).skip((lo >> shift) as usize) {
+            l.push(r);
+        }
+    }
+    // Cells with the same rule list share one subtree, built over the hull of those cells:
+    // every rule of the list meets every cell of the group, and keys outside the group's cells
+    // never reach the subtree, so pruning and leaf lists stay exact.
+    let mut groups: std::collections::HashMap<&[u32], CellGroup> = std::collections::HashMap::new();
+    for (c, l) in lists.iter().enumerate() {
+        let lo = (c as u32) << shift;
+        let hi = lo | super::width_max(shift as u8);
+        let g = groups.entry(l.as_slice()).or_insert((lo, hi, Vec::new()));
+        g.0 = g.0.min(lo);
+        g.1 = g.1.max(hi);
+        g.2.push(c);
+    }
+    let mut order: Vec<(&[u32], CellGroup)> = groups.into_iter().collect();
+    order.sort_by_key(|(_, g)| g.2.first().copied().unwrap_or(0));
+    tree.cut = vec![LEAF; cells];
+    for (l, (lo, hi, cs)) in order {
+        let mut reg = region.clone();
+        if let Some(b) = reg.get_mut(d) {
+            *b = (lo, hi);
+        }
+        let ptr = grow(ctx, &mut tree, l.to_vec(), reg, max_words);
+        for c in cs {
+            if let Some(slot) = tree.cut.get_mut(c) {
+                *slot = ptr;
+            }
+        }
+    }
+    tree.cut_field = d as u32;
+    tree.cut_shift = shift;
+    tree
+}
+
+/// The root cut of a tree: `(field, shift)` so that cell `v >> shift` of the field splits the
+/// rules best, by the average cell list a rule's key meets (Σ size² / Σ size), while the
+/// copies stay below `2n` and the table below `4n` cells. `None` when no cut helps.
+fn choose_cut(ctx: &Ctx<'_>, ranks: &[u32]) -> Option<(usize, u32)> {
+    let n = ranks.len();
+    if n <= ctx.cfg.leaf_size.max(1) {
+        return None;
+    }
+    let kmax = (usize::BITS - n.leading_zeros() + 2).min(MAX_CUT_BITS);
+    let mut best: Option<(f64, usize, u32)> = None;
+    let mut count: Vec<u32> = Vec::new();
+    for (d, &w) in ctx.cfg.field_widths.iter().enumerate() {
+        let w = u32::from(w);
+        for k in 1..=kmax.min(w) {
+            let shift = w - k;
+            let cells = 1usize << k;
+            if cells > 4 * n {
+                break;
+            }
+            count.clear();
+            count.resize(cells + 1, 0);
+            let mut refs = 0usize;
+            for &r in ranks {
+                let (lo, hi) = ctx.range(r, d);
+                let (a, b) = ((lo >> shift) as usize, (hi >> shift) as usize);
+                refs += b - a + 1;
+                if let Some(x) = count.get_mut(a) {
+                    *x = x.wrapping_add(1);
+                }
+                if let Some(x) = count.get_mut(b + 1) {
+                    *x = x.wrapping_sub(1);
+                }
+            }
+            if refs > 2 * n {
+                break;
+            }
+            let mut run = 0u32;
+            let mut sq = 0f64;
+            for &x in count.iter().take(cells) {
+                run = run.wrapping_add(x);
+                sq += f64::from(run) * f64::from(run);
+            }
+            let cost = sq / refs as f64;
+            if best.is_none_or(|(c, _, _)| cost < c) {
+                best = Some((cost, d, shift));
+            }
+        }
+    }
+    match best {
+        Some((cost, d, shift)) if cost < n as f64 => Some((d, shift)),
+        _ => None,
+    }
+}
+
+/// Builds a HyperSplit subtree over `ranks` (ascending) inside `region`, depth first, into
+/// `tree`; returns its root pointer.
+fn grow(ctx: &Ctx<'_>, tree: &mut Tree, ranks: Vec<u32>, region: Vec<(u32, u32)>, max_words: usize) -> u32 {
+    let nf = ctx.nf;
     let leaf_size = ctx.cfg.leaf_size.max(1);
-    let mut tree = Tree { root: LEAF, min_rank, nodes: Vec::new(), leaf_ranks: Vec::new(), depth: 0 };
-    let mut stack = vec![Work { ranks, region, depth: 0, slot: Slot::Root }];
+    let mut root = LEAF;
+    let mut stack = vec![Work { ranks, region, depth: 1, slot: Slot::Root }];
     while let Some(Work { mut ranks, region, depth, slot }) = stack.pop() {
         // Redundancy removal: nothing after a rule that covers the whole box can win in it.
         if let Some(cut) = ranks.iter().position(|&r| {
@@ -159,7 +287,7 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
         }) {
             ranks.truncate(cut + 1);
         }
-        let words = NODE_WORDS * tree.nodes.len() + tree.leaf_ranks.len();
+        let words = NODE_WORDS * tree.nodes.len() + tree.leaf_ranks.len() + tree.cut.len();
         let split = if ranks.len() <= leaf_size || depth >= ctx.cfg.max_depth || words + ranks.len() + 1 >= max_words {
             None
         } else {
@@ -196,7 +324,7 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
             }
         };
         match slot {
-            Slot::Root => tree.root = ptr,
+            Slot::Root => root = ptr,
             Slot::Child(p, side) => {
                 if let Some(c) = tree.nodes.get_mut(p).and_then(|n| n.child.get_mut(side)) {
                     *c = ptr;
@@ -204,7 +332,7 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
             }
         }
     }
-    tree
+    root
 }
 
 /// Interval `k` of field `d` cut by the ascending thresholds `ts` inside `(blo, bhi)` (interval

@@ -31,7 +31,13 @@
 //!    lookup touches one cache line per three binary levels. A node becomes a leaf when it holds
 //!    ≤ `leaf_size` rules or no split makes progress. Ternary fields take part in splitting
 //!    through their bounding range; the leaf verifies them exactly.
-//! 4. **Prune.** At every node, rules after the first (best) rule that covers the whole box
+//! 4. **Root cut** (HiCuts at the root). Each tree starts with a table of `2^k` cells indexed
+//!    by the top `k` bits of one field (`v >> shift`): the field and `k` that minimise the
+//!    average cell list a rule's key meets, while copies stay below `2n` and cells below `4n`.
+//!    Cells with the same rule list share one HyperSplit subtree built over their hull (every
+//!    rule of the list meets every such cell, so pruning stays exact). Measured on 10k fw
+//!    rules: 12.8 → 2.5 inner nodes and 7.0 → 4.2 rule checks per lookup.
+//! 5. **Prune.** At every node, rules after the first (best) rule that covers the whole box
 //!    exactly can never win there and are dropped (HyperSplit's redundancy removal).
 //!
 //! ```text
@@ -373,8 +379,12 @@ impl Node {
 /// One partition's decision tree.
 #[derive(Clone, Debug)]
 struct Tree {
-    /// Root pointer (a node index, or `LEAF | leaf start`).
-    root: u32,
+    /// Field of the root cut table.
+    cut_field: u32,
+    /// The root cut's cell for key value `v` is `v >> cut_shift`.
+    cut_shift: u32,
+    /// Root cut table: per cell, a node index or `LEAF | leaf start`.
+    cut: Vec<u32>,
     /// Best rank in the tree: the tree is skipped when it cannot beat the best match so far.
     min_rank: u32,
     nodes: Vec<Node>,
@@ -412,6 +422,8 @@ pub struct Acl {
     has_tern: Vec<bool>,
     /// Per rank: (action, rule index).
     result: Vec<(u32, u32)>,
+    /// Per rank: packed bounds, when there are at most [`PACKED`] fields (else empty).
+    rows: Vec<Row>,
     trees: Vec<Tree>,
 }
 
@@ -443,6 +455,7 @@ impl Acl {
     pub fn stats(&self) -> AclStats {
         let nodes: usize = self.trees.iter().map(|t| t.nodes.len()).sum();
         let slots: usize = self.trees.iter().map(|t| t.leaf_ranks.len()).sum();
+        let cells: usize = self.trees.iter().map(|t| t.cut.len()).sum();
         let ends: usize = self.trees.iter().map(|t| t.leaf_ranks.iter().filter(|&&r| r == END).count()).sum();
         AclStats {
             rules: self.len(),
@@ -451,9 +464,10 @@ impl Acl {
             leaf_refs: slots - ends,
             max_depth: self.trees.iter().map(|t| t.depth).max().unwrap_or(0),
             bytes: nodes * std::mem::size_of::<Node>()
-                + slots * 4
+                + (slots + cells) * 4
                 + (self.bounds.len() + self.tern.len()) * 4
                 + self.has_tern.len()
+                + self.rows.len() * std::mem::size_of::<Row>()
                 + self.result.len() * 8,
         }
     }
@@ -465,24 +479,31 @@ impl Acl {
         if key.len() != self.nf {
             return None;
         }
+        let best = if self.rows.is_empty() { self.walk(&Wide(key)) } else { self.walk(&Packed::new(key)) };
+        self.result.get(best as usize).copied()
+    }
+
+    /// Best rank for `key` over every tree.
+    #[inline]
+    fn walk<K: KeyView>(&self, key: &K) -> u32 {
         let mut best = END;
         for t in &self.trees {
             if t.min_rank >= best {
                 break;
             }
-            let mut c = t.root;
+            let mut c = Self::root(t, key);
             while c & LEAF == 0 {
                 let n = self.node(t, c);
                 if n.min_rank >= best {
                     break;
                 }
-                c = n.next(key[n.field as usize]);
+                c = n.next(key.field(n.field));
             }
             if c & LEAF != 0 {
                 best = self.scan(t, c & !LEAF, key, best);
             }
         }
-        self.result.get(best as usize).copied()
+        best
     }
 
     /// Classifies `min(keys.len(), out.len())` keys; returns how many. `N` must equal the
@@ -494,7 +515,13 @@ impl Acl {
             return n;
         }
         for (k, o) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
-            self.classify_lanes(k, o);
+            if self.rows.is_empty() {
+                let views: [Wide<'_>; LANES] = std::array::from_fn(|i| Wide(k.get(i).map_or(&[][..], |k| &k[..])));
+                self.classify_lanes(&views, k.len(), o);
+            } else {
+                let views: [Packed; LANES] = std::array::from_fn(|i| Packed::new(k.get(i).map_or(&[][..], |k| &k[..])));
+                self.classify_lanes(&views, k.len(), o);
+            }
         }
         n
     }
@@ -511,8 +538,8 @@ impl Acl {
 
     /// Up to `LANES` keys through every tree in lock step.
     #[inline]
-    fn classify_lanes<const N: usize>(&self, keys: &[[u32; N]], out: &mut [Option<(u32, u32)>]) {
-        let m = keys.len().min(out.len()).min(LANES);
+    fn classify_lanes<K: KeyView>(&self, keys: &[K; LANES], m: usize, out: &mut [Option<(u32, u32)>]) {
+        let m = m.min(out.len()).min(LANES);
         let mut best = [END; LANES];
         let mut cur = [0u32; LANES];
         for t in &self.trees {
@@ -521,10 +548,11 @@ impl Acl {
                 if t.min_rank >= best[i] {
                     continue;
                 }
-                if t.root & LEAF != 0 {
-                    best[i] = self.scan(t, t.root & !LEAF, &keys[i], best[i]);
+                let root = Self::root(t, &keys[i]);
+                if root & LEAF != 0 {
+                    best[i] = self.scan(t, root & !LEAF, &keys[i], best[i]);
                 } else {
-                    cur[i] = t.root;
+                    cur[i] = root;
                     pending |= 1 << i;
                 }
             }
@@ -540,7 +568,7 @@ impl Acl {
                         pending &= !(1 << i);
                         continue;
                     }
-                    let c = n.next(keys[i][n.field as usize]);
+                    let c = n.next(keys[i].field(n.field));
                     cur[i] = c;
                     if c & LEAF != 0 {
                         pending &= !(1 << i);
@@ -556,6 +584,13 @@ impl Acl {
         }
     }
 
+    /// The root cut's pointer for `key` in tree `t`.
+    #[inline]
+    fn root<K: KeyView>(t: &Tree, key: &K) -> u32 {
+        let v = key.field(t.cut_field);
+        t.cut.get((v >> (t.cut_shift & 31)) as usize).copied().unwrap_or(LEAF)
+    }
+
     /// Inner node `c` of tree `t` (the builder only emits valid indices).
     #[inline]
     fn node<'t>(&self, t: &'t Tree, c: u32) -> &'t Node {
@@ -564,19 +599,19 @@ impl Acl {
 
     /// Scans the leaf starting at `start`; returns the best rank ≤ `best` that matches.
     #[inline]
-    fn scan(&self, t: &Tree, start: u32, key: &[u32], best: u32) -> u32 {
+    fn scan<K: KeyView>(&self, t: &Tree, start: u32, key: &K, best: u32) -> u32 {
         for &rank in t.leaf_ranks.get(start as usize..).unwrap_or(&[]) {
             if rank >= best {
                 break;
             }
-            if self.rule_matches(rank, key) {
+            if key.matches(self, rank) {
                 return rank;
             }
         }
         best
     }
 
-    /// Full check of rule `rank` against `key` (`key.len() == nf`).
+    /// Full check of rule `rank` against `key` (`key.len() == nf`) from the unpacked tables.
     #[inline]
     fn rule_matches(&self, rank: u32, key: &[u32]) -> bool {
         let r = rank as usize;
@@ -589,6 +624,13 @@ impl Acl {
                 return false;
             }
         }
+        self.tern_matches(r, key)
+    }
+
+    /// The ternary part of rule `r`'s check (true when it has none).
+    #[inline]
+    fn tern_matches(&self, r: usize, key: &[u32]) -> bool {
+        let nf = self.nf;
         if self.has_tern.get(r).copied().unwrap_or(false) {
             let Some(t) = self.tern.get(2 * nf * r..2 * nf * (r + 1)) else {
                 return false;
@@ -600,6 +642,77 @@ impl Acl {
             }
         }
         true
+    }
+}
+
+/// Most fields a key may have for the packed rule check ([`Row`]).
+const PACKED: usize = 8;
+
+/// One rule's bounds, packed for a branch-free check: field `d` matches when
+/// `v - lo[d] <= span[d]` (wrapping), so all fields are checked at once with a few SIMD
+/// compares. Unused fields are `lo = 0, span = u32::MAX`. One cache line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Row {
+    lo: [u32; PACKED],
+    span: [u32; PACKED],
+}
+
+/// A lookup key as the walk sees it.
+trait KeyView {
+    /// Value of field `d` (0 past the key).
+    fn field(&self, d: u32) -> u32;
+    /// Full check of rule `rank`.
+    fn matches(&self, acl: &Acl, rank: u32) -> bool;
+}
+
+/// A key of at most [`PACKED`] fields, zero-padded, checked against [`Row`]s.
+#[derive(Clone, Copy)]
+struct Packed([u32; PACKED]);
+
+impl Packed {
+    #[inline]
+    fn new(key: &[u32]) -> Packed {
+        let mut k = [0u32; PACKED];
+        for (d, &v) in k.iter_mut().zip(key) {
+            *d = v;
+        }
+        Packed(k)
+    }
+}
+
+impl KeyView for Packed {
+    #[inline]
+    fn field(&self, d: u32) -> u32 {
+        self.0[d as usize % PACKED]
+    }
+
+    #[inline]
+    fn matches(&self, acl: &Acl, rank: u32) -> bool {
+        let r = rank as usize;
+        let Some(row) = acl.rows.get(r) else {
+            return false;
+        };
+        let mut out = 0u32;
+        for d in 0..PACKED {
+            out |= u32::from(self.0[d].wrapping_sub(row.lo[d]) > row.span[d]);
+        }
+        out == 0 && acl.tern_matches(r, &self.0[..acl.nf.min(PACKED)])
+    }
+}
+
+/// A key of any length, checked against the unpacked tables.
+struct Wide<'a>(&'a [u32]);
+
+impl KeyView for Wide<'_> {
+    #[inline]
+    fn field(&self, d: u32) -> u32 {
+        self.0.get(d as usize).copied().unwrap_or(0)
+    }
+
+    #[inline]
+    fn matches(&self, acl: &Acl, rank: u32) -> bool {
+        acl.rule_matches(rank, self.0)
     }
 }
 
