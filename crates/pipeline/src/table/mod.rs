@@ -620,7 +620,9 @@ impl Stage for TableStage {
         // Pass 1: keys (straight into the engine's key width). A packet missing a key field
         // misses. Results go to `sc.out` (None = miss) for every lane.
         let sc = &mut *self.scratch;
-        let mut have = Lanes::NONE;
+        // Lanes whose key could not be read (a header missing): rare, so recorded on a branch
+        // that is almost never taken, and `have` is the lanes minus these.
+        let mut missing = Lanes::NONE;
         let mut fused = false;
         // Port-indexed direct tables leave their results in `sc.res` (MISS = miss).
         let mut direct_fused = false;
@@ -647,7 +649,9 @@ impl Stage for TableStage {
                     each_lane!(i in lanes => {
                         let v = $x.read64(pool.data(b.handle(i)), b.meta(i));
                         $keys[i] = v.unwrap_or(0) as $ty;
-                        have.insert_if(i, v.is_some());
+                        if v.is_none() {
+                            missing.insert(i);
+                        }
                     })
                 };
             }
@@ -666,7 +670,9 @@ impl Stage for TableStage {
                     each_lane!(i in lanes => {
                         let v = e.read(pool.data(b.handle(i)), b.meta(i));
                         sc.keys[i] = v.unwrap_or(0);
-                        have.insert_if(i, v.is_some());
+                        if v.is_none() {
+                            missing.insert(i);
+                        }
                     })
                 }
                 (e, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
@@ -683,7 +689,9 @@ impl Stage for TableStage {
                     _ => None,
                 };
                 sc.k64[i] = k.unwrap_or(0);
-                have.insert_if(i, k.is_some());
+                if k.is_none() {
+                    missing.insert(i);
+                }
             })
         } else {
             let narrow = matches!(self.engine, Engine::Exact64(_));
@@ -694,12 +702,14 @@ impl Stage for TableStage {
                     } else {
                         sc.keys[i] = k;
                     }
-                    have.insert(i);
+                } else {
+                    missing.insert(i);
                 }
             }
         }
-        if !fused && have != lanes {
-            for i in lanes.and_not(have) {
+        let have = lanes.and_not(missing);
+        if !fused && !missing.is_empty() {
+            for i in missing {
                 sc.out[i] = None;
             }
         }
