@@ -40,6 +40,8 @@ impl Fast {
     pub const REWRITE: u8 = 2;
     /// Of `SetReg`.
     pub const SET_REG: u8 = 4;
+    /// Of `Encap`.
+    pub const ENCAP: u8 = 16;
 
     /// One bit per kind (the table stage keeps the union over its entries).
     pub fn kind_bit(&self) -> u8 {
@@ -48,7 +50,7 @@ impl Fast {
             Fast::Rewrite { .. } => Self::REWRITE,
             Fast::SetReg { .. } => Self::SET_REG,
             Fast::Nop => 8,
-            Fast::Encap { .. } => 16,
+            Fast::Encap { .. } => Self::ENCAP,
             Fast::General => 32,
         }
     }

@@ -677,6 +677,7 @@ impl Stage for TableStage {
                 }
                 (e, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
                 (e, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
+                (e, Engine::Direct(_)) => pass!(e, sc.k64, u64),
                 (e, _) => pass!(e, sc.keys, u128),
             }
         } else if let (Engine::Exact64(_), [(x0, _, _), (x1, w1, _)]) = (&self.engine, self.key_x.as_slice()) {
@@ -694,7 +695,7 @@ impl Stage for TableStage {
                 }
             })
         } else {
-            let narrow = matches!(self.engine, Engine::Exact64(_));
+            let narrow = matches!(self.engine, Engine::Exact64(_) | Engine::Direct(_));
             for i in lanes {
                 if let Some(k) = key128(&self.key_x, pool.data(b.handle(i)), b.meta(i)) {
                     if narrow {
@@ -717,9 +718,9 @@ impl Stage for TableStage {
         match &self.engine {
             _ if fused => {}
             Engine::Direct(v) => {
-                for i in have {
-                    sc.out[i] = v.get(sc.keys[i] as usize).copied().and_then(hit);
-                }
+                each_lane!(i in have => {
+                    sc.out[i] = v.get(sc.k64[i] as usize).copied().and_then(hit);
+                });
             }
             Engine::Exact64(t) => {
                 t.lookup_lanes(&sc.k64, have, &mut sc.out);
@@ -838,6 +839,17 @@ impl Stage for TableStage {
                     (Some(reason), k) if k == Fast::SET_REG => uniform!($get, reason, i, Fast::SetReg { reg, value } => {
                         if let Some(x) = b.meta_mut(i).regs.get_mut(usize::from(reg)) {
                             *x = value;
+                        }
+                    }),
+                    (Some(reason), k) if k == Fast::ENCAP => uniform!($get, reason, i, Fast::Encap { tpl, port } => {
+                        let ok = match self.templates.get(tpl as usize) {
+                            Some(t) => crate::stages::vxlan::encap_with(pool, b.handle(i), b.meta_mut(i), t),
+                            None => false,
+                        };
+                        if ok {
+                            b.meta_mut(i).out_port = port;
+                        } else {
+                            cx.drop(b, i, DropReason::NoHeadroom);
                         }
                     }),
                     _ => act!($get),
