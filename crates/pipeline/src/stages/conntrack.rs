@@ -25,7 +25,7 @@
 use crate::exec::{Stage, StageCx};
 use crate::ir::{Operand, MAX_ARGS};
 use fastpath_packet::{Batch, DropReason, Hdr, Lanes, Meta, Pool, Slot, BATCH_MAX};
-use fastpath_tables::flow::{proto, FlowKey, InsertError, Segment, Side, TcpVerdict, NO_FLOW};
+use fastpath_tables::flow::{proto, Dir, FlowKey, InsertError, Segment, Side, NO_FLOW};
 
 /// `ct.new` bit of `Meta::reserved`.
 pub const CT_NEW: u16 = 1;
@@ -71,53 +71,52 @@ impl ConntrackStage {
 /// The flow key and segment of one packet, or `None` when it is not trackable (or cut short).
 #[inline]
 pub fn key_of(data: &[u8], m: &Meta, zone: u32) -> Option<(FlowKey, Side, Segment)> {
+    let (mut k, mut seg) = (FlowKey::ZERO, Segment::default());
+    let side = key_into(data, m, zone, &mut k, &mut seg)?;
+    Some((k, side, seg))
+}
+
+/// [`key_of`] writing the key and segment in place (the stage's scratch arrays: no 70-byte
+/// temporary to copy). Returns the sender's side; `key`/`seg` are garbage on `None`.
+#[inline]
+fn key_into(data: &[u8], m: &Meta, zone: u32, key: &mut FlowKey, seg: &mut Segment) -> Option<Side> {
     let l3 = m.offset(Slot::L3);
     let l4 = m.offset(Slot::L4);
     let v = m.valid;
-    let p = if v.has(Hdr::Tcp) {
-        proto::TCP
+    let wire_len = data.len() as u32;
+    let l4h = data.get(l4..)?;
+    // The parser validated the headers: the first L4 word holds both ports (TCP, UDP).
+    let (p, ports) = if v.has(Hdr::Tcp) {
+        let t = l4h.get(..20)?;
+        let doff = usize::from(t[12] >> 4) * 4;
+        let ip_end = if v.has(Hdr::Ipv4) {
+            l3 + usize::from(u16::from_be_bytes([*data.get(l3 + 2)?, *data.get(l3 + 3)?]))
+        } else {
+            l3 + 40 + usize::from(u16::from_be_bytes([*data.get(l3 + 4)?, *data.get(l3 + 5)?]))
+        };
+        let payload = ip_end.saturating_sub(l4 + doff) as u32;
+        *seg = Segment::tcp(t[13], be32(&t[4..8]), be32(&t[8..12]), u16::from_be_bytes([t[14], t[15]]), payload);
+        seg.wire_len = wire_len;
+        if t[13] & fastpath_tables::flow::flags::SYN != 0 {
+            seg.wscale = wscale(l4h.get(20..doff.max(20))?);
+        }
+        (proto::TCP, be32(t))
     } else if v.has(Hdr::Udp) {
-        proto::UDP
-    } else if v.has(Hdr::Icmp) {
-        proto::ICMP
-    } else if v.has(Hdr::Icmp6) {
-        proto::ICMPV6
+        *seg = Segment::datagram(wire_len);
+        (proto::UDP, be32(l4h.get(..4)?))
+    } else if v.has(Hdr::Icmp) || v.has(Hdr::Icmp6) {
+        // ICMP echo (types 8/0, ICMPv6 128/129): the identifier is both "ports".
+        let c = l4h.get(..8)?;
+        let id = if matches!(c[0], 0 | 8 | 128 | 129) { u32::from(u16::from_be_bytes([c[4], c[5]])) } else { 0 };
+        *seg = Segment::datagram(wire_len);
+        (if v.has(Hdr::Icmp) { proto::ICMP } else { proto::ICMPV6 }, id << 16 | id)
     } else {
         return None;
     };
-    let wire_len = data.len() as u32;
-    let l4h = data.get(l4..)?;
-    let (sport, dport, seg) = match p {
-        proto::TCP => {
-            let t = l4h.get(..20)?;
-            let doff = usize::from(t[12] >> 4) * 4;
-            let ip_end = if v.has(Hdr::Ipv4) {
-                l3 + usize::from(u16::from_be_bytes([*data.get(l3 + 2)?, *data.get(l3 + 3)?]))
-            } else {
-                l3 + 40 + usize::from(u16::from_be_bytes([*data.get(l3 + 4)?, *data.get(l3 + 5)?]))
-            };
-            let payload = ip_end.saturating_sub(l4 + doff) as u32;
-            let mut seg = Segment::tcp(t[13], be32(&t[4..8]), be32(&t[8..12]), u16::from_be_bytes([t[14], t[15]]), payload);
-            seg.wire_len = wire_len;
-            if t[13] & fastpath_tables::flow::flags::SYN != 0 {
-                seg.wscale = wscale(l4h.get(20..doff.max(20))?);
-            }
-            (u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]]), seg)
-        }
-        proto::UDP => {
-            let u = l4h.get(..4)?;
-            (u16::from_be_bytes([u[0], u[1]]), u16::from_be_bytes([u[2], u[3]]), Segment::datagram(wire_len))
-        }
-        _ => {
-            // ICMP echo (types 8/0, ICMPv6 128/129): the identifier is both "ports".
-            let c = l4h.get(..8)?;
-            let id = if matches!(c[0], 0 | 8 | 128 | 129) { u16::from_be_bytes([c[4], c[5]]) } else { 0 };
-            (id, id, Segment::datagram(wire_len))
-        }
-    };
+    let (sport, dport) = ((ports >> 16) as u16, ports as u16);
     let (k, side) = if v.has(Hdr::Ipv4) {
         let a = data.get(l3 + 12..l3 + 20)?;
-        FlowKey::v4(zone, p, [a[0], a[1], a[2], a[3]], sport, [a[4], a[5], a[6], a[7]], dport)
+        FlowKey::v4_words(zone, p, be32(&a[..4]), sport, be32(&a[4..]), dport)
     } else if v.has(Hdr::Ipv6) {
         let a = data.get(l3 + 8..l3 + 40)?;
         let mut s = [0u8; 16];
@@ -128,12 +127,13 @@ pub fn key_of(data: &[u8], m: &Meta, zone: u32) -> Option<(FlowKey, Side, Segmen
     } else {
         return None;
     };
-    Some((k, side, seg))
+    *key = k;
+    Some(side)
 }
 
 #[inline]
 fn be32(s: &[u8]) -> u32 {
-    u32::from_be_bytes([s[0], s[1], s[2], s[3]])
+    s.first_chunk::<4>().map_or(0, |w| u32::from_be_bytes(*w))
 }
 
 /// The window-scale shift of a SYN's options (RFC 7323 §2.2), or `Segment::NO_WSCALE`.
@@ -172,12 +172,9 @@ impl Stage for ConntrackStage {
             let data = pool.data(h);
             let m = b.meta(i);
             let zone = self.zone.map_or(0, |z| z.value(&args, data, m) as u32);
-            if let Some((k, side, seg)) = key_of(data, m, zone) {
-                let hash = table.hash(&k);
-                self.keys[n] = k;
-                self.hashes[n] = hash;
+            if let Some(side) = key_into(data, m, zone, &mut self.keys[n], &mut self.segs[n]) {
+                self.hashes[n] = table.hash(&self.keys[n]);
                 self.sides[n] = side;
-                self.segs[n] = seg;
                 self.slots[n] = i as u8;
                 n += 1;
             } else {
@@ -208,16 +205,17 @@ impl Stage for ConntrackStage {
                     Err(InsertError::Invalid(_)) => flags = CT_INVALID,
                 }
             }
+            // A new entry's cached action is 0.
+            let mut verdict = 0;
             if flags == 0 {
-                flags = match table.track(id, side, &seg, now) {
-                    TcpVerdict::Accept => {
-                        let reply = table.dir(id, side) == fastpath_tables::flow::Dir::Reply;
-                        CT_ESTABLISHED | if reply { CT_REPLY } else { 0 }
+                flags = match table.track_action(id, side, &seg, now) {
+                    Ok((dir, action)) => {
+                        verdict = action as u16 & 0xff;
+                        CT_ESTABLISHED | if dir == Dir::Reply { CT_REPLY } else { 0 }
                     }
-                    TcpVerdict::Invalid(_) => CT_INVALID,
+                    Err(_) => CT_INVALID,
                 };
             }
-            let verdict = if flags & CT_INVALID == 0 { table.entry(id).map_or(0, |e| e.action() as u16 & 0xff) } else { 0 };
             let m = b.meta_mut(i);
             m.reserved = flags | verdict << 8;
             m.flow = if flags & CT_INVALID == 0 { id } else { NO_FLOW };

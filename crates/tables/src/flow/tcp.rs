@@ -388,6 +388,11 @@ impl Conn {
             }
             return TcpVerdict::Accept;
         }
+        // Datagrams that change no state: anything on a replied flow, the original direction
+        // of an unreplied one (what `step_general` would conclude, without the call).
+        if self.state == State::Replied || (self.state == State::Unreplied && dir == Dir::Original) {
+            return TcpVerdict::Accept;
+        }
         self.step_general(dir, seg, window_check)
     }
 
