@@ -11,13 +11,13 @@
 //! TSC cycles (two `rdtsc` per stage per batch).
 
 use crate::action;
-use crate::ir::{CondC, Program};
+use crate::ir::{CmpOp, CondC, MetaField, Program};
 use crate::objects::Objects;
 use crate::table::ops::TableOps;
 use crate::trace::{Trace, TraceRec};
 use fastpath_packet::each_lane;
 use fastpath_packet::prefetch::cycles;
-use fastpath_packet::{Batch, DropReason, Lanes, Pool, Verdict, NO_PORT};
+use fastpath_packet::{Batch, DropReason, Lanes, Meta, Pool, Verdict, NO_PORT};
 
 /// Everything a stage may touch besides the batch and the pool.
 pub struct StageCx<'a> {
@@ -259,8 +259,24 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
                     let need = *need;
                     each_lane!(i in src => { out.insert_if(i, b.meta(i).valid.has_all(need)) });
                 } else if let CondC::MetaCmp(f, op, v) = *cond {
-                    // `ct.new`, `meta.color == 1`: metadata only, one comparison.
-                    each_lane!(i in src => { out.insert_if(i, op.holds(crate::field::read_meta(b.meta(i), f), v)) });
+                    // `ct.new`, `meta.color == 1`: metadata only, one comparison; the field and
+                    // the operator are matched once per batch, not per packet.
+                    macro_rules! cmp {
+                        ($read:expr) => {
+                            match op {
+                                CmpOp::Eq => each_lane!(i in src => { out.insert_if(i, $read(b.meta(i)) == v) }),
+                                CmpOp::Ne => each_lane!(i in src => { out.insert_if(i, $read(b.meta(i)) != v) }),
+                                _ => each_lane!(i in src => { out.insert_if(i, op.holds($read(b.meta(i)), v)) }),
+                            }
+                        };
+                    }
+                    match f {
+                        MetaField::CtFlag(n) => cmp!(|m: &Meta| u32::from(m.reserved >> n & 1)),
+                        MetaField::CtVerdict => cmp!(|m: &Meta| u32::from(m.reserved >> 8)),
+                        MetaField::Color => cmp!(|m: &Meta| u32::from(m.color)),
+                        MetaField::Reg(r) => cmp!(|m: &Meta| m.regs.get(usize::from(r)).copied().unwrap_or(0)),
+                        _ => cmp!(|m: &Meta| crate::field::read_meta(m, f)),
+                    }
                 } else {
                     each_lane!(i in src => { out.insert_if(i, cond.eval(pool.data(b.handle(i)), b.meta(i))) });
                 }
