@@ -773,35 +773,11 @@ impl Stage for TableStage {
                         &self.default_fast
                     };
                     match *fast {
-                        Fast::Forward(p) => b.meta_mut(i).out_port = p,
-                        Fast::SetReg { reg, value } => {
-                            if let Some(r) = b.meta_mut(i).regs.get_mut(usize::from(reg)) {
-                                *r = value;
-                            }
-                        }
-                        Fast::Nop => {}
-                        Fast::Encap { tpl, port } => {
-                            let ok = match self.templates.get(tpl as usize) {
-                                Some(t) => crate::stages::vxlan::encap_with(pool, b.handle(i), b.meta_mut(i), t),
-                                None => false,
-                            };
-                            if ok {
-                                b.meta_mut(i).out_port = port;
-                            } else {
-                                cx.drop(b, i, DropReason::NoHeadroom);
-                            }
-                        }
-                        Fast::Rewrite { macs, port } => {
-                            let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
-                            if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..off + 12) {
-                                h.copy_from_slice(&macs);
-                            }
-                            b.meta_mut(i).out_port = port;
-                        }
                         Fast::General => {
                             let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
                             run_body(self.bodies.get(usize::from(entry.action)), entry, pool, b, i, cx);
                         }
+                        f => apply_fast(f, &self.templates, pool, b, i, cx),
                     }
                 })
             };
@@ -810,13 +786,13 @@ impl Stage for TableStage {
         // next hops, the overlay's mappings and tunnels): a loop per kind with no dispatch; the
         // miss (`MISS` is past the end of `fast`) is the only branch.
         macro_rules! uniform {
-            ($get:expr, $reason:expr, $i:ident, $pat:pat => $body:block) => {
+            ($get:expr, $reason:expr, $i:ident, $pat:pat => $body:expr) => {
                 each_lane!($i in lanes => {
                     let r: u32 = $get($i);
                     if let Some(&$pat) = self.fast.get(r as usize) {
                         hits += 1;
                         b.meta_mut($i).hits |= self.bit;
-                        $body
+                        $body;
                     } else {
                         cx.drop(b, $i, $reason);
                     }
@@ -826,32 +802,14 @@ impl Stage for TableStage {
         macro_rules! dispatch {
             ($get:expr) => {
                 match (self.def.default_drop, self.kinds) {
-                    (Some(reason), k) if k == Fast::FORWARD => uniform!($get, reason, i, Fast::Forward(p) => {
-                        b.meta_mut(i).out_port = p;
-                    }),
-                    (Some(reason), k) if k == Fast::REWRITE => uniform!($get, reason, i, Fast::Rewrite { macs, port } => {
-                        let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
-                        if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..).and_then(|d| d.first_chunk_mut::<12>()) {
-                            *h = macs;
-                        }
-                        b.meta_mut(i).out_port = port;
-                    }),
-                    (Some(reason), k) if k == Fast::SET_REG => uniform!($get, reason, i, Fast::SetReg { reg, value } => {
-                        if let Some(x) = b.meta_mut(i).regs.get_mut(usize::from(reg)) {
-                            *x = value;
-                        }
-                    }),
-                    (Some(reason), k) if k == Fast::ENCAP => uniform!($get, reason, i, Fast::Encap { tpl, port } => {
-                        let ok = match self.templates.get(tpl as usize) {
-                            Some(t) => crate::stages::vxlan::encap_with(pool, b.handle(i), b.meta_mut(i), t),
-                            None => false,
-                        };
-                        if ok {
-                            b.meta_mut(i).out_port = port;
-                        } else {
-                            cx.drop(b, i, DropReason::NoHeadroom);
-                        }
-                    }),
+                    (Some(reason), Fast::FORWARD) => uniform!($get, reason, i, Fast::Forward(p) => b.meta_mut(i).out_port = p),
+                    (Some(reason), Fast::REWRITE) => {
+                        uniform!($get, reason, i, Fast::Rewrite { macs, port } => rewrite(&macs, port, pool, b, i))
+                    }
+                    (Some(reason), Fast::SET_REG) => uniform!($get, reason, i, Fast::SetReg { reg, value } => set_reg(b, i, reg, value)),
+                    (Some(reason), Fast::ENCAP) => {
+                        uniform!($get, reason, i, Fast::Encap { tpl, port } => encap(self.templates.get(tpl as usize), port, pool, b, i, cx))
+                    }
                     _ => act!($get),
                 }
             };
@@ -877,6 +835,51 @@ impl Stage for TableStage {
 
     fn table_ref(&self) -> Option<&dyn TableOps> {
         Some(self)
+    }
+}
+
+/// Applies a pre-digested action ([`Fast`], every form but `General`) to slot `i`: the action
+/// pass over mixed forms.
+#[inline(always)]
+fn apply_fast(f: Fast, templates: &[EncapTemplate], pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) {
+    match f {
+        Fast::Forward(p) => b.meta_mut(i).out_port = p,
+        Fast::SetReg { reg, value } => set_reg(b, i, reg, value),
+        Fast::Nop | Fast::General => {}
+        Fast::Encap { tpl, port } => encap(templates.get(tpl as usize), port, pool, b, i, cx),
+        Fast::Rewrite { macs, port } => rewrite(&macs, port, pool, b, i),
+    }
+}
+
+/// `set meta.R = V` on slot `i`.
+#[inline(always)]
+fn set_reg(b: &mut Batch, i: usize, reg: u8, value: u32) {
+    if let Some(r) = b.meta_mut(i).regs.get_mut(usize::from(reg)) {
+        *r = value;
+    }
+}
+
+/// A next hop on slot `i`: both MAC addresses, then the output port.
+#[inline(always)]
+fn rewrite(macs: &[u8; 12], port: u16, pool: &mut Pool, b: &mut Batch, i: usize) {
+    let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
+    if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..).and_then(|d| d.first_chunk_mut::<12>()) {
+        *h = *macs;
+    }
+    b.meta_mut(i).out_port = port;
+}
+
+/// A prebuilt VXLAN encapsulation on slot `i`, then the output port (drops `no_headroom`).
+#[inline(always)]
+fn encap(tpl: Option<&EncapTemplate>, port: u16, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) {
+    let ok = match tpl {
+        Some(t) => crate::stages::vxlan::encap_with(pool, b.handle(i), b.meta_mut(i), t),
+        None => false,
+    };
+    if ok {
+        b.meta_mut(i).out_port = port;
+    } else {
+        cx.drop(b, i, DropReason::NoHeadroom);
     }
 }
 
