@@ -109,6 +109,8 @@ macro_rules! each_lane {
     ($i:ident in $lanes:expr => $body:block) => {{
         let lanes: $crate::Lanes = $lanes;
         if let Some(n) = lanes.prefix_len() {
+            // The index also names the slot for the body's other arrays and the batch.
+            #[allow(clippy::needless_range_loop)]
             for $i in 0..n $body
         } else {
             for $i in lanes $body
