@@ -2,10 +2,12 @@
 //!
 //! Owns the pipeline spec (a TOML file, [`spec`]), its compiler ([`compile`]) into the IR, a
 //! checked program as plain data ([`ir`]), the build step that makes the IR runnable and holds
-//! every special case ([`build`]), the batch executor ([`exec`]), the built-in stages (the parser, table stages, primitive stages),
-//! the action primitives ([`action`]), per-stage counters with named drop reasons, the packet
-//! trace ([`trace`]) and the entries / control commands ([`entries`]). Uses `packet`, `tables`
-//! and `tm`.
+//! every special case ([`build`]), the batch executor ([`exec`]), the built-in stages (the
+//! parser, table stages, primitive stages), the action primitives ([`action`]), per-stage
+//! counters with named drop reasons, the packet trace ([`trace`]) and the entries / control
+//! commands ([`entries`]). Uses `packet`, `tables` and `tm`. `docs/pipeline.md` draws the files
+//! and lists the special cases; [`Program::instantiate_reference`] builds the plain interpreter
+//! of a program, the twin the specialised build is tested against (`tests/differential.rs`).
 //!
 //! Invariants: a spec is checked completely before any packet flows (errors name file, line and
 //! column); [`Pipeline::process`] never panics on packet data and never allocates unless tracing
