@@ -786,18 +786,20 @@ impl Stage for TableStage {
         // next hops, the overlay's mappings and tunnels): a loop per kind with no dispatch; the
         // miss (`MISS` is past the end of `fast`) is the only branch.
         macro_rules! uniform {
-            ($get:expr, $reason:expr, $i:ident, $pat:pat => $body:expr) => {
+            ($get:expr, $reason:expr, $i:ident, $pat:pat => $body:expr) => {{
+                // In locals, so the loop does not reload them from `self` for every packet.
+                let (fast, bit): (&[Fast], u32) = (&self.fast, self.bit);
                 each_lane!($i in lanes => {
                     let r: u32 = $get($i);
-                    if let Some(&$pat) = self.fast.get(r as usize) {
+                    if let Some(&$pat) = fast.get(r as usize) {
                         hits += 1;
-                        b.meta_mut($i).hits |= self.bit;
+                        b.meta_mut($i).hits |= bit;
                         $body;
                     } else {
                         cx.drop(b, $i, $reason);
                     }
                 })
-            };
+            }};
         }
         macro_rules! dispatch {
             ($get:expr) => {
@@ -815,6 +817,7 @@ impl Stage for TableStage {
             };
         }
         if let (true, Engine::Direct(v)) = (direct_fused, &self.engine) {
+            let v: &[u32] = v;
             dispatch!(|i: usize| v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS));
         } else {
             dispatch!(|i: usize| out[i].unwrap_or(MISS));
