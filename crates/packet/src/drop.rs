@@ -78,6 +78,11 @@ drop_reasons! {
     FlowTableFull    "flow_table_full"   Warn  "a new connection found the flow table full";
     ConntrackInvalid "conntrack_invalid" Info  "connection tracking refused the packet (out of window, unexpected TCP flags, not a SYN)";
     QueueFull        "queue_full"        Warn  "egress queue or shared buffer had no room";
+    TmThreshold      "tm_threshold"      Info  "traffic manager: the queue is at its dynamic share of the shared buffer";
+    TmWred           "tm_wred"           Info  "traffic manager: WRED dropped a packet that is not ECN-capable, or the average is above the maximum";
+    TmBufferFull     "tm_buffer_full"    Warn  "traffic manager: the shared buffer has no bytes or descriptors left";
+    TmOversize       "tm_oversize"       Warn  "traffic manager: longer than the burst of a shaper on its path, so it could never leave";
+    TmNoQueue        "tm_no_queue"       Warn  "traffic manager: no such port, class or pipe";
     NoHeadroom       "no_headroom"       Warn  "no headroom left in the buffer to encapsulate";
     PortDown         "port_down"         Warn  "the output port does not exist or is down";
     TxFailed         "tx_failed"         Warn  "the port's transmit ring had no room";

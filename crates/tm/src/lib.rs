@@ -116,25 +116,21 @@ impl TmDrop {
     /// Number of reasons.
     pub const COUNT: usize = TmDrop::ALL.len();
 
-    /// The snake_case name, as a future `DropReason` would spell it.
+    /// The snake_case name: the name of its [`DropReason`].
     pub const fn name(self) -> &'static str {
-        match self {
-            TmDrop::Threshold => "tm_threshold",
-            TmDrop::Wred => "tm_wred",
-            TmDrop::BufferFull => "tm_buffer_full",
-            TmDrop::QueueFull => "queue_full",
-            TmDrop::Shaper => "tm_oversize",
-            TmDrop::NoQueue => "tm_no_queue",
-        }
+        self.drop_reason().name()
     }
 
-    /// The closest `DropReason` that exists today (`QueueFull` for every buffer and queue
-    /// reason, `PortDown` for a packet to a port or queue that does not exist). Separate
-    /// `DropReason`s named as [`name`](Self::name) says are proposed.
+    /// The packet-level drop reason, one per TM reason (`queue_full` is shared with the ports'
+    /// own queues).
     pub const fn drop_reason(self) -> DropReason {
         match self {
-            TmDrop::NoQueue => DropReason::PortDown,
-            _ => DropReason::QueueFull,
+            TmDrop::Threshold => DropReason::TmThreshold,
+            TmDrop::Wred => DropReason::TmWred,
+            TmDrop::BufferFull => DropReason::TmBufferFull,
+            TmDrop::QueueFull => DropReason::QueueFull,
+            TmDrop::Shaper => DropReason::TmOversize,
+            TmDrop::NoQueue => DropReason::TmNoQueue,
         }
     }
 }
@@ -336,7 +332,9 @@ mod tests {
         for (i, r) in TmDrop::ALL.iter().enumerate() {
             assert_eq!(*r as usize, i);
         }
-        assert_eq!(TmDrop::Wred.drop_reason(), DropReason::QueueFull);
+        assert_eq!(TmDrop::Wred.drop_reason(), DropReason::TmWred);
+        assert_eq!(TmDrop::Wred.name(), "tm_wred");
+        assert_eq!(TmDrop::QueueFull.drop_reason(), DropReason::QueueFull);
     }
 
     #[test]
