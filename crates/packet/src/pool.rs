@@ -160,8 +160,9 @@ impl Pool {
         let start = h.index() * BUF_SIZE + m.off as usize;
         debug_assert!(usize::from(m.off) + usize::from(m.len) <= BUF_SIZE);
         // SAFETY: `h.index() < meta.len() == n` (the index above is checked) and every
-        // `BufMeta` keeps `off + len <= BUF_SIZE` (`new`, `alloc`, `set_data` and `set_len`
-        // check it; `prepend` and `strip` move bytes between `off` and `len`), so the frame lies
+        // `BufMeta` keeps `off + len <= BUF_SIZE` (`new`, `alloc`, `set_bounds`, `set_data`,
+        // `write_head` and `set_len` set or check it; `prepend` and `strip` move bytes between
+        // `off` and `len`; `BufMeta` is private to this file), so the frame lies
         // inside buffer `h.index()` of the region, which holds `n * BUF_SIZE` initialised bytes.
         // One bounds check instead of three on every packet access (2-4 instructions each).
         unsafe { std::slice::from_raw_parts(self.region.ptr.as_ptr().add(start), usize::from(m.len)) }
