@@ -352,19 +352,30 @@ impl Stage for Parser {
                 }
             });
         } else {
-            let special = self.special;
-            each_lane!(i in lanes => {
-                let data = pool.data(b.handle(i));
-                let m = b.meta_mut(i);
-                if special && self.parse_fast(data, m) {
-                    continue;
-                }
+            // The fast path or the full parser only: the build option is tested once per batch.
+            let full = |p: &Parser, data: &[u8], m: &mut Meta| {
                 m.valid = HdrSet::EMPTY;
                 m.l4_proto = 0;
-                if let Err(e) = self.parse(data, m) {
-                    cx.drop(b, i, e.drop_reason());
-                }
-            });
+                p.parse(data, m).err()
+            };
+            if self.special {
+                each_lane!(i in lanes => {
+                    let data = pool.data(b.handle(i));
+                    let m = b.meta_mut(i);
+                    if self.parse_fast(data, m) {
+                        continue;
+                    }
+                    if let Some(e) = full(self, data, m) {
+                        cx.drop(b, i, e.drop_reason());
+                    }
+                });
+            } else {
+                each_lane!(i in lanes => {
+                    if let Some(e) = full(self, pool.data(b.handle(i)), b.meta_mut(i)) {
+                        cx.drop(b, i, e.drop_reason());
+                    }
+                });
+            }
         }
         if tracing {
             for i in lanes {

@@ -5,7 +5,7 @@ use crate::action;
 use crate::exec::{Stage, StageCx};
 use crate::ir::{Prim, MAX_ARGS};
 use fastpath_packet::each_lane;
-use fastpath_packet::{Batch, DropReason, Lanes, Pool};
+use fastpath_packet::{Batch, DropReason, Lanes, Meta, Pool};
 
 /// A stage that runs primitives from the control block itself (outside any table).
 pub struct PrimStage {
@@ -133,18 +133,27 @@ pub struct MeterStage {
 impl Stage for MeterStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
         let now = cx.now_ns;
-        each_lane!(i in lanes => {
-            let m = b.meta(i);
-            let k = match self.reg {
-                Some(r) => m.regs.get(usize::from(r)).copied().unwrap_or(0),
-                None => self.index,
+        // The index source and drop_red are tested once per batch, not per packet.
+        macro_rules! pass {
+            ($index:expr, $drop_red:expr) => {
+                each_lane!(i in lanes => {
+                    let m = b.meta(i);
+                    let color = cx.objects.meter(self.meter, $index(m) as usize, now, pool.len(b.handle(i)) as u32, m.color);
+                    b.meta_mut(i).color = color;
+                    if $drop_red && color == 2 {
+                        cx.drop(b, i, DropReason::MeterRed);
+                    }
+                })
             };
-            let color = cx.objects.meter(self.meter, k as usize, now, pool.len(b.handle(i)) as u32, m.color);
-            b.meta_mut(i).color = color;
-            if self.drop_red && color == 2 {
-                cx.drop(b, i, DropReason::MeterRed);
-            }
-        });
+        }
+        let reg_of = |r: u8| move |m: &Meta| m.regs.get(usize::from(r)).copied().unwrap_or(0);
+        let index = self.index;
+        match (self.reg, self.drop_red) {
+            (Some(r), true) => pass!(reg_of(r), true),
+            (Some(r), false) => pass!(reg_of(r), false),
+            (None, true) => pass!(|_: &Meta| index, true),
+            (None, false) => pass!(|_: &Meta| index, false),
+        }
     }
     fn describe(&self) -> String {
         format!("meter #{} index {:?}/{}{}", self.meter, self.reg, self.index, if self.drop_red { " drop_red" } else { "" })
