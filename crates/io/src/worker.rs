@@ -7,6 +7,10 @@
 //!        Drop   ─▶ free (the pipeline counted the reason)
 //!        Punt   ─▶ punt ring (bounded; full: free, punt_dropped) or free when there is none
 //!        Continue (the processor left it undecided) ─▶ free, unfinished
+//!        Queued (a traffic manager holds it) ─▶ nothing; counted as queued
+//!
+//!   then, when the processor has queues, for each port q:
+//!        Processor::egress(q) ─▶ Batch of what the shapers let out now ─▶ verdicts as above
 //! ```
 //!
 //! This is the DPDK/VPP run-to-completion model: one thread owns a pool, its ports and a batch,
@@ -28,6 +32,9 @@ use fastpath_packet::{Batch, PktId, Pool, PuntReason, Verdict, BATCH_MAX};
 
 use crate::port::Port;
 
+/// Most batches a port may release from the processor's queues per poll.
+pub const EGRESS_BATCHES: usize = 4;
+
 /// What runs between receive and transmit: the pipeline, or a test stand-in.
 ///
 /// It must leave each packet it decided on with a verdict; packets it leaves `Continue` are
@@ -42,6 +49,27 @@ pub trait Processor {
     /// snapshots. Default: nothing. Must not block.
     #[inline]
     fn between_batches(&mut self, _ports: &[Box<dyn Port>], _stats: &WorkerStats) {}
+
+    /// True when the processor keeps packets between batches (a traffic manager leaves them
+    /// `Queued`): the worker then calls [`Processor::egress`] for every port after each poll.
+    /// Must not change while the worker runs. Default: false.
+    #[inline]
+    fn has_queues(&self) -> bool {
+        false
+    }
+
+    /// Fills `batch` (cleared first) with packets that may leave `port` at `now_ns`, each with
+    /// its final verdict, and returns how many; at most a batch. Default: none.
+    #[inline]
+    fn egress(&mut self, _pool: &mut Pool, _port: u16, _batch: &mut Batch, _now_ns: u64) -> usize {
+        0
+    }
+
+    /// Packets the processor holds right now (queued, waiting for a shaper). Default: 0.
+    #[inline]
+    fn held(&self) -> u64 {
+        0
+    }
 }
 
 impl<F: FnMut(&mut Pool, &mut Batch, u64)> Processor for F {
@@ -136,7 +164,7 @@ pub struct WorkerStats {
     pub rx_pkts: u64,
     /// Packets ports accepted for transmission.
     pub tx_pkts: u64,
-    /// Packets with a `Tx` verdict that the port refused (freed here).
+    /// Packets with a `Tx` verdict that the port refused, its tx ring being full (freed here).
     pub tx_dropped: u64,
     /// Packets with a `Tx` verdict for a port that does not exist (freed here).
     pub tx_bad_port: u64,
@@ -148,6 +176,11 @@ pub struct WorkerStats {
     pub punt_dropped: u64,
     /// Packets the processor left `Continue` (freed here).
     pub unfinished: u64,
+    /// Packets the processor kept in its queues (`Queued`: a traffic manager holds them; they
+    /// come back through [`Processor::egress`]). Its refusals are `Drop`s with their reasons.
+    pub queued: u64,
+    /// Batches of packets the processor released from its queues.
+    pub egress_batches: u64,
     /// Failed port flushes.
     pub flush_errors: u64,
 }
@@ -270,7 +303,12 @@ impl<P: Processor> Worker<P> {
             total += self.batch.len();
             let now_ns = (self.clock)();
             self.processor.process(&mut self.pool, &mut self.batch, now_ns);
+            self.stats.batches += 1;
+            self.stats.rx_pkts += self.batch.len() as u64;
             self.dispatch();
+        }
+        if self.processor.has_queues() {
+            self.egress();
         }
         self.stats.polls += 1;
         if total == 0 {
@@ -279,13 +317,30 @@ impl<P: Processor> Worker<P> {
         total
     }
 
+    /// Asks the processor for what may leave each port now: up to [`EGRESS_BATCHES`] batches
+    /// per port per poll, so that one port's backlog cannot starve receiving.
+    fn egress(&mut self) {
+        let now_ns = (self.clock)();
+        for p in 0..self.ports.len() {
+            for _ in 0..EGRESS_BATCHES {
+                let n = self.processor.egress(&mut self.pool, p as u16, &mut self.batch, now_ns);
+                if n == 0 {
+                    break;
+                }
+                self.stats.egress_batches += 1;
+                self.dispatch();
+                if n < BATCH_MAX {
+                    break;
+                }
+            }
+        }
+    }
+
     /// Acts on the verdicts of the current batch; afterwards the worker owns none of its
-    /// packets.
+    /// packets (those `Queued` belong to the processor).
     fn dispatch(&mut self) {
         let b = &*self.batch;
         let s = &mut self.stats;
-        s.batches += 1;
-        s.rx_pkts += b.len() as u64;
         // Fast path: the whole batch leaves through one port (l2fwd, a single uplink). One
         // compare per packet, then the batch's own handle array goes to tx_burst.
         if let Some(&Verdict::Tx(q)) = b.verdicts().first() {
@@ -307,7 +362,7 @@ impl<P: Processor> Worker<P> {
         // Counters add up in locals and are stored once per batch.
         let (tx, tx_n, free) = (&mut self.tx[..], &mut self.tx_n[..], &mut self.free[..]);
         let (mut nfree, mut dropped, mut bad_port, mut unfinished) = (0usize, 0u64, 0u64, 0u64);
-        let (mut punted, mut punt_dropped) = (0u64, 0u64);
+        let (mut punted, mut punt_dropped, mut queued) = (0u64, 0u64, 0u64);
         for (i, (&h, &v)) in b.handles().iter().zip(b.verdicts()).enumerate() {
             if let Verdict::Tx(q) = v {
                 let q = usize::from(q);
@@ -329,6 +384,9 @@ impl<P: Processor> Worker<P> {
                 punt_dropped += 1;
             } else if let Verdict::Drop(_) = v {
                 dropped += 1;
+            } else if let Verdict::Queued(_) = v {
+                queued += 1;
+                continue;
             } else {
                 unfinished += 1;
             }
@@ -342,6 +400,7 @@ impl<P: Processor> Worker<P> {
         s.unfinished += unfinished;
         s.punted += punted;
         s.punt_dropped += punt_dropped;
+        s.queued += queued;
         for ((q, n), port) in tx_n.iter_mut().enumerate().zip(self.ports.iter_mut()) {
             if *n == 0 {
                 continue;
@@ -369,19 +428,22 @@ impl<P: Processor> Worker<P> {
         }
     }
 
-    /// Polls until every port is exhausted (finite sources drained; sinks always are), flushing
-    /// the ports whenever a poll is idle and at the end. Never returns while a port that is not
-    /// finite (a live interface, an unlimited mem source) is attached.
+    /// Polls until every port is exhausted (finite sources drained; sinks always are) and the
+    /// processor holds no packet, flushing the ports whenever a poll is idle and at the end.
+    /// Never returns while a port that is not finite (a live interface, an unlimited mem
+    /// source) is attached. Queued packets leave at their shapers' rates, so the drain takes
+    /// as long as the backlog needs on the worker's clock.
     pub fn run_until_exhausted(&mut self) -> RunEnd {
         loop {
             if self.poll_once() > 0 {
                 continue;
             }
             self.flush();
-            if self.ports.iter().all(|p| p.is_exhausted()) {
+            let held = self.processor.held();
+            if held == 0 && self.ports.iter().all(|p| p.is_exhausted()) {
                 return RunEnd::Exhausted;
             }
-            if self.pool.available() == 0 {
+            if held == 0 && self.pool.available() == 0 {
                 return RunEnd::PoolEmpty;
             }
         }
@@ -415,6 +477,55 @@ mod tests {
             assert_eq!(w.poll_once(), 0);
         }
         assert_eq!(w.processor().0, 3);
+    }
+
+    /// Holds every packet and lets `per_poll` of them out per port per call, to port 0.
+    struct Hold {
+        held: Vec<PktId>,
+        per_call: usize,
+    }
+    impl Processor for Hold {
+        fn process(&mut self, _: &mut Pool, b: &mut Batch, _: u64) {
+            for i in 0..b.len() {
+                self.held.push(b.handle(i));
+            }
+            b.set_live_verdicts(Verdict::Queued(0));
+        }
+        fn has_queues(&self) -> bool {
+            true
+        }
+        fn egress(&mut self, _: &mut Pool, port: u16, b: &mut Batch, _: u64) -> usize {
+            b.clear();
+            if port != 0 {
+                return 0;
+            }
+            let n = self.per_call.min(self.held.len());
+            for h in self.held.drain(..n) {
+                b.push(h, 0);
+            }
+            b.set_live_verdicts(Verdict::Tx(0));
+            n
+        }
+        fn held(&self) -> u64 {
+            self.held.len() as u64
+        }
+    }
+
+    #[test]
+    fn queued_packets_leave_through_egress_and_the_run_waits_for_them() {
+        use crate::mem::{MemSink, MemSource};
+        let src = MemSource::new("src", &crate::mem::TrafficProfile::default()).unwrap().with_limit(100);
+        let ports: Vec<Box<dyn Port>> = vec![Box::new(MemSink::new("sink")), Box::new(src)];
+        let mut w = Worker::new(Pool::new(256), ports, Hold { held: Vec::new(), per_call: 3 });
+        assert_eq!(w.run_until_exhausted(), RunEnd::Exhausted);
+        let s = w.stats();
+        assert_eq!(s.rx_pkts, 100);
+        assert_eq!(s.queued, 100, "every received packet was queued, none freed");
+        assert_eq!(s.tx_pkts, 100, "and every one left through egress");
+        assert_eq!((s.dropped, s.unfinished), (0, 0));
+        assert!(s.egress_batches >= 34, "three packets per egress batch: {}", s.egress_batches);
+        assert_eq!(w.processor().held(), 0);
+        assert_eq!(w.pool().available(), 256);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! What happens to a packet after a stage: go on, drop (with a reason), transmit, or punt.
+//! What happens to a packet after a stage: go on, drop (with a reason), transmit, punt, or wait in
+//! the traffic manager.
 
 use crate::drop::DropReason;
 
@@ -27,4 +28,7 @@ pub enum Verdict {
     Tx(u16),
     /// Goes to the control plane.
     Punt(PuntReason),
+    /// Held by the traffic manager for this port: it leaves later, through the pipeline's
+    /// egress. Whoever dispatches verdicts neither sends nor frees it.
+    Queued(u16),
 }

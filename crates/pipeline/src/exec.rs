@@ -17,7 +17,8 @@ use crate::table::ops::TableOps;
 use crate::trace::{Trace, TraceRec};
 use fastpath_packet::each_lane;
 use fastpath_packet::prefetch::cycles;
-use fastpath_packet::{Batch, DropReason, Lanes, Meta, Pool, Verdict, NO_PORT};
+use fastpath_packet::{Batch, DropReason, Hdr, Lanes, Meta, Pool, Slot, Verdict, BATCH_MAX, NO_PORT};
+use fastpath_tm::{Desc, Enq, Tm};
 
 /// Everything a stage may touch besides the batch and the pool.
 pub struct StageCx<'a> {
@@ -141,6 +142,14 @@ pub struct Pipeline {
     pub(crate) program: Program,
     /// Built with the specialised paths ([`crate::build::BuildOptions`]).
     pub(crate) special: bool,
+    /// The traffic manager (`[tm]`), between ingress and egress.
+    pub(crate) tm: Option<Tm>,
+    /// The traffic manager's row of the counters: offered, queued, refused by reason.
+    pub(crate) tm_stats: StageStats,
+    /// Scratch for one port's enqueue burst, and for one dequeue.
+    pub(crate) tm_in: Box<[Desc; BATCH_MAX]>,
+    pub(crate) tm_res: Box<[Enq; BATCH_MAX]>,
+    pub(crate) tm_out: Box<[Desc; BATCH_MAX]>,
 }
 
 impl Pipeline {
@@ -149,9 +158,14 @@ impl Pipeline {
         &self.name
     }
 
-    /// Runs one batch through the whole pipeline. Afterwards every packet has a final verdict
-    /// (`Tx`, `Drop` or `Punt`); the caller acts on them. Worker only; never allocates unless
-    /// tracing is on.
+    /// Runs one received batch: the parser and the ingress program, then
+    /// - without a traffic manager, the egress program on the same batch: afterwards every
+    ///   packet has a final verdict (`Tx`, `Drop` or `Punt`);
+    /// - with one (`[tm]`), the forwarded packets go to their port's queues instead: each is
+    ///   `Queued(port)` or dropped with the traffic manager's reason, and leaves later through
+    ///   [`Pipeline::egress`].
+    ///
+    /// The caller acts on the verdicts. Worker only; never allocates unless tracing is on.
     pub fn process(&mut self, pool: &mut Pool, b: &mut Batch, now_ns: u64) {
         let trace_lanes = self.trace.lanes_for(b.len());
         if !trace_lanes.is_empty() {
@@ -159,6 +173,82 @@ impl Pipeline {
         }
         self.masks[0] = b.live();
         run_steps(self, false, pool, b, now_ns, trace_lanes);
+        if self.tm.is_some() {
+            self.enqueue(pool, b, now_ns, trace_lanes);
+        } else {
+            self.run_egress(pool, b, now_ns, trace_lanes);
+        }
+        if !trace_lanes.is_empty() {
+            self.trace.end_batch(b, trace_lanes, &self.trace_buf, &self.stage_names, &self.program);
+            self.trace_buf.clear();
+        }
+    }
+
+    /// Takes the packets that may leave `port` now from the traffic manager (at most a batch,
+    /// in its scheduling order, within the shapers' rates), runs the egress program on them
+    /// (after parsing them again, when there is one: egress has its own parser, as in PSA) and
+    /// leaves each with a final verdict, `Tx(port)` for those egress kept. Returns how many it
+    /// took; 0 without a traffic manager. `b` is cleared first. Worker only; never allocates.
+    pub fn egress(&mut self, port: u16, pool: &mut Pool, b: &mut Batch, now_ns: u64) -> usize {
+        b.clear();
+        let Some(tm) = self.tm.as_mut() else { return 0 };
+        let n = tm.dequeue_burst(usize::from(port), BATCH_MAX, now_ns, &mut self.tm_out[..]);
+        for d in &self.tm_out[..n] {
+            b.push(d.pkt, d.user);
+        }
+        if n == 0 {
+            return 0;
+        }
+        let all = b.live();
+        if !self.egress.is_empty() {
+            let st = &mut self.stats[0];
+            let mut trace = Vec::new();
+            let mut cx = StageCx { now_ns, drops: &mut st.drops, objects: &mut self.objects, trace_lanes: Lanes::NONE, trace: &mut trace };
+            self.stages[0].run(pool, b, all, &mut cx);
+        }
+        for (i, d) in self.tm_out[..n].iter().enumerate() {
+            let m = b.meta_mut(i);
+            m.out_port = port;
+            m.tc = d.class;
+        }
+        self.run_egress(pool, b, now_ns, Lanes::NONE);
+        n
+    }
+
+    /// True when the spec has a traffic manager (`[tm]`): forwarded packets leave through
+    /// [`Pipeline::egress`].
+    pub fn has_tm(&self) -> bool {
+        self.tm.is_some()
+    }
+
+    /// The traffic manager, read-only (counters, occupancy).
+    pub fn tm(&self) -> Option<&Tm> {
+        self.tm.as_ref()
+    }
+
+    /// Packets the traffic manager holds, over all ports.
+    pub fn tm_backlog(&self) -> u64 {
+        self.tm.as_ref().map_or(0, |t| u64::from(t.buffer().used_pkts()))
+    }
+
+    /// Rebuilds the traffic manager for `ports` ports (port ids 0..ports). Call before traffic
+    /// flows; packets still queued are forgotten (the caller frees its pool). Without `[tm]`,
+    /// nothing happens.
+    ///
+    /// # Errors
+    /// A `[[tm.port]]` naming a port at or above `ports`, or a configuration the traffic
+    /// manager refuses.
+    pub fn set_ports(&mut self, ports: usize) -> Result<(), String> {
+        let Some(def) = &self.program.tm else { return Ok(()) };
+        if let Some((p, _)) = def.shapers.iter().find(|(p, _)| usize::from(*p) >= ports) {
+            return Err(format!("[[tm.port]] port {p}: there are only {ports} ports (ids 0 to {})", ports.saturating_sub(1)));
+        }
+        self.tm = Some(Tm::build(&def.config(ports)).map_err(|e| format!("[tm]: {e}"))?);
+        Ok(())
+    }
+
+    /// Egress and the end of the pipeline over the forwarded live packets of `b`.
+    fn run_egress(&mut self, pool: &mut Pool, b: &mut Batch, now_ns: u64, trace_lanes: Lanes) {
         // Egress sees only forwarded packets.
         if !self.egress.is_empty() {
             let mut fwd = Lanes::NONE;
@@ -183,10 +273,73 @@ impl Pipeline {
         });
         b.clear_live();
         e.drops[DropReason::NoVerdict as usize] += unforwarded;
-        if !trace_lanes.is_empty() {
-            self.trace.end_batch(b, trace_lanes, &self.trace_buf, &self.stage_names, &self.program);
-            self.trace_buf.clear();
+    }
+
+    /// The traffic manager's enqueue, after ingress: forwarded packets are offered to their
+    /// port's queues, one burst per port; the rest had no verdict.
+    fn enqueue(&mut self, pool: &mut Pool, b: &mut Batch, now_ns: u64, trace_lanes: Lanes) {
+        let Some(tm) = self.tm.as_mut() else { return };
+        let live = b.live();
+        let mut todo = Lanes::NONE;
+        let mut unforwarded = 0u64;
+        for i in live {
+            if b.meta(i).out_port == NO_PORT {
+                b.finish(i, Verdict::Drop(DropReason::NoVerdict));
+                unforwarded += 1;
+            } else {
+                todo.insert(i);
+            }
         }
+        self.end_stats.pkts_in += unforwarded;
+        self.end_stats.drops[DropReason::NoVerdict as usize] += unforwarded;
+        let s = &mut self.tm_stats;
+        s.calls += 1;
+        s.pkts_in += todo.count() as u64;
+        // Most batches go to one port: one pass gathers it and the rest waits for the next.
+        while let Some(first) = todo.into_iter().next() {
+            let port = b.meta(first).out_port;
+            let mut n = 0;
+            let mut lanes = [0u8; BATCH_MAX];
+            for i in todo {
+                let m = b.meta(i);
+                if m.out_port != port {
+                    continue;
+                }
+                let h = b.handle(i);
+                let frame = pool.data(h);
+                let ecn =
+                    if m.valid.has(Hdr::Ipv4) || m.valid.has(Hdr::Ipv6) { fastpath_tm::wred::ecn_of(frame, m.offset(Slot::L3)) } else { 0 };
+                self.tm_in[n] = Desc { pkt: h, len_bytes: frame.len() as u32, pipe: 0, class: m.tc & 7, ecn, user: m.in_port };
+                lanes[n] = i as u8;
+                n += 1;
+                todo.remove(i);
+            }
+            tm.enqueue_burst(usize::from(port), &self.tm_in[..n], now_ns, &mut self.tm_res[..n]);
+            for (k, &i) in lanes[..n].iter().enumerate() {
+                let i = usize::from(i);
+                let r = self.tm_res[k];
+                match r {
+                    Enq::Queued => b.finish(i, Verdict::Queued(port)),
+                    Enq::Marked => {
+                        let l3 = b.meta(i).offset(Slot::L3);
+                        fastpath_tm::wred::mark_ce(pool.data_mut(b.handle(i)), l3);
+                        b.finish(i, Verdict::Queued(port));
+                    }
+                    Enq::Dropped(why) => {
+                        let reason = why.drop_reason();
+                        s.drops[reason as usize] += 1;
+                        b.finish(i, Verdict::Drop(reason));
+                    }
+                }
+                s.pkts_out += u64::from(!matches!(r, Enq::Dropped(_)));
+                if trace_lanes.contains(i) {
+                    let class = self.tm_in[k].class;
+                    let queue_bytes = tm.queue_counters(usize::from(port), usize::from(class)).map_or(0, |c| c.occ_bytes);
+                    self.trace_buf.push((i, TraceRec::Tm { port, class, enq: r, queue_bytes }));
+                }
+            }
+        }
+        b.clear_live();
     }
 
     /// Names of the stages in plan order.
@@ -194,9 +347,13 @@ impl Pipeline {
         &self.stage_names
     }
 
-    /// Counters of each stage, in plan order, plus the final `end` pseudo-stage.
+    /// Counters of each stage, in plan order, then the traffic manager's (`tm`, when there is
+    /// one) and the final `end` pseudo-stage.
     pub fn stats(&self) -> Vec<(String, StageStats)> {
         let mut v: Vec<_> = self.stage_names.iter().cloned().zip(self.stats.iter().cloned()).collect();
+        if self.tm.is_some() {
+            v.push(("tm".to_string(), self.tm_stats.clone()));
+        }
         v.push(("end".to_string(), self.end_stats.clone()));
         v
     }
@@ -207,6 +364,7 @@ impl Pipeline {
             *s = StageStats::default();
         }
         self.end_stats = StageStats::default();
+        self.tm_stats = StageStats::default();
     }
 
     /// Asks for the next `n` packets to be traced.

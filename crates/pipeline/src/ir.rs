@@ -288,6 +288,50 @@ pub enum StageDef {
     Prims(Vec<Prim>),
     /// `conntrack CT [ZONE]`: track the packets in conntrack table `CT`, zone from the operand.
     Conntrack(u16, Option<Operand>),
+    /// The traffic manager's classifier (`[tm] classify`): `meta.tc` from DSCP or PCP, before
+    /// the ingress program runs (which may still override it with `set_queue`).
+    Classify(Classify),
+}
+
+/// How packets get their traffic class before ingress (`[tm] classify`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Classify {
+    /// Ingress sets `meta.tc` itself (`set_queue`); untouched packets are class 0.
+    None,
+    /// IPv4 / IPv6 DSCP ▸ class, by this table (index = DSCP).
+    Dscp([u8; 64]),
+    /// The outer 802.1Q PCP ▸ class, by this table (index = PCP); untagged packets are class 0.
+    Pcp([u8; 8]),
+}
+
+/// The traffic manager between ingress and egress (`[tm]`): what the build step needs to make
+/// a [`fastpath_tm::Tm`] once the number of ports is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TmDef {
+    /// The shared buffer of all ports.
+    pub buffer: fastpath_tm::config::BufferConfig,
+    /// WRED random seed.
+    pub seed: u64,
+    /// Every port's classes, schedulers and quantum, with no port shaper.
+    pub port: fastpath_tm::config::FlatPortConfig,
+    /// Port shapers by port id (`[[tm.port]]`); other ports are unshaped.
+    pub shapers: Vec<(u16, fastpath_tm::shaper::ShaperConfig)>,
+    /// How packets are classified before ingress.
+    pub classify: Classify,
+}
+
+impl TmDef {
+    /// The traffic manager's configuration for `ports` ports.
+    pub fn config(&self, ports: usize) -> fastpath_tm::config::TmConfig {
+        let ports = (0..ports)
+            .map(|i| {
+                let mut c = self.port;
+                c.shaper = self.shapers.iter().find(|(p, _)| usize::from(*p) == i).map(|(_, s)| *s);
+                fastpath_tm::config::PortConfig::Flat(c)
+            })
+            .collect();
+        fastpath_tm::config::TmConfig { buffer: self.buffer, seed: self.seed, ports }
+    }
 }
 
 /// A checked spec, ready to instantiate.
@@ -319,6 +363,8 @@ pub struct Program {
     pub egress: Vec<SymStep>,
     /// Mask registers needed.
     pub n_masks: usize,
+    /// The traffic manager, when the spec has a `[tm]` section.
+    pub tm: Option<TmDef>,
 }
 
 /// One step of a compiled control block, over lane-mask registers (register 255 is always

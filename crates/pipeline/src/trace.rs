@@ -18,6 +18,9 @@ pub enum TraceRec {
     Lookup { table: u16, key: [u128; 4], hit: bool, action: u16 },
     /// After stage `stage` the verdict was this.
     Stage { stage: u16, verdict: Verdict },
+    /// The traffic manager's decision on port `port`, class `class`: queued, marked CE, or
+    /// refused; `queue_bytes` is the queue's occupancy after it.
+    Tm { port: u16, class: u8, enq: fastpath_tm::Enq, queue_bytes: u64 },
 }
 
 /// Trace state: how many packets are still to be traced and the formatted text so far.
@@ -88,6 +91,14 @@ impl Trace {
                         let name = t.map_or("?", |t| t.name.as_str());
                         let _ = writeln!(self.out, "  {name}: key {keys} -> {} action {act}", if *hit { "hit" } else { "miss (default)" });
                     }
+                    TraceRec::Tm { port, class, enq, queue_bytes } => {
+                        let what = match enq {
+                            fastpath_tm::Enq::Queued => "queued".to_string(),
+                            fastpath_tm::Enq::Marked => "queued, marked CE (WRED)".to_string(),
+                            fastpath_tm::Enq::Dropped(r) => format!("refused ({})", r.name()),
+                        };
+                        let _ = writeln!(self.out, "  tm: port {port} class {class}: {what}, queue {queue_bytes} bytes");
+                    }
                     TraceRec::Stage { stage, verdict } => {
                         let n = names.get(usize::from(*stage)).map_or("?", |s| s.as_str());
                         if *verdict != Verdict::Continue {
@@ -113,5 +124,6 @@ pub fn verdict_text(v: Verdict) -> String {
         Verdict::Drop(r) => format!("drop ({})", r.name()),
         Verdict::Tx(p) => format!("tx port {p}"),
         Verdict::Punt(r) => format!("punt ({})", r.0),
+        Verdict::Queued(p) => format!("queued for port {p}"),
     }
 }

@@ -789,6 +789,7 @@ fn differential(
                 Verdict::Punt(_) => cov.punt += 1,
                 Verdict::Drop(r) => *cov.drops.entry(r.name()).or_default() += 1,
                 Verdict::Continue => prop_assert!(false, "{}", ctx(format!("packet {i} left without a verdict"))),
+                Verdict::Queued(_) => prop_assert!(false, "{}", ctx(format!("packet {i} queued, but no spec here has [tm]"))),
             }
         }
         pools.0.free_bulk(bs.0.handles());

@@ -199,8 +199,14 @@ pub fn check(p: &Program) -> Result<(), Unsupported> {
             return Err(Unsupported(format!("{what}: default argument {v:#x} wider than 64 bits")));
         }
     }
+    if p.tm.is_some() {
+        return Err(Unsupported(
+            "[tm]: a traffic manager (XDP sends each packet as it is decided; run it on afxdp or afpacket ports)".into(),
+        ));
+    }
     for (name, s) in &p.stages {
         match s {
+            StageDef::Classify(_) => {}
             StageDef::Parser | StageDef::Table(_) => {}
             StageDef::Prims(v) => v.iter().try_for_each(|x| prim_ok(x, &format!("stage \"{name}\"")))?,
             StageDef::Conntrack(..) => return Err(Unsupported(format!("stage \"{name}\": conntrack (the XDP datapath is stateless)"))),
@@ -518,7 +524,7 @@ impl Gen<'_> {
             StageDef::Prims(v) => {
                 self.body(v, Args::None);
             }
-            StageDef::Conntrack(..) => unreachable!("conntrack passed the XDP check"),
+            StageDef::Conntrack(..) | StageDef::Classify(_) => unreachable!("conntrack and [tm] do not pass the XDP check"),
         }
     }
 

@@ -22,6 +22,18 @@ impl Processor for PipeProc {
     fn process(&mut self, pool: &mut Pool, batch: &mut Batch, now_ns: u64) {
         self.0.process(pool, batch, now_ns);
     }
+    #[inline]
+    fn has_queues(&self) -> bool {
+        self.0.has_tm()
+    }
+    #[inline]
+    fn egress(&mut self, pool: &mut Pool, port: u16, batch: &mut Batch, now_ns: u64) -> usize {
+        self.0.egress(port, pool, batch, now_ns)
+    }
+    #[inline]
+    fn held(&self) -> u64 {
+        self.0.tm_backlog()
+    }
 }
 
 /// Compiles a spec and loads entry files into it.

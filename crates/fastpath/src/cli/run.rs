@@ -243,6 +243,23 @@ struct LiveSlot {
     drop_pkts: AtomicU64,
 }
 
+impl LiveSlot {
+    /// Adds a batch: `rx` packets received, and its verdicts (`Queued` packets are counted when
+    /// they leave the traffic manager). Single writer per slot: load + store keeps the hot path
+    /// free of locked instructions.
+    #[inline]
+    fn count(&self, rx: u64, verdicts: &[Verdict]) {
+        let (mut tx, mut dropped) = (0u64, 0u64);
+        for v in verdicts {
+            tx += u64::from(matches!(v, Verdict::Tx(_)));
+            dropped += u64::from(!matches!(v, Verdict::Tx(_) | Verdict::Queued(_)));
+        }
+        self.rx_pkts.store(self.rx_pkts.load(Ordering::Relaxed) + rx, Ordering::Relaxed);
+        self.tx_pkts.store(self.tx_pkts.load(Ordering::Relaxed) + tx, Ordering::Relaxed);
+        self.drop_pkts.store(self.drop_pkts.load(Ordering::Relaxed) + dropped, Ordering::Relaxed);
+    }
+}
+
 /// The pipeline plus the per-batch live counters and the worker's control mailbox.
 struct LiveProc<'a> {
     inner: PipeProc,
@@ -282,16 +299,24 @@ impl Processor for LiveProc<'_> {
     #[inline]
     fn process(&mut self, pool: &mut Pool, batch: &mut Batch, now_ns: u64) {
         self.inner.process(pool, batch, now_ns);
-        let (mut tx, mut dropped) = (0u64, 0u64);
-        for v in batch.verdicts() {
-            tx += u64::from(matches!(v, Verdict::Tx(_)));
-            dropped += u64::from(!matches!(v, Verdict::Tx(_)));
-        }
-        // Single writer per slot: load + store keeps the hot path free of locked instructions.
-        let s = self.slot;
-        s.rx_pkts.store(s.rx_pkts.load(Ordering::Relaxed) + batch.len() as u64, Ordering::Relaxed);
-        s.tx_pkts.store(s.tx_pkts.load(Ordering::Relaxed) + tx, Ordering::Relaxed);
-        s.drop_pkts.store(s.drop_pkts.load(Ordering::Relaxed) + dropped, Ordering::Relaxed);
+        self.slot.count(batch.len() as u64, batch.verdicts());
+    }
+
+    #[inline]
+    fn has_queues(&self) -> bool {
+        self.inner.has_queues()
+    }
+
+    #[inline]
+    fn egress(&mut self, pool: &mut Pool, port: u16, batch: &mut Batch, now_ns: u64) -> usize {
+        let n = self.inner.egress(pool, port, batch, now_ns);
+        self.slot.count(0, batch.verdicts());
+        n
+    }
+
+    #[inline]
+    fn held(&self) -> u64 {
+        self.inner.held()
     }
 
     #[inline]
@@ -329,6 +354,7 @@ fn add_stage_stats(a: &mut Vec<(String, StageStats)>, b: &[(String, StageStats)]
 fn build_pipeline(a: &RunArgs) -> Result<Pipeline, String> {
     let prog = fastpath_pipeline::compile_file(&a.spec).map_err(|e| e.to_string())?;
     let mut pipe = prog.instantiate();
+    pipe.set_ports(a.ports.len())?;
     for e in &a.entries {
         let text = std::fs::read_to_string(e).map_err(|err| format!("{}: {err}", e.display()))?;
         pipe.load_entries(&e.display().to_string(), &text).map_err(|err| err.to_string())?;
@@ -375,6 +401,7 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         return Err("--ctl serves live runs only (a capture run ends when its files are read)".into());
     }
     let mut pipe = load_pipeline(&a.spec, &a.entries)?;
+    pipe.set_ports(ports.len())?;
     let mut opened = Vec::with_capacity(ports.len());
     for p in ports {
         if let PortArg::Pcap { name, input, output } = p {

@@ -8,7 +8,11 @@ pub mod special;
 use crate::exec::{Pipeline, Stage, StageStats, Step};
 use crate::ir::{Program, StageDef, SymStep};
 use crate::objects::Objects;
-use fastpath_packet::Lanes;
+use fastpath_packet::{Lanes, BATCH_MAX};
+use fastpath_tm::{Desc, Enq, Tm};
+
+/// Ports the traffic manager has until [`Pipeline::set_ports`] says how many there are.
+pub const DEFAULT_TM_PORTS: usize = 8;
 
 /// How to build a pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +53,7 @@ impl Program {
                 StageDef::Prims(p) if special => special::prim_stage(p),
                 StageDef::Prims(p) => Box::new(crate::stages::prims::PrimStage { prims: p.clone() }),
                 StageDef::Conntrack(ct, zone) => Box::new(crate::stages::conntrack::ConntrackStage::new(*ct, *zone)),
+                StageDef::Classify(how) => Box::new(crate::stages::classify::ClassifyStage { how: *how }),
             });
         }
         let steps = |v: &[SymStep]| -> Vec<Step> {
@@ -79,6 +84,11 @@ impl Program {
             trace: Default::default(),
             trace_buf: Vec::new(),
             program: self.clone(),
+            tm: self.tm.as_ref().map(|t| Tm::build(&t.config(DEFAULT_TM_PORTS)).expect("the compiler validated [tm]")),
+            tm_stats: StageStats::default(),
+            tm_in: Box::new([Desc::default(); BATCH_MAX]),
+            tm_res: Box::new([Enq::Queued; BATCH_MAX]),
+            tm_out: Box::new([Desc::default(); BATCH_MAX]),
         }
     }
 }

@@ -207,6 +207,13 @@ impl Compiler<'_> {
                 let v = self.operand(&args[0], f.kind, scope)?;
                 Some(Prim::Set(f, v))
             }
+            "set_queue" => {
+                // The traffic class the traffic manager queues the packet in (0..=7, 7 highest).
+                argc(1..=1, self).then_some(())?;
+                let f = self.field_at("meta.tc", name.pos, scope.prog, None)?;
+                let v = self.operand(&args[0], ValueKind::Int(3), scope)?;
+                Some(Prim::Set(f, v))
+            }
             "swap" => {
                 argc(2..=2, self).then_some(())?;
                 let a = self.field_at(&args[0].text, args[0].pos, scope.prog, None)?;

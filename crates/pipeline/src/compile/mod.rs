@@ -3,7 +3,8 @@
 //!
 //! One file per concern: [`parser`] (headers, metadata), [`objects`] (meters, counters,
 //! conntrack), [`actions`] (action bodies and primitives), [`tables`] (keys, match kinds, the
-//! implementation, defaults) and [`control`] (the ingress / egress blocks and conditions).
+//! implementation, defaults), [`control`] (the ingress / egress blocks and conditions) and [`tm`]
+//! (the traffic manager).
 //!
 //! Compilation resolves every name once: header fields become offset/width extractors, parameters
 //! become argument indices, tables pick their implementation from their key (a direct array for
@@ -17,6 +18,7 @@ mod control;
 mod objects;
 mod parser;
 mod tables;
+pub mod tm;
 
 use crate::ir::{Program, StageDef, ValueKind};
 use crate::spec::{Source, SpecError, SpecErrors, SpecFile};
@@ -34,6 +36,7 @@ pub(crate) const PRIMS: &[&str] = &[
     "push_vlan",
     "pop_vlan",
     "set_dscp",
+    "set_queue",
     "count",
     "meter",
     "vxlan_decap",
@@ -111,15 +114,18 @@ impl Compiler<'_> {
             ingress: Vec::new(),
             egress: Vec::new(),
             n_masks: 1,
+            tm: None,
         };
         self.parser(spec, &mut p);
         self.metadata(spec, &mut p);
+        self.tm(spec, &mut p);
         self.objects(spec, &mut p);
         self.actions(spec, &mut p);
         self.tables(spec, &mut p);
         let mut applied = Vec::new();
         let ing = &spec.control.ingress;
-        p.ingress = self.control(ing, &mut p, &mut applied);
+        let steps = self.control(ing, &mut p, &mut applied);
+        p.ingress.extend(steps);
         if let Some(eg) = &spec.control.egress {
             p.egress = self.control(eg, &mut p, &mut applied);
         }

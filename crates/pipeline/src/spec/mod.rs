@@ -44,6 +44,95 @@ pub struct SpecFile {
     pub conntracks: Vec<ConntrackSpec>,
     /// Control flow.
     pub control: ControlSpec,
+    /// The traffic manager between ingress and egress.
+    #[serde(default)]
+    pub tm: Option<Spanned<TmSpec>>,
+}
+
+/// `[tm]`: the traffic manager (see `docs/tm.md`). Every value is optional.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TmSpec {
+    /// Bytes of the shared buffer (all ports).
+    pub buffer_bytes: Option<Spanned<u64>>,
+    /// Packet descriptors of the shared buffer.
+    pub buffer_pkts: Option<Spanned<u64>>,
+    /// DRR quantum per unit of weight, bytes.
+    pub drr_quantum_bytes: Option<Spanned<u64>>,
+    /// Dynamic-threshold exponent of every class (α = 2^n).
+    pub alpha_log2: Option<Spanned<i64>>,
+    /// `dscp`, `pcp` or `none`.
+    pub classify: Option<Spanned<String>>,
+    /// DSCP ▸ class overrides: `46 = 7`, `"32-39" = 4`.
+    pub dscp: Option<Spanned<toml::value::Table>>,
+    /// PCP ▸ class overrides: `5 = 5`, `"0-2" = 0`.
+    pub pcp: Option<Spanned<toml::value::Table>>,
+    /// WRED random seed.
+    pub seed: Option<u64>,
+    /// Port shapers.
+    #[serde(default, rename = "port")]
+    pub ports: Vec<TmPortSpec>,
+    /// Per-class settings.
+    #[serde(default, rename = "class")]
+    pub classes: Vec<TmClassSpec>,
+    /// WRED / ECN profiles.
+    #[serde(default, rename = "wred")]
+    pub wred: Vec<TmWredSpec>,
+}
+
+/// `[[tm.port]]`: one port's shaper.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TmPortSpec {
+    /// Port id (the position of its `--port`, from 0).
+    pub port: Spanned<u64>,
+    /// Rate: bits/s, or a string with `kbit` / `mbit` / `gbit`.
+    pub rate: Spanned<toml::Value>,
+    /// Bucket size, bytes.
+    pub burst_bytes: Option<Spanned<u64>>,
+}
+
+/// `[[tm.class]]`: one class's queue on every port.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TmClassSpec {
+    /// Class 0..=7 (7 the highest priority).
+    pub class: Spanned<u64>,
+    /// `strict` or `drr`.
+    pub sched: Option<Spanned<String>>,
+    /// DRR weight.
+    pub weight: Option<Spanned<u64>>,
+    /// Ring capacity, packets (a power of two).
+    pub ring_pkts: Option<Spanned<u64>>,
+    /// Bytes reserved for this queue on every port.
+    pub min_bytes: Option<Spanned<u64>>,
+    /// Dynamic-threshold exponent (α = 2^n).
+    pub alpha_log2: Option<Spanned<i64>>,
+    /// A `[[tm.wred]]` profile.
+    pub wred: Option<Spanned<String>>,
+    /// Queue shaper rate.
+    pub rate: Option<Spanned<toml::Value>>,
+    /// Queue shaper bucket, bytes.
+    pub burst_bytes: Option<Spanned<u64>>,
+}
+
+/// `[[tm.wred]]`: a WRED / ECN profile.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TmWredSpec {
+    /// Profile name.
+    pub name: Spanned<String>,
+    /// Average queue (bytes) where marking / dropping starts.
+    pub min_bytes: Spanned<u64>,
+    /// Average queue (bytes) from which everything is dropped.
+    pub max_bytes: Spanned<u64>,
+    /// 1 / the probability just below `max_bytes` (default 10).
+    pub maxp_inv: Option<Spanned<u64>>,
+    /// EWMA weight 2^−n (default 9).
+    pub weight_log2: Option<Spanned<u64>>,
+    /// Mark ECN-capable packets instead of dropping them (default true).
+    #[serde(default = "yes")]
+    pub ecn: bool,
 }
 
 /// `[parser]`: the standard header graph, limited to the headers listed.

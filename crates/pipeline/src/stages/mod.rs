@@ -1,6 +1,7 @@
-//! Built-in stages that are not tables: the parser, connection tracking, primitive runs, VXLAN
-//! encapsulation.
+//! Built-in stages that are not tables: the parser, the traffic manager's classifier, connection
+//! tracking, primitive runs, VXLAN encapsulation.
 
+pub mod classify;
 pub mod conntrack;
 pub mod parser;
 pub mod prims;
