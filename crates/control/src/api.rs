@@ -8,7 +8,7 @@
 //! table fib4 del 198.18.0.0/15          # or delete; the key must exist
 //! table fib4 clear
 //! meter policer 7 cir 1250000 cbs 15000 ebs 15000
-//! show tables | table NAME | counters [json] | meters | conntrack | plan
+//! show tables | table NAME | counters [json] | meters | conntrack | queues | plan
 //! help
 //! ```
 //! Changes use the entries-file grammar (`fastpath_pipeline::entries`) and are checked against
@@ -33,6 +33,9 @@ pub enum Show {
     Meters,
     /// Conntrack tables: live flows per worker and capacity.
     Conntrack,
+    /// The traffic manager's queues: per port and class, what entered, left, was refused (by
+    /// reason) and is queued, with the high watermark (summed over workers).
+    Queues,
     /// The compiled plan.
     Plan,
     /// Every entry of one table, as entry commands that load back as an entries file.
@@ -71,7 +74,7 @@ table T modify KEY… [priority P] => ACTION(ARGS) change an existing entry's ac
 table T del KEY…                                 delete an existing entry (also: delete)
 table T clear                                    delete every entry
 meter M I cir R cbs B (ebs B | pir R pbs B)      configure meter I of array M (bytes/s, bytes)
-show tables | counters [json] | meters | conntrack | plan
+show tables | counters [json] | meters | conntrack | queues | plan
 show table T                                     T's entries, as commands that load back
 help
 Changes in one request are applied together: every worker switches between two batches.";
@@ -131,9 +134,9 @@ impl CtlError {
 }
 
 fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'a str)> {
-    const WHAT: [&str; 5] = ["tables", "counters", "meters", "conntrack", "plan"];
+    const WHAT: [&str; 6] = ["tables", "counters", "meters", "conntrack", "queues", "plan"];
     let Some(&what) = words.get(1) else {
-        return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack or plan".into(), words[0]));
+        return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack, queues or plan".into(), words[0]));
     };
     if let ("table", Some(&name)) = (what, words.get(2)) {
         if let Some(&extra) = words.get(3) {
@@ -157,10 +160,11 @@ fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'
         "counters" | "counter" | "stats" => Show::Counters { json },
         "meters" | "meter" => Show::Meters,
         "conntrack" | "ct" => Show::Conntrack,
+        "queues" | "queue" | "tm" => Show::Queues,
         "plan" => Show::Plan,
         other => {
             let hint = suggest(other, WHAT).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
-            return Err((format!("cannot show \"{other}\"{hint} (tables, table NAME, counters, meters, conntrack, plan)"), other));
+            return Err((format!("cannot show \"{other}\"{hint} (tables, table NAME, counters, meters, conntrack, queues, plan)"), other));
         }
     })
 }

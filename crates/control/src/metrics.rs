@@ -61,6 +61,80 @@ pub struct WorkerSnapshot {
     pub ports: Vec<PortCounters>,
     /// The worker's loop counters.
     pub totals: LoopCounters,
+    /// The traffic manager's queues that saw traffic, by (port, class).
+    pub queues: Vec<QueueRow>,
+}
+
+/// One traffic-manager queue (a port's class): what entered, left, was refused and is queued.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QueueRow {
+    /// Port id.
+    pub port: u16,
+    /// Traffic class (7 the highest priority).
+    pub class: u8,
+    /// Packets accepted.
+    pub enq_pkts: u64,
+    /// Bytes accepted.
+    pub enq_bytes: u64,
+    /// Packets sent on.
+    pub deq_pkts: u64,
+    /// Bytes sent on.
+    pub deq_bytes: u64,
+    /// Packets refused, by reason name (non-zero only).
+    pub drops: BTreeMap<String, u64>,
+    /// Packets marked CE.
+    pub ecn_marks: u64,
+    /// Packets queued now.
+    pub occ_pkts: u64,
+    /// Bytes queued now.
+    pub occ_bytes: u64,
+    /// Most bytes ever queued at once (the largest of the workers').
+    pub hwm_bytes: u64,
+}
+
+impl QueueRow {
+    fn add(&mut self, o: &QueueRow) {
+        self.enq_pkts += o.enq_pkts;
+        self.enq_bytes += o.enq_bytes;
+        self.deq_pkts += o.deq_pkts;
+        self.deq_bytes += o.deq_bytes;
+        for (r, n) in &o.drops {
+            *self.drops.entry(r.clone()).or_default() += n;
+        }
+        self.ecn_marks += o.ecn_marks;
+        self.occ_pkts += o.occ_pkts;
+        self.occ_bytes += o.occ_bytes;
+        self.hwm_bytes = self.hwm_bytes.max(o.hwm_bytes);
+    }
+}
+
+/// The queues of `pipe`'s traffic manager that saw a packet.
+fn queue_rows(pipe: &Pipeline) -> Vec<QueueRow> {
+    let Some(tm) = pipe.tm() else { return Vec::new() };
+    let mut v = Vec::new();
+    for port in 0..tm.ports() {
+        for class in 0..8u8 {
+            let Some(c) = tm.queue_counters(port, usize::from(class)) else { continue };
+            if c.enq_pkts + c.total_drops() == 0 {
+                continue;
+            }
+            let drops = fastpath_tm::TmDrop::ALL.iter().filter(|r| c.drops(**r) > 0).map(|r| (r.name().to_string(), c.drops(*r))).collect();
+            v.push(QueueRow {
+                port: port as u16,
+                class,
+                enq_pkts: c.enq_pkts,
+                enq_bytes: c.enq_bytes,
+                deq_pkts: c.deq_pkts,
+                deq_bytes: c.deq_bytes,
+                drops,
+                ecn_marks: c.ecn_marks,
+                occ_pkts: c.occ_pkts,
+                occ_bytes: c.occ_bytes,
+                hwm_bytes: c.hwm_bytes,
+            });
+        }
+    }
+    v
 }
 
 impl WorkerSnapshot {
@@ -69,7 +143,7 @@ impl WorkerSnapshot {
     pub fn of(pipe: &Pipeline) -> WorkerSnapshot {
         let tables = pipe.program().tables.iter().map(|t| pipe.table(&t.name).map_or((0, 0), |t| t.hit_miss())).collect();
         let conntrack = pipe.objects().conntracks.iter().map(|c| (c.name.clone(), c.table.len(), c.table.capacity())).collect();
-        WorkerSnapshot { stages: pipe.stats(), tables, conntrack, ..WorkerSnapshot::default() }
+        WorkerSnapshot { stages: pipe.stats(), tables, conntrack, queues: queue_rows(pipe), ..WorkerSnapshot::default() }
     }
 }
 
@@ -97,6 +171,8 @@ pub struct Counters {
     pub ports: Vec<PortCounters>,
     /// Stage counters summed over workers, in plan order (`end` last).
     pub stages: Vec<StageCounters>,
+    /// Traffic-manager queues summed over workers, by port and class (those with traffic).
+    pub queues: Vec<QueueRow>,
 }
 
 impl Counters {
@@ -132,8 +208,54 @@ impl Counters {
                     }
                 }
             }
+            for q in &s.queues {
+                match c.queues.iter_mut().find(|x| (x.port, x.class) == (q.port, q.class)) {
+                    Some(x) => x.add(q),
+                    None => c.queues.push(q.clone()),
+                }
+            }
         }
+        c.queues.sort_by_key(|q| (q.port, q.class));
         c
+    }
+
+    /// The traffic manager's queues as aligned text, then refusals by `port/class/reason`.
+    pub fn render_queues(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "{:<5} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>9} {:>11} {:>11}",
+            "port", "class", "enq_pkts", "enq_bytes", "deq_pkts", "deq_bytes", "drops", "ecn_marks", "occ_pkts", "occ_bytes", "hwm_bytes"
+        );
+        for q in &self.queues {
+            let _ = writeln!(
+                o,
+                "{:<5} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>9} {:>11} {:>11}",
+                q.port,
+                q.class,
+                q.enq_pkts,
+                q.enq_bytes,
+                q.deq_pkts,
+                q.deq_bytes,
+                q.drops.values().sum::<u64>(),
+                q.ecn_marks,
+                q.occ_pkts,
+                q.occ_bytes,
+                q.hwm_bytes
+            );
+        }
+        let drops: Vec<String> = self
+            .queues
+            .iter()
+            .flat_map(|q| q.drops.iter().map(move |(r, n)| format!("  port {} class {}/{r}: {n}", q.port, q.class)))
+            .collect();
+        if !drops.is_empty() {
+            let _ = writeln!(o, "refused by reason:");
+            for d in drops {
+                let _ = writeln!(o, "{d}");
+            }
+        }
+        o
     }
 
     /// Total drops of `stage` for `reason` (by name).
@@ -197,6 +319,14 @@ mod tests {
                 PortCounters { name: "p1".into(), tx_pkts: rx - no_route, ..PortCounters::default() },
             ],
             totals: LoopCounters { worker, rx_pkts: rx, tx_pkts: rx - no_route, dropped: no_route, ..LoopCounters::default() },
+            queues: vec![QueueRow {
+                port: 1,
+                class: 3,
+                enq_pkts: rx,
+                drops: [("tm_threshold".to_string(), no_route)].into(),
+                hwm_bytes: rx * 100,
+                ..QueueRow::default()
+            }],
         }
     }
 
@@ -210,5 +340,9 @@ mod tests {
         let text = c.render();
         assert!(text.contains("fib4/no_route: 5"), "{text}");
         assert!(text.lines().next().unwrap().starts_with("worker 0"), "{text}");
+        assert_eq!(c.queues.len(), 1);
+        assert_eq!((c.queues[0].enq_pkts, c.queues[0].hwm_bytes), (17, 1000), "packets add up, watermarks take the larger");
+        let q = c.render_queues();
+        assert!(q.contains("port 1 class 3/tm_threshold: 5"), "{q}");
     }
 }

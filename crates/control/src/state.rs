@@ -326,6 +326,8 @@ impl<'a> Control<'a> {
                     }
                 }
             }
+            Show::Queues if !self.shadow.has_tm() => o = "no traffic manager: the spec has no [tm] section\n".into(),
+            Show::Queues => o = self.counters()?.render_queues(),
             Show::Plan => o = self.shadow.show_plan(),
             Show::Table { name } => {
                 // The control replica holds exactly what every worker holds.
@@ -592,6 +594,54 @@ forward 1
             assert!(out.contains("ok: 1 change(s) applied on 1 worker(s)"), "{out}");
             assert!(out.contains("conntrack"), "show plan lists the conntrack stage: {out}");
         });
+    }
+
+    #[test]
+    fn show_queues_sums_the_workers_traffic_managers() {
+        const TM: &str = r#"
+name = "q"
+[parser]
+headers = ["eth", "ipv4"]
+[control]
+ingress = "forward 1"
+[tm]
+buffer_pkts = 4
+"#;
+        let build = || fastpath_pipeline::compile("q.toml", TM).map(|p| p.instantiate()).map_err(|e| e.to_string());
+        let (ends, wends): (Vec<ControlEnd>, Vec<WorkerEnd>) = (0..2).map(|_| mailbox()).unzip();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for mut w in wends {
+                let stop = &stop;
+                s.spawn(move || {
+                    // Six 60-byte frames into a 4-descriptor buffer: 4 queued, 2 refused.
+                    let mut p = build().unwrap();
+                    let mut pool = Pool::new(16);
+                    let mut b = Batch::new();
+                    for _ in 0..6 {
+                        let h = pool.alloc().unwrap();
+                        pool.set_data(h, &[0u8; 60]);
+                        b.push(h, 0);
+                    }
+                    p.process(&mut pool, &mut b, 0);
+                    while !stop.load(Ordering::Relaxed) {
+                        w.poll(&mut p, |_| {});
+                        std::thread::yield_now();
+                    }
+                });
+            }
+            let mut c = Control::new(build().unwrap(), Box::new(build), ends);
+            let r = c.execute("show queues");
+            stop.store(true, Ordering::Relaxed);
+            let out = r.unwrap();
+            let row = out.lines().find(|l| l.starts_with("1 ")).unwrap_or_else(|| panic!("{out}"));
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            // port, class, enq_pkts, enq_bytes, deq_pkts, deq_bytes, drops, ecn, occ_pkts, ...
+            assert_eq!((cols[1], cols[2], cols[3], cols[6], cols[8]), ("0", "8", "480", "4", "8"), "{out}");
+            assert!(out.contains("port 1 class 0/tm_buffer_full: 4"), "{out}");
+        });
+        let mut plain = Control::new(pipe(), Box::new(|| Ok(pipe())), Vec::new());
+        assert!(plain.execute("show queues").unwrap().contains("no traffic manager"));
     }
 
     /// Reconfiguring meters keeps one op per meter in the log: the last one.

@@ -229,6 +229,8 @@ fn add_worker_stats(a: &mut WorkerStats, b: &WorkerStats) {
     a.punted += b.punted;
     a.punt_dropped += b.punt_dropped;
     a.unfinished += b.unfinished;
+    a.queued += b.queued;
+    a.egress_batches += b.egress_batches;
     a.flush_errors += b.flush_errors;
 }
 

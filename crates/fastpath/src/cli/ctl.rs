@@ -20,7 +20,7 @@ table T modify KEY… [priority P] => ACTION(ARGS)  change an existing entry\n  
 table T del KEY…                                  delete an existing entry\n  \
 table T clear                                     delete every entry\n  \
 meter M I cir R cbs B (ebs B | pir R pbs B)       configure a meter (bytes/s, bytes)\n  \
-show tables | counters [json] | meters | conntrack | plan\n  \
+show tables | counters [json] | meters | conntrack | queues | plan\n  \
 show table T                                      T's entries, as commands that load back\n\n\
 Examples:\n  fastpath ctl show counters\n  \
 fastpath ctl show table fib4 > fib4.txt   # save a running table as an entries file\n  \

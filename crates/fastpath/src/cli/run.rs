@@ -419,6 +419,10 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         print!("{}", pipe.take_trace());
     }
     println!("{}", super::format_stats(&pipe.stats()));
+    if pipe.has_tm() {
+        let snap = WorkerSnapshot::of(pipe);
+        print!("{}", fastpath_control::metrics::Counters::sum(&[snap]).render_queues());
+    }
     for (i, p) in w.ports().iter().enumerate() {
         let s = p.stats();
         println!("port {i} {:<8} rx {:>10} pkts  tx {:>10} pkts  tx_dropped {}", p.name(), s.rx_pkts, s.tx_pkts, s.tx_dropped);
@@ -530,7 +534,7 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
                     let mail = mail.get(w).and_then(|m| m.lock().ok().and_then(|mut m| m.take()));
                     Ok(Worker::new(pool, opened, LiveProc { inner: PipeProc(pipe), slot: &slots[w], mail }))
                 },
-                |_, w| w.processor().inner.0.stats(),
+                |_, w| WorkerSnapshot::of(&w.processor().inner.0),
             );
             done.store(true, Ordering::SeqCst);
             r
@@ -614,9 +618,18 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
             "worker {} (core {core}): rx {} tx {} tx_dropped {} dropped {} unfinished {} batches {} polls {} idle {}",
             w.worker, s.rx_pkts, s.tx_pkts, s.tx_dropped, s.dropped, s.unfinished, s.batches, s.polls, s.idle_polls
         );
-        add_stage_stats(&mut stages, &w.extra);
+        add_stage_stats(&mut stages, &w.extra.stages);
     }
     let _ = writeln!(o, "{}", super::format_stats(&stages));
+    let snaps: Vec<WorkerSnapshot> = report.workers.iter().map(|w| w.extra.clone()).collect();
+    let tm = fastpath_control::metrics::Counters::sum(&snaps);
+    if !tm.queues.is_empty() || total.queued > 0 {
+        // Losses the worker names: the tx ring (tx_dropped above), the queues (refused by
+        // reason below) and what the shapers still held when the run stopped.
+        let held: u64 = tm.queues.iter().map(|q| q.occ_pkts).sum();
+        let _ = writeln!(o, "traffic manager: queued {}, still held by the shapers at exit {held} (freed)", total.queued);
+        o.push_str(&tm.render_queues());
+    }
     print!("{o}");
     if let Some(p) = &a.counters_out {
         std::fs::write(p, &o).map_err(|e| format!("--counters-out {}: {e}", p.display()))?;
