@@ -83,6 +83,9 @@ drop_reasons! {
     TmBufferFull     "tm_buffer_full"    Warn  "traffic manager: the shared buffer has no bytes or descriptors left";
     TmOversize       "tm_oversize"       Warn  "traffic manager: longer than the burst of a shaper on its path, so it could never leave";
     TmNoQueue        "tm_no_queue"       Warn  "traffic manager: no such port, class or pipe";
+    VlanFiltered     "vlan_filtered"     Info  "the input port is not a member of the frame's VLAN (802.1Q ingress filtering)";
+    L2SamePort       "l2_same_port"      Info  "the destination MAC was learned on the input port (802.1D filtering)";
+    FloodNoBuffer    "flood_no_buffer"   Warn  "no free buffer for a flooded copy";
     NoHeadroom       "no_headroom"       Warn  "no headroom left in the buffer to encapsulate";
     PortDown         "port_down"         Warn  "the output port does not exist or is down";
     TxFailed         "tx_failed"         Warn  "the port's transmit ring had no room";

@@ -36,6 +36,6 @@ pub mod verdict;
 
 pub use batch::{Batch, Lanes, BATCH_MAX};
 pub use drop::DropReason;
-pub use meta::{Hdr, HdrSet, Meta, Slot, NO_PORT};
+pub use meta::{Hdr, HdrSet, Meta, Slot, FLOOD_PORT, NO_PORT};
 pub use pool::{PktId, Pool, BUF_SIZE, HEADROOM};
 pub use verdict::{PuntReason, Verdict};

@@ -183,6 +183,10 @@ impl Slot {
 /// `Meta::out_port` of a packet no action has forwarded yet.
 pub const NO_PORT: u16 = u16::MAX;
 
+/// `out_port` of a frame to flood: to every port of its VLAN but the one it came in on
+/// (an `l2_switch` stage sets it for broadcast, multicast and unknown unicast).
+pub const FLOOD_PORT: u16 = u16::MAX - 1;
+
 /// Number of 32-bit user registers per packet (spec `metadata` fields live here).
 pub const REGS: usize = 5;
 
@@ -224,6 +228,16 @@ impl Meta {
     #[inline]
     pub fn arrived(port: u16) -> Meta {
         Meta { in_port: port, out_port: NO_PORT, flow: u32::MAX, ..Meta::default() }
+    }
+
+    /// The frame's VLAN id: its outer 802.1Q tag's VID, 0 when untagged (or cut short).
+    #[inline]
+    pub fn vid(&self, frame: &[u8]) -> u16 {
+        if !self.valid.has(Hdr::Vlan) {
+            return 0;
+        }
+        let at = self.offset(Slot::Vlan0) + 2;
+        frame.get(at..at + 2).map_or(0, |t| u16::from_be_bytes([t[0], t[1]]) & 0x0fff)
     }
 
     /// Offset of a header layer.

@@ -228,6 +228,17 @@ impl Pool {
         }
     }
 
+    /// A copy of frame `h` in a new buffer, at the same headroom: one copy per output port when a
+    /// frame is flooded. `None` when the pool has no free buffer (or `h` is not of this pool).
+    pub fn clone_pkt(&mut self, h: PktId) -> Option<PktId> {
+        let m = *self.meta.get(h.index())?;
+        let c = self.free.pop()?;
+        self.meta[c.index()] = m;
+        let (from, to) = (h.index() * BUF_SIZE + usize::from(m.off), c.index() * BUF_SIZE + usize::from(m.off));
+        self.region.bytes_mut().copy_within(from..from + usize::from(m.len), to);
+        Some(c)
+    }
+
     /// Copies `bytes` in as the frame, at the default headroom. Truncates to [`MAX_FRAME`].
     /// Control path and sources only.
     pub fn set_data(&mut self, h: PktId, bytes: &[u8]) {

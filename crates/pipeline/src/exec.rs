@@ -11,13 +11,14 @@
 //! TSC cycles (two `rdtsc` per stage per batch).
 
 use crate::action;
+use crate::ir::FdbDef;
 use crate::ir::{CmpOp, CondC, MetaField, Program};
 use crate::objects::Objects;
 use crate::table::ops::TableOps;
 use crate::trace::{Trace, TraceRec};
 use fastpath_packet::each_lane;
 use fastpath_packet::prefetch::cycles;
-use fastpath_packet::{Batch, DropReason, Hdr, Lanes, Meta, Pool, Slot, Verdict, BATCH_MAX, NO_PORT};
+use fastpath_packet::{Batch, DropReason, Hdr, Lanes, Meta, PktId, Pool, Slot, Verdict, BATCH_MAX, FLOOD_PORT, NO_PORT};
 use fastpath_tm::{Desc, Enq, Tm};
 
 /// Everything a stage may touch besides the batch and the pool.
@@ -150,6 +151,8 @@ pub struct Pipeline {
     pub(crate) tm_in: Box<[Desc; BATCH_MAX]>,
     pub(crate) tm_res: Box<[Enq; BATCH_MAX]>,
     pub(crate) tm_out: Box<[Desc; BATCH_MAX]>,
+    /// The `l2_switch` table's VLANs, for flooding at enqueue.
+    pub(crate) flood: Option<FdbDef>,
 }
 
 impl Pipeline {
@@ -298,6 +301,15 @@ impl Pipeline {
         // Most batches go to one port: one pass gathers it and the rest waits for the next.
         while let Some(first) = todo.into_iter().next() {
             let port = b.meta(first).out_port;
+            if port == FLOOD_PORT {
+                todo.remove(first);
+                let r = flood(tm, s, self.flood.as_ref(), pool, b, first, now_ns);
+                if let (true, Some((port, class, enq))) = (trace_lanes.contains(first), r) {
+                    let queue_bytes = tm.queue_counters(usize::from(port), usize::from(class)).map_or(0, |c| c.occ_bytes);
+                    self.trace_buf.push((first, TraceRec::Tm { port, class, enq, queue_bytes }));
+                }
+                continue;
+            }
             let mut n = 0;
             let mut lanes = [0u8; BATCH_MAX];
             for i in todo {
@@ -305,11 +317,7 @@ impl Pipeline {
                 if m.out_port != port {
                     continue;
                 }
-                let h = b.handle(i);
-                let frame = pool.data(h);
-                let ecn =
-                    if m.valid.has(Hdr::Ipv4) || m.valid.has(Hdr::Ipv6) { fastpath_tm::wred::ecn_of(frame, m.offset(Slot::L3)) } else { 0 };
-                self.tm_in[n] = Desc { pkt: h, len_bytes: frame.len() as u32, pipe: 0, class: m.tc & 7, ecn, user: m.in_port };
+                self.tm_in[n] = desc(pool, b.handle(i), m);
                 lanes[n] = i as u8;
                 n += 1;
                 todo.remove(i);
@@ -318,20 +326,10 @@ impl Pipeline {
             for (k, &i) in lanes[..n].iter().enumerate() {
                 let i = usize::from(i);
                 let r = self.tm_res[k];
-                match r {
-                    Enq::Queued => b.finish(i, Verdict::Queued(port)),
-                    Enq::Marked => {
-                        let l3 = b.meta(i).offset(Slot::L3);
-                        fastpath_tm::wred::mark_ce(pool.data_mut(b.handle(i)), l3);
-                        b.finish(i, Verdict::Queued(port));
-                    }
-                    Enq::Dropped(why) => {
-                        let reason = why.drop_reason();
-                        s.drops[reason as usize] += 1;
-                        b.finish(i, Verdict::Drop(reason));
-                    }
+                match settle(s, pool, b.handle(i), b.meta(i), r) {
+                    None => b.finish(i, Verdict::Queued(port)),
+                    Some(reason) => b.finish(i, Verdict::Drop(reason)),
                 }
-                s.pkts_out += u64::from(!matches!(r, Enq::Dropped(_)));
                 if trace_lanes.contains(i) {
                     let class = self.tm_in[k].class;
                     let queue_bytes = tm.queue_counters(usize::from(port), usize::from(class)).map_or(0, |c| c.occ_bytes);
@@ -476,4 +474,82 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
     } else {
         p.ingress = steps;
     }
+}
+
+/// The traffic manager's view of a packet.
+#[inline]
+fn desc(pool: &Pool, h: PktId, m: &Meta) -> Desc {
+    let frame = pool.data(h);
+    let ecn = if m.valid.has(Hdr::Ipv4) || m.valid.has(Hdr::Ipv6) { fastpath_tm::wred::ecn_of(frame, m.offset(Slot::L3)) } else { 0 };
+    Desc { pkt: h, len_bytes: frame.len() as u32, pipe: 0, class: m.tc & 7, ecn, user: m.in_port }
+}
+
+/// Counts an enqueue result under the `tm` row and writes the CE mark of a marked packet;
+/// returns the drop reason of a refused one.
+#[inline]
+fn settle(s: &mut StageStats, pool: &mut Pool, h: PktId, m: &Meta, r: Enq) -> Option<DropReason> {
+    match r {
+        Enq::Queued => {}
+        Enq::Marked => {
+            fastpath_tm::wred::mark_ce(pool.data_mut(h), m.offset(Slot::L3));
+        }
+        Enq::Dropped(why) => {
+            let reason = why.drop_reason();
+            s.drops[reason as usize] += 1;
+            return Some(reason);
+        }
+    }
+    s.pkts_out += 1;
+    None
+}
+
+/// Floods lane `i`: a copy to every member port of its VLAN but the input port (and ports the
+/// traffic manager has), the frame itself to the last one. Copies count under `tm` as packets
+/// in and out; a refused copy is freed and counted by reason, a copy that finds no buffer as
+/// `flood_no_buffer`. Leaves the lane with the last port's verdict; returns that enqueue for
+/// the trace.
+fn flood(
+    tm: &mut Tm,
+    s: &mut StageStats,
+    fdb: Option<&FdbDef>,
+    pool: &mut Pool,
+    b: &mut Batch,
+    i: usize,
+    now_ns: u64,
+) -> Option<(u16, u8, Enq)> {
+    let m = *b.meta(i);
+    let h = b.handle(i);
+    let vid = m.vid(pool.data(h));
+    let all = if tm.ports() >= 64 { u64::MAX } else { (1u64 << tm.ports()) - 1 };
+    let mut targets = fdb.map_or(Some(u64::MAX), |f| f.members(vid)).unwrap_or(0) & all;
+    if m.in_port < 64 {
+        targets &= !(1u64 << m.in_port);
+    }
+    if targets == 0 {
+        s.drops[DropReason::NoRoute as usize] += 1;
+        b.finish(i, Verdict::Drop(DropReason::NoRoute));
+        return None;
+    }
+    let d = desc(pool, h, &m);
+    let mut res = [Enq::Queued];
+    while targets & (targets - 1) != 0 {
+        let port = targets.trailing_zeros() as u16;
+        targets &= targets - 1;
+        s.pkts_in += 1;
+        let Some(c) = pool.clone_pkt(h) else {
+            s.drops[DropReason::FloodNoBuffer as usize] += 1;
+            continue;
+        };
+        tm.enqueue_burst(usize::from(port), &[Desc { pkt: c, ..d }], now_ns, &mut res);
+        if settle(s, pool, c, &m, res[0]).is_some() {
+            pool.free(c);
+        }
+    }
+    let port = targets.trailing_zeros() as u16;
+    tm.enqueue_burst(usize::from(port), &[d], now_ns, &mut res);
+    match settle(s, pool, h, &m, res[0]) {
+        None => b.finish(i, Verdict::Queued(port)),
+        Some(reason) => b.finish(i, Verdict::Drop(reason)),
+    }
+    Some((port, d.class, res[0]))
 }

@@ -288,9 +288,38 @@ pub enum StageDef {
     Prims(Vec<Prim>),
     /// `conntrack CT [ZONE]`: track the packets in conntrack table `CT`, zone from the operand.
     Conntrack(u16, Option<Operand>),
+    /// `l2_switch FDB`: learn source MACs into MAC table `FDB` and forward by destination MAC,
+    /// flooding broadcast, multicast and unknown unicast.
+    L2Switch(usize),
     /// The traffic manager's classifier (`[tm] classify`): `meta.tc` from DSCP or PCP, before
     /// the ingress program runs (which may still override it with `set_queue`).
     Classify(Classify),
+}
+
+/// A MAC learning table (`[[fdb]]`) and its VLANs' flood domains.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FdbDef {
+    /// Name.
+    pub name: String,
+    /// Most MAC addresses it learns (over all VLANs).
+    pub size: usize,
+    /// An entry not refreshed for this long is forgotten (IEEE 802.1Q ageing time).
+    pub ageing_ns: u64,
+    /// VLAN id (0: untagged) ▸ bitmap of member ports (ids below 64). Empty: one VLAN-blind
+    /// flood domain of every port.
+    pub vlans: Vec<(u16, u64)>,
+}
+
+impl FdbDef {
+    /// The member ports of VLAN `vid` as a bitmap (every port when there are no VLANs), `None`
+    /// for a VLAN the table does not know.
+    #[inline]
+    pub fn members(&self, vid: u16) -> Option<u64> {
+        if self.vlans.is_empty() {
+            return Some(u64::MAX);
+        }
+        self.vlans.iter().find(|(v, _)| *v == vid).map(|(_, m)| *m)
+    }
 }
 
 /// How packets get their traffic class before ingress (`[tm] classify`).
@@ -355,6 +384,8 @@ pub struct Program {
     pub counters: Vec<CounterDef>,
     /// Connection-tracking tables.
     pub conntracks: Vec<ConntrackDef>,
+    /// MAC learning tables.
+    pub fdbs: Vec<FdbDef>,
     /// Stages with their names, in plan order.
     pub stages: Vec<(String, StageDef)>,
     /// Ingress steps.

@@ -154,6 +154,7 @@ fn entries_for(name: &str) -> &'static str {
     match name {
         "l2fwd" => "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n",
         "router" => include_str!("../../../testdata/routes/small.txt"),
+        "switch-acl" => include_str!("../../../testdata/switch-acl/acl24.txt"),
         _ => "",
     }
 }
@@ -227,7 +228,9 @@ fn reference_pipelines_never_panic_and_account_for_every_packet() {
         let text = std::fs::read_to_string(&path).unwrap();
         let mut pipe = fastpath_pipeline::compile(&path.display().to_string(), &text).unwrap().instantiate();
         pipe.load_entries("fuzz-entries", entries_for(&name)).unwrap();
-        let mut pool = Pool::new(2 * BATCH_MAX);
+        pipe.set_ports(4).unwrap();
+        // Room for a batch flooded to every port while the last one is still queued.
+        let mut pool = Pool::new(8 * BATCH_MAX);
         let mut b = Batch::new();
         let mut sent = 0u64;
         let mut dropped = 0u64;
@@ -250,13 +253,27 @@ fn reference_pipelines_never_panic_and_account_for_every_packet() {
             for i in 0..b.len() {
                 assert_ne!(b.verdict(i), Verdict::Continue, "{name}: packet left without a verdict");
                 dropped += u64::from(matches!(b.verdict(i), Verdict::Drop(_)));
+                if !matches!(b.verdict(i), Verdict::Queued(_)) {
+                    pool.free(b.handle(i));
+                }
             }
-            pool.free_bulk(b.handles());
+            // What a traffic manager queued leaves through egress (flooded copies too).
+            for port in 0..4 {
+                while pipe.egress(port, &mut pool, &mut b, now) > 0 {
+                    for i in 0..b.len() {
+                        assert!(matches!(b.verdict(i), Verdict::Tx(_) | Verdict::Drop(_)), "{name}: egress verdict {:?}", b.verdict(i));
+                        dropped += u64::from(matches!(b.verdict(i), Verdict::Drop(_)));
+                    }
+                    pool.free_bulk(b.handles());
+                }
+            }
+            assert_eq!(pipe.tm_backlog(), 0);
             sent += n as u64;
         }
         let dropped_in_stats: u64 = pipe.stats().iter().map(|(_, s)| s.drops.iter().sum::<u64>()).sum();
         assert!(dropped > 0, "{name}: malformed input must have been dropped");
         assert_eq!(dropped_in_stats, dropped, "{name}: every drop is counted under a stage and a reason");
+        assert_eq!(pool.available(), pool.capacity(), "{name}: every buffer came back, flooded copies included");
         total += sent as usize;
     }
     assert!(total > 0);

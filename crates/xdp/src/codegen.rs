@@ -206,7 +206,7 @@ pub fn check(p: &Program) -> Result<(), Unsupported> {
     }
     for (name, s) in &p.stages {
         match s {
-            StageDef::Classify(_) => {}
+            StageDef::Classify(_) | StageDef::L2Switch(_) => {}
             StageDef::Parser | StageDef::Table(_) => {}
             StageDef::Prims(v) => v.iter().try_for_each(|x| prim_ok(x, &format!("stage \"{name}\"")))?,
             StageDef::Conntrack(..) => return Err(Unsupported(format!("stage \"{name}\": conntrack (the XDP datapath is stateless)"))),
@@ -524,7 +524,9 @@ impl Gen<'_> {
             StageDef::Prims(v) => {
                 self.body(v, Args::None);
             }
-            StageDef::Conntrack(..) | StageDef::Classify(_) => unreachable!("conntrack and [tm] do not pass the XDP check"),
+            StageDef::Conntrack(..) | StageDef::Classify(_) | StageDef::L2Switch(_) => {
+                unreachable!("conntrack and [tm] do not pass the XDP check")
+            }
         }
     }
 

@@ -53,6 +53,7 @@ impl Program {
                 StageDef::Prims(p) if special => special::prim_stage(p),
                 StageDef::Prims(p) => Box::new(crate::stages::prims::PrimStage { prims: p.clone() }),
                 StageDef::Conntrack(ct, zone) => Box::new(crate::stages::conntrack::ConntrackStage::new(*ct, *zone)),
+                StageDef::L2Switch(f) => Box::new(crate::stages::l2::L2Switch::new(&self.fdbs[*f])),
                 StageDef::Classify(how) => Box::new(crate::stages::classify::ClassifyStage { how: *how }),
             });
         }
@@ -86,6 +87,7 @@ impl Program {
             program: self.clone(),
             tm: self.tm.as_ref().map(|t| Tm::build(&t.config(DEFAULT_TM_PORTS)).expect("the compiler validated [tm]")),
             tm_stats: StageStats::default(),
+            flood: self.stages.iter().find_map(|(_, s)| if let StageDef::L2Switch(f) = s { Some(self.fdbs[*f].clone()) } else { None }),
             tm_in: Box::new([Desc::default(); BATCH_MAX]),
             tm_res: Box::new([Enq::Queued; BATCH_MAX]),
             tm_out: Box::new([Desc::default(); BATCH_MAX]),

@@ -75,6 +75,34 @@ impl Compiler<'_> {
                     p.stages.push((n, StageDef::Conntrack(ct, zone)));
                     steps.push(SymStep::Run(mask, p.stages.len() - 1));
                 }
+                Stmt::Prim { name, args } if name.text == "l2_switch" => {
+                    flush(p, steps, &mut pending, &mut pending_name);
+                    let names = p.fdbs.iter().map(|c| c.name.as_str()).collect();
+                    let Some(f) = self.object(args.first(), names, "fdb", name.pos) else { continue };
+                    if args.len() > 1 {
+                        let e = self.err(name.pos, format!("'l2_switch' takes 1 argument (an [[fdb]]), {} given", args.len()));
+                        self.push(e);
+                        continue;
+                    }
+                    let f = usize::from(f);
+                    if p.stages.iter().any(|(_, s)| matches!(s, StageDef::L2Switch(_))) {
+                        let e = self.err(name.pos, "a pipeline has one l2_switch (its fdb holds the flood domains)");
+                        self.push(e);
+                        continue;
+                    }
+                    if p.tm.is_none() {
+                        let e = self.err(name.pos, "l2_switch floods frames to several ports, which needs a traffic manager");
+                        self.push(e.hint("add a [tm] section"));
+                        continue;
+                    }
+                    if !p.headers.has(Hdr::Vlan) && p.fdbs[f].vlans.iter().any(|(v, _)| *v != 0) {
+                        let e = self.err(name.pos, format!("fdb \"{}\" has tagged VLANs, so the parser needs \"vlan\"", p.fdbs[f].name));
+                        self.push(e);
+                        continue;
+                    }
+                    p.stages.push((p.fdbs[f].name.clone(), StageDef::L2Switch(f)));
+                    steps.push(SymStep::Run(mask, p.stages.len() - 1));
+                }
                 Stmt::Prim { name, args } => {
                     let mut scope = Scope { params: None, prog: p };
                     if let Some(x) = self.prim(name, args, &mut scope) {

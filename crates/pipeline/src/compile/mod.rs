@@ -45,6 +45,7 @@ pub(crate) const PRIMS: &[&str] = &[
     "ct_commit",
     "ct_load",
     "conntrack",
+    "l2_switch",
 ];
 
 /// Compiles spec text. `file` is the name shown in errors.
@@ -110,6 +111,7 @@ impl Compiler<'_> {
             meters: Vec::new(),
             counters: Vec::new(),
             conntracks: Vec::new(),
+            fdbs: Vec::new(),
             stages: vec![("parser".to_string(), StageDef::Parser)],
             ingress: Vec::new(),
             egress: Vec::new(),
@@ -120,6 +122,7 @@ impl Compiler<'_> {
         self.metadata(spec, &mut p);
         self.tm(spec, &mut p);
         self.objects(spec, &mut p);
+        self.fdbs(spec, &mut p);
         self.actions(spec, &mut p);
         self.tables(spec, &mut p);
         let mut applied = Vec::new();

@@ -2,7 +2,7 @@
 //! checked and sized here; the runtime objects are made from these definitions by [`crate::build`].
 
 use super::Compiler;
-use crate::ir::{ConntrackDef, CounterDef, MeterDef, Program};
+use crate::ir::{ConntrackDef, CounterDef, FdbDef, MeterDef, Program};
 use crate::spec::SpecFile;
 use toml::Spanned;
 
@@ -69,6 +69,45 @@ impl Compiler<'_> {
                 self.push(e);
             }
             p.conntracks.push(ConntrackDef { name: c.name.get_ref().clone(), config });
+        }
+    }
+
+    /// `[[fdb]]`: size, ageing time and VLAN membership.
+    pub(super) fn fdbs(&mut self, spec: &SpecFile, p: &mut Program) {
+        for f in &spec.fdbs {
+            let size = self.size(&f.size, 1 << 24);
+            let ageing_s = f.ageing_s.as_ref().map_or(300.0, |a| *a.get_ref());
+            if !(ageing_s > 0.0 && ageing_s <= 1e6) {
+                let pos = f.ageing_s.as_ref().map_or(f.name.span().start, |a| a.span().start);
+                let e = self.err(pos, format!("fdb \"{}\": ageing_s {ageing_s} is not in (0, 1000000] seconds", f.name.get_ref()));
+                self.push(e);
+            }
+            let mut vlans: Vec<(u16, u64)> = Vec::new();
+            for v in &f.vlans {
+                let vid = *v.vid.get_ref();
+                if vid > 4094 || vlans.iter().any(|(x, _)| u64::from(*x) == vid) {
+                    let m = if vid > 4094 {
+                        format!("VLAN id {vid} is not 0 (untagged) to 4094")
+                    } else {
+                        format!("VLAN {vid} is listed twice")
+                    };
+                    let e = self.err(v.vid.span().start, m);
+                    self.push(e);
+                    continue;
+                }
+                let mut mask = 0u64;
+                for port in &v.ports {
+                    let x = *port.get_ref();
+                    if x >= 64 {
+                        let e = self.err(port.span().start, format!("port {x}: VLAN members are ports 0 to 63"));
+                        self.push(e);
+                        continue;
+                    }
+                    mask |= 1 << x;
+                }
+                vlans.push((vid as u16, mask));
+            }
+            p.fdbs.push(FdbDef { name: f.name.get_ref().clone(), size, ageing_ns: (ageing_s.clamp(0.0, 1e6) * 1e9) as u64, vlans });
         }
     }
 

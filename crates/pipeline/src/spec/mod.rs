@@ -42,6 +42,9 @@ pub struct SpecFile {
     /// Connection-tracking tables.
     #[serde(default, rename = "conntrack")]
     pub conntracks: Vec<ConntrackSpec>,
+    /// MAC learning tables.
+    #[serde(default, rename = "fdb")]
+    pub fdbs: Vec<FdbSpec>,
     /// Control flow.
     pub control: ControlSpec,
     /// The traffic manager between ingress and egress.
@@ -221,6 +224,31 @@ pub struct ConntrackSpec {
 
 fn yes() -> bool {
     true
+}
+
+/// `[[fdb]]`: a MAC learning table for `l2_switch`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FdbSpec {
+    /// Table name (`l2_switch NAME`).
+    pub name: Spanned<String>,
+    /// Most MAC addresses learned at once.
+    pub size: Spanned<u64>,
+    /// Seconds an entry lives without a frame from its address (default 300).
+    pub ageing_s: Option<Spanned<f64>>,
+    /// VLANs and their member ports; none: every port floods to every other.
+    #[serde(default)]
+    pub vlans: Vec<FdbVlanSpec>,
+}
+
+/// One VLAN of an `[[fdb]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FdbVlanSpec {
+    /// VLAN id, 1..=4094; 0 for untagged frames.
+    pub vid: Spanned<u64>,
+    /// Member ports (ids below 64).
+    pub ports: Vec<Spanned<u64>>,
 }
 
 /// `[[counter]]`.

@@ -1,8 +1,9 @@
 //! Built-in stages that are not tables: the parser, the traffic manager's classifier, connection
-//! tracking, primitive runs, VXLAN encapsulation.
+//! tracking, the L2 switch (MAC learning), primitive runs, VXLAN encapsulation.
 
 pub mod classify;
 pub mod conntrack;
+pub mod l2;
 pub mod parser;
 pub mod prims;
 pub mod vxlan;
