@@ -145,7 +145,8 @@ pub struct Pipeline {
     pub(crate) special: bool,
     /// The traffic manager (`[tm]`), between ingress and egress.
     pub(crate) tm: Option<Tm>,
-    /// The traffic manager's row of the counters: offered, queued, refused by reason.
+    /// The traffic manager's row of the counters: offered, queued, refused by reason, and the
+    /// cycles of enqueue and dequeue.
     pub(crate) tm_stats: StageStats,
     /// Scratch for one port's enqueue burst, and for one dequeue.
     pub(crate) tm_in: Box<[Desc; BATCH_MAX]>,
@@ -177,7 +178,9 @@ impl Pipeline {
         self.masks[0] = b.live();
         run_steps(self, false, pool, b, now_ns, trace_lanes);
         if self.tm.is_some() {
+            let t0 = cycles();
             self.enqueue(pool, b, now_ns, trace_lanes);
+            self.tm_stats.cycles += cycles().wrapping_sub(t0);
         } else {
             self.run_egress(pool, b, now_ns, trace_lanes);
         }
@@ -195,10 +198,12 @@ impl Pipeline {
     pub fn egress(&mut self, port: u16, pool: &mut Pool, b: &mut Batch, now_ns: u64) -> usize {
         b.clear();
         let Some(tm) = self.tm.as_mut() else { return 0 };
+        let t0 = cycles();
         let n = tm.dequeue_burst(usize::from(port), BATCH_MAX, now_ns, &mut self.tm_out[..]);
         for d in &self.tm_out[..n] {
             b.push(d.pkt, d.user);
         }
+        self.tm_stats.cycles += cycles().wrapping_sub(t0);
         if n == 0 {
             return 0;
         }

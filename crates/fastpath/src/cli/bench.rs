@@ -28,9 +28,10 @@ With no PIPELINE, benchmarks every reference pipeline and the ACL classifier wit
 Examples:\n  fastpath bench l2fwd --packets 20000000\n  \
 fastpath bench router --routes 1000000 --flows 65536 --json\n  \
 fastpath bench router --routes 1000000 --routes6 200000 --v6 100 --repeat 3\n  \
-fastpath bench acl --kind fw --rules 10000")]
+fastpath bench acl --kind fw --rules 10000\n  \
+fastpath bench switch-acl --rules 10000")]
 pub struct BenchArgs {
-    /// l2fwd, router, sdn-overlay, or acl (the classifier alone). Omit to run them all.
+    /// l2fwd, router, sdn-overlay, switch-acl, or acl (the classifier alone). Omit to run them all.
     pipeline: Option<String>,
     /// Packets per measured run (after a warm-up).
     #[arg(long, default_value_t = 10_000_000)]
@@ -38,7 +39,8 @@ pub struct BenchArgs {
     /// Frame size in bytes, without the 4-byte FCS (64 = the smallest Ethernet frame).
     #[arg(long, default_value_t = 64)]
     size: usize,
-    /// Concurrent flows in the traffic [default: l2fwd 1, router 65536, sdn-overlay 100000].
+    /// Concurrent flows in the traffic [default: l2fwd 1, router 65536, sdn-overlay 100000,
+    /// switch-acl 1024 host pairs].
     #[arg(long)]
     flows: Option<u32>,
     /// IPv4 routes in the router's FIB.
@@ -53,9 +55,10 @@ pub struct BenchArgs {
     /// ACL bench: rule-set flavour (acl, fw, ipc), ClassBench style.
     #[arg(long, default_value = "acl")]
     kind: String,
-    /// ACL bench: number of rules.
-    #[arg(long, default_value_t = 10_000)]
-    rules: usize,
+    /// Rules: the ACL bench's rule set [default 10000]; switch-acl's ACL: 0, 24 (the switch
+    /// tests' rules, testdata/switch-acl/acl24.txt) or that many ClassBench rules [default 24].
+    #[arg(long)]
+    rules: Option<usize>,
     /// Runs to take the median of.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
@@ -176,6 +179,9 @@ fn drive<P: Processor>(label: &str, templates: Templates, n: u64, min_warm: u64,
     (Timed { packets, ns, cycles: cyc }, w)
 }
 
+/// Rules of the ACL classifier bench unless `--rules` says.
+const ACL_RULES: usize = 10_000;
+
 /// Packets of the empty-pipeline run that measures the source.
 const SOURCE_PACKETS: u64 = 2_000_000;
 
@@ -183,6 +189,7 @@ fn default_flows(pipeline: &str) -> u32 {
     match pipeline {
         "router" => 65536,
         "sdn-overlay" => 100_000,
+        "switch-acl" => 1024,
         _ => 1,
     }
 }
@@ -191,7 +198,8 @@ fn default_flows(pipeline: &str) -> u32 {
 pub fn bench_pipeline(name: &str, a: &BenchArgs, tsc: f64) -> Result<BenchResult, String> {
     let flows = a.flows.unwrap_or_else(|| default_flows(name));
     let routes6 = a.routes6.unwrap_or(if a.v6 > 0 { 200_000 } else { 0 });
-    let opts = Opts { flows, routes: a.routes, routes6, v6_pct: a.v6, seed: a.seed, overlay: a.variant };
+    let rules = a.rules.unwrap_or(24);
+    let opts = Opts { flows, routes: a.routes, routes6, v6_pct: a.v6, seed: a.seed, overlay: a.variant, rules };
     let scn = scenario::build(name, &opts)?;
     let templ = || Templates::build(&scn.frame, flows, &FrameSizes::Fixed(a.size)).map_err(|e| e.to_string());
     // The source's own cost: the same traffic straight to the sink. A fixed count, so that it
@@ -290,7 +298,8 @@ fn bench_acl(a: &BenchArgs) -> Result<AclResult, String> {
         "ipc" => Kind::Ipc,
         k => return Err(format!("--kind {k}: expected acl, fw or ipc")),
     };
-    let (acl, trace, build) = bench_setup(kind, a.rules, 1 << 16, a.seed);
+    let rules = a.rules.unwrap_or(ACL_RULES);
+    let (acl, trace, build) = bench_setup(kind, rules, 1 << 16, a.seed);
     let mut out = vec![None; 256];
     let mut done = 0u64;
     let target = a.packets.max(1_000_000);
@@ -306,7 +315,7 @@ fn bench_acl(a: &BenchArgs) -> Result<AclResult, String> {
     Ok(AclResult {
         pipeline: "acl".into(),
         kind: a.kind.clone(),
-        rules: a.rules,
+        rules,
         lookups: done,
         mlookups_per_s: done as f64 / ns * 1e3,
         ns_per_lookup: ns / done as f64,
@@ -379,7 +388,7 @@ fn run_all(a: BenchArgs, tsc: f64) -> Result<(), String> {
         }
         rows.push((m, lo, hi));
     }
-    eprintln!("bench acl: {} rules of each ClassBench flavour…", a.rules);
+    eprintln!("bench acl: {} rules of each ClassBench flavour…", a.rules.unwrap_or(ACL_RULES));
     let mut acls = Vec::new();
     for kind in ["acl", "fw", "ipc"] {
         let r = bench_acl(&BenchArgs { kind: kind.into(), ..a.clone() })?;

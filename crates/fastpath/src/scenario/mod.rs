@@ -13,9 +13,11 @@ pub const PIPELINES: &[(&str, &str)] = &[
     ("l2fwd", include_str!("../../../../pipelines/l2fwd.toml")),
     ("router", include_str!("../../../../pipelines/router.toml")),
     ("sdn-overlay", include_str!("../../../../pipelines/sdn-overlay.toml")),
+    ("switch-acl", include_str!("../../../../pipelines/switch-acl.toml")),
 ];
 
 pub mod overlay;
+pub mod switch;
 
 /// What a scenario needs besides packets.
 #[derive(Clone, Debug)]
@@ -32,6 +34,8 @@ pub struct Opts {
     pub seed: u64,
     /// `sdn-overlay` only: full, a ladder step, or the CPS traffic.
     pub overlay: overlay::Variant,
+    /// `switch-acl` only: ACL rules (0, the 24 of the switch tests, or that many generated).
+    pub rules: usize,
 }
 
 /// A ready scenario: the pipeline with its entries, and the frame of each flow.
@@ -174,6 +178,7 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
     let prog = fastpath_pipeline::compile(&format!("pipelines/{name}.toml"), &spec).map_err(|e| e.to_string())?;
     let mut pipe = prog.instantiate();
     match name {
+        "switch-acl" => switch::build(pipe, flows, o.rules, o.seed),
         "l2fwd" => {
             pipe.load_entries("l2fwd", "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n")
                 .map_err(|e| e.to_string())?;
