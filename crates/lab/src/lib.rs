@@ -18,6 +18,7 @@ pub mod dut;
 pub mod gen;
 pub mod overlay_topo;
 pub mod report;
+pub mod sim;
 pub mod tests;
 pub mod topo;
 
