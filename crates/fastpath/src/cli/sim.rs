@@ -8,7 +8,7 @@ use fastpath_lab::sim::burst::{self, BurstConfig};
 use fastpath_lab::sim::incast::{self, IncastConfig};
 use fastpath_lab::sim::report as simreport;
 use fastpath_lab::sim::switch::{BufferModel, SwitchConfig};
-use fastpath_lab::sim::tcp::{EcnMode, TcpConfig};
+use fastpath_lab::sim::tcp::{EcnMode, Recovery, TcpConfig};
 use fastpath_tm::wred::WredConfig;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -18,7 +18,7 @@ use std::time::Instant;
 #[command(after_help = "\
 Examples:
   fastpath sim incast                               16/8/4/2-to-1, 16 flows each, shared vs static
-  fastpath sim incast --senders 16 --bytes 64MB     one fan-in, longer transfers
+  fastpath sim incast --senders 16 --bytes 256MB    one fan-in, longer transfers
   fastpath sim incast --ecn dctcp --ecn-min 400KB   DCTCP with marking from 400 KB
   fastpath sim burst --report burst.html            2:1 and 4:1 bursts, 192..9216-byte frames
   fastpath sim incast --ports 128 --buffer 32MiB --alpha 1")]
@@ -55,6 +55,10 @@ struct SwitchArgs {
     /// Propagation delay of each link (2.5us is 500 m of fibre).
     #[arg(long, default_value = "2.5us", value_parser = parse_time)]
     prop: u64,
+    /// Buffer cell size: each frame occupies whole cells (e.g. 208 or 256 as in switch ASICs;
+    /// 0: exact bytes).
+    #[arg(long, default_value = "0", value_parser = parse_bytes)]
+    cell: u64,
     /// Buffer models to compare.
     #[arg(long, value_delimiter = ',', default_value = "shared,static")]
     models: Vec<Model>,
@@ -91,6 +95,14 @@ enum Ecn {
     Dctcp,
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum RecoveryArg {
+    /// SACK with RACK loss detection (as Linux): every hole resent within a round trip.
+    Sack,
+    /// NewReno: 3 duplicate ACKs, then one hole per round trip.
+    Newreno,
+}
+
 #[derive(Args)]
 struct IncastArgs {
     #[command(flatten)]
@@ -102,7 +114,7 @@ struct IncastArgs {
     #[arg(long, default_value_t = 16)]
     flows: u32,
     /// Bytes each flow transfers (0: flows without end, for --duration).
-    #[arg(long, default_value = "8MB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "64MB", value_parser = parse_bytes)]
     bytes: u64,
     /// Virtual time after which a run stops, finished or not.
     #[arg(long, default_value = "10s", value_parser = parse_time)]
@@ -116,6 +128,9 @@ struct IncastArgs {
     /// Initial congestion window, segments.
     #[arg(long = "init-cwnd", default_value_t = 10)]
     init_cwnd: u32,
+    /// Loss recovery: sack (SACK + RACK, as Linux) or newreno (3 dup ACKs, a hole per RTT).
+    #[arg(long, value_enum, default_value_t = RecoveryArg::Sack)]
+    recovery: RecoveryArg,
     /// ECN: off, on (RFC 3168 halving) or dctcp.
     #[arg(long, value_enum, default_value_t = Ecn::Off)]
     ecn: Ecn,
@@ -128,6 +143,10 @@ struct IncastArgs {
     /// Flows start at random times within this window (seeded).
     #[arg(long, default_value = "10us", value_parser = parse_time)]
     jitter: u64,
+    /// After each frame a sender's link idles for a random time up to this (seeded): breaks
+    /// the fixed phase of equal-rate senders that would lock one of them out at a full queue.
+    #[arg(long = "host-gap", default_value = "25ns", value_parser = parse_time)]
+    host_gap: u64,
     /// Goodput-over-time bin (default: about 1/100 of the ideal job time).
     #[arg(long, value_parser = parse_time)]
     bin: Option<u64>,
@@ -180,10 +199,11 @@ fn alpha_text(log2: i8) -> String {
 
 fn describe(sw: &SwitchConfig) -> String {
     format!(
-        "{} ports × {:.0} Gbit/s, {:.2} MB of buffer: shared with α = {} (one congested queue may hold {:.2} MB) or split statically ({:.3} MB per port); links {} µs of propagation each",
+        "{} ports × {:.0} Gbit/s, {:.2} MB of buffer{}: shared with α = {} (one congested queue may hold {:.2} MB) or split statically ({:.3} MB per port); links {} µs of propagation each",
         sw.ports,
         sw.rate_bps as f64 / 1e9,
         sw.buffer_bytes as f64 / 1e6,
+        if sw.cell_bytes > 0 { format!(" in {}-byte cells", sw.cell_bytes) } else { String::new() },
         alpha_text(sw.alpha_log2),
         sw.queue_cap_bytes(BufferModel::Shared) as f64 / 1e6,
         sw.queue_cap_bytes(BufferModel::Static) as f64 / 1e6,
@@ -210,7 +230,11 @@ fn run_incast(a: IncastArgs) -> Result<(), String> {
     if ecn != EcnMode::Off {
         sw.wred = Some(WredConfig { min_bytes: a.ecn_min, max_bytes: a.ecn_max, maxp_inv: 1, weight_log2: 1, ecn: true });
     }
-    let tcp = TcpConfig { mss_bytes: a.mss, init_cwnd_segs: a.init_cwnd, min_rto_ps: a.min_rto, ecn, ..TcpConfig::default() };
+    let recovery = match a.recovery {
+        RecoveryArg::Sack => Recovery::Sack,
+        RecoveryArg::Newreno => Recovery::NewReno,
+    };
+    let tcp = TcpConfig { mss_bytes: a.mss, init_cwnd_segs: a.init_cwnd, min_rto_ps: a.min_rto, ecn, recovery, ..TcpConfig::default() };
     let started = Instant::now();
     let mut rows = Vec::new();
     for &n in &a.senders {
@@ -225,6 +249,7 @@ fn run_incast(a: IncastArgs) -> Result<(), String> {
             bytes_per_flow: a.bytes,
             duration_ps: a.duration,
             start_jitter_ps: a.jitter,
+            host_gap_ps: a.host_gap,
             bin_ps: bin,
             seed: a.seed,
         };
@@ -243,12 +268,16 @@ fn run_incast(a: IncastArgs) -> Result<(), String> {
         }
     }
     let about = format!(
-        "{}. Each sender has its own port; every flow is a NewReno transfer of {} bytes (MSS {}, IW {}, min RTO {}, ECN {}) to one receiver on port 0. \
+        "{}. Each sender has its own port; every flow is a Reno transfer of {} bytes ({} recovery, MSS {}, IW {}, min RTO {}, ECN {}) to one receiver on port 0. \
          Goodput is TCP payload in order at the receiver; line rate L counts the wire (a 1500-byte MTU carries at most 1460/1538 = 94.9 % of L as payload). \
          JCT: last byte delivered; ideal: bytes ÷ L. Steady: median bin between 10 % and 90 % of the job; min: lowest such bin. Per-flow rates and Jain's index: \
          each flow's bytes ÷ its completion time, as iperf3 reports them. Virtual time; {:.1} s of wall time.",
         describe(&sw),
         a.bytes,
+        match a.recovery {
+            RecoveryArg::Sack => "SACK + RACK",
+            RecoveryArg::Newreno => "NewReno",
+        },
         a.mss,
         a.init_cwnd,
         simreport::fmt_ps(a.min_rto),

@@ -108,7 +108,7 @@ pub fn run(cfg: &BurstConfig, model: BufferModel, pkts_per_sender: u64) -> Resul
                 if j + 1 < n {
                     q.schedule(now + ser, Ev::Arrive(s));
                 }
-                let d = Desc { pkt: PktId(s), len_bytes: cfg.frame_bytes, ..Desc::default() };
+                let d = Desc { pkt: PktId(s), len_bytes: sw.buffer_bytes_of(cfg.frame_bytes), ..Desc::default() };
                 let mut res = [Enq::Queued];
                 tm.enqueue_burst(0, &[d], now / 1000, &mut res);
                 if let Enq::Dropped(_) = res[0] {
@@ -204,5 +204,18 @@ mod tests {
     #[test]
     fn one_sender_cannot_overflow_and_is_refused() {
         assert!(max_lossless(&cfg(1, 1518), BufferModel::Shared).is_err());
+    }
+
+    #[test]
+    fn cells_waste_buffer_on_frames_that_do_not_fill_them() {
+        let mut c = cfg(2, 209); // two 208-byte cells for 209 bytes: half the memory wasted
+        let exact = max_lossless(&c, BufferModel::Shared).unwrap();
+        c.switch.cell_bytes = 208;
+        let cells = max_lossless(&c, BufferModel::Shared).unwrap();
+        let ratio = cells.burst_bytes as f64 / exact.burst_bytes as f64;
+        assert!((ratio - 209.0 / 416.0).abs() < 0.01, "{ratio}");
+        c.frame_bytes = 416; // exactly two cells: nothing wasted
+        let full = max_lossless(&c, BufferModel::Shared).unwrap();
+        assert!((full.burst_bytes as f64 / exact.burst_bytes as f64 - 1.0).abs() < 0.01);
     }
 }

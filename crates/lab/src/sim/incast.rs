@@ -50,6 +50,11 @@ pub struct IncastConfig {
     pub duration_ps: u64,
     /// Flows start at a time drawn uniformly from `0..start_jitter_ps` (seeded).
     pub start_jitter_ps: u64,
+    /// After each frame a host's link stays idle for a time drawn uniformly from
+    /// `0..=host_gap_ps` (seeded): hosts are not metronomes. Without it, senders of one rate
+    /// keep a fixed phase against the egress, and at a full queue the same sender's frames
+    /// would arrive just after every departure and be refused every time (drop-tail lockout).
+    pub host_gap_ps: u64,
     /// Width of a goodput-over-time bin, ps.
     pub bin_ps: u64,
     /// Seed of the start times.
@@ -57,18 +62,19 @@ pub struct IncastConfig {
 }
 
 impl Default for IncastConfig {
-    /// 16 senders × 16 flows of 8 MB on the default switch, stop at 10 s, starts within 10 µs,
-    /// 1 ms bins.
+    /// 16 senders × 16 flows of 64 MB on the default switch, stop at 10 s, starts within 10 µs,
+    /// host gaps up to 25 ns, 10 ms bins.
     fn default() -> IncastConfig {
         IncastConfig {
             switch: SwitchConfig::default(),
             tcp: TcpConfig::default(),
             senders: 16,
             flows_per_sender: 16,
-            bytes_per_flow: 8_000_000,
+            bytes_per_flow: 64_000_000,
             duration_ps: 10 * PS_PER_S,
             start_jitter_ps: 10_000_000,
-            bin_ps: 1_000_000_000,
+            host_gap_ps: 25_000,
+            bin_ps: 10_000_000_000,
             seed: 1,
         }
     }
@@ -181,7 +187,7 @@ enum Ev {
     HostFree(u32),
     Arrive(u32),
     EgressFree,
-    Ack { flow: u32, ack: u32, ece: bool },
+    Ack { flow: u32, ack: u32, seq: u32, ece: bool },
     Timer(u32),
 }
 
@@ -221,6 +227,7 @@ struct Sim<'a> {
     ecn: u8,
     ack_path_ps: u64,
     remaining: u32,
+    rng: fastpath_tm::wred::Rng,
     bins: Vec<u64>,
     delivered: u64,
 }
@@ -280,6 +287,7 @@ pub fn run(cfg: &IncastConfig, model: BufferModel, progress: &mut dyn FnMut(&str
         ecn: if cfg.tcp.ecn == EcnMode::Off { NOT_ECT } else { ECT0 },
         ack_path_ps,
         remaining: if cfg.bytes_per_flow == 0 { u32::MAX } else { nflows },
+        rng,
         bins: Vec::new(),
         delivered: 0,
     };
@@ -323,8 +331,8 @@ impl Sim<'_> {
                 self.egress_busy = false;
                 self.egress(now);
             }
-            Ev::Ack { flow, ack, ece } => {
-                self.flows[flow as usize].tx.on_ack(now, ack, ece);
+            Ev::Ack { flow, ack, seq, ece } => {
+                self.flows[flow as usize].tx.on_ack(now, ack, seq, ece);
                 self.arm_timer(flow);
                 self.ready(flow, now);
             }
@@ -387,8 +395,9 @@ impl Sim<'_> {
                 }
             };
             let ser = ser_ps(u64::from(seg.len_bytes + TCP_FRAME_OVERHEAD + WIRE_OVERHEAD), sw.rate_bps);
+            let gap = if self.cfg.host_gap_ps > 0 { self.rng.next_u64() % (self.cfg.host_gap_ps + 1) } else { 0 };
             self.hosts[h as usize].busy = true;
-            self.q.schedule(now + ser, Ev::HostFree(h));
+            self.q.schedule(now + ser + gap, Ev::HostFree(h));
             self.q.schedule(now + ser + sw.prop_ps, Ev::Arrive(id));
             self.arm_timer(f);
             return;
@@ -397,7 +406,8 @@ impl Sim<'_> {
 
     fn arrive(&mut self, id: u32, now: u64) {
         let p = self.pkts[id as usize];
-        let d = Desc { pkt: PktId(id), len_bytes: p.len + TCP_FRAME_OVERHEAD, ecn: self.ecn, ..Desc::default() };
+        let len_bytes = self.cfg.switch.buffer_bytes_of(p.len + TCP_FRAME_OVERHEAD);
+        let d = Desc { pkt: PktId(id), len_bytes, ecn: self.ecn, ..Desc::default() };
         let mut res = [Enq::Queued];
         self.tm.enqueue_burst(0, &[d], now / 1000, &mut res);
         match res[0] {
@@ -440,7 +450,7 @@ impl Sim<'_> {
                 self.remaining -= 1;
             }
         }
-        self.q.schedule(t_rx + self.ack_path_ps, Ev::Ack { flow: p.flow, ack, ece: p.ce });
+        self.q.schedule(t_rx + self.ack_path_ps, Ev::Ack { flow: p.flow, ack, seq: p.seq, ece: p.ce });
     }
 
     fn finish(self, model: BufferModel, end_ps: u64, bytes_total: u64) -> IncastResult {
@@ -508,7 +518,7 @@ mod tests {
 
     #[test]
     fn one_flow_alone_runs_at_line_rate_and_finishes_in_bytes_over_rate_plus_a_trip() {
-        let cfg = IncastConfig { start_jitter_ps: 0, ..small(1, 1, 2_920_000) }; // 2000 segments
+        let cfg = IncastConfig { start_jitter_ps: 0, host_gap_ps: 0, ..small(1, 1, 2_920_000) }; // 2000 segments
         let r = run(&cfg, BufferModel::Shared, &mut |_| {}).unwrap();
         assert_eq!(r.delivered_bytes, 2_920_000);
         assert_eq!((r.drops, r.tcp.retx_segs, r.tcp.timeouts), (0, 0, 0));

@@ -62,6 +62,9 @@ pub struct SwitchConfig {
     pub wred: Option<WredConfig>,
     /// Smallest frame the run will queue, bytes (sizes the receiver port's ring).
     pub min_frame_bytes: u32,
+    /// Buffer cell, bytes: a frame occupies its length rounded up to whole cells, as in a
+    /// switch ASIC's packet memory (0: the TM's exact byte count).
+    pub cell_bytes: u32,
     /// Seed of the TM's WRED draws.
     pub seed: u64,
 }
@@ -77,6 +80,7 @@ impl Default for SwitchConfig {
             prop_ps: 2_500_000,
             wred: None,
             min_frame_bytes: 64,
+            cell_bytes: 0,
             seed: 1,
         }
     }
@@ -110,6 +114,16 @@ impl SwitchConfig {
             buffer: BufferConfig { total_bytes: total, total_pkts: u32::try_from((total / 64).max(1024)).unwrap_or(u32::MAX) },
             seed: self.seed,
             ports: (0..ports).map(port_cfg).collect(),
+        }
+    }
+
+    /// The bytes a frame of `frame_bytes` occupies in the buffer: whole cells, or its length.
+    #[inline]
+    pub fn buffer_bytes_of(&self, frame_bytes: u32) -> u32 {
+        if self.cell_bytes == 0 {
+            frame_bytes
+        } else {
+            frame_bytes.div_ceil(self.cell_bytes) * self.cell_bytes
         }
     }
 

@@ -26,7 +26,7 @@
 //! a fixed cap, the handshake (flows start established, with the base RTT as their first RTT
 //! sample, so the first RTO is `min_rto` as in Linux after the SYN exchange).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 /// How the sender reacts to CE marks echoed by the receiver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +37,19 @@ pub enum EcnMode {
     Classic,
     /// DCTCP (RFC 8257): ECT(0); the window shrinks in proportion to the marked fraction.
     Dctcp,
+}
+
+/// How the sender finds and repairs losses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// NewReno (RFC 6582): three duplicate ACKs resend the first hole; each partial ACK resends
+    /// the next one, so a window with k losses takes k round trips to repair.
+    NewReno,
+    /// SACK with RACK-style loss detection, as Linux: every ACK names the segment that caused
+    /// it; a segment is lost once a segment sent after it has arrived (the path is FIFO, so
+    /// nothing is reordered), retransmissions included; lost segments are resent as the pipe
+    /// (segments in flight, RFC 6675) falls below the window.
+    Sack,
 }
 
 /// The sender's fixed parameters.
@@ -56,11 +69,13 @@ pub struct TcpConfig {
     pub dupack_thresh: u32,
     /// Reaction to CE.
     pub ecn: EcnMode,
+    /// Loss detection and repair.
+    pub recovery: Recovery,
 }
 
 impl Default for TcpConfig {
     /// MSS 1460 (1500-byte MTU, no options), IW 10, a 16 MiB receive window (11,490 segments),
-    /// min RTO 200 ms and max 120 s as Linux, 3 dup ACKs, no ECN.
+    /// min RTO 200 ms and max 120 s as Linux, 3 dup ACKs, no ECN, SACK recovery.
     fn default() -> TcpConfig {
         TcpConfig {
             mss_bytes: 1460,
@@ -70,6 +85,7 @@ impl Default for TcpConfig {
             max_rto_ps: 120 * 1_000_000_000_000,
             dupack_thresh: 3,
             ecn: EcnMode::Off,
+            recovery: Recovery::Sack,
         }
     }
 }
@@ -127,6 +143,25 @@ pub struct Sender {
     win_acked: u64,
     win_marked: u64,
     stats: SenderStats,
+    // SACK scoreboard: one slot per segment of snd_una..snd_max.
+    sb: VecDeque<Slot>,
+    // (transmission number, segment) in the order sent, for RACK.
+    txq: VecDeque<(u64, u32)>,
+    // Segments marked lost, in the order found (stale entries are skipped).
+    lostq: VecDeque<u32>,
+    xmit: u64,
+    rack_xmit: u64,
+    sacked_cnt: u32,
+    lost_cnt: u32,
+}
+
+const SACKED: u8 = 1;
+const LOST: u8 = 2;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    xmit: u64,
+    flags: u8,
 }
 
 impl Sender {
@@ -165,6 +200,13 @@ impl Sender {
             win_acked: 0,
             win_marked: 0,
             stats: SenderStats::default(),
+            sb: VecDeque::new(),
+            txq: VecDeque::new(),
+            lostq: VecDeque::new(),
+            xmit: 0,
+            rack_xmit: 0,
+            sacked_cnt: 0,
+            lost_cnt: 0,
         };
         s.rto_ps = s.compute_rto();
         s
@@ -192,6 +234,12 @@ impl Sender {
         self.snd_nxt - self.snd_una
     }
 
+    /// Segments in flight as SACK counts them: outstanding, less those SACKed and those lost
+    /// and not yet sent again (RFC 6675 `pipe`).
+    fn pipe(&self) -> u32 {
+        (self.snd_max - self.snd_una) - self.sacked_cnt - self.lost_cnt
+    }
+
     /// True when every segment is acknowledged.
     pub fn done(&self) -> bool {
         self.snd_una >= self.segs
@@ -201,6 +249,10 @@ impl Sender {
     pub fn can_send(&self) -> bool {
         if self.done() {
             return false;
+        }
+        if self.cfg.recovery == Recovery::Sack {
+            let wnd = (self.cwnd.min(f64::from(self.cfg.max_cwnd_segs)) as u32).max(1);
+            return self.pipe() < wnd && (self.lost_cnt > 0 || self.snd_max < self.segs);
         }
         if self.resend_una {
             return true;
@@ -216,7 +268,9 @@ impl Sender {
         if !self.can_send() {
             return None;
         }
-        let seq = if self.resend_una {
+        let seq = if self.cfg.recovery == Recovery::Sack {
+            self.sack_pick()
+        } else if self.resend_una {
             self.resend_una = false;
             self.snd_una
         } else {
@@ -237,6 +291,17 @@ impl Sender {
                 self.timing = Some((seq, now_ps));
             }
         }
+        if self.cfg.recovery == Recovery::Sack {
+            self.xmit += 1;
+            let i = (seq - self.snd_una) as usize;
+            if i == self.sb.len() {
+                self.sb.push_back(Slot::default());
+            }
+            if let Some(slot) = self.sb.get_mut(i) {
+                slot.xmit = self.xmit;
+            }
+            self.txq.push_back((self.xmit, seq));
+        }
         self.stats.sent_segs += 1;
         if self.rto_deadline_ps.is_none() {
             self.rto_deadline_ps = Some(now_ps + self.rto_ps);
@@ -244,9 +309,31 @@ impl Sender {
         Some(Segment { seq, len_bytes: self.seg_len(seq), retx })
     }
 
+    /// SACK: the first segment still marked lost (taken off the lost list), else the next new
+    /// one. Only called when [`can_send`](Self::can_send) holds.
+    fn sack_pick(&mut self) -> u32 {
+        while self.lost_cnt > 0 {
+            let Some(seq) = self.lostq.pop_front() else { break };
+            let Some(slot) = seq.checked_sub(self.snd_una).and_then(|i| self.sb.get_mut(i as usize)) else { continue };
+            if slot.flags & LOST != 0 {
+                slot.flags &= !LOST;
+                self.lost_cnt -= 1;
+                return seq;
+            }
+        }
+        let s = self.snd_max;
+        self.snd_nxt = s + 1;
+        s
+    }
+
     /// Processes a cumulative ACK (`ack` = the next segment the receiver expects) that arrives
-    /// at `now_ps`; `ece` is set when the acknowledged segment carried CE.
-    pub fn on_ack(&mut self, now_ps: u64, ack: u32, ece: bool) {
+    /// at `now_ps`, caused by the arrival of segment `trig` (what a SACK block names; NewReno
+    /// ignores it); `ece` is set when that segment carried CE.
+    pub fn on_ack(&mut self, now_ps: u64, ack: u32, trig: u32, ece: bool) {
+        if self.cfg.recovery == Recovery::Sack {
+            self.on_ack_sack(now_ps, ack, trig, ece);
+            return;
+        }
         let ack = ack.min(self.snd_max);
         if ack > self.snd_una {
             let acked = ack - self.snd_una;
@@ -295,6 +382,80 @@ impl Sender {
                 self.resend_una = true;
                 self.stats.fast_retx += 1;
             }
+        }
+    }
+
+    fn on_ack_sack(&mut self, now_ps: u64, ack: u32, trig: u32, ece: bool) {
+        let ack = ack.min(self.snd_max);
+        // The segment that caused this ACK arrived: everything sent before it that has not
+        // arrived is lost (RACK on a FIFO path), and if it is above the cumulative ACK it is
+        // SACKed.
+        if let Some(slot) = trig.checked_sub(self.snd_una).and_then(|i| self.sb.get_mut(i as usize)) {
+            self.rack_xmit = self.rack_xmit.max(slot.xmit);
+            if trig >= ack && slot.flags & SACKED == 0 {
+                if slot.flags & LOST != 0 {
+                    self.lost_cnt -= 1;
+                }
+                slot.flags = SACKED;
+                self.sacked_cnt += 1;
+            }
+        }
+        let acked = ack.saturating_sub(self.snd_una);
+        let cut = self.ecn_account(ack, u64::from(acked.max(1)), ece);
+        if acked > 0 {
+            for _ in 0..acked {
+                if let Some(slot) = self.sb.pop_front() {
+                    if slot.flags & SACKED != 0 {
+                        self.sacked_cnt -= 1;
+                    }
+                    if slot.flags & LOST != 0 {
+                        self.lost_cnt -= 1;
+                    }
+                }
+            }
+            if let Some((seq, sent)) = self.timing {
+                if ack > seq {
+                    self.rtt_sample(now_ps.saturating_sub(sent) as f64);
+                    self.timing = None;
+                }
+            }
+            if self.in_recovery {
+                if i64::from(ack) > self.recover {
+                    self.cwnd = self.ssthresh;
+                    self.in_recovery = false;
+                }
+            } else if !cut {
+                if self.cwnd < self.ssthresh {
+                    self.cwnd = (self.cwnd + f64::from(acked)).min(self.ssthresh);
+                } else {
+                    self.cwnd += f64::from(acked) / self.cwnd;
+                }
+            }
+            self.cwnd = self.cwnd.min(f64::from(self.cfg.max_cwnd_segs));
+            self.snd_una = ack;
+            self.snd_nxt = self.snd_nxt.max(ack);
+            self.rto_deadline_ps = if self.snd_una >= self.snd_max { None } else { Some(now_ps + self.rto_ps) };
+        }
+        let mut found = false;
+        while let Some(&(x, seq)) = self.txq.front() {
+            if x >= self.rack_xmit {
+                break;
+            }
+            self.txq.pop_front();
+            let Some(slot) = seq.checked_sub(self.snd_una).and_then(|i| self.sb.get_mut(i as usize)) else { continue };
+            if slot.xmit == x && slot.flags == 0 {
+                slot.flags = LOST;
+                self.lost_cnt += 1;
+                self.lostq.push_back(seq);
+                found = true;
+            }
+        }
+        if found && !self.in_recovery && i64::from(ack) > self.recover {
+            self.ssthresh = (self.cwnd / 2.0).max(2.0);
+            self.cwnd = self.ssthresh;
+            self.recover = i64::from(self.snd_max) - 1;
+            self.in_recovery = true;
+            self.stats.fast_retx += 1;
         }
     }
 
@@ -359,6 +520,19 @@ impl Sender {
         self.ssthresh = (f64::from(self.flight()) / 2.0).max(2.0);
         self.cwnd = 1.0;
         self.snd_nxt = self.snd_una;
+        if self.cfg.recovery == Recovery::Sack {
+            // Everything outstanding and not SACKed is lost; resend it in order.
+            self.lostq.clear();
+            self.txq.clear();
+            self.lost_cnt = 0;
+            for (i, slot) in self.sb.iter_mut().enumerate() {
+                if slot.flags & SACKED == 0 {
+                    slot.flags = LOST;
+                    self.lost_cnt += 1;
+                    self.lostq.push_back(self.snd_una + i as u32);
+                }
+            }
+        }
         self.resend_una = false;
         self.in_recovery = false;
         self.dupacks = 0;
@@ -459,7 +633,12 @@ mod tests {
 
     const MS: u64 = 1_000_000_000;
 
+    /// A NewReno sender (SACK has its own tests).
     fn sender(bytes: u64) -> Sender {
+        Sender::new(&TcpConfig { recovery: Recovery::NewReno, ..TcpConfig::default() }, bytes, 10_000_000)
+    }
+
+    fn sack(bytes: u64) -> Sender {
         Sender::new(&TcpConfig::default(), bytes, 10_000_000)
     }
 
@@ -498,7 +677,7 @@ mod tests {
         let mut s = sender(0);
         assert_eq!(burst(&mut s, 0), (0..10).collect::<Vec<_>>());
         for a in 1..=10 {
-            s.on_ack(MS / 100, a, false);
+            s.on_ack(MS / 100, a, 0, false);
         }
         assert_eq!(s.cwnd_segs(), 20.0);
         assert_eq!(burst(&mut s, MS / 100).len(), 20);
@@ -509,14 +688,14 @@ mod tests {
     fn three_dup_acks_resend_the_hole_and_halve_the_window() {
         let mut s = sender(0);
         burst(&mut s, 0); // 0..10 out; segment 2 is lost
-        s.on_ack(1, 1, false);
-        s.on_ack(1, 2, false); // cwnd 12: 4 more may leave
+        s.on_ack(1, 1, 0, false);
+        s.on_ack(1, 2, 0, false); // cwnd 12: 4 more may leave
         assert_eq!(burst(&mut s, 1), vec![10, 11, 12, 13]);
         for _ in 0..2 {
-            s.on_ack(2, 2, false);
+            s.on_ack(2, 2, 0, false);
             assert!(s.next_segment(2).is_none(), "no new data before the third dup ACK");
         }
-        s.on_ack(2, 2, false);
+        s.on_ack(2, 2, 0, false);
         assert_eq!(s.stats().fast_retx, 1);
         let g = s.next_segment(2).unwrap();
         assert_eq!(g, Segment { seq: 2, len_bytes: 1460, retx: true });
@@ -524,17 +703,17 @@ mod tests {
         assert_eq!(s.cwnd_segs(), 9.0);
         // More dup ACKs inflate the window until new data may go (12 in the window).
         for _ in 0..3 {
-            s.on_ack(3, 2, false);
+            s.on_ack(3, 2, 0, false);
             assert!(s.next_segment(3).is_none());
         }
-        s.on_ack(3, 2, false);
+        s.on_ack(3, 2, 0, false);
         assert_eq!(s.next_segment(3).map(|g| g.seq), Some(14));
         // The resend is acknowledged with everything after it: recovery ends at ssthresh.
-        s.on_ack(4, 15, false);
+        s.on_ack(4, 15, 0, false);
         assert_eq!(s.cwnd_segs(), 6.0);
         assert_eq!(s.stats().timeouts, 0);
         // A fourth dup ACK of a new hole only counts from zero again.
-        s.on_ack(5, 15, false);
+        s.on_ack(5, 15, 0, false);
         assert_eq!(s.stats().fast_retx, 1);
     }
 
@@ -542,13 +721,13 @@ mod tests {
     fn a_partial_ack_resends_the_next_hole_at_once() {
         let mut s = sender(0);
         burst(&mut s, 0); // 0..10; 2 and 5 are lost
-        s.on_ack(1, 1, false);
-        s.on_ack(1, 2, false);
+        s.on_ack(1, 1, 0, false);
+        s.on_ack(1, 2, 0, false);
         for _ in 0..3 {
-            s.on_ack(2, 2, false);
+            s.on_ack(2, 2, 0, false);
         }
         assert_eq!(s.next_segment(2).map(|g| g.seq), Some(2));
-        s.on_ack(3, 5, false); // partial: 2..5 acked, 5 still missing
+        s.on_ack(3, 5, 0, false); // partial: 2..5 acked, 5 still missing
         assert_eq!(s.next_segment(3), Some(Segment { seq: 5, len_bytes: 1460, retx: true }));
         assert_eq!(s.stats().fast_retx, 1, "one recovery, two resends");
         assert_eq!(s.stats().retx_segs, 2);
@@ -561,7 +740,7 @@ mod tests {
         let d = s.rto_deadline_ps().unwrap();
         assert_eq!(d, 200 * MS, "min RTO");
         assert!(!s.on_timer(d - 1));
-        s.on_ack(1, 3, false); // restarts the timer
+        s.on_ack(1, 3, 0, false); // restarts the timer
         let d = s.rto_deadline_ps().unwrap();
         assert!(s.on_timer(d));
         assert_eq!(s.cwnd_segs(), 1.0);
@@ -569,9 +748,69 @@ mod tests {
         assert_eq!(burst(&mut s, d), vec![3]);
         assert_eq!(s.stats().timeouts, 1);
         // The receiver had 4..10: the ACK jumps, and sending resumes past it.
-        s.on_ack(d + 1, 10, false);
+        s.on_ack(d + 1, 10, 0, false);
         // ssthresh = 7/2: the window is 3.5 segments.
         assert_eq!(burst(&mut s, d + 1), vec![10, 11, 12]);
+    }
+
+    #[test]
+    fn sack_resends_every_hole_in_one_round_trip() {
+        let mut s = sack(0);
+        assert_eq!(burst(&mut s, 0), (0..10).collect::<Vec<_>>());
+        // 2, 4 and 6 are lost; the others arrive, each ACK naming its segment.
+        s.on_ack(1, 1, 0, false);
+        s.on_ack(1, 2, 1, false);
+        assert_eq!(burst(&mut s, 1), vec![10, 11, 12, 13]); // slow start: cwnd 12
+        s.on_ack(2, 2, 3, false); // 3 arrived, and 2 was sent before it: 2 is lost
+        assert_eq!(s.stats().fast_retx, 1);
+        assert_eq!(s.cwnd_segs(), 6.0);
+        // pipe = 12 outstanding - 1 SACKed - 1 lost = 10 ≥ 6: nothing may leave yet.
+        assert!(s.next_segment(2).is_none());
+        for trig in [5, 7, 8, 9, 10, 11, 12, 13] {
+            s.on_ack(3, 2, trig, false);
+        }
+        // 4 and 6 are lost too; pipe = 12 - 9 - 3 = 0: the three holes go in one round trip.
+        let sent: Vec<(u32, bool)> = std::iter::from_fn(|| s.next_segment(3).map(|g| (g.seq, g.retx))).collect();
+        assert_eq!(sent, vec![(2, true), (4, true), (6, true), (14, false), (15, false), (16, false)]);
+        assert_eq!(s.stats().fast_retx, 1, "one recovery");
+        // The resends arrive: the cumulative ACK jumps past the recovery point.
+        s.on_ack(4, 4, 2, false);
+        s.on_ack(4, 6, 4, false);
+        s.on_ack(4, 14, 6, false);
+        assert_eq!(s.snd_una(), 14);
+        assert_eq!(s.cwnd_segs(), 6.0, "recovery over at ssthresh");
+        assert_eq!((s.stats().timeouts, s.stats().retx_segs), (0, 3));
+    }
+
+    #[test]
+    fn sack_finds_a_lost_retransmission_without_a_timeout() {
+        let mut s = sack(0);
+        burst(&mut s, 0); // 0..10; 0 is lost
+        for trig in 1..10 {
+            s.on_ack(1, 0, trig, false);
+        }
+        let sent: Vec<(u32, bool)> = std::iter::from_fn(|| s.next_segment(1).map(|g| (g.seq, g.retx))).collect();
+        assert_eq!(sent, vec![(0, true), (10, false), (11, false), (12, false), (13, false)]);
+        // The resend of 0 is lost too: 10, sent after it, arrives first.
+        s.on_ack(2, 0, 10, false);
+        assert_eq!(s.next_segment(2).map(|g| (g.seq, g.retx)), Some((0, true)));
+        assert_eq!((s.stats().timeouts, s.stats().retx_segs), (0, 2));
+    }
+
+    #[test]
+    fn sack_timeout_resends_only_what_did_not_arrive() {
+        let mut s = sack(0);
+        burst(&mut s, 0); // 0..10; all lost but 5
+        s.on_ack(1, 0, 5, false); // 0..5 lost by RACK, 6..10 still in flight
+        let d = s.rto_deadline_ps().unwrap();
+        while s.next_segment(1).is_some() {}
+        assert!(s.on_timer(d));
+        let resent = burst(&mut s, d);
+        assert_eq!(resent, vec![0], "cwnd 1");
+        s.on_ack(d + 1, 1, 0, false);
+        s.on_ack(d + 1, 1, 0, false);
+        let more = burst(&mut s, d + 1);
+        assert!(!more.contains(&5), "5 was SACKed: {more:?}");
     }
 
     #[test]
@@ -579,9 +818,9 @@ mod tests {
         let cfg = TcpConfig { ecn: EcnMode::Classic, ..TcpConfig::default() };
         let mut s = Sender::new(&cfg, 0, 10_000_000);
         burst(&mut s, 0);
-        s.on_ack(1, 1, true);
+        s.on_ack(1, 1, 0, true);
         assert_eq!(s.cwnd_segs(), 5.0);
-        s.on_ack(1, 2, true); // same window: no second cut (CA growth only)
+        s.on_ack(1, 2, 1, true); // same window: no second cut (CA growth only)
         assert!(s.cwnd_segs() > 5.0 && s.cwnd_segs() < 5.5);
         assert_eq!(s.stats().ecn_cuts, 1);
         let cfg = TcpConfig { ecn: EcnMode::Dctcp, ..TcpConfig::default() };
@@ -592,12 +831,12 @@ mod tests {
             let sent = burst(&mut s, t);
             t += 1;
             for &q in &sent {
-                s.on_ack(t, q + 1, false);
+                s.on_ack(t, q + 1, q, false);
             }
         }
         burst(&mut s, t);
         let before = s.cwnd_segs();
-        s.on_ack(t + 1, s.snd_una() + 1, true);
+        s.on_ack(t + 1, s.snd_una() + 1, s.snd_una(), true);
         let ratio = s.cwnd_segs() / before;
         assert!(ratio > 0.95 && ratio < 0.97, "cut by α/2 ≈ 4 %: {ratio}");
         assert_eq!(s.stats().ecn_cuts, 1);
