@@ -181,6 +181,7 @@ fn switch_config(s: &SwitchArgs) -> SwitchConfig {
         buffer_bytes: s.buffer,
         alpha_log2: s.alpha,
         prop_ps: s.prop,
+        cell_bytes: u32::try_from(s.cell).unwrap_or(u32::MAX),
         ..SwitchConfig::default()
     }
 }
