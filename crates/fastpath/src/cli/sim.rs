@@ -29,7 +29,7 @@ pub struct SimArgs {
 
 #[derive(Subcommand)]
 enum SimCmd {
-    /// N senders × M TCP flows (NewReno) into one port: goodput over time, job completion time,
+    /// N senders × M TCP flows (Reno; SACK or NewReno recovery) into one port: goodput over time, JCT,
     /// retransmits, drops, Jain's index; shared buffer vs static split.
     Incast(IncastArgs),
     /// K senders at line rate into one port: the largest burst absorbed with zero loss per frame
