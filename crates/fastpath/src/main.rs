@@ -6,6 +6,7 @@
 //! - `ctl`    change tables and read counters of a running `fastpath run`
 //! - `gen`    generate route files and ClassBench-style rule sets
 //! - `lab`    end-to-end tests through real ports between network namespaces
+//! - `sim`    the traffic manager in virtual time at switch scale: incast, burst absorption
 
 mod cli;
 mod scenario;
@@ -46,6 +47,8 @@ enum Cmd {
     Gen(cli::gen::GenCmd),
     /// End-to-end tests between network namespaces: rfc2544, tcp, gen (needs root).
     Lab(cli::lab::LabArgs),
+    /// The traffic manager in virtual time at switch scale (32 × 100G): incast, burst.
+    Sim(cli::sim::SimArgs),
 }
 
 /// Large tables (a 64 MiB DIR-24-8 root, million-entry hash and flow tables) are read at random
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Cmd::Ctl(a) => cli::ctl::run(a),
         Cmd::Gen(g) => cli::gen::run(g),
         Cmd::Lab(a) => cli::lab::run(a),
+        Cmd::Sim(a) => cli::sim::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,12 +1,14 @@
 //! fastpath-lab: the traffic generator, namespace topologies, test runners, baseline DUTs and
-//! the HTML report with SVG charts. Uses `io` and `pipeline`.
+//! the HTML report with SVG charts, and the switch-scale simulation. Uses `io`, `pipeline` and
+//! `tm` (the simulation runs the traffic manager itself).
 //!
 //! Layout: [`topo`] builds generator ▸ DUT ▸ sink namespaces; [`gen`] offers traffic (XDP live
 //! frames at millions of packets per second, AF_PACKET probes for latency) and counts what
 //! arrives; [`dut`] starts and stops the devices under test (Linux bridge, DPDK testpmd, Open
 //! vSwitch, fastpath); [`overlay_topo`] builds tenant A ▸ DUT ▸ tenant B namespaces whose kernels
 //! run real VXLAN interfaces; [`tests`] holds the runners (`rfc2544`, `tcp`, `overlay`, the last
-//! with its own gateways: fastpath on `sdn-overlay`, a kernel VXLAN bridge); [`report`] writes HTML.
+//! with its own gateways: fastpath on `sdn-overlay`, a kernel VXLAN bridge); [`report`] writes HTML;
+//! [`sim`] runs the traffic manager in virtual time at switch scale (`fastpath sim`).
 //! Every runner takes a plain config struct and a progress callback and returns results:
 //! `run(&config, &mut |line| eprintln!("{line}")) -> Result<Results, LabError>`.
 //!
@@ -18,6 +20,7 @@ pub mod dut;
 pub mod gen;
 pub mod overlay_topo;
 pub mod report;
+pub mod sim;
 pub mod tests;
 pub mod topo;
 

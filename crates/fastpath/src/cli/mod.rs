@@ -7,6 +7,7 @@ pub mod gen;
 pub mod lab;
 pub mod run;
 pub mod run_xdp;
+pub mod sim;
 
 use fastpath_io::worker::Processor;
 use fastpath_packet::{Batch, DropReason, Pool};
