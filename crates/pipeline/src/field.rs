@@ -128,6 +128,8 @@ pub enum Extract {
         byte: u16,
         /// Headers that must be present.
         needs: HdrSet,
+        /// Or these instead (`l4.dport`: UDP or TCP); empty for none.
+        alt: HdrSet,
     },
     /// A whole big-endian 32-bit header field (IPv4 addresses).
     Be32 {
@@ -137,6 +139,8 @@ pub enum Extract {
         byte: u16,
         /// Headers that must be present.
         needs: HdrSet,
+        /// Or these instead (`l4.dport`: UDP or TCP); empty for none.
+        alt: HdrSet,
     },
     /// A whole 128-bit header field (IPv6 addresses).
     Be128 {
@@ -147,8 +151,9 @@ pub enum Extract {
         /// Headers that must be present.
         needs: HdrSet,
     },
-    /// A whole big-endian header field of 3, 5, 6 or 7 bytes (VXLAN VNI, MAC addresses): one
-    /// 8-byte load and a shift when the frame has 8 bytes there, else byte by byte.
+    /// A whole big-endian header field of 1, 3, 5, 6 or 7 bytes (IP protocol, VXLAN VNI, MAC
+    /// addresses): one 8-byte load and a shift when the frame has 8 bytes there, else byte by
+    /// byte.
     Short {
         /// Header layer.
         slot: Slot,
@@ -158,6 +163,8 @@ pub enum Extract {
         n: u8,
         /// Headers that must be present.
         needs: HdrSet,
+        /// Or these instead (`l4.dport`: UDP or TCP); empty for none.
+        alt: HdrSet,
     },
     /// A user metadata register (`meta.NAME` of the spec's `[metadata]`).
     Reg(u8),
@@ -165,6 +172,12 @@ pub enum Extract {
     Meta(MetaField),
     /// Anything else: [`FieldRef::read`].
     Generic(FieldRef),
+}
+
+/// A field is readable when its headers are present, or its alternative headers are.
+#[inline(always)]
+fn present(valid: HdrSet, needs: HdrSet, alt: HdrSet) -> bool {
+    valid.has_all(needs) || (alt != HdrSet::EMPTY && valid.has_all(alt))
 }
 
 impl Extract {
@@ -191,22 +204,22 @@ impl Extract {
         match *self {
             Extract::InPort => Some(u64::from(m.in_port)),
             Extract::Reg(r) => Some(u64::from(m.regs.get(usize::from(r)).copied().unwrap_or(0))),
-            Extract::Be16 { slot, byte, needs } => {
-                if !m.valid.has_all(needs) {
+            Extract::Be16 { slot, byte, needs, alt } => {
+                if !present(m.valid, needs, alt) {
                     return None;
                 }
                 let at = m.offset(slot) + usize::from(byte);
                 Some(u64::from(u16::from_be_bytes(*data.get(at..)?.first_chunk::<2>()?)))
             }
-            Extract::Be32 { slot, byte, needs } => {
-                if !m.valid.has_all(needs) {
+            Extract::Be32 { slot, byte, needs, alt } => {
+                if !present(m.valid, needs, alt) {
                     return None;
                 }
                 let at = m.offset(slot) + usize::from(byte);
                 Some(u64::from(u32::from_be_bytes(*data.get(at..)?.first_chunk::<4>()?)))
             }
-            Extract::Short { slot, byte, n, needs } => {
-                if !m.valid.has_all(needs) {
+            Extract::Short { slot, byte, n, needs, alt } => {
+                if !present(m.valid, needs, alt) {
                     return None;
                 }
                 let at = m.offset(slot) + usize::from(byte);
@@ -237,14 +250,14 @@ impl FieldRef {
             Loc::Meta(MetaField::Reg(r)) => Extract::Reg(r),
             Loc::Meta(f) => Extract::Meta(f),
             // Whole bytes only: a field narrower than its bytes (vlan.vid) needs the mask.
-            Loc::Hdr { slot, byte, bytes, shift: 0 } if self.or_needs == HdrSet::EMPTY && u16::from(bytes) * 8 == u16::from(self.width) => {
+            Loc::Hdr { slot, byte, bytes, shift: 0 } if u16::from(bytes) * 8 == u16::from(self.width) => {
                 let byte = u16::from(byte);
-                let needs = self.needs;
+                let (needs, alt) = (self.needs, self.or_needs);
                 match bytes {
-                    2 => Extract::Be16 { slot, byte, needs },
-                    4 => Extract::Be32 { slot, byte, needs },
-                    16 => Extract::Be128 { slot, byte, needs },
-                    3 | 5..=7 => Extract::Short { slot, byte, n: bytes, needs },
+                    2 => Extract::Be16 { slot, byte, needs, alt },
+                    4 => Extract::Be32 { slot, byte, needs, alt },
+                    16 if alt == HdrSet::EMPTY => Extract::Be128 { slot, byte, needs },
+                    1 | 3 | 5..=7 => Extract::Short { slot, byte, n: bytes, needs, alt },
                     _ => Extract::Generic(*self),
                 }
             }

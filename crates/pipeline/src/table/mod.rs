@@ -630,16 +630,42 @@ impl Stage for TableStage {
         if let Engine::Acl { live, .. } = &self.engine {
             // The classifier reads each field once, straight into its 32-bit parts (a missing
             // port range reads as 0: see `keys_fields`).
-            let live = live.as_deref();
+            let live = live.as_deref().filter(|a| !a.is_empty());
             let mut flat = [0u32; 4 * MAX_KEY_FIELDS];
-            for i in lanes {
-                sc.out[i] = match (live, keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i))) {
-                    (Some(acl), Some(vals)) => {
-                        let n = split_chunks(vals, &self.chunks, &mut flat);
-                        acl.classify(&flat[..n]).map(|(a, _)| a)
+            match live {
+                // No rules: every packet misses, whatever its key.
+                None => each_lane!(i in lanes => { sc.out[i] = None }),
+                // Every field fits one 32-bit part (the 5-tuple, ports, VLANs): each is read
+                // with its own extractor straight into the classifier's key.
+                Some(acl) if self.chunks.iter().all(|c| c.len() == 1) => {
+                    let nf = self.key_x.len();
+                    for i in lanes {
+                        let (d, m) = (pool.data(b.handle(i)), b.meta(i));
+                        let mut ok = true;
+                        for (o, &(x, _, range)) in flat.iter_mut().zip(&self.key_x) {
+                            *o = match x.read64(d, m) {
+                                Some(v) => v as u32,
+                                None if range => 0,
+                                None => {
+                                    ok = false;
+                                    break;
+                                }
+                            };
+                        }
+                        sc.out[i] = if ok { acl.classify(&flat[..nf]).map(|(a, _)| a) } else { None };
                     }
-                    _ => None,
-                };
+                }
+                Some(acl) => {
+                    for i in lanes {
+                        sc.out[i] = match keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i)) {
+                            Some(vals) => {
+                                let n = split_chunks(vals, &self.chunks, &mut flat);
+                                acl.classify(&flat[..n]).map(|(a, _)| a)
+                            }
+                            None => None,
+                        };
+                    }
+                }
             }
             fused = true;
         } else if let Some(x) = self.extract {
