@@ -34,10 +34,13 @@ pub enum Turn {
 }
 
 /// DRR state for the non-strict classes of one port: 72 bytes.
+///
+/// The active list is packed into one `u32`, one class per nibble, the head in the lowest:
+/// reading the head, popping it, appending and rotating are each a shift and a mask, with no
+/// memory access (the list stays in a register through a dequeue).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Drr {
-    list: [u8; 8],
-    head: u8,
+    list: u32,
     len: u8,
     granted: bool,
     deficit: [u32; 8],
@@ -47,15 +50,23 @@ pub struct Drr {
 impl Drr {
     /// A DRR with `quantum[c]` bytes per visit for class `c`.
     pub fn new(quantum: [u32; 8]) -> Drr {
-        Drr { list: [0; 8], head: 0, len: 0, granted: false, deficit: [0; 8], quantum }
+        Drr { list: 0, len: 0, granted: false, deficit: [0; 8], quantum }
     }
 
     /// Class `c` became non-empty: it joins the tail of the active list. Must not be listed.
     #[inline]
     pub fn activate(&mut self, c: usize) {
         debug_assert!(self.len < 8);
-        self.list[usize::from(self.head.wrapping_add(self.len) & 7)] = c as u8;
+        self.list |= ((c & 7) as u32) << ((u32::from(self.len) * 4) & 31);
         self.len += 1;
+    }
+
+    /// Drops the head class from the list.
+    #[inline]
+    fn pop_head(&mut self) {
+        self.list >>= 4;
+        self.len -= 1;
+        self.granted = false;
     }
 
     /// Classes in the active list.
@@ -70,9 +81,8 @@ impl Drr {
 
     #[inline]
     fn rotate(&mut self) {
-        let c = self.list[usize::from(self.head & 7)];
-        self.head = self.head.wrapping_add(1) & 7;
-        self.list[usize::from(self.head.wrapping_add(self.len - 1) & 7)] = c;
+        let c = self.list & 0xf;
+        self.list = (self.list >> 4) | c << ((u32::from(self.len).wrapping_sub(1) * 4) & 31);
         self.granted = false;
     }
 
@@ -83,7 +93,7 @@ impl Drr {
     pub fn select(&mut self, mut head_len: impl FnMut(usize) -> Option<u32>) -> Option<usize> {
         let mut refused = 0u8;
         while self.len > 0 {
-            let c = usize::from(self.list[usize::from(self.head & 7)] & 7);
+            let c = (self.list & 7) as usize;
             let Some(len) = head_len(c) else {
                 refused += 1;
                 self.rotate();
@@ -112,7 +122,7 @@ impl Drr {
         if self.len == 0 {
             None
         } else {
-            Some(usize::from(self.list[usize::from(self.head & 7)] & 7))
+            Some((self.list & 7) as usize)
         }
     }
 
@@ -137,9 +147,7 @@ impl Drr {
         match turn {
             Turn::Empty => {
                 self.deficit[c] = 0;
-                self.head = self.head.wrapping_add(1) & 7;
-                self.len -= 1;
-                self.granted = false;
+                self.pop_head();
             }
             Turn::Open => self.deficit[c] = deficit,
             Turn::Done => {
@@ -157,9 +165,7 @@ impl Drr {
         self.deficit[c] = self.deficit[c].saturating_sub(len);
         if now_empty {
             self.deficit[c] = 0;
-            self.head = self.head.wrapping_add(1) & 7;
-            self.len -= 1;
-            self.granted = false;
+            self.pop_head();
         }
     }
 }
