@@ -20,7 +20,7 @@
 use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
 use crate::counters::QueueCounters;
-use crate::queue::Ring;
+use crate::queue::ClassRings;
 use crate::sched::drr::{Drr, Turn};
 use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
@@ -42,8 +42,8 @@ struct FlatQueue {
 
 /// The head packet's length of class `c` if the queue's shaper lets it go at `now_ns`.
 #[inline]
-fn head_if_eligible(rings: &[Ring; CLASSES], queues: &mut [FlatQueue; CLASSES], c: usize, now_ns: u64) -> Option<u32> {
-    let len = rings[c & 7].peek()?.len_bytes;
+fn head_if_eligible(rings: &ClassRings, queues: &mut [FlatQueue; CLASSES], c: usize, now_ns: u64) -> Option<u32> {
+    let len = rings.peek(c)?.len_bytes;
     let q = &mut queues[c & 7];
     if let Some(p) = &q.shaper {
         q.tb.refill(p, now_ns);
@@ -57,9 +57,15 @@ fn head_if_eligible(rings: &[Ring; CLASSES], queues: &mut [FlatQueue; CLASSES], 
 /// One flat port's queues and schedulers. Worker only.
 #[derive(Clone, Debug)]
 pub struct FlatPort {
-    rings: [Ring; CLASSES],
+    rings: ClassRings,
     /// Bytes queued per class: the queue length the buffer and WRED use.
     occ_bytes: [u64; CLASSES],
+    /// Packets and bytes sent, and the high watermarks, per class (kept here rather than in
+    /// each queue's `QueueCounters`, so a burst settles them with one pass over arrays).
+    deq_pkts: [u64; CLASSES],
+    deq_bytes: [u64; CLASSES],
+    hwm_bytes: [u64; CLASSES],
+    hwm_pkts: [u32; CLASSES],
     min_bytes: [u64; CLASSES],
     queues: [FlatQueue; CLASSES],
     nonempty: u8,
@@ -102,8 +108,12 @@ impl FlatPort {
         });
         let plain = shaper.is_none() && cfg.classes.iter().all(|c| c.wred.is_none() && c.shaper.is_none());
         FlatPort {
-            rings: std::array::from_fn(|c| Ring::new(cfg.classes[c].ring_pkts)),
+            rings: ClassRings::new(cfg.classes.map(|c| c.ring_pkts)),
             occ_bytes: [0; CLASSES],
+            deq_pkts: [0; CLASSES],
+            deq_bytes: [0; CLASSES],
+            hwm_bytes: [0; CLASSES],
+            hwm_pkts: [0; CLASSES],
             min_bytes: std::array::from_fn(|c| cfg.classes[c].min_bytes),
             queues,
             nonempty: 0,
@@ -137,23 +147,27 @@ impl FlatPort {
     fn enqueue_whole(&mut self, buf: &mut SharedBuffer, pkts: &[Desc]) -> bool {
         let n = pkts.len();
         // The writes past each tail must stay inside the ring's free slots.
-        if self.rings.iter().any(|r| (r.room() as usize) < n) || buf.free_pkts() < n as u64 {
+        if (0..CLASSES).any(|c| (self.rings.room(c) as usize) < n) || buf.free_pkts() < n as u64 {
             return false;
         }
-        let mut tail: [u32; CLASSES] = std::array::from_fn(|c| self.rings[c].tail);
+        let tail0 = self.rings.tail;
+        let mut tail = tail0;
         let mut add = [0u64; CLASSES];
-        let (mut any_class, mut seen) = (0u8, 0u8);
+        let mut any_class = 0u8;
         for d in pkts {
             any_class |= d.class;
             let c = usize::from(d.class & 7);
             let t = tail[c];
             tail[c] = t.wrapping_add(1);
-            self.rings[c].write_at(t, *d);
+            self.rings.write_at(c, t, *d);
             add[c] += u64::from(d.len_bytes);
-            seen |= 1 << c;
         }
         if usize::from(any_class) >= CLASSES {
             return false;
+        }
+        let mut seen = 0u8;
+        for c in 0..CLASSES {
+            seen |= u8::from(tail[c] != tail0[c]) << c;
         }
         // Sufficient for every packet: the bytes fit in what is free now, and the fullest
         // queue of the burst, at its end, is below α_min × what is free at the end (free only
@@ -169,11 +183,11 @@ impl FlatPort {
         if need > free || top >= alpha_times(free - need, self.alpha_log2_min) {
             return false;
         }
-        for (c, (r, q)) in self.rings.iter_mut().zip(self.queues.iter_mut()).enumerate() {
-            r.tail = tail[c];
+        self.rings.tail = tail;
+        for c in 0..CLASSES {
             self.occ_bytes[c] += add[c];
-            q.ctr.hwm_bytes = q.ctr.hwm_bytes.max(self.occ_bytes[c]);
-            q.ctr.hwm_pkts = q.ctr.hwm_pkts.max(u64::from(r.len()));
+            self.hwm_bytes[c] = self.hwm_bytes[c].max(self.occ_bytes[c]);
+            self.hwm_pkts[c] = self.hwm_pkts[c].max(tail[c].wrapping_sub(self.rings.head[c]));
         }
         buf.take_shared(need, n as u32);
         // DRR classes that were empty join the active list in the order of their first packet:
@@ -196,18 +210,19 @@ impl FlatPort {
     #[inline]
     fn enqueue_one(&mut self, buf: &mut SharedBuffer, rng: &mut Rng, d: &Desc) -> Enq {
         let c = usize::from(d.class);
-        let (Some(q), Some(ring)) = (self.queues.get_mut(c), self.rings.get_mut(c)) else {
+        let Some(q) = self.queues.get_mut(c) else {
             self.no_queue += 1;
             return Enq::Dropped(TmDrop::NoQueue);
         };
         let c = c & 7;
+        let ring = &mut self.rings;
         let len = u64::from(d.len_bytes);
         let qlen = self.occ_bytes[c];
         let min = self.min_bytes[c];
         let mut marked = false;
         let verdict = if d.len_bytes > q.max_len {
             Err(TmDrop::Shaper)
-        } else if ring.is_full() {
+        } else if ring.is_full(c) {
             Err(TmDrop::QueueFull)
         } else {
             // WRED first (rte_sched's order), then the shared buffer takes the bytes.
@@ -228,10 +243,10 @@ impl FlatPort {
             q.ctr.on_drop(r, len);
             return Enq::Dropped(r);
         }
-        ring.push(*d);
+        ring.push(c, *d);
         self.occ_bytes[c] += len;
-        q.ctr.hwm_bytes = q.ctr.hwm_bytes.max(self.occ_bytes[c]);
-        q.ctr.hwm_pkts = q.ctr.hwm_pkts.max(u64::from(ring.len()));
+        self.hwm_bytes[c] = self.hwm_bytes[c].max(self.occ_bytes[c]);
+        self.hwm_pkts[c] = self.hwm_pkts[c].max(ring.len(c));
         let bit = 1u8 << c;
         if self.nonempty & bit == 0 {
             self.nonempty |= bit;
@@ -273,7 +288,7 @@ impl FlatPort {
             } else {
                 let (rings, queues) = (&self.rings, &mut self.queues);
                 match self.drr.select(|c| head_if_eligible(rings, queues, c, now_ns)) {
-                    Some(c) => (c & 7, self.rings[c & 7].peek().map_or(0, |d| d.len_bytes)),
+                    Some(c) => (c & 7, self.rings.peek(c).map_or(0, |d| d.len_bytes)),
                     None => break,
                 }
             };
@@ -283,21 +298,21 @@ impl FlatPort {
                 }
                 self.tb.consume(len);
             }
-            let (q, ring) = (&mut self.queues[c], &mut self.rings[c]);
-            let Some(d) = ring.pop() else { break };
+            let (q, ring) = (&mut self.queues[c], &mut self.rings);
+            let Some(d) = ring.pop(c) else { break };
             if q.shaper.is_some() {
                 q.tb.consume(len);
             }
             let len64 = u64::from(len);
             buf.give(self.occ_bytes[c], self.min_bytes[c], len64);
             self.occ_bytes[c] -= len64;
-            q.ctr.deq_pkts += 1;
-            q.ctr.deq_bytes += len64;
+            self.deq_pkts[c] += 1;
+            self.deq_bytes[c] += len64;
             if let Some(slot) = out.get_mut(n) {
                 *slot = d;
             }
             n += 1;
-            let empty = ring.is_empty();
+            let empty = ring.is_empty(c);
             let bit = 1u8 << c;
             if empty {
                 self.nonempty &= !bit;
@@ -313,49 +328,51 @@ impl FlatPort {
     /// strict class drains in one run and each DRR turn sends its packets in one run; the
     /// buffer and the counters are settled once per class at the end.
     fn dequeue_plain(&mut self, buf: &mut SharedBuffer, out: &mut [Desc]) -> usize {
-        let heads: [u32; CLASSES] = std::array::from_fn(|c| self.rings[c].head);
+        let heads = self.rings.head;
         let mut taken = [0u64; CLASSES];
         let mut n = 0;
-        while let Some(c) = sp::highest(self.nonempty & self.sp_mask) {
+        let mut cleared = 0u8;
+        while let Some(c) = sp::highest(self.nonempty & self.sp_mask & !cleared) {
             let c = c & 7;
             let Some(rest) = out.get_mut(n..) else { break };
             let mut unlimited = u64::MAX;
-            let (k, bytes) = self.rings[c].pop_into(rest, &mut unlimited);
+            let (k, bytes) = self.rings.pop_into(c, rest, &mut unlimited);
             n += k;
             taken[c] += bytes;
-            if !self.rings[c].is_empty() {
+            if !self.rings.is_empty(c) {
                 break; // the budget ran out
             }
-            self.nonempty &= !(1 << c);
+            cleared |= 1 << c;
         }
-        while let Some(c) = self.drr.head() {
-            let Some(rest) = out.get_mut(n..) else { break };
+        let rings = &mut self.rings;
+        self.drr.turns(|c, credit| {
+            let rest = out.get_mut(n..).unwrap_or_default();
             if rest.is_empty() {
-                break;
+                return None;
             }
-            let mut credit = u64::from(self.drr.open(c));
-            let ring = &mut self.rings[c];
-            let (k, bytes) = ring.pop_into(rest, &mut credit);
+            let mut credit = u64::from(credit);
+            let (k, bytes) = rings.pop_into(c, rest, &mut credit);
             n += k;
-            taken[c] += bytes;
-            let turn = if ring.is_empty() {
-                self.nonempty &= !(1 << c);
+            taken[c & 7] += bytes;
+            let turn = if rings.is_empty(c) {
+                cleared |= 1 << c;
                 Turn::Empty
             } else if k == rest.len() {
                 Turn::Open
             } else {
                 Turn::Done
             };
-            self.drr.close(c, credit as u32, turn);
-        }
+            Some((credit as u32, turn))
+        });
+        self.nonempty &= !cleared;
         let mut released = 0;
-        for (c, (ring, q)) in self.rings.iter().zip(self.queues.iter_mut()).enumerate() {
+        for c in 0..CLASSES {
             let (min, q0) = (self.min_bytes[c], self.occ_bytes[c]);
             let q1 = q0 - taken[c];
             self.occ_bytes[c] = q1;
             released += q0.saturating_sub(min) - q1.saturating_sub(min);
-            q.ctr.deq_pkts += u64::from(ring.head.wrapping_sub(heads[c]));
-            q.ctr.deq_bytes += taken[c];
+            self.deq_pkts[c] += u64::from(self.rings.head[c].wrapping_sub(heads[c]));
+            self.deq_bytes[c] += taken[c];
         }
         buf.give_shared(released, n as u32);
         n
@@ -367,11 +384,11 @@ impl FlatPort {
     /// every queue is empty. Control path or idle worker.
     pub fn next_eligible_ns(&self) -> Option<u64> {
         let mut best: Option<u64> = None;
-        for (c, (q, ring)) in self.queues.iter().zip(&self.rings).enumerate() {
+        for (c, q) in self.queues.iter().enumerate() {
             if self.nonempty >> c & 1 == 0 {
                 continue;
             }
-            let Some(d) = ring.peek() else { continue };
+            let Some(d) = self.rings.peek(c) else { continue };
             let mut t = self.shaper.as_ref().map_or(0, |p| self.tb.ready_ns(p, d.len_bytes));
             if let Some(p) = &q.shaper {
                 t = t.max(q.tb.ready_ns(p, d.len_bytes));
@@ -383,10 +400,13 @@ impl FlatPort {
 
     /// A copy of class `c`'s counters (`None` past class 7).
     pub fn queue_counters(&self, c: usize) -> Option<QueueCounters> {
-        let (q, ring) = (self.queues.get(c)?, self.rings.get(c)?);
+        let q = self.queues.get(c)?;
         let mut k = q.ctr;
-        k.occ_bytes = self.occ_bytes.get(c).copied().unwrap_or(0);
-        k.occ_pkts = u64::from(ring.len());
+        let c = c & 7;
+        k.occ_bytes = self.occ_bytes[c];
+        k.occ_pkts = u64::from(self.rings.len(c));
+        (k.deq_pkts, k.deq_bytes) = (self.deq_pkts[c], self.deq_bytes[c]);
+        (k.hwm_bytes, k.hwm_pkts) = (self.hwm_bytes[c], u64::from(self.hwm_pkts[c]));
         Some(k.read())
     }
 

@@ -62,35 +62,6 @@ impl Ring {
         self.capacity() - self.len()
     }
 
-    /// Stores `d` in the slot of counter value `at` (`tail` + k for the k-th packet of a
-    /// burst) without moving the tail: the caller commits by setting `tail`, or drops the
-    /// write by not doing so. Must stay within [`room`](Self::room) of the tail.
-    #[inline]
-    pub(crate) fn write_at(&mut self, at: u32, d: Desc) {
-        if let Some(slot) = self.buf.get_mut((at & self.mask) as usize) {
-            *slot = d;
-        }
-    }
-
-    /// Moves head packets into `out` (from its start) while each fits in `credit` bytes,
-    /// which it spends; returns how many it moved and their bytes. Stops at an empty ring, a
-    /// full `out`, or a packet longer than the credit left.
-    #[inline]
-    pub(crate) fn pop_into(&mut self, out: &mut [Desc], credit: &mut u64) -> (usize, u64) {
-        let len = (self.len() as usize).min(out.len());
-        let start = ((self.head & self.mask) as usize).min(self.buf.len());
-        let (wrapped, from_head) = self.buf.split_at(start);
-        let first = &from_head[..len.min(from_head.len())];
-        let mut bytes = 0;
-        let mut n = take_run(first, out, credit, &mut bytes);
-        if n == first.len() && n < len {
-            let rest = &wrapped[..(len - n).min(wrapped.len())];
-            n += take_run(rest, out.get_mut(n..).unwrap_or_default(), credit, &mut bytes);
-        }
-        self.head = self.head.wrapping_add(n as u32);
-        (n, bytes)
-    }
-
     /// Appends `d`; false (and nothing stored) when full.
     #[inline]
     pub fn push(&mut self, d: Desc) -> bool {
@@ -119,6 +90,124 @@ impl Ring {
         let d = *self.peek()?;
         self.head = self.head.wrapping_add(1);
         Some(d)
+    }
+}
+
+/// The 8 class rings of a flat port in one allocation: class `c` owns the slots
+/// `base[c] .. base[c] + mask[c] + 1` (a power of two), with wrapping `u32` head and tail
+/// counters as in [`Ring`]. Heads, tails, bases and masks are arrays indexed by `c & 7`, so a
+/// class's ring is reached with no pointer to follow and no bounds check but the slot's.
+#[derive(Clone, Debug)]
+pub(crate) struct ClassRings {
+    slots: Box<[Desc]>,
+    base: [u32; 8],
+    mask: [u32; 8],
+    pub(crate) head: [u32; 8],
+    pub(crate) tail: [u32; 8],
+}
+
+impl ClassRings {
+    /// Rings of `caps[c]` slots (powers of two; others are rounded up).
+    pub(crate) fn new(caps: [u32; 8]) -> ClassRings {
+        let caps = caps.map(|c| c.max(1).next_power_of_two());
+        let mut base = [0u32; 8];
+        let mut at = 0u32;
+        for (b, c) in base.iter_mut().zip(caps) {
+            *b = at;
+            at = at.saturating_add(c);
+        }
+        ClassRings {
+            slots: vec![Desc::default(); at as usize].into_boxed_slice(),
+            base,
+            mask: caps.map(|c| c - 1),
+            head: [0; 8],
+            tail: [0; 8],
+        }
+    }
+
+    /// Descriptors held by class `c`.
+    #[inline]
+    pub(crate) fn len(&self, c: usize) -> u32 {
+        self.tail[c & 7].wrapping_sub(self.head[c & 7])
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self, c: usize) -> bool {
+        self.head[c & 7] == self.tail[c & 7]
+    }
+
+    #[inline]
+    pub(crate) fn is_full(&self, c: usize) -> bool {
+        self.len(c) > self.mask[c & 7]
+    }
+
+    /// Free slots of class `c`.
+    #[inline]
+    pub(crate) fn room(&self, c: usize) -> u32 {
+        self.mask[c & 7] + 1 - self.len(c)
+    }
+
+    /// Stores `d` in class `c`'s slot of counter value `at` (`tail` + k for the k-th packet of
+    /// a burst) without moving the tail: the caller commits by setting `tail`, or drops the
+    /// write by not doing so. Must stay within [`room`](Self::room) of the tail.
+    #[inline]
+    pub(crate) fn write_at(&mut self, c: usize, at: u32, d: Desc) {
+        let c = c & 7;
+        if let Some(slot) = self.slots.get_mut((self.base[c] + (at & self.mask[c])) as usize) {
+            *slot = d;
+        }
+    }
+
+    /// Appends `d` to class `c`; false (and nothing stored) when full.
+    #[inline]
+    pub(crate) fn push(&mut self, c: usize, d: Desc) -> bool {
+        if self.is_full(c) {
+            return false;
+        }
+        let t = self.tail[c & 7];
+        self.write_at(c, t, d);
+        self.tail[c & 7] = t.wrapping_add(1);
+        true
+    }
+
+    /// Class `c`'s oldest descriptor, if any.
+    #[inline]
+    pub(crate) fn peek(&self, c: usize) -> Option<&Desc> {
+        if self.is_empty(c) {
+            return None;
+        }
+        let c = c & 7;
+        self.slots.get((self.base[c] + (self.head[c] & self.mask[c])) as usize)
+    }
+
+    /// Removes and returns class `c`'s oldest descriptor.
+    #[inline]
+    pub(crate) fn pop(&mut self, c: usize) -> Option<Desc> {
+        let d = *self.peek(c)?;
+        self.head[c & 7] = self.head[c & 7].wrapping_add(1);
+        Some(d)
+    }
+
+    /// Moves class `c`'s head packets into `out` (from its start) while each fits in `credit`
+    /// bytes, which it spends; returns how many it moved and their bytes. Stops at an empty
+    /// ring, a full `out`, or a packet longer than the credit left. At most two contiguous
+    /// runs (before and after the wrap), so no per-packet bounds check.
+    #[inline]
+    pub(crate) fn pop_into(&mut self, c: usize, out: &mut [Desc], credit: &mut u64) -> (usize, u64) {
+        let c = c & 7;
+        let (base, mask, head) = (self.base[c] as usize, self.mask[c] as usize, self.head[c]);
+        let len = (self.tail[c].wrapping_sub(head) as usize).min(out.len());
+        let start = head as usize & mask;
+        let first = len.min(mask + 1 - start);
+        let mut bytes = 0;
+        let seg = self.slots.get(base + start..base + start + first).unwrap_or_default();
+        let mut n = take_run(seg, out, credit, &mut bytes);
+        if n == first && n < len {
+            let rest = self.slots.get(base..base + (len - n)).unwrap_or_default();
+            n += take_run(rest, out.get_mut(n..).unwrap_or_default(), credit, &mut bytes);
+        }
+        self.head[c] = head.wrapping_add(n as u32);
+        (n, bytes)
     }
 }
 

@@ -138,6 +138,43 @@ impl Drr {
         self.deficit[c]
     }
 
+    /// Runs batched turns from the head of the list, with the list in registers:
+    /// `turn(c, credit)` sends what it can of class `c`, the head, within `credit` bytes (its
+    /// deficit, after one quantum if the turn is new) and returns the credit left and how the
+    /// turn ended ([`close`](Self::close)), or `None` to stop before the turn opens (no room).
+    /// Stops after a `Turn::Open` or when the list is empty.
+    #[inline]
+    pub fn turns(&mut self, mut turn: impl FnMut(usize, u32) -> Option<(u32, Turn)>) {
+        let (mut list, mut len, mut granted) = (self.list, self.len, self.granted);
+        while len > 0 {
+            let c = (list & 7) as usize;
+            let mut credit = self.deficit[c];
+            if !granted {
+                credit = credit.saturating_add(self.quantum[c]);
+            }
+            let Some((left, t)) = turn(c, credit) else { break };
+            match t {
+                Turn::Empty => {
+                    self.deficit[c] = 0;
+                    list >>= 4;
+                    len -= 1;
+                    granted = false;
+                }
+                Turn::Open => {
+                    self.deficit[c] = left;
+                    granted = true;
+                    break;
+                }
+                Turn::Done => {
+                    self.deficit[c] = left;
+                    list = (list >> 4) | (c as u32) << ((u32::from(len).wrapping_sub(1) * 4) & 31);
+                    granted = false;
+                }
+            }
+        }
+        (self.list, self.len, self.granted) = (list, len, granted);
+    }
+
     /// Ends the batched turn of `c`, the head class, with `deficit` left: `Turn::Empty` leaves
     /// the list (deficit reset), `Turn::Open` keeps the turn for the next call (the budget ran
     /// out), `Turn::Done` moves `c` to the tail (its head packet did not fit).
