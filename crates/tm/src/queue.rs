@@ -232,11 +232,19 @@ fn take_run(seg: &[Desc], out: &mut [Desc], credit: &mut u64, bytes: &mut u64) -
 /// No slot: the end of a list.
 pub const NIL: u32 = u32::MAX;
 
-/// Descriptor storage for list queues: `desc[i]` and `next[i]`, with a free list through `next`.
+/// One slab slot: a descriptor and the link to the next slot of its list (20 bytes), kept
+/// together so that reaching either costs one bounds check.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    desc: Desc,
+    next: u32,
+}
+
+/// Descriptor storage for list queues: `slots[i]` holds a descriptor and the link to the next
+/// slot, with a free list through the links.
 #[derive(Clone, Debug)]
 pub struct Slab {
-    desc: Box<[Desc]>,
-    next: Box<[u32]>,
+    slots: Box<[Slot]>,
     free: u32,
     used: u32,
 }
@@ -244,13 +252,8 @@ pub struct Slab {
 impl Slab {
     /// A slab of `n` descriptors (20 bytes each).
     pub fn new(n: u32) -> Slab {
-        let next: Vec<u32> = (0..n).map(|i| if i + 1 < n { i + 1 } else { NIL }).collect();
-        Slab {
-            desc: vec![Desc::default(); n as usize].into_boxed_slice(),
-            next: next.into_boxed_slice(),
-            free: if n > 0 { 0 } else { NIL },
-            used: 0,
-        }
+        let slots: Vec<Slot> = (0..n).map(|i| Slot { desc: Desc::default(), next: if i + 1 < n { i + 1 } else { NIL } }).collect();
+        Slab { slots: slots.into_boxed_slice(), free: if n > 0 { 0 } else { NIL }, used: 0 }
     }
 
     /// Slots in use.
@@ -261,30 +264,35 @@ impl Slab {
     /// The descriptor in slot `i` (a default one for an out-of-range `i`).
     #[inline]
     pub fn get(&self, i: u32) -> Desc {
-        self.desc.get(i as usize).copied().unwrap_or_default()
-    }
-
-    #[inline]
-    fn next_of(&self, i: u32) -> u32 {
-        self.next.get(i as usize).copied().unwrap_or(NIL)
+        self.slots.get(i as usize).map(|s| s.desc).unwrap_or_default()
     }
 
     #[inline]
     fn set_next(&mut self, i: u32, n: u32) {
-        if let Some(x) = self.next.get_mut(i as usize) {
-            *x = n;
+        if let Some(x) = self.slots.get_mut(i as usize) {
+            x.next = n;
         }
     }
 
-    /// Stores `d` in a free slot; `None` when the slab is full.
+    /// Stores `d` in a free slot, the end of a list ([`NIL`] next); `None` when the slab is full.
     #[inline]
     pub fn alloc(&mut self, d: Desc) -> Option<u32> {
         let i = self.free;
-        let slot = self.desc.get_mut(i as usize)?;
-        *slot = d;
-        self.free = self.next_of(i);
+        let slot = self.slots.get_mut(i as usize)?;
+        slot.desc = d;
+        self.free = std::mem::replace(&mut slot.next, NIL);
         self.used += 1;
         Some(i)
+    }
+
+    /// Returns slot `i` to the free list, with its descriptor and its list successor.
+    #[inline]
+    fn take(&mut self, i: u32) -> Option<(Desc, u32)> {
+        let slot = self.slots.get_mut(i as usize)?;
+        let next = std::mem::replace(&mut slot.next, self.free);
+        self.free = i;
+        self.used -= 1;
+        Some((slot.desc, next))
     }
 
     /// Returns slot `i` to the free list.
@@ -319,10 +327,9 @@ impl ListQueue {
         self.head == NIL
     }
 
-    /// Appends slot `i` (already holding its descriptor).
+    /// Appends slot `i`, fresh from [`Slab::alloc`] (holding its descriptor, next = [`NIL`]).
     #[inline]
     pub fn push(&mut self, slab: &mut Slab, i: u32) {
-        slab.set_next(i, NIL);
         if self.head == NIL {
             self.head = i;
         } else {
@@ -340,13 +347,8 @@ impl ListQueue {
     /// Unlinks the head and frees its slot; returns its descriptor.
     #[inline]
     pub fn pop(&mut self, slab: &mut Slab) -> Option<Desc> {
-        let i = self.head;
-        if i == NIL {
-            return None;
-        }
-        let d = slab.get(i);
-        self.head = slab.next_of(i);
-        slab.release(i);
+        let (d, next) = slab.take(self.head)?;
+        self.head = next;
         Some(d)
     }
 }
