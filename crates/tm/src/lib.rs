@@ -63,8 +63,8 @@ pub mod queue;
 pub mod reference;
 pub mod sched;
 pub mod shaper;
-pub mod wred;
 pub mod workload;
+pub mod wred;
 
 use buffer::SharedBuffer;
 use config::{ConfigError, PortConfig, TmConfig};
