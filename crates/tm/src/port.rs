@@ -332,37 +332,34 @@ impl FlatPort {
         let mut taken = [0u64; CLASSES];
         let mut n = 0;
         let mut cleared = 0u8;
+        let rings = &mut self.rings;
         while let Some(c) = sp::highest(self.nonempty & self.sp_mask & !cleared) {
             let c = c & 7;
-            let Some(rest) = out.get_mut(n..) else { break };
-            let mut unlimited = u64::MAX;
-            let (k, bytes) = self.rings.pop_into(c, rest, &mut unlimited);
-            n += k;
-            taken[c] += bytes;
-            if !self.rings.is_empty(c) {
+            let (m, left) = rings.pop_into(c, out, n, u64::MAX);
+            n = m;
+            taken[c] += u64::MAX - left;
+            if !rings.is_empty(c) {
                 break; // the budget ran out
             }
             cleared |= 1 << c;
         }
-        let rings = &mut self.rings;
         self.drr.turns(|c, credit| {
-            let rest = out.get_mut(n..).unwrap_or_default();
-            if rest.is_empty() {
+            if n >= out.len() {
                 return None;
             }
-            let mut credit = u64::from(credit);
-            let (k, bytes) = rings.pop_into(c, rest, &mut credit);
-            n += k;
-            taken[c & 7] += bytes;
+            let credit = u64::from(credit);
+            let (m, left) = rings.pop_into(c, out, n, credit);
+            n = m;
+            taken[c & 7] += credit - left;
             let turn = if rings.is_empty(c) {
                 cleared |= 1 << c;
                 Turn::Empty
-            } else if k == rest.len() {
+            } else if n == out.len() {
                 Turn::Open
             } else {
                 Turn::Done
             };
-            Some((credit as u32, turn))
+            Some((left as u32, turn))
         });
         self.nonempty &= !cleared;
         let mut released = 0;

@@ -188,45 +188,31 @@ impl ClassRings {
         Some(d)
     }
 
-    /// Moves class `c`'s head packets into `out` (from its start) while each fits in `credit`
-    /// bytes, which it spends; returns how many it moved and their bytes. Stops at an empty
-    /// ring, a full `out`, or a packet longer than the credit left. At most two contiguous
-    /// runs (before and after the wrap), so no per-packet bounds check.
+    /// Moves class `c`'s head packets into `out[n..]` while each fits in `credit` bytes;
+    /// returns the new `n` and the credit left (the bytes moved are the credit spent). Stops at
+    /// an empty ring, a full `out`, or a packet longer than the credit left. A DRR turn moves
+    /// one or two packets on average, so this is written for short runs: no set-up beyond four
+    /// loads, one masked index and one bounds check per packet.
     #[inline]
-    pub(crate) fn pop_into(&mut self, c: usize, out: &mut [Desc], credit: &mut u64) -> (usize, u64) {
+    pub(crate) fn pop_into(&mut self, c: usize, out: &mut [Desc], mut n: usize, mut credit: u64) -> (usize, u64) {
         let c = c & 7;
-        let (base, mask, head) = (self.base[c] as usize, self.mask[c] as usize, self.head[c]);
-        let len = (self.tail[c].wrapping_sub(head) as usize).min(out.len());
-        let start = head as usize & mask;
-        let first = len.min(mask + 1 - start);
-        let mut bytes = 0;
-        let seg = self.slots.get(base + start..base + start + first).unwrap_or_default();
-        let mut n = take_run(seg, out, credit, &mut bytes);
-        if n == first && n < len {
-            let rest = self.slots.get(base..base + (len - n)).unwrap_or_default();
-            n += take_run(rest, out.get_mut(n..).unwrap_or_default(), credit, &mut bytes);
+        let (base, mask, t) = (self.base[c], self.mask[c], self.tail[c]);
+        let mut h = self.head[c];
+        while h != t {
+            let Some(slot) = out.get_mut(n) else { break };
+            let Some(d) = self.slots.get((base + (h & mask)) as usize) else { break };
+            let len = u64::from(d.len_bytes);
+            if len > credit {
+                break;
+            }
+            credit -= len;
+            *slot = *d;
+            h = h.wrapping_add(1);
+            n += 1;
         }
-        self.head[c] = head.wrapping_add(n as u32);
-        (n, bytes)
+        self.head[c] = h;
+        (n, credit)
     }
-}
-
-/// Copies the leading packets of `seg` into `out` while each fits in `credit`; returns how
-/// many, adding their bytes to `bytes`.
-#[inline]
-fn take_run(seg: &[Desc], out: &mut [Desc], credit: &mut u64, bytes: &mut u64) -> usize {
-    let mut n = 0;
-    for (slot, d) in out.iter_mut().zip(seg) {
-        let len = u64::from(d.len_bytes);
-        if len > *credit {
-            break;
-        }
-        *credit -= len;
-        *bytes += len;
-        *slot = *d;
-        n += 1;
-    }
-    n
 }
 
 /// No slot: the end of a list.
