@@ -152,15 +152,18 @@ impl FlatPort {
         }
         let tail0 = self.rings.tail;
         let mut tail = tail0;
-        let mut add = [0u64; CLASSES];
-        let mut any_class = 0u8;
+        // Two passes, each with few enough live values to stay in registers (one pass spilled).
         for d in pkts {
-            any_class |= d.class;
             let c = usize::from(d.class & 7);
             let t = tail[c];
             tail[c] = t.wrapping_add(1);
             self.rings.write_at(c, t, *d);
-            add[c] += u64::from(d.len_bytes);
+        }
+        let mut add = [0u64; CLASSES];
+        let mut any_class = 0u8;
+        for d in pkts {
+            any_class |= d.class;
+            add[usize::from(d.class & 7)] += u64::from(d.len_bytes);
         }
         if usize::from(any_class) >= CLASSES {
             return false;
