@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!   enqueue: class → queue ─▶ oversize for a shaper? ─▶ ring full? ─▶ WRED (avg, ECN)
-//!                           ─▶ shared buffer (min, α) ─▶ ring push; class joins the DRR list if it was empty
+//!                           ─▶ shared buffer (min, α) ─▶ ring push
+//!   end of burst: DRR classes that were empty join the tail of the active list, highest first
 //!   dequeue: strict mask ─lzcnt─▶ class   else DRR head ─▶ queue shaper ok? ─▶ port shaper ok?
 //!                                                         ─▶ pop, account, next
 //! ```
@@ -16,6 +17,13 @@
 //! decides every refusal. The burst check is *sufficient*: it passes only when no packet of
 //! the burst would be refused one at a time, so results never differ. Occupancy only grows
 //! during an enqueue, so one watermark update per class and burst is the exact maximum.
+//!
+//! **A burst is one arrival instant.** DRR classes that become non-empty during one enqueue
+//! burst join the tail of the active list together at its end, highest class first (before
+//! tm2 they joined in the order of their first packet). Bursts of one packet keep arrival
+//! order. Finding first-packet order cost a scan of the burst, about 9 of the 103
+//! instructions per packet of `tm_cost a`; byte shares are unchanged (they follow the
+//! deficits, not the order of first turns).
 
 use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
@@ -132,14 +140,28 @@ impl FlatPort {
     pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, rng: &mut Rng, pkts: &[Desc], res: &mut [Enq]) -> usize {
         let n = pkts.len().min(res.len());
         let (pkts, res) = (&pkts[..n], &mut res[..n]);
+        let before = self.nonempty;
         if self.plain && self.enqueue_whole(buf, pkts) {
             res.fill(Enq::Queued);
-            return n;
+        } else {
+            for (d, r) in pkts.iter().zip(res.iter_mut()) {
+                *r = self.enqueue_one(buf, rng, d);
+            }
         }
-        for (d, r) in pkts.iter().zip(res.iter_mut()) {
-            *r = self.enqueue_one(buf, rng, d);
-        }
+        self.join_drr(before);
         n
+    }
+
+    /// DRR classes that became non-empty during a burst (were not in `before`) join the tail
+    /// of the active list, highest class first: a burst is one arrival instant for the
+    /// scheduler (see the module doc).
+    #[inline]
+    fn join_drr(&mut self, before: u8) {
+        let mut joining = self.nonempty & !before & !self.sp_mask;
+        while let Some(c) = sp::highest(joining) {
+            self.drr.activate(c);
+            joining &= !(1 << c);
+        }
     }
 
     /// Takes all of `pkts` if none of them would be refused one at a time (see the module
@@ -193,20 +215,7 @@ impl FlatPort {
             self.hwm_pkts[c] = self.hwm_pkts[c].max(tail[c].wrapping_sub(self.rings.head[c]));
         }
         buf.take_shared(need, n as u32);
-        // DRR classes that were empty join the active list in the order of their first packet:
-        // scan the burst only as far as it takes to find them all.
-        let mut joining = seen & !self.nonempty & !self.sp_mask;
         self.nonempty |= seen;
-        for d in pkts {
-            if joining == 0 {
-                break;
-            }
-            let bit = 1u8 << (d.class & 7);
-            if joining & bit != 0 {
-                joining &= !bit;
-                self.drr.activate(usize::from(d.class & 7));
-            }
-        }
         true
     }
 
@@ -250,13 +259,7 @@ impl FlatPort {
         self.occ_bytes[c] += len;
         self.hwm_bytes[c] = self.hwm_bytes[c].max(self.occ_bytes[c]);
         self.hwm_pkts[c] = self.hwm_pkts[c].max(ring.len(c));
-        let bit = 1u8 << c;
-        if self.nonempty & bit == 0 {
-            self.nonempty |= bit;
-            if self.sp_mask & bit == 0 {
-                self.drr.activate(c);
-            }
-        }
+        self.nonempty |= 1 << c;
         if marked {
             q.ctr.ecn_marks += 1;
             Enq::Marked
@@ -483,7 +486,13 @@ mod tests {
         let mut res = [Enq::Queued; 4];
         p.enqueue_burst(&mut b, &mut r, &[desc(0, 0, 100), desc(1, 3, 100), desc(2, 6, 100), desc(3, 7, 100)], &mut res);
         let out: Vec<u32> = drain(&mut p, &mut b, 0).iter().map(|d| d.pkt.0).collect();
-        assert_eq!(out, vec![3, 2, 0, 1]);
+        // 7, 6 strict; then the DRR classes that joined in that burst, highest class first.
+        assert_eq!(out, vec![3, 2, 1, 0]);
+        // One burst each: DRR classes join in arrival order.
+        p.enqueue_burst(&mut b, &mut r, &[desc(4, 0, 100)], &mut res[..1]);
+        p.enqueue_burst(&mut b, &mut r, &[desc(5, 3, 100)], &mut res[..1]);
+        let out: Vec<u32> = drain(&mut p, &mut b, 0).iter().map(|d| d.pkt.0).collect();
+        assert_eq!(out, vec![4, 5]);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!                  while head packet of c ≤ deficit[c]:  send it, deficit[c] −= its length
 //!                  c empty       → deficit[c] = 0, drop c from the list
 //!                  packet too big → move c to the tail, keep deficit[c]
-//!   a class that becomes non-empty joins at the tail.
+//!   a class that becomes non-empty joins at the tail (a flat port adds the classes that
+//!   became non-empty in one enqueue burst at its end, highest class first).
 //! ```
 //!
 //! Over a busy period class i sends `weight_i / Σ weight` of the bytes, within one maximum
