@@ -19,8 +19,8 @@
 //! during an enqueue, so one watermark update per class and burst is the exact maximum.
 //!
 //! **A burst is one arrival instant.** DRR classes that become non-empty during one enqueue
-//! burst join the tail of the active list together at its end, highest class first (before
-//! tm2 they joined in the order of their first packet). Bursts of one packet keep arrival
+//! burst join the tail of the active list together at its end, highest class first (they
+//! used to join in the order of their first packet). Bursts of one packet keep arrival
 //! order. Finding first-packet order cost a scan of the burst, about 9 of the 103
 //! instructions per packet of `tm_cost a`; byte shares are unchanged (they follow the
 //! deficits, not the order of first turns).
