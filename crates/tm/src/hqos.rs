@@ -382,6 +382,32 @@ impl HqosPort {
         }
     }
 
+    /// The head group `gi`'s shaper refused its packet: it moves to the tail of the port's
+    /// list. Out of line (`#[cold]`): keeping it in the dequeue loop cost registers (callgrind,
+    /// `tm_cost c`).
+    #[cold]
+    fn group_refused(&mut self, gi: u32) {
+        if let Some(grp) = self.groups.get(gi as usize) {
+            self.ghead = grp.next;
+            push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, gi);
+        }
+    }
+
+    /// The head pipe `pi` of the head group `gi` is shaped out until `ready_ns`: it leaves the
+    /// group's list for the wheel, and the group the port's list if it was the last. Out of line
+    /// (`#[cold]`), as [`group_refused`](Self::group_refused).
+    #[cold]
+    fn pipe_refused(&mut self, gi: u32, pi: u32, ready_ns: u64) {
+        let next = self.pipes.get(pi as usize).map_or(NIL, |p| p.next);
+        let Some(grp) = self.groups.get_mut(gi as usize) else { return };
+        grp.head = next;
+        let empty = next == NIL;
+        self.sleep(pi, ready_ns);
+        if empty {
+            self.unlist_head_group();
+        }
+    }
+
     /// Removes the head group from the port's list.
     fn unlist_head_group(&mut self) {
         let g = self.ghead;
@@ -430,8 +456,7 @@ impl HqosPort {
                     if refused >= self.listed_groups {
                         break;
                     }
-                    self.ghead = grp.next;
-                    push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, gi);
+                    self.group_refused(gi);
                     continue;
                 }
             }
@@ -439,12 +464,7 @@ impl HqosPort {
                 p.tb.refill(pp, now_ns);
                 if !p.tb.conforms(len) {
                     let ready = p.tb.ready_ns(pp, len);
-                    grp.head = p.next;
-                    let empty = grp.head == NIL;
-                    self.sleep(pi, ready);
-                    if empty {
-                        self.unlist_head_group();
-                    }
+                    self.pipe_refused(gi, pi, ready);
                     continue;
                 }
                 p.tb.consume(len);
