@@ -806,6 +806,45 @@ mod tests {
         assert_eq!(r.deq(64, 500_000).len(), 1);
     }
 
+    /// A burst admitted against the buffer at once decides exactly as the same packets offered
+    /// one at a time, on buffers small enough that the threshold and the bytes run out.
+    #[test]
+    fn burst_admission_equals_packet_by_packet() {
+        let cfg = HqosConfig {
+            groups: vec![GroupConfig { pipes: 8, profile: 0, shaper: None }],
+            queues: std::array::from_fn(|c| HqosQueueConfig { limit_bytes: 1 << 20, min_bytes: 300 * (c as u32 % 3), alpha_log2: (c as i8 % 4) - 1 }),
+            ..HqosConfig::default()
+        };
+        let mut seed = 99u64;
+        for total in [5_000u64, 20_000, 60_000, 1 << 30] {
+            let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, 200, 2400), slab: Slab::new(200) };
+            let (mut burst, mut single) = (new(), new());
+            let mut refused = [0u32; TmDrop::COUNT];
+            for round in 0..40u32 {
+                let ds: Vec<Desc> = (0..32u32)
+                    .map(|i| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        desc(round * 32 + i, (seed >> 40) as u32 % 8, (seed >> 20) as u8 % 8, 64 + (seed >> 33) as u32 % 1437)
+                    })
+                    .collect();
+                let a = burst.enq(&ds);
+                let b: Vec<Enq> = ds.iter().flat_map(|d| single.enq(std::slice::from_ref(d))).collect();
+                assert_eq!(a, b, "total {total} round {round}");
+                for r in &a {
+                    if let Enq::Dropped(x) = r {
+                        refused[*x as usize] += 1;
+                    }
+                }
+                assert_eq!((burst.buf.used_bytes(), burst.buf.used_pkts()), (single.buf.used_bytes(), single.buf.used_pkts()));
+                let budget = (round % 5 * 9) as usize;
+                assert_eq!(burst.deq(budget, 0), single.deq(budget, 0));
+            }
+            if total <= 20_000 {
+                assert!(refused[TmDrop::Threshold as usize] > 0 && refused[TmDrop::BufferFull as usize] > 0, "{total}: {refused:?}");
+            }
+        }
+    }
+
     #[test]
     fn drops_and_counters() {
         let cfg = HqosConfig {
