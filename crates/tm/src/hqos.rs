@@ -812,7 +812,11 @@ mod tests {
     fn burst_admission_equals_packet_by_packet() {
         let cfg = HqosConfig {
             groups: vec![GroupConfig { pipes: 8, profile: 0, shaper: None }],
-            queues: std::array::from_fn(|c| HqosQueueConfig { limit_bytes: 1 << 20, min_bytes: 300 * (c as u32 % 3), alpha_log2: (c as i8 % 4) - 1 }),
+            queues: std::array::from_fn(|c| HqosQueueConfig {
+                limit_bytes: 1 << 20,
+                min_bytes: 300 * (c as u32 % 3),
+                alpha_log2: (c as i8 % 4) - 1,
+            }),
             ..HqosConfig::default()
         };
         let mut seed = 99u64;
