@@ -3,10 +3,10 @@
 //! (nanoseconds per packet, wall clock) both run, so the two figures describe the same work.
 //!
 //! Each step offers a burst of [`BURST`] descriptors to one port and then asks that port for
-//! up to [`BURST`] packets back, at a virtual time that advances 1 µs per burst. Descriptors
-//! are 64–1517 bytes, of random class, and (HQoS) of random pipe among 262,144; the burst's port
-//! is random among the scenario's ports. Nothing here reads a clock: the caller times
-//! [`Workload::run`].
+//! up to [`BURST`] packets back, at a virtual time that advances [`STEP_NS`] (1 µs) per burst.
+//! Descriptors are 64–1517 bytes, of random class, and (HQoS) of random pipe among 262,144; the
+//! burst's port is random among the scenario's ports. Nothing here reads a clock: the caller
+//! times [`Workload::run`].
 //!
 //! | scenario | letter | what |
 //! |---|---|---|
@@ -24,6 +24,9 @@ use std::hint::black_box;
 
 /// Packets per enqueue burst and per dequeue budget.
 pub const BURST: usize = 32;
+
+/// Virtual time between two steps.
+pub const STEP_NS: u64 = 1000;
 
 /// One of the four cost scenarios (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,9 +155,16 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Runs `packets / BURST` steps (enqueue a burst, dequeue up to a burst) on `tm`; returns
-    /// the packets sent and the packets dropped. No clock: the caller times it.
+    /// Runs `packets / BURST` steps (enqueue a burst, dequeue up to a burst) on `tm`, from
+    /// virtual time 0; returns the packets sent and the packets dropped. No clock: the caller
+    /// times it.
     pub fn run(&self, tm: &mut Tm, packets: usize) -> (u64, u64) {
+        self.run_at(tm, packets, 0)
+    }
+
+    /// [`run`](Self::run) from virtual time `t0_ns` (after a warm-up of N packets, pass
+    /// [`Workload::duration_ns`] of N so that time does not go back).
+    pub fn run_at(&self, tm: &mut Tm, packets: usize, t0_ns: u64) -> (u64, u64) {
         let mut res = [Enq::Queued; BURST];
         let mut out = [Desc::default(); BURST];
         let (mut sent, mut dropped) = (0u64, 0u64);
@@ -162,7 +172,7 @@ impl Workload {
         for b in 0..packets / BURST {
             let k = b % bursts;
             let port = self.port_of.get(k).copied().unwrap_or(0);
-            let now_ns = (b as u64) * 1000;
+            let now_ns = t0_ns + (b as u64) * STEP_NS;
             let pkts = self.descs.get(k * BURST..(k + 1) * BURST).unwrap_or_default();
             tm.enqueue_burst(port, pkts, now_ns, &mut res);
             dropped += res.iter().filter(|r| matches!(r, Enq::Dropped(_))).count() as u64;
@@ -170,6 +180,11 @@ impl Workload {
             black_box(&out);
         }
         (sent, dropped)
+    }
+
+    /// The virtual time `packets` take: one [`STEP_NS`] per burst.
+    pub const fn duration_ns(packets: usize) -> u64 {
+        (packets / BURST) as u64 * STEP_NS
     }
 }
 

@@ -356,9 +356,10 @@ fn bench_tm(a: &BenchArgs) -> Result<(), String> {
         let (mut sent, mut dropped) = (0, 0);
         for _ in 0..repeat {
             let mut tm = fastpath_tm::Tm::build(&cfg).map_err(|e| e.to_string())?;
-            w.run(&mut tm, packets.min(1 << 16)); // warm-up: touch the state the run will use
+            let warm = packets.min(1 << 16); // warm-up: touch the state the run will use
+            w.run(&mut tm, warm);
             let t0 = Instant::now();
-            (sent, dropped) = w.run(&mut tm, packets);
+            (sent, dropped) = w.run_at(&mut tm, packets, fastpath_tm::workload::Workload::duration_ns(warm));
             ns.push(t0.elapsed().as_nanos() as f64 / packets as f64);
         }
         ns.sort_by(f64::total_cmp);
