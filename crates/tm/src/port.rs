@@ -29,7 +29,7 @@ use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
 use crate::counters::QueueCounters;
 use crate::queue::ClassRings;
-use crate::sched::drr::{Drr, Turn};
+use crate::sched::drr::Drr;
 use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
 use crate::wred::{RedAction, Rng, WredParams};
@@ -341,32 +341,45 @@ impl FlatPort {
         let rings = &mut self.rings;
         while let Some(c) = sp::highest(self.nonempty & self.sp_mask & !cleared) {
             let c = c & 7;
-            let (m, left) = rings.pop_into(c, out, n, u64::MAX);
+            let (m, left, empty) = rings.pop_into(c, out, n, u64::MAX);
             n = m;
             taken[c] += u64::MAX - left;
-            if !rings.is_empty(c) {
+            if !empty {
                 break; // the budget ran out
             }
             cleared |= 1 << c;
         }
-        self.drr.turns(|c, credit| {
-            if n >= out.len() {
-                return None;
+        // DRR turns, the active list in registers (see `sched::drr`): a turn ends with the
+        // class empty (it leaves), the budget spent (the turn stays open) or a head packet
+        // longer than the credit left (the class moves to the tail).
+        let drr = &mut self.drr;
+        let (mut list, mut len, mut granted) = (drr.list, drr.len, drr.granted);
+        let cap = out.len();
+        while len > 0 && n < cap {
+            let c = (list & 7) as usize;
+            let mut credit = u64::from(drr.deficit[c]);
+            if !granted {
+                credit += u64::from(drr.quantum[c]);
             }
-            let credit = u64::from(credit);
-            let (m, left) = rings.pop_into(c, out, n, credit);
+            let (m, left, empty) = rings.pop_into(c, out, n, credit);
             n = m;
-            taken[c & 7] += credit - left;
-            let turn = if rings.is_empty(c) {
+            taken[c] += credit - left;
+            if empty {
+                drr.deficit[c] = 0;
+                list >>= 4;
+                len -= 1;
+                granted = false;
                 cleared |= 1 << c;
-                Turn::Empty
-            } else if n == out.len() {
-                Turn::Open
+            } else if n == cap {
+                drr.deficit[c] = u32::try_from(left).unwrap_or(u32::MAX);
+                granted = true;
             } else {
-                Turn::Done
-            };
-            Some((left as u32, turn))
-        });
+                drr.deficit[c] = left as u32; // below the head packet's length
+                list = (list >> 4) | (c as u32) << ((u32::from(len).wrapping_sub(1) * 4) & 31);
+                granted = false;
+            }
+        }
+        (drr.list, drr.len, drr.granted) = (list, len, granted);
         self.nonempty &= !cleared;
         let mut released = 0;
         for c in 0..CLASSES {

@@ -194,7 +194,7 @@ impl ClassRings {
     /// one or two packets on average, so this is written for short runs: no set-up beyond four
     /// loads, one masked index and one bounds check per packet.
     #[inline]
-    pub(crate) fn pop_into(&mut self, c: usize, out: &mut [Desc], mut n: usize, mut credit: u64) -> (usize, u64) {
+    pub(crate) fn pop_into(&mut self, c: usize, out: &mut [Desc], mut n: usize, mut credit: u64) -> (usize, u64, bool) {
         let c = c & 7;
         let (base, mask, t) = (self.base[c], self.mask[c], self.tail[c]);
         let mut h = self.head[c];
@@ -211,7 +211,7 @@ impl ClassRings {
             n += 1;
         }
         self.head[c] = h;
-        (n, credit)
+        (n, credit, h == t)
     }
 }
 

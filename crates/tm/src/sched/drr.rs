@@ -38,14 +38,15 @@ pub enum Turn {
 ///
 /// The active list is packed into one `u32`, one class per nibble, the head in the lowest:
 /// reading the head, popping it, appending and rotating are each a shift and a mask, with no
-/// memory access (the list stays in a register through a dequeue).
+/// memory access. A flat port's batched dequeue (`port::FlatPort`, plain ports) keeps the list
+/// in a register through its turns and works on the fields directly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Drr {
-    list: u32,
-    len: u8,
-    granted: bool,
-    deficit: [u32; 8],
-    quantum: [u32; 8],
+    pub(crate) list: u32,
+    pub(crate) len: u8,
+    pub(crate) granted: bool,
+    pub(crate) deficit: [u32; 8],
+    pub(crate) quantum: [u32; 8],
 }
 
 impl Drr {
@@ -137,43 +138,6 @@ impl Drr {
             self.granted = true;
         }
         self.deficit[c]
-    }
-
-    /// Runs batched turns from the head of the list, with the list in registers:
-    /// `turn(c, credit)` sends what it can of class `c`, the head, within `credit` bytes (its
-    /// deficit, after one quantum if the turn is new) and returns the credit left and how the
-    /// turn ended ([`close`](Self::close)), or `None` to stop before the turn opens (no room).
-    /// Stops after a `Turn::Open` or when the list is empty.
-    #[inline]
-    pub fn turns(&mut self, mut turn: impl FnMut(usize, u32) -> Option<(u32, Turn)>) {
-        let (mut list, mut len, mut granted) = (self.list, self.len, self.granted);
-        while len > 0 {
-            let c = (list & 7) as usize;
-            let mut credit = self.deficit[c];
-            if !granted {
-                credit = credit.saturating_add(self.quantum[c]);
-            }
-            let Some((left, t)) = turn(c, credit) else { break };
-            match t {
-                Turn::Empty => {
-                    self.deficit[c] = 0;
-                    list >>= 4;
-                    len -= 1;
-                    granted = false;
-                }
-                Turn::Open => {
-                    self.deficit[c] = left;
-                    granted = true;
-                    break;
-                }
-                Turn::Done => {
-                    self.deficit[c] = left;
-                    list = (list >> 4) | (c as u32) << ((u32::from(len).wrapping_sub(1) * 4) & 31);
-                    granted = false;
-                }
-            }
-        }
-        (self.list, self.len, self.granted) = (list, len, granted);
     }
 
     /// Ends the batched turn of `c`, the head class, with `deficit` left: `Turn::Empty` leaves
