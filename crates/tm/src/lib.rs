@@ -14,7 +14,8 @@
 //! - **shapers** ([`shaper`]): token buckets per port and per queue, in bits/s and bytes;
 //! - **hierarchical QoS** ([`hqos`]): port ▸ group ▸ pipe ▸ class ▸ queue with shapers at
 //!   port, group and pipe level, for hundreds of thousands of pipes;
-//! - a naive twin of the flat port ([`reference`]) that the property tests compare against.
+//! - a naive twin of the flat port ([`reference`]) that the property tests compare against;
+//! - the cost workloads ([`workload`]) that `examples/tm_cost.rs` and `fastpath bench tm` run.
 //!
 //! Depends only on `fastpath-packet` (for `PktId` and the checksum helpers). It never touches
 //! packet bytes itself (except in [`wred::mark_ce`], which the caller runs on packets that came
@@ -62,6 +63,7 @@ pub mod queue;
 pub mod reference;
 pub mod sched;
 pub mod shaper;
+pub mod workload;
 pub mod wred;
 
 use buffer::SharedBuffer;

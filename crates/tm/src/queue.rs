@@ -62,35 +62,6 @@ impl Ring {
         self.capacity() - self.len()
     }
 
-    /// Stores `d` in the slot of counter value `at` (`tail` + k for the k-th packet of a
-    /// burst) without moving the tail: the caller commits by setting `tail`, or drops the
-    /// write by not doing so. Must stay within [`room`](Self::room) of the tail.
-    #[inline]
-    pub(crate) fn write_at(&mut self, at: u32, d: Desc) {
-        if let Some(slot) = self.buf.get_mut((at & self.mask) as usize) {
-            *slot = d;
-        }
-    }
-
-    /// Moves head packets into `out` (from its start) while each fits in `credit` bytes,
-    /// which it spends; returns how many it moved and their bytes. Stops at an empty ring, a
-    /// full `out`, or a packet longer than the credit left.
-    #[inline]
-    pub(crate) fn pop_into(&mut self, out: &mut [Desc], credit: &mut u64) -> (usize, u64) {
-        let len = (self.len() as usize).min(out.len());
-        let start = ((self.head & self.mask) as usize).min(self.buf.len());
-        let (wrapped, from_head) = self.buf.split_at(start);
-        let first = &from_head[..len.min(from_head.len())];
-        let mut bytes = 0;
-        let mut n = take_run(first, out, credit, &mut bytes);
-        if n == first.len() && n < len {
-            let rest = &wrapped[..(len - n).min(wrapped.len())];
-            n += take_run(rest, out.get_mut(n..).unwrap_or_default(), credit, &mut bytes);
-        }
-        self.head = self.head.wrapping_add(n as u32);
-        (n, bytes)
-    }
-
     /// Appends `d`; false (and nothing stored) when full.
     #[inline]
     pub fn push(&mut self, d: Desc) -> bool {
@@ -122,32 +93,144 @@ impl Ring {
     }
 }
 
-/// Copies the leading packets of `seg` into `out` while each fits in `credit`; returns how
-/// many, adding their bytes to `bytes`.
-#[inline]
-fn take_run(seg: &[Desc], out: &mut [Desc], credit: &mut u64, bytes: &mut u64) -> usize {
-    let mut n = 0;
-    for (slot, d) in out.iter_mut().zip(seg) {
-        let len = u64::from(d.len_bytes);
-        if len > *credit {
-            break;
+/// The 8 class rings of a flat port in one allocation: class `c` owns the slots
+/// `base[c] .. base[c] + mask[c] + 1` (a power of two), with wrapping `u32` head and tail
+/// counters as in [`Ring`]. Heads, tails, bases and masks are arrays indexed by `c & 7`, so a
+/// class's ring is reached with no pointer to follow and no bounds check but the slot's.
+#[derive(Clone, Debug)]
+pub(crate) struct ClassRings {
+    slots: Box<[Desc]>,
+    base: [u32; 8],
+    mask: [u32; 8],
+    pub(crate) head: [u32; 8],
+    pub(crate) tail: [u32; 8],
+}
+
+impl ClassRings {
+    /// Rings of `caps[c]` slots (powers of two; others are rounded up).
+    pub(crate) fn new(caps: [u32; 8]) -> ClassRings {
+        let caps = caps.map(|c| c.max(1).next_power_of_two());
+        let mut base = [0u32; 8];
+        let mut at = 0u32;
+        for (b, c) in base.iter_mut().zip(caps) {
+            *b = at;
+            at = at.saturating_add(c);
         }
-        *credit -= len;
-        *bytes += len;
-        *slot = *d;
-        n += 1;
+        ClassRings {
+            slots: vec![Desc::default(); at as usize].into_boxed_slice(),
+            base,
+            mask: caps.map(|c| c - 1),
+            head: [0; 8],
+            tail: [0; 8],
+        }
     }
-    n
+
+    /// Descriptors held by class `c`.
+    #[inline]
+    pub(crate) fn len(&self, c: usize) -> u32 {
+        self.tail[c & 7].wrapping_sub(self.head[c & 7])
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self, c: usize) -> bool {
+        self.head[c & 7] == self.tail[c & 7]
+    }
+
+    #[inline]
+    pub(crate) fn is_full(&self, c: usize) -> bool {
+        self.len(c) > self.mask[c & 7]
+    }
+
+    /// Free slots of class `c`.
+    #[inline]
+    pub(crate) fn room(&self, c: usize) -> u32 {
+        self.mask[c & 7] + 1 - self.len(c)
+    }
+
+    /// Stores `d` in class `c`'s slot of counter value `at` (`tail` + k for the k-th packet of
+    /// a burst) without moving the tail: the caller commits by setting `tail`, or drops the
+    /// write by not doing so. Must stay within [`room`](Self::room) of the tail.
+    #[inline]
+    pub(crate) fn write_at(&mut self, c: usize, at: u32, d: Desc) {
+        let c = c & 7;
+        if let Some(slot) = self.slots.get_mut((self.base[c] + (at & self.mask[c])) as usize) {
+            *slot = d;
+        }
+    }
+
+    /// Appends `d` to class `c`; false (and nothing stored) when full.
+    #[inline]
+    pub(crate) fn push(&mut self, c: usize, d: Desc) -> bool {
+        if self.is_full(c) {
+            return false;
+        }
+        let t = self.tail[c & 7];
+        self.write_at(c, t, d);
+        self.tail[c & 7] = t.wrapping_add(1);
+        true
+    }
+
+    /// Class `c`'s oldest descriptor, if any.
+    #[inline]
+    pub(crate) fn peek(&self, c: usize) -> Option<&Desc> {
+        if self.is_empty(c) {
+            return None;
+        }
+        let c = c & 7;
+        self.slots.get((self.base[c] + (self.head[c] & self.mask[c])) as usize)
+    }
+
+    /// Removes and returns class `c`'s oldest descriptor.
+    #[inline]
+    pub(crate) fn pop(&mut self, c: usize) -> Option<Desc> {
+        let d = *self.peek(c)?;
+        self.head[c & 7] = self.head[c & 7].wrapping_add(1);
+        Some(d)
+    }
+
+    /// Moves class `c`'s head packets into `out[n..]` while each fits in `credit` bytes;
+    /// returns the new `n` and the credit left (the bytes moved are the credit spent). Stops at
+    /// an empty ring, a full `out`, or a packet longer than the credit left. A DRR turn moves
+    /// one or two packets on average, so this is written for short runs: no set-up beyond four
+    /// loads, one masked index and one bounds check per packet.
+    #[inline]
+    pub(crate) fn pop_into(&mut self, c: usize, out: &mut [Desc], mut n: usize, mut credit: u64) -> (usize, u64, bool) {
+        let c = c & 7;
+        let (base, mask, t) = (self.base[c], self.mask[c], self.tail[c]);
+        let mut h = self.head[c];
+        while h != t {
+            let Some(slot) = out.get_mut(n) else { break };
+            let Some(d) = self.slots.get((base + (h & mask)) as usize) else { break };
+            let len = u64::from(d.len_bytes);
+            if len > credit {
+                break;
+            }
+            credit -= len;
+            *slot = *d;
+            h = h.wrapping_add(1);
+            n += 1;
+        }
+        self.head[c] = h;
+        (n, credit, h == t)
+    }
 }
 
 /// No slot: the end of a list.
 pub const NIL: u32 = u32::MAX;
 
-/// Descriptor storage for list queues: `desc[i]` and `next[i]`, with a free list through `next`.
+/// One slab slot: a descriptor and the link to the next slot of its list (20 bytes), kept
+/// together so that reaching either costs one bounds check.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    desc: Desc,
+    next: u32,
+}
+
+/// Descriptor storage for list queues: `slots[i]` holds a descriptor and the link to the next
+/// slot, with a free list through the links.
 #[derive(Clone, Debug)]
 pub struct Slab {
-    desc: Box<[Desc]>,
-    next: Box<[u32]>,
+    slots: Box<[Slot]>,
     free: u32,
     used: u32,
 }
@@ -155,13 +238,8 @@ pub struct Slab {
 impl Slab {
     /// A slab of `n` descriptors (20 bytes each).
     pub fn new(n: u32) -> Slab {
-        let next: Vec<u32> = (0..n).map(|i| if i + 1 < n { i + 1 } else { NIL }).collect();
-        Slab {
-            desc: vec![Desc::default(); n as usize].into_boxed_slice(),
-            next: next.into_boxed_slice(),
-            free: if n > 0 { 0 } else { NIL },
-            used: 0,
-        }
+        let slots: Vec<Slot> = (0..n).map(|i| Slot { desc: Desc::default(), next: if i + 1 < n { i + 1 } else { NIL } }).collect();
+        Slab { slots: slots.into_boxed_slice(), free: if n > 0 { 0 } else { NIL }, used: 0 }
     }
 
     /// Slots in use.
@@ -172,30 +250,35 @@ impl Slab {
     /// The descriptor in slot `i` (a default one for an out-of-range `i`).
     #[inline]
     pub fn get(&self, i: u32) -> Desc {
-        self.desc.get(i as usize).copied().unwrap_or_default()
-    }
-
-    #[inline]
-    fn next_of(&self, i: u32) -> u32 {
-        self.next.get(i as usize).copied().unwrap_or(NIL)
+        self.slots.get(i as usize).map(|s| s.desc).unwrap_or_default()
     }
 
     #[inline]
     fn set_next(&mut self, i: u32, n: u32) {
-        if let Some(x) = self.next.get_mut(i as usize) {
-            *x = n;
+        if let Some(x) = self.slots.get_mut(i as usize) {
+            x.next = n;
         }
     }
 
-    /// Stores `d` in a free slot; `None` when the slab is full.
+    /// Stores `d` in a free slot, the end of a list ([`NIL`] next); `None` when the slab is full.
     #[inline]
     pub fn alloc(&mut self, d: Desc) -> Option<u32> {
         let i = self.free;
-        let slot = self.desc.get_mut(i as usize)?;
-        *slot = d;
-        self.free = self.next_of(i);
+        let slot = self.slots.get_mut(i as usize)?;
+        slot.desc = d;
+        self.free = std::mem::replace(&mut slot.next, NIL);
         self.used += 1;
         Some(i)
+    }
+
+    /// Returns slot `i` to the free list, with its descriptor and its list successor.
+    #[inline]
+    fn take(&mut self, i: u32) -> Option<(Desc, u32)> {
+        let slot = self.slots.get_mut(i as usize)?;
+        let next = std::mem::replace(&mut slot.next, self.free);
+        self.free = i;
+        self.used -= 1;
+        Some((slot.desc, next))
     }
 
     /// Returns slot `i` to the free list.
@@ -230,10 +313,9 @@ impl ListQueue {
         self.head == NIL
     }
 
-    /// Appends slot `i` (already holding its descriptor).
+    /// Appends slot `i`, fresh from [`Slab::alloc`] (holding its descriptor, next = [`NIL`]).
     #[inline]
     pub fn push(&mut self, slab: &mut Slab, i: u32) {
-        slab.set_next(i, NIL);
         if self.head == NIL {
             self.head = i;
         } else {
@@ -251,13 +333,8 @@ impl ListQueue {
     /// Unlinks the head and frees its slot; returns its descriptor.
     #[inline]
     pub fn pop(&mut self, slab: &mut Slab) -> Option<Desc> {
-        let i = self.head;
-        if i == NIL {
-            return None;
-        }
-        let d = slab.get(i);
-        self.head = slab.next_of(i);
-        slab.release(i);
+        let (d, next) = slab.take(self.head)?;
+        self.head = next;
         Some(d)
     }
 }

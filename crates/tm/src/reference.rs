@@ -5,7 +5,9 @@
 //! threshold recomputed from every queue's length at each packet (in `f64`, exact at these
 //! sizes), strict priority by scanning classes from 7 down, and DRR exactly as the paper's
 //! pseudo-code, one turn at a time (a `VecDeque` active list, `deficit += quantum` when a turn
-//! starts). No WRED and no shapers (they have their own unit tests).
+//! starts). Classes that become non-empty during one enqueue burst join the tail of the active
+//! list at the end of the burst, highest class first (a burst is one arrival instant). No WRED
+//! and no shapers (they have their own unit tests).
 
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
 use crate::{Desc, Enq, TmDrop};
@@ -61,8 +63,26 @@ impl RefFlatPort {
         self.queues[c].iter().map(|d| u64::from(d.len_bytes)).sum()
     }
 
-    /// Offers one packet.
+    /// Offers a burst, one packet at a time; DRR classes that were empty before it and hold
+    /// packets after it join the active list at its end, highest class first.
+    pub fn enqueue_burst(&mut self, pkts: &[Desc]) -> Vec<Enq> {
+        let was_empty: Vec<bool> = self.queues.iter().map(VecDeque::is_empty).collect();
+        let res = pkts.iter().map(|d| self.offer(*d)).collect();
+        for c in (0..CLASSES).rev() {
+            if was_empty[c] && !self.queues[c].is_empty() && !self.strict[c] {
+                self.active.push_back(c);
+            }
+        }
+        res
+    }
+
+    /// Offers one packet (a burst of one).
     pub fn enqueue(&mut self, d: Desc) -> Enq {
+        self.enqueue_burst(&[d]).pop().unwrap_or(Enq::Dropped(TmDrop::NoQueue))
+    }
+
+    /// One packet of a burst, without the DRR join.
+    fn offer(&mut self, d: Desc) -> Enq {
         let c = usize::from(d.class);
         if c >= CLASSES {
             return Enq::Dropped(TmDrop::NoQueue);
@@ -87,9 +107,6 @@ impl RefFlatPort {
             if q.saturating_sub(self.min[c]) as f64 >= (self.alpha[c] * free as f64).floor() {
                 return Enq::Dropped(TmDrop::Threshold);
             }
-        }
-        if self.queues[c].is_empty() && !self.strict[c] {
-            self.active.push_back(c);
         }
         self.queues[c].push_back(d);
         let (b, p) = (self.bytes(c), self.queues[c].len() as u64);

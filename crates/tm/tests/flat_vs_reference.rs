@@ -74,7 +74,7 @@ proptest! {
                         .collect();
                     let mut res = vec![Enq::Queued; pkts.len()];
                     prop_assert_eq!(tm.enqueue_burst(0, &pkts, now, &mut res), pkts.len());
-                    let want: Vec<Enq> = pkts.iter().map(|d| rf.enqueue(*d)).collect();
+                    let want = rf.enqueue_burst(&pkts);
                     prop_assert_eq!(res, want);
                 }
                 Op::Deq(budget) => {

@@ -29,9 +29,15 @@ Examples:\n  fastpath bench l2fwd --packets 20000000\n  \
 fastpath bench router --routes 1000000 --flows 65536 --json\n  \
 fastpath bench router --routes 1000000 --routes6 200000 --v6 100 --repeat 3\n  \
 fastpath bench acl --kind fw --rules 10000\n  \
-fastpath bench switch-acl --rules 10000")]
+fastpath bench switch-acl --rules 10000\n  \
+fastpath bench tm --scenario hqos --repeat 5\n\n\
+`fastpath bench tm` times the traffic manager alone (enqueue + dequeue in bursts of 32, wall clock, \
+median of --repeat runs, 3 by default): --scenario flat (64 ports x 8 classes, SP+DRR), hqos \
+(262,144 pipes x 8 classes), flat-wred, hqos-shaped; both flat and hqos when omitted. Its \
+instructions per packet, exact even on a busy machine, come from scripts/tm-instructions.")]
 pub struct BenchArgs {
-    /// l2fwd, router, sdn-overlay, switch-acl, or acl (the classifier alone). Omit to run them all.
+    /// l2fwd, router, sdn-overlay, switch-acl, acl (the classifier alone) or tm (the traffic
+    /// manager alone). Omit to run every pipeline and the classifier.
     pipeline: Option<String>,
     /// Packets per measured run (after a warm-up).
     #[arg(long, default_value_t = 10_000_000)]
@@ -75,7 +81,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// sdn-overlay scenario: ladder (feature steps), scale (1k..5M flows), cps (connections per
-    /// second), sizes (64..1518 B). Omit for one run of the full pipeline.
+    /// second), sizes (64..1518 B); omit for one run of the full pipeline. tm scenario: flat,
+    /// hqos, flat-wred, hqos-shaped; omit for flat and hqos.
     #[arg(long)]
     scenario: Option<String>,
     /// With `--scenario ladder`: run only this step (0 = VXLAN forward … 5 = full), e.g. to
@@ -323,6 +330,75 @@ fn bench_acl(a: &BenchArgs) -> Result<AclResult, String> {
     })
 }
 
+/// One scenario of `fastpath bench tm`.
+#[derive(Serialize, Clone, Debug)]
+pub struct TmResult {
+    pipeline: String,
+    scenario: String,
+    describe: String,
+    packets: u64,
+    runs: usize,
+    /// Enqueue + dequeue, wall clock, the median run.
+    ns_per_packet: f64,
+    ns_per_packet_min: f64,
+    ns_per_packet_max: f64,
+    mpps: f64,
+    sent: u64,
+    dropped: u64,
+}
+
+/// `fastpath bench tm`: the traffic manager alone, on the workloads of `fastpath_tm::workload`
+/// (the ones `crates/tm/examples/tm_cost.rs` runs under callgrind for instructions per packet).
+/// Building the traffic manager and its traffic is not timed.
+fn bench_tm(a: &BenchArgs) -> Result<(), String> {
+    use fastpath_tm::workload::{Scenario, BURST};
+    let scenarios = match a.scenario.as_deref() {
+        None => vec![Scenario::Flat, Scenario::Hqos],
+        Some(s) => vec![Scenario::parse(s).ok_or_else(|| format!("--scenario {s}: expected flat, hqos, flat-wred or hqos-shaped"))?],
+    };
+    let repeat = if a.repeat > 1 { a.repeat } else { 3 };
+    let packets = (a.packets as usize).max(BURST) / BURST * BURST;
+    for s in scenarios {
+        let cfg = s.config();
+        let w = s.workload();
+        let mut ns = Vec::with_capacity(repeat);
+        let (mut sent, mut dropped) = (0, 0);
+        for _ in 0..repeat {
+            let mut tm = fastpath_tm::Tm::build(&cfg).map_err(|e| e.to_string())?;
+            let warm = packets.min(1 << 16); // warm-up: touch the state the run will use
+            w.run(&mut tm, warm);
+            let t0 = Instant::now();
+            (sent, dropped) = w.run_at(&mut tm, packets, fastpath_tm::workload::Workload::duration_ns(warm));
+            ns.push(t0.elapsed().as_nanos() as f64 / packets as f64);
+        }
+        ns.sort_by(f64::total_cmp);
+        let median = ns[ns.len() / 2];
+        let r = TmResult {
+            pipeline: "tm".into(),
+            scenario: s.name().into(),
+            describe: s.describe().into(),
+            packets: packets as u64,
+            runs: repeat,
+            ns_per_packet: median,
+            ns_per_packet_min: ns[0],
+            ns_per_packet_max: ns[ns.len() - 1],
+            mpps: 1e3 / median,
+            sent,
+            dropped,
+        };
+        if a.json {
+            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        } else {
+            println!(
+                "tm {} ({}): {:.1} ns/packet enqueue+dequeue (min {:.1}, max {:.1}; median of {}), {:.2} Mpps, {} packets, {} dropped",
+                r.scenario, r.describe, r.ns_per_packet, r.ns_per_packet_min, r.ns_per_packet_max, r.runs, r.mpps, r.packets, r.dropped
+            );
+            println!("  instructions/packet: scripts/tm-instructions {}", s.letter());
+        }
+    }
+    Ok(())
+}
+
 fn pin(a: &BenchArgs) {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     let core = a.core.unwrap_or(n - 1);
@@ -348,6 +424,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
             Ok(())
         }
         Some("sdn-overlay") if a.scenario.is_some() => overlay_scenario(&a, tsc),
+        Some("tm") => bench_tm(&a),
         Some(name) => {
             let mut runs = Vec::new();
             for _ in 0..a.repeat.max(1) {

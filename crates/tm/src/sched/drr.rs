@@ -11,7 +11,8 @@
 //!                  while head packet of c ≤ deficit[c]:  send it, deficit[c] −= its length
 //!                  c empty       → deficit[c] = 0, drop c from the list
 //!                  packet too big → move c to the tail, keep deficit[c]
-//!   a class that becomes non-empty joins at the tail.
+//!   a class that becomes non-empty joins at the tail (a flat port adds the classes that
+//!   became non-empty in one enqueue burst at its end, highest class first).
 //! ```
 //!
 //! Over a busy period class i sends `weight_i / Σ weight` of the bytes, within one maximum
@@ -34,28 +35,40 @@ pub enum Turn {
 }
 
 /// DRR state for the non-strict classes of one port: 72 bytes.
+///
+/// The active list is packed into one `u32`, one class per nibble, the head in the lowest:
+/// reading the head, popping it, appending and rotating are each a shift and a mask, with no
+/// memory access. A flat port's batched dequeue (`port::FlatPort`, plain ports) keeps the list
+/// in a register through its turns and works on the fields directly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Drr {
-    list: [u8; 8],
-    head: u8,
-    len: u8,
-    granted: bool,
-    deficit: [u32; 8],
-    quantum: [u32; 8],
+    pub(crate) list: u32,
+    pub(crate) len: u8,
+    pub(crate) granted: bool,
+    pub(crate) deficit: [u32; 8],
+    pub(crate) quantum: [u32; 8],
 }
 
 impl Drr {
     /// A DRR with `quantum[c]` bytes per visit for class `c`.
     pub fn new(quantum: [u32; 8]) -> Drr {
-        Drr { list: [0; 8], head: 0, len: 0, granted: false, deficit: [0; 8], quantum }
+        Drr { list: 0, len: 0, granted: false, deficit: [0; 8], quantum }
     }
 
     /// Class `c` became non-empty: it joins the tail of the active list. Must not be listed.
     #[inline]
     pub fn activate(&mut self, c: usize) {
         debug_assert!(self.len < 8);
-        self.list[usize::from(self.head.wrapping_add(self.len) & 7)] = c as u8;
+        self.list |= ((c & 7) as u32) << ((u32::from(self.len) * 4) & 31);
         self.len += 1;
+    }
+
+    /// Drops the head class from the list.
+    #[inline]
+    fn pop_head(&mut self) {
+        self.list >>= 4;
+        self.len -= 1;
+        self.granted = false;
     }
 
     /// Classes in the active list.
@@ -70,9 +83,8 @@ impl Drr {
 
     #[inline]
     fn rotate(&mut self) {
-        let c = self.list[usize::from(self.head & 7)];
-        self.head = self.head.wrapping_add(1) & 7;
-        self.list[usize::from(self.head.wrapping_add(self.len - 1) & 7)] = c;
+        let c = self.list & 0xf;
+        self.list = (self.list >> 4) | c << ((u32::from(self.len).wrapping_sub(1) * 4) & 31);
         self.granted = false;
     }
 
@@ -83,7 +95,7 @@ impl Drr {
     pub fn select(&mut self, mut head_len: impl FnMut(usize) -> Option<u32>) -> Option<usize> {
         let mut refused = 0u8;
         while self.len > 0 {
-            let c = usize::from(self.list[usize::from(self.head & 7)] & 7);
+            let c = (self.list & 7) as usize;
             let Some(len) = head_len(c) else {
                 refused += 1;
                 self.rotate();
@@ -112,7 +124,7 @@ impl Drr {
         if self.len == 0 {
             None
         } else {
-            Some(usize::from(self.list[usize::from(self.head & 7)] & 7))
+            Some((self.list & 7) as usize)
         }
     }
 
@@ -137,9 +149,7 @@ impl Drr {
         match turn {
             Turn::Empty => {
                 self.deficit[c] = 0;
-                self.head = self.head.wrapping_add(1) & 7;
-                self.len -= 1;
-                self.granted = false;
+                self.pop_head();
             }
             Turn::Open => self.deficit[c] = deficit,
             Turn::Done => {
@@ -157,9 +167,7 @@ impl Drr {
         self.deficit[c] = self.deficit[c].saturating_sub(len);
         if now_empty {
             self.deficit[c] = 0;
-            self.head = self.head.wrapping_add(1) & 7;
-            self.len -= 1;
-            self.granted = false;
+            self.pop_head();
         }
     }
 }
