@@ -162,3 +162,24 @@ fn the_24_rules_deny_rewrite_dscp_and_choose_the_queue() {
     let acl = p.stats().into_iter().find(|(n, _)| n == "acl").unwrap().1;
     assert_eq!(acl.drops[DropReason::AclDeny as usize], 1);
 }
+
+#[test]
+fn the_acl_result_cache_follows_every_rule_change() {
+    // The same flow before and after each change: the classifier's result cache must never
+    // answer for rules that changed.
+    let mut p = switch(2, true);
+    let mut pool = Pool::new(64);
+    send(&mut p, &mut pool, 1, &udp(mac(0xa), mac(0xb), 9), 0);
+    let f = udp(mac(0xb), mac(0xa), 9);
+    for _ in 0..3 {
+        assert_eq!(send(&mut p, &mut pool, 0, &f, 0).0, Verdict::Queued(1), "cached: permitted");
+    }
+    p.load_entries("x", "table acl add * 10.0.0.1/32 * 17/0xff 9..9 priority 1 => deny\n").unwrap();
+    assert_eq!(send(&mut p, &mut pool, 0, &f, 0).0, Verdict::Drop(DropReason::AclDeny), "a new rule applies at once");
+    p.load_entries("x", "table acl del * 10.0.0.1/32 * 17/0xff 9..9\n").unwrap();
+    assert_eq!(send(&mut p, &mut pool, 0, &f, 0).0, Verdict::Queued(1), "and its removal too");
+    p.load_entries("x", "table acl add * * * 17/0xff 9..9 priority 1 => deny\n").unwrap();
+    assert_eq!(send(&mut p, &mut pool, 0, &f, 0).0, Verdict::Drop(DropReason::AclDeny));
+    p.load_entries("x", "table acl clear\n").unwrap();
+    assert_eq!(send(&mut p, &mut pool, 0, &f, 0).0, Verdict::Queued(1), "cleared: nothing denies");
+}

@@ -19,7 +19,7 @@ use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
 use crate::value::Match;
 use fastpath_packet::each_lane;
-use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
+use fastpath_packet::{Batch, DropReason, HdrSet, Lanes, Pool, Slot, BATCH_MAX};
 /// A built classifier (the engine of `acl` tables), shared read-only between replicas.
 pub use fastpath_tables::acl::Acl;
 use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch};
@@ -79,6 +79,122 @@ pub struct TableStage {
     extract: Option<Extract>,
     /// Every key field's extractor, width and whether it is a `range` field, in key order.
     key_x: Vec<(Extract, u8, bool)>,
+    /// Classifier tables: the results of recent keys (specialised build only).
+    acl_cache: Option<Box<AclCache>>,
+    /// Classifier tables whose fields are the input port or whole header fields of 1, 2 or 4
+    /// bytes: how to read each word of the key with no dispatch (specialised build only).
+    acl_words: Option<Vec<AclWord>>,
+}
+
+/// One word of a classifier key read uniformly: the input port, or `n` big-endian bytes of a
+/// header (a 4-byte load shifted right by `shift`), with the headers it needs (or their
+/// alternative) and whether a missing header reads as 0 (`range` fields) or misses.
+#[derive(Clone, Copy, Debug)]
+struct AclWord {
+    in_port: bool,
+    slot: usize,
+    byte: usize,
+    n: usize,
+    needs: HdrSet,
+    alt: HdrSet,
+    range: bool,
+}
+
+impl AclWord {
+    /// The uniform reader of `x`, if there is one.
+    fn of(x: Extract, range: bool) -> Option<AclWord> {
+        let w = |slot: Slot, byte: u16, n: usize, needs, alt| AclWord {
+            in_port: false,
+            slot: slot as usize,
+            byte: usize::from(byte),
+            n,
+            needs,
+            alt,
+            range,
+        };
+        match x {
+            Extract::InPort => Some(AclWord { in_port: true, slot: 0, byte: 0, n: 0, needs: HdrSet::EMPTY, alt: HdrSet::EMPTY, range }),
+            Extract::Be16 { slot, byte, needs, alt } => Some(w(slot, byte, 2, needs, alt)),
+            Extract::Be32 { slot, byte, needs, alt } => Some(w(slot, byte, 4, needs, alt)),
+            Extract::Short { slot, byte, n: 1, needs, alt } => Some(w(slot, byte, 1, needs, alt)),
+            _ => None,
+        }
+    }
+
+    /// The word, `None` when the packet misses (a header a non-range field needs is absent, or
+    /// the frame is cut short).
+    #[inline(always)]
+    fn read(&self, d: &[u8], m: &fastpath_packet::Meta) -> Option<u32> {
+        if self.in_port {
+            return Some(u32::from(m.in_port));
+        }
+        if !(m.valid.has_all(self.needs) || (self.alt != HdrSet::EMPTY && m.valid.has_all(self.alt))) {
+            return self.range.then_some(0);
+        }
+        let at = usize::from(m.off[self.slot]) + self.byte;
+        let b = d.get(at..at + self.n)?;
+        Some(b.iter().fold(0u32, |v, &x| v << 8 | u32::from(x)))
+    }
+}
+
+/// Slots of a classifier table's result cache (a power of two), in pairs: a key may live in
+/// either slot of its pair.
+const ACL_CACHE_SLOTS: usize = 8192;
+
+/// A direct-mapped cache of classifier results by exact key, in front of the decision trees, as
+/// Open vSwitch's exact-match cache sits in front of its megaflow classifier: a packet of a
+/// recently seen key costs a hash and a compare instead of a tree walk. It belongs to one
+/// classifier build: when the live classifier changes (a commit, an adopted build, a clear) the
+/// cache is emptied then and there, so it never answers for rules that changed.
+pub(crate) struct AclCache {
+    /// The classifier the entries came from (`Arc::as_ptr`), 0 for none.
+    owner: usize,
+    /// Key (two 32-bit words per `u64`, unused words 0), result (`MISS` for a miss), valid.
+    slots: Box<[([u64; MAX_KEY_FIELDS / 2], u32, bool)]>,
+}
+
+impl AclCache {
+    fn new() -> AclCache {
+        AclCache { owner: 0, slots: vec![([0; MAX_KEY_FIELDS / 2], MISS, false); ACL_CACHE_SLOTS].into_boxed_slice() }
+    }
+
+    /// Empties the cache: the live classifier changed. (Checking the owner alone could be
+    /// fooled by a new build allocated where a freed one was.)
+    fn forget(&mut self) {
+        self.slots.iter_mut().for_each(|s| s.2 = false);
+        self.owner = 0;
+    }
+
+    /// Empties the cache unless its entries came from `acl`.
+    #[inline]
+    fn belong_to(&mut self, acl: &Arc<Acl>) {
+        let p = Arc::as_ptr(acl) as usize;
+        if self.owner != p {
+            self.forget();
+            self.owner = p;
+        }
+    }
+
+    /// The classifier's answer for `key` (`acl` must be the owner). A key not in its pair
+    /// replaces the pair's second slot after moving the first there, so the pair keeps the
+    /// two most recent keys.
+    #[inline]
+    fn classify(&mut self, acl: &Acl, key: &[u64; MAX_KEY_FIELDS / 2], nf: usize) -> Option<u32> {
+        let h = key.iter().fold(0u64, |h, &w| (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let i = (h >> 40) as usize & (ACL_CACHE_SLOTS - 2);
+        let (a, b) = (&self.slots[i], &self.slots[i + 1]);
+        if a.2 && a.0 == *key {
+            return (a.1 != MISS).then_some(a.1);
+        }
+        if b.2 && b.0 == *key {
+            return (b.1 != MISS).then_some(b.1);
+        }
+        let words: [u32; MAX_KEY_FIELDS] = std::array::from_fn(|k| (key[k / 2] >> (32 * (k & 1))) as u32);
+        let r = acl.classify(&words[..nf]).map(|(a, _)| a);
+        self.slots[i + 1] = self.slots[i];
+        self.slots[i] = (*key, r.unwrap_or(MISS), true);
+        r
+    }
 }
 
 struct Scratch {
@@ -130,6 +246,10 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         extract: (def.key.len() == 1).then(|| def.key[0].field.extractor()),
         key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
         scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX] }),
+        acl_cache: (special && def.imp == TableImpl::Acl).then(|| Box::new(AclCache::new())),
+        acl_words: (special && def.imp == TableImpl::Acl)
+            .then(|| def.key.iter().map(|k| AclWord::of(k.field.extractor(), k.kind == MatchKind::Range)).collect::<Option<Vec<_>>>())
+            .flatten(),
         def,
     })
 }
@@ -450,6 +570,9 @@ impl TableOps for TableStage {
                 let acl = Acl::build(cfg, rules).map_err(|e| TableError::Build { table: self.def.name.clone(), msg: e.to_string() })?;
                 *live = Some(Arc::new(acl));
                 *dirty = false;
+                if let Some(c) = &mut self.acl_cache {
+                    c.forget();
+                }
             }
         }
         Ok(())
@@ -469,6 +592,9 @@ impl TableOps for TableStage {
         match &mut self.engine {
             Engine::Acl { live, dirty, .. } if same => {
                 *dirty = false;
+                if let Some(c) = &mut self.acl_cache {
+                    c.forget();
+                }
                 Adopt::Adopted(live.replace(Arc::clone(&b.acl)))
             }
             _ => Adopt::Refused,
@@ -505,6 +631,9 @@ impl TableOps for TableStage {
                 rules.clear();
                 *live = None;
                 *dirty = false;
+                if let Some(c) = &mut self.acl_cache {
+                    c.forget();
+                }
             }
         }
         self.len = 0;
@@ -630,32 +759,34 @@ impl Stage for TableStage {
         if let Engine::Acl { live, .. } = &self.engine {
             // The classifier reads each field once, straight into its 32-bit parts (a missing
             // port range reads as 0: see `keys_fields`).
-            let live = live.as_deref().filter(|a| !a.is_empty());
+            let live = live.as_ref().filter(|a| !a.is_empty());
             let mut flat = [0u32; 4 * MAX_KEY_FIELDS];
-            match live {
+            match (live, self.acl_cache.as_deref_mut()) {
                 // No rules: every packet misses, whatever its key.
-                None => each_lane!(i in lanes => { sc.out[i] = None }),
+                (None, _) => each_lane!(i in lanes => { sc.out[i] = None }),
                 // Every field fits one 32-bit part (the 5-tuple, ports, VLANs): each is read
-                // with its own extractor straight into the classifier's key.
-                Some(acl) if self.chunks.iter().all(|c| c.len() == 1) => {
-                    let nf = self.key_x.len();
+                // with its own extractor straight into the key, which the cache looks up first.
+                (Some(acl), Some(cache)) if self.acl_words.is_some() => {
+                    cache.belong_to(acl);
+                    let words = self.acl_words.as_deref().unwrap_or_default();
+                    let nf = words.len();
                     for i in lanes {
                         let (d, m) = (pool.data(b.handle(i)), b.meta(i));
+                        let mut key = [0u64; MAX_KEY_FIELDS / 2];
                         let mut ok = true;
-                        for (o, &(x, _, range)) in flat.iter_mut().zip(&self.key_x) {
-                            *o = match x.read64(d, m) {
-                                Some(v) => v as u32,
-                                None if range => 0,
+                        for (k, w) in words.iter().enumerate() {
+                            match w.read(d, m) {
+                                Some(v) => key[k / 2] |= u64::from(v) << (32 * (k & 1)),
                                 None => {
                                     ok = false;
                                     break;
                                 }
-                            };
+                            }
                         }
-                        sc.out[i] = if ok { acl.classify(&flat[..nf]).map(|(a, _)| a) } else { None };
+                        sc.out[i] = if ok { cache.classify(acl, &key, nf) } else { None };
                     }
                 }
-                Some(acl) => {
+                (Some(acl), _) => {
                     for i in lanes {
                         sc.out[i] = match keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i)) {
                             Some(vals) => {
