@@ -77,6 +77,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod conn;
 pub mod mailbox;
 pub mod metrics;
 pub mod server;
@@ -85,7 +86,8 @@ pub mod state;
 pub(crate) mod testutil;
 
 pub use api::{parse_request, Command, CtlError, Show};
+pub use conn::Limits;
 pub use mailbox::{mailbox, ControlEnd, WorkerEnd};
 pub use metrics::{Counters, LoopCounters, PortCounters, WorkerSnapshot};
-pub use server::{default_socket_path, request, running_sockets, Server};
+pub use server::{default_socket_path, request, running_sockets, Access, Server};
 pub use state::Control;

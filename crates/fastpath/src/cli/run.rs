@@ -21,7 +21,7 @@
 use super::{load_pipeline, PipeProc};
 use clap::{Args, ValueEnum};
 use fastpath_control::mailbox::{ControlEnd, WorkerEnd};
-use fastpath_control::{Control, LoopCounters, PortCounters, Server, WorkerSnapshot};
+use fastpath_control::{Access, Control, LoopCounters, PortCounters, Server, WorkerSnapshot};
 use fastpath_io::af_packet::{AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
 use fastpath_io::af_xdp::{XdpConfig, XdpMode, XdpPort, ZeroCopy};
 use fastpath_io::multi::{self, MultiConfig};
@@ -115,6 +115,10 @@ pub struct RunArgs {
     /// Do not serve a control socket.
     #[arg(long = "no-ctl", conflicts_with = "ctl")]
     no_ctl: bool,
+    /// Let this group use the control socket too (socket 0660, its directory 0750; without it
+    /// 0600 and 0700, whatever the umask). A name from /etc/group or a numeric gid.
+    #[arg(long = "ctl-group", value_name = "NAME", conflicts_with = "no_ctl")]
+    pub(super) ctl_group: Option<String>,
 }
 
 /// XDP attach mode on the command line.
@@ -397,8 +401,8 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
-    if a.ctl.is_some() {
-        return Err("--ctl serves live runs only (a capture run ends when its files are read)".into());
+    if a.ctl.is_some() || a.ctl_group.is_some() {
+        return Err("--ctl and --ctl-group serve live runs only (a capture run ends when its files are read)".into());
     }
     let mut pipe = load_pipeline(&a.spec, &a.entries)?;
     pipe.set_ports(ports.len())?;
@@ -459,13 +463,17 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     for e in &a.entries {
         eprintln!("loaded entries from {}", e.display());
     }
+    let access = match &a.ctl_group {
+        Some(g) => Access::group(g)?,
+        None => Access::default(),
+    };
     let server = if a.no_ctl {
         None
     } else {
         let path = a.ctl.clone().unwrap_or_else(fastpath_control::default_socket_path);
-        match Server::bind(&path) {
+        match Server::bind_with(&path, &access) {
             Ok(s) => Some(s),
-            Err(e) if a.ctl.is_some() => return Err(e),
+            Err(e) if a.ctl.is_some() || a.ctl_group.is_some() => return Err(e),
             Err(e) => {
                 eprintln!("fastpath: no control socket ({e}); give --ctl PATH to serve one elsewhere");
                 None
@@ -513,10 +521,11 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if let Some(sv) = &server {
         eprintln!("fastpath: control socket {} (fastpath ctl --socket {} show counters)", sv.path().display(), sv.path().display());
     }
-    let mut control = server.as_ref().map(|_| Control::new(shadow, Box::new(|| build_pipeline(&a)), ends));
+    // Requests take the control plane one at a time, each only once it has been read in full.
+    let control = server.as_ref().map(|_| Mutex::new(Control::new(shadow, Box::new(|| build_pipeline(&a)), ends)));
     let t0 = Instant::now();
     let (report, ended_by) = std::thread::scope(|s| {
-        if let (Some(sv), Some(ctl)) = (&server, control.as_mut()) {
+        if let (Some(sv), Some(ctl)) = (&server, control.as_ref()) {
             let done = &done;
             let spawned = std::thread::Builder::new().name("fp-ctl".into()).spawn_scoped(s, move || sv.serve_until(ctl, done));
             if let Err(e) = spawned {

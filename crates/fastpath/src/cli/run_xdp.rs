@@ -51,7 +51,7 @@ pub fn run(a: &RunArgs, ports: &[(String, String)]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("xdp: ports run on whichever CPU receives (use threaded NAPI or RSS to place them); drop --workers".into());
     }
-    if a.ctl.is_some() {
+    if a.ctl.is_some() || a.ctl_group.is_some() {
         return Err("xdp: ports have no control socket yet; give the tables with --entries".into());
     }
     let prog = fastpath_pipeline::compile_file(&a.spec).map_err(|e| e.to_string())?;
