@@ -80,6 +80,7 @@ pub mod api;
 pub mod conn;
 pub mod mailbox;
 pub mod metrics;
+pub mod prom;
 pub mod server;
 pub mod state;
 #[cfg(test)]
