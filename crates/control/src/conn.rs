@@ -113,12 +113,36 @@ pub(crate) fn read_request<C: Conn>(
     }
 }
 
-/// Writes `reply` (within `limits.timeout`) and closes the connection.
+/// Writes `reply` (within `limits.timeout`) and closes the connection. Closing a TCP socket
+/// with unread input sends a reset, which can destroy the reply before the client reads it
+/// (a refused, over-long request), so the write half is shut first and what the client still
+/// sends is read and discarded until it closes too (at most 1 s, 1 MiB).
 pub(crate) fn reply_and_close<C: Conn>(conn: &mut C, reply: &[u8], limits: &Limits) -> io::Result<()> {
     conn.set_nonblocking(false)?;
     conn.set_write_timeout(Some(limits.timeout))?;
     conn.write_all(reply)?;
-    conn.shutdown(Shutdown::Both)
+    conn.shutdown(Shutdown::Write)?;
+    let t0 = Instant::now();
+    let (mut scratch, mut drained) = ([0u8; 4096], 0usize);
+    conn.set_read_timeout(Some(Duration::from_millis(100)))?;
+    while t0.elapsed() < Duration::from_secs(1) && drained < 1 << 20 {
+        match conn.read(&mut scratch) {
+            Ok(0) => break,
+            Ok(n) => drained += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
+/// Writes `reply` and closes at once, on the accept thread: for a connection over the limit
+/// (the client may see a reset instead of the reply; it fails either way).
+pub(crate) fn refuse<C: Conn>(mut conn: C, reply: &[u8]) {
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+    let _ = conn.write_all(reply);
+    let _ = conn.shutdown(Shutdown::Both);
 }
 
 /// Decrements the connection count when a connection thread ends (also on a panic).

@@ -194,10 +194,7 @@ impl Server {
             &limits,
             stop,
             || self.listener.accept().map(|(c, _)| c),
-            |mut c| {
-                let msg = format!("error busy\n{} control connections are open; try again\n", limits.max_conns);
-                let _ = conn::reply_and_close(&mut c, msg.as_bytes(), &Limits { timeout: Duration::from_secs(1), ..limits });
-            },
+            |c| conn::refuse(c, format!("error busy\n{} control connections are open; try again\n", limits.max_conns).as_bytes()),
             |c| {
                 if let Err(e) = serve_one(c, control, &limits, stop) {
                     eprintln!("fastpath: control connection: {e}");
@@ -263,16 +260,15 @@ pub fn request(path: &Path, text: &str) -> Result<String, CtlError> {
     })?;
     let proto = |e: std::io::Error| CtlError::Protocol(e.to_string());
     conn.set_read_timeout(Some(Duration::from_secs(120))).map_err(proto)?;
-    // A server that refuses the request (too large) replies and closes before reading it all:
-    // the write then fails, but its reply is waiting to be read.
+    // A server that refuses a request (too large, busy) replies and closes without reading it
+    // all: the write may fail and the read end in a reset, but the reply, written in full
+    // before the close, is read first.
     let sent = conn.write_all(text.as_bytes()).and_then(|()| conn.shutdown(Shutdown::Write));
     let mut reply = Vec::new();
-    let got = conn.read_to_end(&mut reply);
-    match (sent, got) {
-        (_, Ok(_)) => {}
-        (Ok(()), Err(e)) => return Err(proto(e)),
-        (Err(e), Err(_)) if reply.is_empty() => return Err(proto(e)),
-        (Err(_), Err(_)) => {} // reset after the reply: the reply stands
+    if let Err(e) = conn.read_to_end(&mut reply) {
+        if reply.is_empty() {
+            return Err(proto(sent.err().unwrap_or(e)));
+        }
     }
     let reply = String::from_utf8_lossy(&reply);
     let (status, body) = reply.split_once('\n').unwrap_or((&reply, ""));
