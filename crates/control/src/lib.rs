@@ -78,6 +78,7 @@
 
 pub mod api;
 pub mod conn;
+pub mod http;
 pub mod mailbox;
 pub mod metrics;
 pub mod prom;
@@ -88,6 +89,7 @@ pub(crate) mod testutil;
 
 pub use api::{parse_request, Command, CtlError, Show};
 pub use conn::Limits;
+pub use http::MetricsServer;
 pub use mailbox::{mailbox, ControlEnd, WorkerEnd};
 pub use metrics::{Counters, LoopCounters, PortCounters, WorkerSnapshot};
 pub use server::{default_socket_path, request, running_sockets, Access, Server};
