@@ -21,7 +21,7 @@
 use super::{load_pipeline, PipeProc};
 use clap::{Args, ValueEnum};
 use fastpath_control::mailbox::{ControlEnd, WorkerEnd};
-use fastpath_control::{Access, Control, LoopCounters, PortCounters, Server, WorkerSnapshot};
+use fastpath_control::{Access, Control, LoopCounters, MetricsServer, PortCounters, Server, WorkerSnapshot};
 use fastpath_io::af_packet::{AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
 use fastpath_io::af_xdp::{XdpConfig, XdpMode, XdpPort, ZeroCopy};
 use fastpath_io::multi::{self, MultiConfig};
@@ -119,6 +119,9 @@ pub struct RunArgs {
     /// 0600 and 0700, whatever the umask). A name from /etc/group or a numeric gid.
     #[arg(long = "ctl-group", value_name = "NAME", conflicts_with = "no_ctl")]
     pub(super) ctl_group: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (live ports), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub(super) metrics: Option<String>,
 }
 
 /// XDP attach mode on the command line.
@@ -401,8 +404,8 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
-    if a.ctl.is_some() || a.ctl_group.is_some() {
-        return Err("--ctl and --ctl-group serve live runs only (a capture run ends when its files are read)".into());
+    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() {
+        return Err("--ctl, --ctl-group and --metrics serve live runs only (a capture run ends when its files are read)".into());
     }
     let mut pipe = load_pipeline(&a.spec, &a.entries)?;
     pipe.set_ports(ports.len())?;
@@ -480,7 +483,9 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
             }
         }
     };
-    let (ends, mail): (Vec<ControlEnd>, Vec<Mutex<Option<WorkerEnd>>>) = if server.is_some() {
+    let metrics = a.metrics.as_deref().map(MetricsServer::bind).transpose()?;
+    let has_control = server.is_some() || metrics.is_some();
+    let (ends, mail): (Vec<ControlEnd>, Vec<Mutex<Option<WorkerEnd>>>) = if has_control {
         (0..a.workers).map(|_| fastpath_control::mailbox()).map(|(c, w)| (c, Mutex::new(Some(w)))).unzip()
     } else {
         (Vec::new(), (0..a.workers).map(|_| Mutex::new(None)).collect())
@@ -521,8 +526,12 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if let Some(sv) = &server {
         eprintln!("fastpath: control socket {} (fastpath ctl --socket {} show counters)", sv.path().display(), sv.path().display());
     }
-    // Requests take the control plane one at a time, each only once it has been read in full.
-    let control = server.as_ref().map(|_| Mutex::new(Control::new(shadow, Box::new(|| build_pipeline(&a)), ends)));
+    if let Some(m) = &metrics {
+        eprintln!("fastpath: Prometheus metrics at http://{}/metrics", m.local_addr());
+    }
+    // Requests (ctl and scrapes) take the control plane one at a time, each only once it has
+    // been read in full.
+    let control = has_control.then(|| Mutex::new(Control::new(shadow, Box::new(|| build_pipeline(&a)), ends)));
     let t0 = Instant::now();
     let (report, ended_by) = std::thread::scope(|s| {
         if let (Some(sv), Some(ctl)) = (&server, control.as_ref()) {
@@ -530,6 +539,13 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
             let spawned = std::thread::Builder::new().name("fp-ctl".into()).spawn_scoped(s, move || sv.serve_until(ctl, done));
             if let Err(e) = spawned {
                 eprintln!("fastpath: no control thread: {e}");
+            }
+        }
+        if let (Some(ms), Some(ctl)) = (&metrics, control.as_ref()) {
+            let done = &done;
+            let spawned = std::thread::Builder::new().name("fp-metrics".into()).spawn_scoped(s, move || ms.serve_until(ctl, done));
+            if let Err(e) = spawned {
+                eprintln!("fastpath: no metrics thread: {e}");
             }
         }
         let rt = s.spawn(|| {
