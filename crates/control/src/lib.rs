@@ -1,7 +1,11 @@
 //! fastpath-control: the runtime control API of a running data plane — add, modify, delete
 //! and clear table entries, configure meters, read counters, tables, meters and conntrack
-//! occupancy — and the unix-socket protocol `fastpath ctl` speaks. Uses `pipeline` (and the
-//! `packet` types it exposes); knows nothing of ports or threads beyond the mailbox.
+//! occupancy — and its front ends: the unix-socket protocol `fastpath ctl` speaks ([`server`])
+//! and Prometheus metrics over HTTP ([`prom`], [`http`]), which serve their clients the same
+//! way ([`conn`]: a thread per connection, a request read in full before it takes the
+//! [`Control`]). Uses `pipeline` (and the `packet` and `tm` types it exposes); knows nothing of
+//! ports beyond the counters workers report, nor of threads beyond the mailbox and its front
+//! ends' connection threads.
 //!
 //! # How a change reaches the workers
 //!

@@ -9,7 +9,9 @@
 //! Live runs serve the control socket (`--ctl PATH`, default `/run/fastpath/<pid>.sock`) on a
 //! control thread of their own: `fastpath ctl` changes tables and reads counters while traffic
 //! flows. Each worker checks its mailbox between batches (one atomic load when idle) and applies
-//! a request's changes to its own pipeline replica all at once; see `fastpath_control`.
+//! a request's changes to its own pipeline replica all at once; see `fastpath_control`. With
+//! `--metrics ADDR` a second thread serves Prometheus scrapes through the same control plane
+//! (a `Mutex<Control>`: ctl requests and scrapes take it in turn, each once fully read).
 //!
 //! The display thread only watches: once per batch each worker adds its rx/tx/drop counts to
 //! its own cache-line-sized slot of relaxed atomics, and the control thread reads them every
