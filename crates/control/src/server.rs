@@ -399,10 +399,7 @@ mod tests {
         let limits = Limits { max_conns: 2, max_request_bytes: 1024, timeout: REQUEST_TIMEOUT };
         let server = Server::bind(&path).unwrap().with_limits(limits);
         serving(&server, || {
-            let long = "table port_map add 1 => forward(0)\n".repeat(100);
-            let e = request(&path, &long).unwrap_err();
-            assert_eq!(e.code(), "protocol", "{e}");
-            assert!(e.to_string().contains("request larger than 1024 bytes: refused, nothing of it was applied"), "{e}");
+            // First, while no other connection can still be counted: two held, the third refused.
             let held = [UnixStream::connect(&path).unwrap(), UnixStream::connect(&path).unwrap()];
             let e = request(&path, "show tables").unwrap_err();
             assert_eq!(e.code(), "busy", "{e}");
@@ -417,6 +414,12 @@ mod tests {
                     Err(e) => panic!("{e}"),
                 }
             };
+            assert!(out.lines().any(|l| l.starts_with("port_map")), "{out}");
+            let long = "table port_map add 1 => forward(0)\n".repeat(100);
+            let e = request(&path, &long).unwrap_err();
+            assert_eq!(e.code(), "protocol", "{e}");
+            assert!(e.to_string().contains("request larger than 1024 bytes: refused, nothing of it was applied"), "{e}");
+            let out = request(&path, "show tables").unwrap();
             assert!(out.lines().any(|l| l.starts_with("port_map") && l.split_whitespace().nth(2) == Some("0")), "nothing applied: {out}");
         });
         let _ = std::fs::remove_dir_all(&dir);
