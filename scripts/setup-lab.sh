@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the fastpath lab uses: traffic programs (iperf3, iperf 2), the
 # baseline DUTs (DPDK testpmd, Open vSwitch userspace datapath), and the tools the topology needs
-# (iproute2, ethtool, procps for sysctl, util-linux for taskset), and nftables (the overlay
-# test's kernel VXLAN gateway enforces its ACL with it).
+# (iproute2, ethtool, procps for sysctl, util-linux for taskset), nftables (the overlay
+# test's kernel VXLAN gateway enforces its ACL with it) and prometheus (its server and promtool
+# check `fastpath run --metrics`, crates/fastpath/tests/live_prom.rs).
 #
 # Idempotent: packages already installed are skipped; `apt-get update` runs at most once, and only
 # when something is missing. Noninteractive. Needs root. A package that cannot be installed is
@@ -11,7 +12,7 @@ set -u
 
 # dpdk-testpmd ships in dpdk-dev on Debian 12; its AF_XDP/AF_PACKET drivers are separate packages.
 want=(iproute2 ethtool iperf3 iperf dpdk dpdk-dev librte-net-af-xdp23 librte-net-af-packet23
-      librte-mempool-ring23 openvswitch-switch procps util-linux iputils-ping nftables)
+      librte-mempool-ring23 openvswitch-switch procps util-linux iputils-ping nftables prometheus)
 missing=()
 for p in "${want[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -38,9 +39,11 @@ if ! apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
         apt-get install -y -qq --no-install-recommends "$p" || failed+=("$p")
     done
 fi
-# openvswitch-switch starts its system daemons; the lab runs its own instances in a temp dir.
+# openvswitch-switch and prometheus start their system daemons; the lab and the tests run their
+# own instances in a temp dir.
 if command -v systemctl >/dev/null 2>&1; then
     systemctl stop openvswitch-switch ovs-vswitchd ovsdb-server >/dev/null 2>&1 || true
+    systemctl stop prometheus >/dev/null 2>&1 || true
 fi
 if [ ${#failed[@]} -ne 0 ]; then
     echo "setup-lab: could not install: ${failed[*]} (the lab skips the DUTs that need them)" >&2

@@ -1,7 +1,11 @@
 //! fastpath-control: the runtime control API of a running data plane — add, modify, delete
 //! and clear table entries, configure meters, read counters, tables, meters and conntrack
-//! occupancy — and the unix-socket protocol `fastpath ctl` speaks. Uses `pipeline` (and the
-//! `packet` types it exposes); knows nothing of ports or threads beyond the mailbox.
+//! occupancy — and its front ends: the unix-socket protocol `fastpath ctl` speaks ([`server`])
+//! and Prometheus metrics over HTTP ([`prom`], [`http`]), which serve their clients the same
+//! way ([`conn`]: a thread per connection, a request read in full before it takes the
+//! [`Control`]). Uses `pipeline` (and the `packet` and `tm` types it exposes); knows nothing of
+//! ports beyond the counters workers report, nor of threads beyond the mailbox and its front
+//! ends' connection threads.
 //!
 //! # How a change reaches the workers
 //!
@@ -77,15 +81,20 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod conn;
+pub mod http;
 pub mod mailbox;
 pub mod metrics;
+pub mod prom;
 pub mod server;
 pub mod state;
 #[cfg(test)]
 pub(crate) mod testutil;
 
 pub use api::{parse_request, Command, CtlError, Show};
+pub use conn::Limits;
+pub use http::MetricsServer;
 pub use mailbox::{mailbox, ControlEnd, WorkerEnd};
 pub use metrics::{Counters, LoopCounters, PortCounters, WorkerSnapshot};
-pub use server::{default_socket_path, request, running_sockets, Server};
+pub use server::{default_socket_path, request, running_sockets, Access, Server};
 pub use state::Control;

@@ -9,7 +9,9 @@
 //! Live runs serve the control socket (`--ctl PATH`, default `/run/fastpath/<pid>.sock`) on a
 //! control thread of their own: `fastpath ctl` changes tables and reads counters while traffic
 //! flows. Each worker checks its mailbox between batches (one atomic load when idle) and applies
-//! a request's changes to its own pipeline replica all at once; see `fastpath_control`.
+//! a request's changes to its own pipeline replica all at once; see `fastpath_control`. With
+//! `--metrics ADDR` a second thread serves Prometheus scrapes through the same control plane
+//! (a `Mutex<Control>`: ctl requests and scrapes take it in turn, each once fully read).
 //!
 //! The display thread only watches: once per batch each worker adds its rx/tx/drop counts to
 //! its own cache-line-sized slot of relaxed atomics, and the control thread reads them every
@@ -21,7 +23,7 @@
 use super::{load_pipeline, PipeProc};
 use clap::{Args, ValueEnum};
 use fastpath_control::mailbox::{ControlEnd, WorkerEnd};
-use fastpath_control::{Control, LoopCounters, PortCounters, Server, WorkerSnapshot};
+use fastpath_control::{Access, Control, LoopCounters, MetricsServer, PortCounters, Server, WorkerSnapshot};
 use fastpath_io::af_packet::{AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
 use fastpath_io::af_xdp::{XdpConfig, XdpMode, XdpPort, ZeroCopy};
 use fastpath_io::multi::{self, MultiConfig};
@@ -115,6 +117,13 @@ pub struct RunArgs {
     /// Do not serve a control socket.
     #[arg(long = "no-ctl", conflicts_with = "ctl")]
     no_ctl: bool,
+    /// Let this group use the control socket too (socket 0660, its directory 0750; without it
+    /// 0600 and 0700, whatever the umask). A name from /etc/group or a numeric gid.
+    #[arg(long = "ctl-group", value_name = "NAME", conflicts_with = "no_ctl")]
+    pub(super) ctl_group: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (live ports), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub(super) metrics: Option<String>,
 }
 
 /// XDP attach mode on the command line.
@@ -397,8 +406,8 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
-    if a.ctl.is_some() {
-        return Err("--ctl serves live runs only (a capture run ends when its files are read)".into());
+    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() {
+        return Err("--ctl, --ctl-group and --metrics serve live runs only (a capture run ends when its files are read)".into());
     }
     let mut pipe = load_pipeline(&a.spec, &a.entries)?;
     pipe.set_ports(ports.len())?;
@@ -459,20 +468,26 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     for e in &a.entries {
         eprintln!("loaded entries from {}", e.display());
     }
+    let access = match &a.ctl_group {
+        Some(g) => Access::group(g)?,
+        None => Access::default(),
+    };
     let server = if a.no_ctl {
         None
     } else {
         let path = a.ctl.clone().unwrap_or_else(fastpath_control::default_socket_path);
-        match Server::bind(&path) {
+        match Server::bind_with(&path, &access) {
             Ok(s) => Some(s),
-            Err(e) if a.ctl.is_some() => return Err(e),
+            Err(e) if a.ctl.is_some() || a.ctl_group.is_some() => return Err(e),
             Err(e) => {
                 eprintln!("fastpath: no control socket ({e}); give --ctl PATH to serve one elsewhere");
                 None
             }
         }
     };
-    let (ends, mail): (Vec<ControlEnd>, Vec<Mutex<Option<WorkerEnd>>>) = if server.is_some() {
+    let metrics = a.metrics.as_deref().map(MetricsServer::bind).transpose()?;
+    let has_control = server.is_some() || metrics.is_some();
+    let (ends, mail): (Vec<ControlEnd>, Vec<Mutex<Option<WorkerEnd>>>) = if has_control {
         (0..a.workers).map(|_| fastpath_control::mailbox()).map(|(c, w)| (c, Mutex::new(Some(w)))).unzip()
     } else {
         (Vec::new(), (0..a.workers).map(|_| Mutex::new(None)).collect())
@@ -513,14 +528,26 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if let Some(sv) = &server {
         eprintln!("fastpath: control socket {} (fastpath ctl --socket {} show counters)", sv.path().display(), sv.path().display());
     }
-    let mut control = server.as_ref().map(|_| Control::new(shadow, Box::new(|| build_pipeline(&a)), ends));
+    if let Some(m) = &metrics {
+        eprintln!("fastpath: Prometheus metrics at http://{}/metrics", m.local_addr());
+    }
+    // Requests (ctl and scrapes) take the control plane one at a time, each only once it has
+    // been read in full.
+    let control = has_control.then(|| Mutex::new(Control::new(shadow, Box::new(|| build_pipeline(&a)), ends)));
     let t0 = Instant::now();
     let (report, ended_by) = std::thread::scope(|s| {
-        if let (Some(sv), Some(ctl)) = (&server, control.as_mut()) {
+        if let (Some(sv), Some(ctl)) = (&server, control.as_ref()) {
             let done = &done;
             let spawned = std::thread::Builder::new().name("fp-ctl".into()).spawn_scoped(s, move || sv.serve_until(ctl, done));
             if let Err(e) = spawned {
                 eprintln!("fastpath: no control thread: {e}");
+            }
+        }
+        if let (Some(ms), Some(ctl)) = (&metrics, control.as_ref()) {
+            let done = &done;
+            let spawned = std::thread::Builder::new().name("fp-metrics".into()).spawn_scoped(s, move || ms.serve_until(ctl, done));
+            if let Err(e) = spawned {
+                eprintln!("fastpath: no metrics thread: {e}");
             }
         }
         let rt = s.spawn(|| {

@@ -51,8 +51,8 @@ pub fn run(a: &RunArgs, ports: &[(String, String)]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("xdp: ports run on whichever CPU receives (use threaded NAPI or RSS to place them); drop --workers".into());
     }
-    if a.ctl.is_some() {
-        return Err("xdp: ports have no control socket yet; give the tables with --entries".into());
+    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() {
+        return Err("xdp: ports have no control socket or metrics endpoint yet; give the tables with --entries".into());
     }
     let prog = fastpath_pipeline::compile_file(&a.spec).map_err(|e| e.to_string())?;
     let specs: Vec<XdpPortSpec> = ports.iter().map(|(name, iface)| XdpPortSpec { name: name.clone(), iface: iface.clone() }).collect();
