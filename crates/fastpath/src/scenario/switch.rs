@@ -31,11 +31,12 @@ pub fn frame(f: u32, len: usize) -> Vec<u8> {
         .build()
 }
 
-/// `n` ClassBench ACL rules as entry commands for the `acl` table, on every port, permitting:
-/// the traffic does not match them (their addresses are random), so they cost lookups only.
-pub fn generated_rules(n: usize, seed: u64) -> String {
+/// `n` ClassBench rules of flavour `kind` as entry commands for the `acl` table, on every port,
+/// permitting: the bench traffic does not match them (their addresses are random), so they cost
+/// lookups only. Rules whose addresses are not prefixes are left out.
+pub fn generated_rules(kind: Kind, n: usize, seed: u64) -> String {
     let mut out = String::new();
-    for (i, r) in generate(Kind::Acl, n, seed).iter().enumerate() {
+    for (i, r) in generate(kind, n, seed).iter().enumerate() {
         let [sip, dip, _sport, dport, proto] = r.fields.as_slice() else { continue };
         // A prefix is a range [lo, lo + 2^k - 1] with lo aligned (as ClassBench writes them).
         let addr = |f: &FieldMatch| {
@@ -64,7 +65,7 @@ pub fn build(mut pipe: Pipeline, flows: u32, rules: usize, seed: u64) -> Result<
     let entries = match rules {
         0 => String::new(),
         24 => ACL24.to_string(),
-        n => generated_rules(n, seed),
+        n => generated_rules(Kind::Acl, n, seed),
     };
     let loaded = pipe.load_entries("switch-acl rules", &entries).map_err(|e| e.to_string())?;
     // Each host behind port 1 announces itself with a gratuitous ARP (a broadcast, flooded to
