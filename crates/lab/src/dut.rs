@@ -117,6 +117,9 @@ pub struct DutConfig {
     /// generator's thread, which the lab gives the same value). Default [`topo::LAB_NICE`];
     /// `None` leaves them at 0.
     pub nice: Option<i32>,
+    /// The name its results carry, when it is not the kind's (several configurations of one
+    /// kind in one run: `switch-acl/24`).
+    pub label: Option<String>,
 }
 
 impl DutConfig {
@@ -134,7 +137,13 @@ impl DutConfig {
             fastpath_cmd: cmd.iter().map(|s| (*s).to_owned()).collect(),
             ready_timeout: Duration::from_secs(20),
             nice: Some(topo::LAB_NICE),
+            label: None,
         }
+    }
+
+    /// The name its results carry: the label, else the kind's name.
+    pub fn name(&self) -> &str {
+        self.label.as_deref().unwrap_or(self.kind.name())
     }
 }
 

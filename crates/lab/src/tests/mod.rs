@@ -58,7 +58,7 @@ pub(crate) fn start_or_skip(
     match Dut::start(t, dc) {
         Ok(d) => Some(d),
         Err(e) => {
-            let name = dc.kind.name();
+            let name = dc.name();
             progress(&format!("{name}: skipped: {e}"));
             skipped.push((name.to_owned(), e.to_string()));
             None

@@ -244,7 +244,7 @@ pub fn run(cfg: &Rfc2544Config, progress: &mut dyn FnMut(&str)) -> Result<Rfc254
         let of = if cfg.runs > 1 { format!(" (run {}/{})", run + 1, cfg.runs) } else { String::new() };
         for i in order {
             let dc = &cfg.duts[i];
-            let name = dc.kind.name();
+            let name = dc.name();
             if out.skipped.iter().any(|(d, _)| d == name) {
                 continue;
             }

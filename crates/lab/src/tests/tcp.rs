@@ -225,7 +225,7 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
     }
     let mut out = TcpResults::default();
     for dc in &cfg.duts {
-        let name = dc.kind.name();
+        let name = dc.name();
         let t = Topology::create(&TopoConfig::default())?;
         let Some(dut) = super::start_or_skip(&t, dc, &mut out.skipped, progress) else {
             continue;
