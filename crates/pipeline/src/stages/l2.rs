@@ -56,11 +56,6 @@ pub struct L2Switch {
     stats: FdbStats,
 }
 
-#[inline]
-fn mac48(b: &[u8]) -> u64 {
-    b.iter().take(6).fold(0, |a, &x| a << 8 | u64::from(x))
-}
-
 impl L2Switch {
     /// An empty table for `def`.
     pub fn new(def: &FdbDef) -> L2Switch {
@@ -189,14 +184,16 @@ impl L2Switch {
 impl Stage for L2Switch {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
         let now = (cx.now_ns >> TICK_SHIFT) as u32;
+        let vlan_blind = self.def.vlans.is_empty();
         for i in lanes {
             let frame = pool.data(b.handle(i));
             let m = b.meta(i);
             let in_port = m.in_port;
             let vid = m.vid(frame);
-            let (Some(dst), Some(src)) = (frame.get(0..6), frame.get(6..12)) else { continue };
-            let (dst, src) = (mac48(dst), mac48(src));
-            let member = in_port < 64 && self.def.members(vid).is_some_and(|ms| ms >> in_port & 1 == 1);
+            // Both addresses with two 8-byte loads (the parser saw a whole Ethernet header).
+            let (Some(d8), Some(s8)) = (frame.first_chunk::<8>(), frame.get(6..).and_then(|t| t.first_chunk::<8>())) else { continue };
+            let (dst, src) = (u64::from_be_bytes(*d8) >> 16, u64::from_be_bytes(*s8) >> 16);
+            let member = vlan_blind || (in_port < 64 && self.def.members(vid).is_some_and(|ms| ms >> in_port & 1 == 1));
             if !member {
                 cx.drop(b, i, DropReason::VlanFiltered);
                 continue;
