@@ -154,6 +154,8 @@ pub struct Pipeline {
     pub(crate) tm_out: Box<[Desc; BATCH_MAX]>,
     /// The `l2_switch` table's VLANs, for flooding at enqueue.
     pub(crate) flood: Option<FdbDef>,
+    /// Some class has WRED: the enqueue reads each packet's ECN field.
+    pub(crate) tm_ecn: bool,
 }
 
 impl Pipeline {
@@ -308,7 +310,7 @@ impl Pipeline {
             let port = b.meta(first).out_port;
             if port == FLOOD_PORT {
                 todo.remove(first);
-                let r = flood(tm, s, self.flood.as_ref(), pool, b, first, now_ns);
+                let r = flood(tm, s, self.flood.as_ref(), self.tm_ecn, pool, b, first, now_ns);
                 if let (true, Some((port, class, enq))) = (trace_lanes.contains(first), r) {
                     let queue_bytes = tm.queue_counters(usize::from(port), usize::from(class)).map_or(0, |c| c.occ_bytes);
                     self.trace_buf.push((first, TraceRec::Tm { port, class, enq, queue_bytes }));
@@ -322,7 +324,7 @@ impl Pipeline {
                 if m.out_port != port {
                     continue;
                 }
-                self.tm_in[n] = desc(pool, b.handle(i), m);
+                self.tm_in[n] = desc(pool, b.handle(i), m, self.tm_ecn);
                 lanes[n] = i as u8;
                 n += 1;
                 todo.remove(i);
@@ -481,11 +483,12 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
     }
 }
 
-/// The traffic manager's view of a packet.
+/// The traffic manager's view of a packet; `ecn`: read its ECN field (only WRED looks at it).
 #[inline]
-fn desc(pool: &Pool, h: PktId, m: &Meta) -> Desc {
+fn desc(pool: &Pool, h: PktId, m: &Meta, ecn: bool) -> Desc {
     let frame = pool.data(h);
-    let ecn = if m.valid.has(Hdr::Ipv4) || m.valid.has(Hdr::Ipv6) { fastpath_tm::wred::ecn_of(frame, m.offset(Slot::L3)) } else { 0 };
+    let ip = m.valid.has(Hdr::Ipv4) || m.valid.has(Hdr::Ipv6);
+    let ecn = if ecn && ip { fastpath_tm::wred::ecn_of(frame, m.offset(Slot::L3)) } else { 0 };
     Desc { pkt: h, len_bytes: frame.len() as u32, pipe: 0, class: m.tc & 7, ecn, user: m.in_port }
 }
 
@@ -517,6 +520,7 @@ fn flood(
     tm: &mut Tm,
     s: &mut StageStats,
     fdb: Option<&FdbDef>,
+    ecn: bool,
     pool: &mut Pool,
     b: &mut Batch,
     i: usize,
@@ -535,7 +539,7 @@ fn flood(
         b.finish(i, Verdict::Drop(DropReason::NoRoute));
         return None;
     }
-    let d = desc(pool, h, &m);
+    let d = desc(pool, h, &m, ecn);
     let mut res = [Enq::Queued];
     while targets & (targets - 1) != 0 {
         let port = targets.trailing_zeros() as u16;
