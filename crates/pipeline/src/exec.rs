@@ -310,7 +310,8 @@ impl Pipeline {
             let port = b.meta(first).out_port;
             if port == FLOOD_PORT {
                 todo.remove(first);
-                let r = flood(tm, s, self.flood.as_ref(), self.tm_ecn, pool, b, first, now_ns);
+                let to = FloodTo { tm, stats: s, fdb: self.flood.as_ref(), ecn: self.tm_ecn };
+                let r = flood(to, pool, b, first, now_ns);
                 if let (true, Some((port, class, enq))) = (trace_lanes.contains(first), r) {
                     let queue_bytes = tm.queue_counters(usize::from(port), usize::from(class)).map_or(0, |c| c.occ_bytes);
                     self.trace_buf.push((first, TraceRec::Tm { port, class, enq, queue_bytes }));
@@ -511,21 +512,21 @@ fn settle(s: &mut StageStats, pool: &mut Pool, h: PktId, m: &Meta, r: Enq) -> Op
     None
 }
 
+/// Where [`flood`] sends copies and what it counts them in.
+struct FloodTo<'a> {
+    tm: &'a mut Tm,
+    stats: &'a mut StageStats,
+    fdb: Option<&'a FdbDef>,
+    ecn: bool,
+}
+
 /// Floods lane `i`: a copy to every member port of its VLAN but the input port (and ports the
 /// traffic manager has), the frame itself to the last one. Copies count under `tm` as packets
 /// in and out; a refused copy is freed and counted by reason, a copy that finds no buffer as
 /// `flood_no_buffer`. Leaves the lane with the last port's verdict; returns that enqueue for
 /// the trace.
-fn flood(
-    tm: &mut Tm,
-    s: &mut StageStats,
-    fdb: Option<&FdbDef>,
-    ecn: bool,
-    pool: &mut Pool,
-    b: &mut Batch,
-    i: usize,
-    now_ns: u64,
-) -> Option<(u16, u8, Enq)> {
+fn flood(to: FloodTo<'_>, pool: &mut Pool, b: &mut Batch, i: usize, now_ns: u64) -> Option<(u16, u8, Enq)> {
+    let FloodTo { tm, stats: s, fdb, ecn } = to;
     let m = *b.meta(i);
     let h = b.handle(i);
     let vid = m.vid(pool.data(h));
