@@ -1,0 +1,240 @@
+//! VLAN tags on receive, live: every receive path delivers a frame exactly as it was on the wire.
+//!
+//! The frames are written by the test itself (this kernel has no 802.1Q/802.1ad devices): a
+//! raw AF_PACKET socket in one namespace sends hand-built Ethernet frames on one end of a veth
+//! pair, untagged and in three tag shapes, and a port in the other namespace receives them:
+//!
+//! ```text
+//!   ns A: RawSocket ── va0 ═══ veth ═══ vb0 ── port under test (ns B), VLAN rx offload on or off
+//!   shapes: untagged │ 802.1Q (0x8100) │ Q-in-Q 0x88a8/0x8100 │ Q-in-Q 0x8100/0x8100
+//! ```
+//!
+//! What the kernel does with them (kernel 6.18, veth): the receive path takes the outer tag out
+//! of the frame (`skb_vlan_untag` in `__netif_receive_skb_core`, done in software whatever the
+//! device's rx-vlan-offload / rx-vlan-stag-hw-parse say) before packet sockets see it, and hands
+//! it over as metadata: in the TPACKET_V3 ring header (`TP_STATUS_VLAN_VALID`, `tp_vlan_tci`,
+//! `tp_vlan_tpid`) or as a `PACKET_AUXDATA` control message. An inner tag stays in the frame.
+//! XDP, native or generic (skb), runs before that step and sees the frame as sent. The AF_PACKET
+//! port and [`RawSocket`] put the tag back; these tests compare whole frames, byte for byte, for
+//! each port kind, each shape, and with the veth's VLAN rx offload on and off (`ethtool -K`).
+//! Root only (CI runs as root); namespaces are removed on every path, panics included.
+
+mod netns_common;
+
+use std::time::Duration;
+
+use fastpath_io::af_packet::{AfPacketConfig, PacketPort, RawSocket};
+use fastpath_io::af_xdp::{XdpConfig, XdpMode, XdpPort, ZeroCopy};
+use fastpath_io::bpf::XdpAttachMode;
+use fastpath_io::netns::{Netns, VethPair};
+use fastpath_io::Port;
+use fastpath_packet::Pool;
+use netns_common::{frame, recv_marked, rx_marked, skip_unless_root, tagged};
+
+/// 802.1Q C-tag TPID.
+const TPID_C: u16 = 0x8100;
+/// 802.1ad S-tag TPID.
+const TPID_S: u16 = 0x88a8;
+/// Frames per run (cycling through the four shapes).
+const N: u32 = 240;
+/// Frames sent before the port is polled.
+const CHUNK: usize = 48;
+
+/// The tag shapes, in the order frames cycle through them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Untagged,
+    Dot1q,
+    QinqS,
+    QinqC,
+}
+
+const SHAPES: [Shape; 4] = [Shape::Untagged, Shape::Dot1q, Shape::QinqS, Shape::QinqC];
+
+/// Test frame `seq` in shape `SHAPES[seq % 4]`. The TCIs carry PCP and DEI bits and a VID that
+/// changes with `seq`, so a lost or rewritten TCI bit shows up.
+fn shaped(seq: u32) -> (Shape, Vec<u8>) {
+    let shape = SHAPES[(seq % 4) as usize];
+    let f = frame((seq % 3) as u16, seq, 60 + (seq as usize * 37) % 1380);
+    let vid = 1 + (seq % 4000) as u16;
+    let c_tci = 0x3000 | vid; // PCP 1, DEI 1
+    let s_tci = 0xa000 | (4095 - vid); // PCP 5, DEI 0
+    let f = match shape {
+        Shape::Untagged => f,
+        Shape::Dot1q => tagged(&f, TPID_C, c_tci),
+        Shape::QinqS => tagged(&tagged(&f, TPID_C, c_tci), TPID_S, s_tci),
+        Shape::QinqC => tagged(&tagged(&f, TPID_C, c_tci), TPID_C, s_tci),
+    };
+    (shape, f)
+}
+
+/// The receive path under test.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// fastpath's AF_PACKET port (TPACKET_V3 ring).
+    AfPacket,
+    /// fastpath's AF_XDP port with its XDP program attached in this mode.
+    AfXdp(XdpMode),
+    /// The plain packet socket the lab's receivers use (`recvmsg`, `PACKET_AUXDATA`).
+    Raw,
+}
+
+/// Sets the receiving veth's VLAN rx offloads (C-tag and S-tag) and checks that they took.
+fn set_rx_vlan_offload(ns: &Netns, iface: &str, on: bool) {
+    let v = if on { "on" } else { "off" };
+    ns.exec("ethtool", &["-K", iface, "rxvlan", v, "rx-vlan-stag-hw-parse", v])
+        .unwrap_or_else(|e| panic!("ethtool -K failed (is ethtool installed?): {e}"));
+    let k = ns.exec("ethtool", &["-k", iface]).unwrap();
+    for feature in ["rx-vlan-offload", "rx-vlan-stag-hw-parse"] {
+        assert!(k.lines().any(|l| l.trim() == format!("{feature}: {v}")), "{feature} is not {v}:\n{k}");
+    }
+}
+
+/// Sends `N` frames of every shape from ns A and returns (sent, received) per shape, plus the
+/// number of frames whose outer tag the AF_PACKET port had to put back.
+fn run(kind: Kind, rx_offload: bool, prefix: &str) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Option<u64>) {
+    let a = Netns::new(&format!("{prefix}a")).unwrap();
+    let b = Netns::new(&format!("{prefix}b")).unwrap();
+    let _v = VethPair::new(&a, "va0", &b, "vb0").unwrap();
+    set_rx_vlan_offload(&b, "vb0", rx_offload);
+    let tx = a.run(|| RawSocket::open("va0")).unwrap().unwrap();
+    let sent: Vec<Vec<u8>> = (0..N).map(|s| shaped(s).1).collect();
+    let mut got = Vec::new();
+    let mut restored = None;
+    match kind {
+        Kind::AfPacket => {
+            let mut pool = Pool::new(1024);
+            let mut port = b.run(|| PacketPort::open("vb0", &AfPacketConfig::default())).unwrap().unwrap();
+            for chunk in sent.chunks(CHUNK) {
+                for f in chunk {
+                    tx.send(f).unwrap();
+                }
+                got.extend(rx_marked(&mut port, &mut pool, 1, chunk.len(), Duration::from_secs(5)));
+            }
+            let st = port.stats();
+            assert_eq!((st.rx_dropped, st.errors), (0, 0));
+            assert_eq!(pool.available(), 1024, "every buffer back");
+            restored = Some(port.vlan_restored_pkts());
+        }
+        Kind::AfXdp(mode) => {
+            let mut pool = Pool::new(4096);
+            let cfg = XdpConfig { mode, zero_copy: ZeroCopy::No, ..XdpConfig::default() };
+            let mut port = b.run(|| XdpPort::open("vb0", 0, &cfg, &mut pool)).unwrap().unwrap();
+            let want = if mode == XdpMode::Skb { XdpAttachMode::Skb } else { XdpAttachMode::Native };
+            assert_eq!(port.mode_info().attach, want);
+            for chunk in sent.chunks(CHUNK) {
+                for f in chunk {
+                    tx.send(f).unwrap();
+                }
+                got.extend(rx_marked(&mut port, &mut pool, 2, chunk.len(), Duration::from_secs(5)));
+            }
+            let st = port.stats();
+            assert_eq!((st.rx_dropped, st.errors), (0, 0));
+            port.close(&mut pool);
+            assert_eq!(pool.available(), 4096, "every buffer back");
+        }
+        Kind::Raw => {
+            let rx = b.run(|| RawSocket::open("vb0")).unwrap().unwrap();
+            for chunk in sent.chunks(CHUNK) {
+                for f in chunk {
+                    tx.send(f).unwrap();
+                }
+                got.extend(recv_marked(&rx, chunk.len(), Duration::from_secs(5)));
+            }
+        }
+    }
+    (sent, got, restored)
+}
+
+/// Runs `kind` and asserts that every frame arrived whole, with a message per shape that says
+/// what differs.
+fn check(kind: Kind, rx_offload: bool, prefix: &str) -> Option<u64> {
+    let (sent, got, restored) = run(kind, rx_offload, prefix);
+    assert_eq!(got.len(), sent.len(), "{kind:?}: frames lost");
+    for (seq, (s, g)) in sent.iter().zip(&got).enumerate() {
+        let shape = SHAPES[seq % 4];
+        assert_eq!(
+            g,
+            s,
+            "{kind:?}, rx offload {rx_offload}, {shape:?} frame {seq}: received {} bytes (ethertype {:02x?}), sent {} (ethertype {:02x?})",
+            g.len(),
+            g.get(12..14),
+            s.len(),
+            &s[12..14]
+        );
+    }
+    restored
+}
+
+/// Tagged frames among the `N` sent: the kernel moves the outer tag of each out of the frame.
+fn tagged_frames() -> u64 {
+    (0..N).filter(|&s| shaped(s).0 != Shape::Untagged).count() as u64
+}
+
+#[test]
+fn af_packet_port_delivers_tagged_frames_as_sent_rx_vlan_offload_on() {
+    if skip_unless_root() {
+        return;
+    }
+    let restored = check(Kind::AfPacket, true, "fp-vp1");
+    // The kernel took the outer tag out of every tagged shape; the port put each one back.
+    assert_eq!(restored, Some(tagged_frames()));
+}
+
+#[test]
+fn af_packet_port_delivers_tagged_frames_as_sent_rx_vlan_offload_off() {
+    if skip_unless_root() {
+        return;
+    }
+    let restored = check(Kind::AfPacket, false, "fp-vp0");
+    // Offload off changes nothing on veth: the untagging is the stack's, not the device's.
+    assert_eq!(restored, Some(tagged_frames()));
+}
+
+#[test]
+fn af_xdp_native_delivers_tagged_frames_as_sent_rx_vlan_offload_on() {
+    if skip_unless_root() {
+        return;
+    }
+    check(Kind::AfXdp(XdpMode::Native), true, "fp-vn1");
+}
+
+#[test]
+fn af_xdp_native_delivers_tagged_frames_as_sent_rx_vlan_offload_off() {
+    if skip_unless_root() {
+        return;
+    }
+    check(Kind::AfXdp(XdpMode::Native), false, "fp-vn0");
+}
+
+#[test]
+fn af_xdp_skb_mode_delivers_tagged_frames_as_sent_rx_vlan_offload_on() {
+    if skip_unless_root() {
+        return;
+    }
+    check(Kind::AfXdp(XdpMode::Skb), true, "fp-vs1");
+}
+
+#[test]
+fn af_xdp_skb_mode_delivers_tagged_frames_as_sent_rx_vlan_offload_off() {
+    if skip_unless_root() {
+        return;
+    }
+    check(Kind::AfXdp(XdpMode::Skb), false, "fp-vs0");
+}
+
+#[test]
+fn raw_socket_delivers_tagged_frames_as_sent_rx_vlan_offload_on() {
+    if skip_unless_root() {
+        return;
+    }
+    check(Kind::Raw, true, "fp-vr1");
+}
+
+#[test]
+fn raw_socket_delivers_tagged_frames_as_sent_rx_vlan_offload_off() {
+    if skip_unless_root() {
+        return;
+    }
+    check(Kind::Raw, false, "fp-vr0");
+}
