@@ -57,6 +57,9 @@ pub mod xdp_action {
 
 /// BPF helper function ids (`enum bpf_func_id`) used by fastpath's programs.
 pub mod helper {
+    /// `long bpf_skb_vlan_push(struct sk_buff *skb, __be16 vlan_proto, u16 vlan_tci)`: the new
+    /// tag goes into the skb's metadata (a tag already there moves into the frame first).
+    pub const SKB_VLAN_PUSH: i32 = 18;
     /// `long bpf_redirect(u32 ifindex, u64 flags)`.
     pub const REDIRECT: i32 = 23;
     /// `long bpf_redirect_map(struct bpf_map *map, u64 key, u64 flags)`; the low two bits of
@@ -463,6 +466,8 @@ impl ProgType {
 
 /// `enum bpf_attach_type` value of a tc program on a device's ingress (tcx, Linux ≥ 6.6).
 pub const BPF_TCX_INGRESS: u32 = 46;
+/// `enum bpf_attach_type` value of a tc program on a device's egress (tcx, Linux ≥ 6.6).
+pub const BPF_TCX_EGRESS: u32 = 47;
 
 /// Verdicts of a tc (tcx) program.
 pub mod tc_action {
@@ -773,6 +778,17 @@ impl Link {
         let mut a =
             LinkCreateAttr { prog_fd: prog.fd() as u32, target_ifindex: ifindex, attach_type: BPF_TCX_INGRESS, ..Default::default() };
         Ok(Link { fd: fd_from(sys_bpf(BPF_LINK_CREATE, &mut a), "link create (tcx ingress)")? })
+    }
+
+    /// Attaches a `SCHED_CLS` program to the egress of interface `ifindex` (tcx,
+    /// `BPF_LINK_CREATE` with `BPF_TCX_EGRESS`, after any programs already there).
+    ///
+    /// # Errors
+    /// `EINVAL` on kernels without tcx (< 6.6); `ENODEV` for a bad ifindex.
+    pub fn tcx_egress(prog: &Prog, ifindex: u32) -> Result<Link, BpfError> {
+        let mut a =
+            LinkCreateAttr { prog_fd: prog.fd() as u32, target_ifindex: ifindex, attach_type: BPF_TCX_EGRESS, ..Default::default() };
+        Ok(Link { fd: fd_from(sys_bpf(BPF_LINK_CREATE, &mut a), "link create (tcx egress)")? })
     }
 
     /// The link's fd.
