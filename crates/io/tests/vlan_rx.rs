@@ -47,6 +47,9 @@ const N: u32 = 240;
 /// Frames sent before the port is polled.
 const CHUNK: usize = 48;
 
+/// Whole frames, in order.
+type Frames = Vec<Vec<u8>>;
+
 /// The tag shapes, in the order frames cycle through them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Shape {
@@ -100,7 +103,7 @@ fn set_rx_vlan_offload(ns: &Netns, iface: &str, on: bool) {
 /// Sends `frames` from `tx` in chunks and receives them on `vb0` in ns `b` through `kind`;
 /// returns what arrived (marked test frames, in order) and, for the AF_PACKET port, how many
 /// frames had their outer tag put back.
-fn send_and_receive(kind: Kind, b: &Netns, tx: &RawSocket, frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, Option<u64>) {
+fn send_and_receive(kind: Kind, b: &Netns, tx: &RawSocket, frames: &[Vec<u8>]) -> (Frames, Option<u64>) {
     let mut got = Vec::new();
     let mut restored = None;
     match kind {
@@ -150,7 +153,7 @@ fn send_and_receive(kind: Kind, b: &Netns, tx: &RawSocket, frames: &[Vec<u8>]) -
 
 /// Sends `N` frames of every shape from ns A and returns (sent, received), plus the number of
 /// frames whose outer tag the AF_PACKET port had to put back.
-fn run(kind: Kind, rx_offload: bool, prefix: &str) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Option<u64>) {
+fn run(kind: Kind, rx_offload: bool, prefix: &str) -> (Frames, Frames, Option<u64>) {
     let a = Netns::new(&format!("{prefix}a")).unwrap();
     let b = Netns::new(&format!("{prefix}b")).unwrap();
     let _v = VethPair::new(&a, "va0", &b, "vb0").unwrap();
@@ -276,7 +279,7 @@ const PUSHED_TCI: u16 = 0xa00a;
 /// Frames sent untagged or with one inline C-tag while a tc program on the sender's egress
 /// pushes an S-tag outside it. Returns (frames as sent by the socket, frames as they are on the
 /// wire, frames received).
-fn run_pushed(kind: Kind, tx_offload: bool, rx_offload: bool, prefix: &str) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<Vec<u8>>) {
+fn run_pushed(kind: Kind, tx_offload: bool, rx_offload: bool, prefix: &str) -> (Frames, Frames, Frames) {
     let a = Netns::new(&format!("{prefix}a")).unwrap();
     let b = Netns::new(&format!("{prefix}b")).unwrap();
     let _v = VethPair::new(&a, "va0", &b, "vb0").unwrap();
