@@ -37,7 +37,7 @@ use fastpath_io::bpf::{helper, tc_action, Insn, Link, Prog, ProgType, XdpAttachM
 use fastpath_io::netns::{Netns, VethPair};
 use fastpath_io::Port;
 use fastpath_packet::Pool;
-use netns_common::{frame, recv_marked, rx_marked, skip_unless_root, tagged};
+use netns_common::{frame, marked_seq, recv_marked, rx_marked, skip_unless_root, tagged};
 
 /// 802.1Q C-tag TPID.
 const TPID_C: u16 = 0x8100;
@@ -346,4 +346,49 @@ fn af_xdp_restores_a_tag_held_as_skb_metadata_in_native_mode_only() {
             }
         }
     }
+}
+
+/// Frames on a queue without a socket go to the kernel stack as they came: the native-mode
+/// program writes a tag back only into frames it redirects, so the stack never sees a tag twice
+/// (once in the frame, once in the metadata). Two queues, a socket on queue 0 only; flows spread
+/// over both; a packet socket on the same interface sees the queue-1 frames.
+#[test]
+fn af_xdp_native_leaves_frames_for_queues_without_a_socket_untouched() {
+    if skip_unless_root() {
+        return;
+    }
+    let a = Netns::new("fp-vqa").unwrap();
+    let b = Netns::new("fp-vqb").unwrap();
+    let _v = VethPair::with_queues(&a, "va0", &b, "vb0", 2).unwrap();
+    a.exec("ethtool", &["-K", "va0", "txvlan", "on", "tx-vlan-stag-hw-insert", "on"]).unwrap();
+    let prog = vlan_push_prog(TPID_S, PUSHED_TCI);
+    let _link = a.run(|| Link::tcx_egress(&prog, fastpath_io::sys::ifindex("va0").unwrap())).unwrap().unwrap();
+    let tx = a.run(|| RawSocket::open("va0")).unwrap().unwrap();
+    let mut pool = Pool::new(4096);
+    let cfg = XdpConfig { mode: XdpMode::Native, zero_copy: ZeroCopy::No, ..XdpConfig::default() };
+    let mut port = b.run(|| XdpPort::open("vb0", 0, &cfg, &mut pool)).unwrap().unwrap();
+    assert!(port.mode_info().vlan_restore);
+    let stack = b.run(|| RawSocket::open("vb0")).unwrap().unwrap();
+    // 64 flows (UDP source ports): the sender's queue choice hashes them over both queues.
+    let inner: Frames = (0..N).map(|s| frame((s % 64) as u16, s, 100)).collect();
+    let wire: Frames = inner.iter().map(|f| tagged(f, TPID_S, PUSHED_TCI)).collect();
+    let (mut via_xdp, mut via_stack) = (Vec::new(), Vec::new());
+    for chunk in inner.chunks(CHUNK) {
+        for f in chunk {
+            tx.send(f).unwrap();
+        }
+        let before = via_xdp.len() + via_stack.len();
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while via_xdp.len() + via_stack.len() < before + chunk.len() && std::time::Instant::now() < end {
+            via_xdp.extend(rx_marked(&mut port, &mut pool, 2, 1, Duration::from_millis(5)));
+            via_stack.extend(recv_marked(&stack, 1, Duration::from_millis(5)));
+        }
+    }
+    let seqs: std::collections::BTreeSet<u32> = via_xdp.iter().chain(&via_stack).filter_map(|f| marked_seq(f)).collect();
+    assert_eq!((via_xdp.len() + via_stack.len(), seqs.len()), (N as usize, N as usize), "every frame once, through one path");
+    assert!(!via_xdp.is_empty() && !via_stack.is_empty(), "both queues used: {} / {}", via_xdp.len(), via_stack.len());
+    for f in via_xdp.iter().chain(&via_stack) {
+        assert!(wire.contains(f), "a frame not as on the wire: {:02x?}", &f[..20]);
+    }
+    port.close(&mut pool);
 }
