@@ -12,6 +12,14 @@
 //! index. The link is closed with the last port of the interface, and by the kernel if the
 //! process dies, so no program is left behind.
 //!
+//! VLAN tags: XDP sees a frame before the stack takes its outer tag out, so a tag in the frame
+//! reaches the socket. A tag the driver keeps outside the frame (a NIC's rx VLAN stripping; on
+//! veth, a tag the sender pushed as skb metadata with tx-vlan offload on) does not; in native
+//! mode, on a driver with the VLAN metadata kfunc (kernel ≥ 6.8: veth, mlx5, ice, …), the program
+//! is [`xsk_redirect_vlan_insns`], which asks for it and writes it back after the MAC addresses.
+//! In skb mode, or on other drivers, such a tag is lost ([`XdpModeInfo::vlan_restore`] is false);
+//! `tests/vlan_rx.rs` shows both.
+//!
 //! All ports opened on one [`Pool`] share one UMEM registration (`XDP_SHARED_UMEM`): the first
 //! socket registers the pool's region, later sockets bind with `sxdp_shared_umem_fd` and their
 //! own fill/completion rings, as the kernel requires for a different device or queue
