@@ -300,7 +300,7 @@ pub fn xsk_redirect_insns(xsks_map_fd: RawFd) -> [Insn; 6] {
 const RX_VLAN_TAG_KFUNC: &str = "bpf_xdp_metadata_rx_vlan_tag";
 
 /// The redirect program of [`xsk_redirect_insns`], plus: when the driver holds a VLAN tag outside
-/// the frame (`kfunc_id` is [`RX_VLAN_TAG_KFUNC`]'s BTF id), the tag is written back into the
+/// the frame (`kfunc_id` is the BTF id of `bpf_xdp_metadata_rx_vlan_tag`), the tag is written back into the
 /// frame, after the MAC addresses, before the frame goes to the socket. Only frames for a queue
 /// that has a socket are touched; the others go to the stack as they came. Needs a program bound
 /// to the device (native mode).
