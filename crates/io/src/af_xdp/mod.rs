@@ -299,11 +299,11 @@ pub fn xsk_redirect_insns(xsks_map_fd: RawFd) -> [Insn; 6] {
 /// *ctx, __be16 *vlan_proto, u16 *vlan_tci)`.
 const RX_VLAN_TAG_KFUNC: &str = "bpf_xdp_metadata_rx_vlan_tag";
 
-/// The redirect program of [`xsk_redirect_insns`], plus: when the driver holds a VLAN tag outside
-/// the frame (`kfunc_id` is the BTF id of `bpf_xdp_metadata_rx_vlan_tag`), the tag is written back into the
-/// frame, after the MAC addresses, before the frame goes to the socket. Only frames for a queue
-/// that has a socket are touched; the others go to the stack as they came. Needs a program bound
-/// to the device (native mode).
+/// The redirect program of [`xsk_redirect_insns`], plus: when the driver holds a VLAN tag
+/// outside the frame (`kfunc_id` is the BTF id of `bpf_xdp_metadata_rx_vlan_tag`), the tag is
+/// written back into the frame, after the MAC addresses, before the frame goes to the socket.
+/// Only frames for a queue that has a socket are touched; the others go to the stack as they
+/// came. Needs a program bound to the device (native mode).
 ///
 /// ```text
 ///   if rx_vlan_tag(ctx, &proto, &tci) == 0:          (untagged frames: this call only)
