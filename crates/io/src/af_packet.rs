@@ -10,9 +10,24 @@
 //! space: a block is ours once its status has `TP_STATUS_USER`, and goes back to the kernel when
 //! we store `TP_STATUS_KERNEL`. Frames inside a block are chained by `tp_next_offset`. A block
 //! is retired to us when full or after `retire_blk_tov_ms`. Each frame is copied into a pool
-//! buffer (the ring is not the pool, so this copy is unavoidable); a VLAN tag the kernel moved
-//! into the metadata (`TP_STATUS_VLAN_VALID`) is put back into the frame. Our own transmitted
-//! frames are not looped back (`PACKET_IGNORE_OUTGOING`).
+//! buffer (the ring is not the pool, so this copy is unavoidable). Our own transmitted frames
+//! are not looped back (`PACKET_IGNORE_OUTGOING`).
+//!
+//! VLAN tags: the kernel's receive path takes the outer tag of a tagged frame out of the frame
+//! (`skb_vlan_untag`, in software, whatever the device's rx-vlan-offload says) before packet
+//! sockets see it, and leaves it as metadata: `TP_STATUS_VLAN_VALID` with `tp_vlan_tci` and,
+//! with `TP_STATUS_VLAN_TPID_VALID`, `tp_vlan_tpid` in the ring header (`PACKET_AUXDATA` for
+//! `recvmsg`). An inner tag stays in the frame. Both receive paths here put the tag back where
+//! it was, so a port delivers the frame as it was on the wire (`tests/vlan_rx.rs` checks
+//! untagged, 802.1Q, Q-in-Q 0x88a8/0x8100 and 0x8100/0x8100 on veth, offload on and off):
+//!
+//! ```text
+//!   ring:  dst src │ C-tag │ type │ …        + hdr: VLAN_VALID, TPID_VALID, tci, tpid 0x88a8
+//!   pool:  dst src │ S-tag │ C-tag │ type │ …  (dst src moved 4 bytes into the headroom)
+//! ```
+//! The tag goes into the buffer's headroom (`restore_tag`), so an untagged frame pays one
+//! status-bit test and a tagged one a 12-byte move; a buffer with no headroom left is a counted
+//! drop (`rx_dropped`), never a panic.
 //!
 //! Transmit copies each frame into the kernel with one `sendmmsg` per burst. `PACKET_QDISC_BYPASS`
 //! skips the qdisc layer; `PACKET_FANOUT` (hash mode) spreads flows over the sockets of a group,
@@ -29,7 +44,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, HEADROOM};
+use fastpath_packet::hdr::vlan::TAG_LEN;
+use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, BUF_SIZE, HEADROOM};
 
 use crate::port::{ErrorLog, Port, PortStats};
 use crate::sys;
@@ -37,6 +53,7 @@ use crate::sys;
 const SOL_PACKET: i32 = 263;
 const PACKET_RX_RING: i32 = 5;
 const PACKET_STATISTICS: i32 = 6;
+const PACKET_AUXDATA: i32 = 8;
 const PACKET_VERSION: i32 = 10;
 const PACKET_FANOUT: i32 = 18;
 const PACKET_QDISC_BYPASS: i32 = 20;
@@ -48,6 +65,8 @@ const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 const ETH_P_ALL: u16 = 0x0003;
 const ETH_P_8021Q: u16 = 0x8100;
+/// Destination and source MAC address: the bytes in front of a VLAN tag.
+const ADDRS_LEN: usize = 12;
 /// Fanout by flow hash (`PACKET_FANOUT_HASH`).
 pub const PACKET_FANOUT_HASH: u16 = 0;
 
@@ -170,6 +189,19 @@ struct TpacketReq3 {
     feature_req_word: u32,
 }
 
+/// `struct tpacket_auxdata`, the `PACKET_AUXDATA` control message.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct TpacketAuxdata {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+}
+
 /// `struct tpacket_stats_v3`.
 #[repr(C)]
 #[derive(Default)]
@@ -252,6 +284,7 @@ pub struct PacketPort {
     stats: PortStats,
     kernel_drops: Cell<u64>,
     errlog: ErrorLog,
+    vlan_restored_pkts: u64,
 }
 
 impl PacketPort {
@@ -311,6 +344,7 @@ impl PacketPort {
             stats: PortStats::default(),
             kernel_drops: Cell::new(0),
             errlog: ErrorLog::default(),
+            vlan_restored_pkts: 0,
         })
     }
 
@@ -320,9 +354,7 @@ impl PacketPort {
         let wire_len = self.ring.read_u32(b, off + PKT_LEN) as usize;
         let status = self.ring.read_u32(b, off + PKT_STATUS);
         let mac = self.ring.read_u16(b, off + PKT_MAC) as usize;
-        let vlan = status & TP_STATUS_VLAN_VALID != 0;
-        let tag_len = if vlan { 4 } else { 0 };
-        if snaplen < wire_len || snaplen < 12 || snaplen + tag_len > fastpath_packet::pool::MAX_FRAME {
+        if snaplen < wire_len {
             self.stats.rx_dropped += 1;
             return None;
         }
@@ -330,25 +362,118 @@ impl PacketPort {
             self.stats.errors += 1;
             return None;
         };
-        let Some(h) = pool.alloc() else {
-            self.stats.rx_dropped += 1;
-            return None;
-        };
-        let len = snaplen + tag_len;
-        let buf = &mut pool.buffer_mut(h)[HEADROOM..HEADROOM + len];
-        if vlan {
-            let tci = self.ring.read_u32(b, off + PKT_VLAN_TCI) as u16;
-            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 { self.ring.read_u16(b, off + PKT_VLAN_TPID) } else { ETH_P_8021Q };
-            buf[..12].copy_from_slice(&src[..12]);
-            buf[12..14].copy_from_slice(&tpid.to_be_bytes());
-            buf[14..16].copy_from_slice(&tci.to_be_bytes());
-            buf[16..].copy_from_slice(&src[12..]);
+        // One status-bit test per frame; the header words are read only for a moved tag.
+        let tag = if status & TP_STATUS_VLAN_VALID != 0 {
+            moved_tag(status, self.ring.read_u32(b, off + PKT_VLAN_TCI) as u16, self.ring.read_u16(b, off + PKT_VLAN_TPID))
         } else {
-            buf.copy_from_slice(src);
+            None
+        };
+        let h = copy_in(pool, src, tag, HEADROOM, &mut self.stats)?;
+        if tag.is_some() {
+            self.vlan_restored_pkts += 1;
         }
-        pool.set_bounds(h, HEADROOM, len);
-        Some((h, len))
+        Some((h, pool.len(h)))
     }
+
+    /// Frames whose outer VLAN tag the kernel had moved into the ring header and this port put
+    /// back (see the module doc). Control thread or tests.
+    pub fn vlan_restored_pkts(&self) -> u64 {
+        self.vlan_restored_pkts
+    }
+}
+
+/// A VLAN tag as it sits on the wire after the MAC addresses: TPID, then TCI (PCP, DEI, VID).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VlanTag {
+    /// Tag protocol identifier: 0x8100 (802.1Q C-tag) or 0x88a8 (802.1ad S-tag), or another
+    /// the kernel recognised.
+    pub tpid: u16,
+    /// Tag control information.
+    pub tci: u16,
+}
+
+/// The tag the kernel moved out of a received frame, from the metadata it left instead
+/// (`tpacket3_hdr.hv1` or `tpacket_auxdata`: `tp_status`, `tp_vlan_tci`, `tp_vlan_tpid`).
+/// `None` without `TP_STATUS_VLAN_VALID`. The TPID is `tp_vlan_tpid` when
+/// `TP_STATUS_VLAN_TPID_VALID` says the kernel filled it (≥ 3.14), else 0x8100, the only tag
+/// older kernels took out — libpcap's rule too.
+#[inline]
+pub(crate) fn moved_tag(status: u32, tci: u16, tpid: u16) -> Option<VlanTag> {
+    if status & TP_STATUS_VLAN_VALID == 0 {
+        return None;
+    }
+    let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 && tpid != 0 { tpid } else { ETH_P_8021Q };
+    Some(VlanTag { tpid, tci })
+}
+
+/// Puts `tag` back into frame `h` after its MAC addresses, where it was on the wire: the frame
+/// grows by 4 bytes into the buffer's headroom and the 12 MAC address bytes move to the new
+/// front, so the payload is not copied again. Returns false, changing nothing, when the
+/// headroom is smaller than 4 bytes or the frame is shorter than its 12 address bytes.
+///
+/// # Panics
+/// Never. Worker only.
+#[inline]
+pub(crate) fn restore_tag(pool: &mut Pool, h: PktId, tag: VlanTag) -> bool {
+    if pool.len(h) < ADDRS_LEN || pool.headroom(h) < TAG_LEN {
+        return false;
+    }
+    let Some(f) = pool.prepend(h, TAG_LEN) else { return false };
+    f.copy_within(TAG_LEN..TAG_LEN + ADDRS_LEN, 0);
+    f[ADDRS_LEN..ADDRS_LEN + 2].copy_from_slice(&tag.tpid.to_be_bytes());
+    f[ADDRS_LEN + 2..ADDRS_LEN + TAG_LEN].copy_from_slice(&tag.tci.to_be_bytes());
+    true
+}
+
+/// Puts `tag` back after the MAC addresses of the `n`-byte frame at the start of `buf`, moving
+/// the bytes behind them 4 bytes on; returns the new length. Bytes that would pass the end of
+/// `buf` are cut; a frame shorter than 12 bytes is left alone. For [`RawSocket`], not the data
+/// path.
+fn insert_tag(buf: &mut [u8], n: usize, tag: VlanTag) -> usize {
+    let n = n.min(buf.len());
+    if n < ADDRS_LEN {
+        return n;
+    }
+    let end = (n + TAG_LEN).min(buf.len());
+    let kept = end.saturating_sub(TAG_LEN);
+    if kept > ADDRS_LEN {
+        buf.copy_within(ADDRS_LEN..kept, ADDRS_LEN + TAG_LEN);
+    }
+    let mut wire = [0u8; TAG_LEN];
+    wire[..2].copy_from_slice(&tag.tpid.to_be_bytes());
+    wire[2..].copy_from_slice(&tag.tci.to_be_bytes());
+    let room = (end - ADDRS_LEN).min(TAG_LEN);
+    buf[ADDRS_LEN..ADDRS_LEN + room].copy_from_slice(&wire[..room]);
+    end
+}
+
+/// Copies one received frame (`src`, as the kernel left it) into a new pool buffer at
+/// `headroom`, putting back the tag the kernel moved out (`tag`, from [`moved_tag`]). A frame
+/// that cannot be taken — longer than a buffer, no free buffer, no room for the tag — is
+/// counted in `stats.rx_dropped` and `None` returned.
+///
+/// # Panics
+/// Never. Worker only.
+#[inline]
+fn copy_in(pool: &mut Pool, src: &[u8], tag: Option<VlanTag>, headroom: usize, stats: &mut PortStats) -> Option<PktId> {
+    if src.len() < ADDRS_LEN || headroom.checked_add(src.len()).is_none_or(|end| end > BUF_SIZE) {
+        stats.rx_dropped += 1;
+        return None;
+    }
+    let Some(h) = pool.alloc() else {
+        stats.rx_dropped += 1;
+        return None;
+    };
+    pool.buffer_mut(h)[headroom..headroom + src.len()].copy_from_slice(src);
+    pool.set_bounds(h, headroom, src.len());
+    if let Some(tag) = tag {
+        if !restore_tag(pool, h, tag) {
+            pool.free(h);
+            stats.rx_dropped += 1;
+            return None;
+        }
+    }
+    Some(h)
 }
 
 impl Port for PacketPort {
@@ -470,6 +595,8 @@ impl RawSocket {
         let idx = sys::ifindex(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
         let fd = packet_socket().map_err(|e| sys_err(iface, "creating the packet socket", e))?;
         setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32).map_err(|e| sys_err(iface, "PACKET_IGNORE_OUTGOING", e))?;
+        // The tag the kernel moves out of a received frame comes back as a control message.
+        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_AUXDATA, &1i32).map_err(|e| sys_err(iface, "PACKET_AUXDATA", e))?;
         bind_ll(fd.as_raw_fd(), idx).map_err(|e| sys_err(iface, "binding to the interface", e))?;
         Ok(RawSocket { fd })
     }
@@ -523,6 +650,8 @@ impl RawSocket {
     }
 
     /// Receives one frame into `buf`, waiting at most `timeout_ms`. `Ok(None)` on timeout.
+    /// The frame is as it was on the wire: a VLAN tag the kernel moved into `PACKET_AUXDATA` is
+    /// put back (a frame longer than `buf` is cut, as `recv` cuts it).
     ///
     /// # Errors
     /// The OS error of `poll`/`recv`.
@@ -557,8 +686,9 @@ impl RawSocket {
         if r == 0 {
             return Ok(None);
         }
-        // Room for one SCM_TIMESTAMPNS control message, u64-aligned as cmsghdr requires.
-        let mut control = [0u64; 8];
+        // Room for an SCM_TIMESTAMPNS and a PACKET_AUXDATA control message, u64-aligned as
+        // cmsghdr requires.
+        let mut control = [0u64; 16];
         let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
         // SAFETY: msghdr is plain data; all-zero is a valid empty header.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -573,8 +703,10 @@ impl RawSocket {
             return if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) };
         }
         let mut stamp = None;
+        let mut tag = None;
         // SAFETY: the CMSG_* walk stays within `msg.msg_control`/`msg_controllen` as the kernel
-        // filled them; the payload of SCM_TIMESTAMPNS is a timespec (read unaligned).
+        // filled them; the payload of SCM_TIMESTAMPNS is a timespec, that of PACKET_AUXDATA a
+        // tpacket_auxdata (both read unaligned).
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
@@ -582,10 +714,18 @@ impl RawSocket {
                     let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
                     stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
                 }
+                if (*c).cmsg_level == SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
+                    let aux: TpacketAuxdata = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    tag = moved_tag(aux.tp_status, aux.tp_vlan_tci, aux.tp_vlan_tpid);
+                }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        Ok(Some((n as usize, stamp)))
+        let n = match tag {
+            Some(tag) => insert_tag(buf, n as usize, tag),
+            None => n as usize,
+        };
+        Ok(Some((n, stamp)))
     }
 }
 
@@ -606,6 +746,119 @@ mod tests {
     fn struct_sizes_match_the_kernel() {
         assert_eq!(std::mem::size_of::<TpacketReq3>(), 28);
         assert_eq!(std::mem::size_of::<TpacketStatsV3>(), 12);
+        assert_eq!(std::mem::size_of::<TpacketAuxdata>(), 20);
+    }
+
+    /// dst MAC, src MAC, then an 802.1Q tag (VID 30) and IPv4: what the kernel leaves in the
+    /// ring for a Q-in-Q frame whose outer tag it moved out.
+    const INNER: [u8; 20] = [
+        0x02, 0, 0, 0, 0, 0x02, // dst MAC
+        0x02, 0, 0, 0, 0, 0x01, // src MAC
+        0x81, 0x00, 0x00, 0x1e, // C-tag: TPID 0x8100, VID 30
+        0x08, 0x00, // EtherType IPv4
+        0x45, 0x00, // first IPv4 bytes
+    ];
+    /// The same frame as it was on the wire: S-tag 0x88a8, PCP 5, VID 100 in front.
+    const WIRE: [u8; 24] = [
+        0x02, 0, 0, 0, 0, 0x02, // dst MAC
+        0x02, 0, 0, 0, 0, 0x01, // src MAC
+        0x88, 0xa8, 0xa0, 0x64, // S-tag: TPID 0x88a8, PCP 5, VID 100
+        0x81, 0x00, 0x00, 0x1e, // C-tag: TPID 0x8100, VID 30
+        0x08, 0x00, // EtherType IPv4
+        0x45, 0x00, // first IPv4 bytes
+    ];
+    const S_TAG: VlanTag = VlanTag { tpid: 0x88a8, tci: 0xa064 };
+
+    #[test]
+    fn moved_tag_takes_the_tpid_only_when_the_kernel_says_it_is_valid() {
+        let both = TP_STATUS_USER | TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID;
+        assert_eq!(moved_tag(both, 0xa064, 0x88a8), Some(S_TAG));
+        assert_eq!(moved_tag(both, 0x0064, 0x8100), Some(VlanTag { tpid: 0x8100, tci: 0x0064 }));
+        // Kernels before 3.14 fill no TPID: the tag was an 802.1Q one.
+        assert_eq!(moved_tag(TP_STATUS_VLAN_VALID, 7, 0x88a8), Some(VlanTag { tpid: 0x8100, tci: 7 }));
+        assert_eq!(moved_tag(TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID, 7, 0), Some(VlanTag { tpid: 0x8100, tci: 7 }));
+        // TCI 0 (priority 0, VID 0) is a tag too.
+        assert_eq!(moved_tag(both, 0, 0x8100), Some(VlanTag { tpid: 0x8100, tci: 0 }));
+        // No VLAN_VALID: nothing was moved, whatever the other words hold.
+        assert_eq!(moved_tag(TP_STATUS_USER | TP_STATUS_VLAN_TPID_VALID, 0xa064, 0x88a8), None);
+        assert_eq!(moved_tag(0, 0, 0), None);
+    }
+
+    #[test]
+    fn restore_tag_puts_the_tag_back_in_the_headroom() {
+        let mut pool = Pool::new(2);
+        let h = pool.alloc().unwrap();
+        pool.set_data(h, &INNER);
+        assert!(restore_tag(&mut pool, h, S_TAG));
+        assert_eq!(pool.data(h), &WIRE[..]);
+        assert_eq!(pool.headroom(h), HEADROOM - TAG_LEN, "the tag came out of the headroom");
+    }
+
+    #[test]
+    fn restore_tag_refuses_without_room_and_changes_nothing() {
+        let mut pool = Pool::new(2);
+        let h = pool.alloc().unwrap();
+        for headroom in 0..TAG_LEN {
+            pool.buffer_mut(h)[headroom..headroom + INNER.len()].copy_from_slice(&INNER);
+            assert!(pool.set_bounds(h, headroom, INNER.len()));
+            assert!(!restore_tag(&mut pool, h, S_TAG));
+            assert_eq!((pool.headroom(h), pool.data(h)), (headroom, &INNER[..]));
+        }
+        // A frame too short to hold the MAC addresses is left alone too.
+        for len in 0..ADDRS_LEN {
+            assert!(pool.set_bounds(h, HEADROOM, len));
+            assert!(!restore_tag(&mut pool, h, S_TAG));
+            assert_eq!((pool.headroom(h), pool.len(h)), (HEADROOM, len));
+        }
+    }
+
+    #[test]
+    fn copy_in_restores_the_tag_or_counts_a_drop() {
+        let mut pool = Pool::new(2);
+        let mut st = PortStats::default();
+        let h = copy_in(&mut pool, &INNER, Some(S_TAG), HEADROOM, &mut st).unwrap();
+        assert_eq!(pool.data(h), &WIRE[..]);
+        // Untagged: the bytes as they came, at the headroom.
+        let u = copy_in(&mut pool, &INNER, None, HEADROOM, &mut st).unwrap();
+        assert_eq!((pool.data(u), pool.headroom(u)), (&INNER[..], HEADROOM));
+        assert_eq!(st, PortStats::default());
+        pool.free(h);
+        pool.free(u);
+        // No room for the tag: a counted drop, and the buffer goes back.
+        assert_eq!(copy_in(&mut pool, &INNER, Some(S_TAG), 2, &mut st), None);
+        assert_eq!((st.rx_dropped, pool.available()), (1, 2));
+        // Longer than a buffer, shorter than the MAC addresses, or no buffer free: counted too.
+        let big = vec![0u8; BUF_SIZE - HEADROOM + 1];
+        assert_eq!(copy_in(&mut pool, &big, None, HEADROOM, &mut st), None);
+        assert_eq!(copy_in(&mut pool, &INNER[..11], Some(S_TAG), HEADROOM, &mut st), None);
+        let held = [pool.alloc().unwrap(), pool.alloc().unwrap()];
+        assert_eq!(copy_in(&mut pool, &INNER, None, HEADROOM, &mut st), None);
+        assert_eq!(st.rx_dropped, 4);
+        pool.free_bulk(&held);
+        assert_eq!(pool.available(), 2);
+        // The longest frame still takes its tag: the tag goes into the headroom, not the tail.
+        let max = vec![0x5au8; BUF_SIZE - HEADROOM];
+        let h = copy_in(&mut pool, &max, Some(S_TAG), HEADROOM, &mut st).unwrap();
+        assert_eq!(pool.len(h), max.len() + TAG_LEN);
+        assert_eq!(st.rx_dropped, 4);
+    }
+
+    #[test]
+    fn insert_tag_shifts_in_place_and_cuts_at_the_buffer_end() {
+        let mut buf = [0u8; 64];
+        buf[..INNER.len()].copy_from_slice(&INNER);
+        assert_eq!(insert_tag(&mut buf, INNER.len(), S_TAG), WIRE.len());
+        assert_eq!(&buf[..WIRE.len()], &WIRE[..]);
+        // A buffer with no room behind the frame: the tail is cut, never a panic.
+        for len in 0..=INNER.len() {
+            let mut buf = INNER[..len].to_vec();
+            let n = insert_tag(&mut buf, len, S_TAG);
+            if len < ADDRS_LEN {
+                assert_eq!((n, &buf[..]), (len, &INNER[..len]));
+            } else {
+                assert_eq!((n, &buf[..]), (len, &WIRE[..len]));
+            }
+        }
     }
 
     #[test]

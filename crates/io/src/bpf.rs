@@ -36,6 +36,9 @@ pub const BPF_XDP: u32 = 37;
 /// buffer through `data`/`data_end`), so the kernel hands it frames larger than a page (jumbo,
 /// GRO/GSO skbs in generic mode) instead of dropping them.
 pub const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+/// `BPF_PROG_LOAD` flag: the XDP program is bound to one device (`prog_ifindex`) and may call
+/// that driver's metadata kfuncs; native mode on that device only (kernel ≥ 6.3).
+pub const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
 /// `BPF_PROG_TEST_RUN` flag: run the XDP program on live frames that really leave (kernel ≥ 5.18).
 pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 /// `BPF_PROG_TEST_RUN` flag: run on the CPU given in `cpu` (not supported for XDP live mode).
@@ -57,8 +60,16 @@ pub mod xdp_action {
 
 /// BPF helper function ids (`enum bpf_func_id`) used by fastpath's programs.
 pub mod helper {
+    /// `long bpf_skb_vlan_push(struct sk_buff *skb, __be16 vlan_proto, u16 vlan_tci)`: the new
+    /// tag goes into the skb's metadata (a tag already there moves into the frame first).
+    pub const SKB_VLAN_PUSH: i32 = 18;
+    /// `void *bpf_map_lookup_elem(struct bpf_map *map, const void *key)`.
+    pub const MAP_LOOKUP_ELEM: i32 = 1;
     /// `long bpf_redirect(u32 ifindex, u64 flags)`.
     pub const REDIRECT: i32 = 23;
+    /// `long bpf_xdp_adjust_head(struct xdp_buff *xdp_md, int delta)`: moves the frame's start
+    /// (negative `delta` grows it into the headroom); packet pointers must be reloaded after.
+    pub const XDP_ADJUST_HEAD: i32 = 44;
     /// `long bpf_redirect_map(struct bpf_map *map, u64 key, u64 flags)`; the low two bits of
     /// `flags` are the action returned when the key has no entry.
     pub const REDIRECT_MAP: i32 = 51;
@@ -171,6 +182,23 @@ impl Insn {
     /// Calls helper `id` (arguments in `r1`–`r5`, result in `r0`).
     pub const fn call(id: i32) -> Insn {
         Insn::new(0x85, 0, 0, 0, id)
+    }
+    /// Calls the vmlinux kfunc whose BTF id is `btf_id` (`BPF_PSEUDO_KFUNC_CALL`); see
+    /// [`vmlinux_func_btf_id`].
+    pub const fn call_kfunc(btf_id: u32) -> Insn {
+        Insn::new(0x85, 0, 2, 0, btf_id as i32)
+    }
+    /// `*(u16 *)(dst + off) = src`.
+    pub const fn stx_h(dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::new(0x6b, dst, src, off, 0)
+    }
+    /// `*(u16 *)(dst + off) = imm`.
+    pub const fn st_h(dst: Reg, off: i16, imm: i32) -> Insn {
+        Insn::new(0x6a, dst, 0, off, imm)
+    }
+    /// `dst = htobe16(dst)` (`BPF_END | BPF_TO_BE`, 16 bits; upper bits cleared).
+    pub const fn be16(dst: Reg) -> Insn {
+        Insn::new(0xdc, dst, 0, 0, 16)
     }
     /// Returns `r0`.
     pub const fn exit() -> Insn {
@@ -450,6 +478,58 @@ fn read_possible_cpus() -> io::Result<usize> {
     Ok(max + 1)
 }
 
+/// The BTF type id of the kernel function `name` in the running kernel's BTF
+/// (`/sys/kernel/btf/vmlinux`, `BTF_KIND_FUNC`), for [`Insn::call_kfunc`]. `Ok(None)` when the
+/// kernel has no such function.
+///
+/// # Errors
+/// The file cannot be read (no `CONFIG_DEBUG_INFO_BTF`) or is not BTF.
+pub fn vmlinux_func_btf_id(name: &str) -> io::Result<Option<u32>> {
+    btf_func_id(&std::fs::read("/sys/kernel/btf/vmlinux")?, name)
+}
+
+/// [`vmlinux_func_btf_id`] on the bytes of a BTF blob (`Documentation/bpf/btf.rst`: a header,
+/// then type records of 12 bytes plus a kind-dependent tail, ids from 1, then the strings).
+fn btf_func_id(btf: &[u8], name: &str) -> io::Result<Option<u32>> {
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("BTF: {what}"));
+    let u32_at = |off: usize| btf.get(off..off + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    if btf.get(..2) != Some(&[0x9f, 0xeb]) {
+        return Err(bad("bad magic (not little-endian BTF)"));
+    }
+    let hdr_len = u32_at(4).ok_or_else(|| bad("short header"))? as usize;
+    let field = |i: usize| u32_at(8 + 4 * i).map(|v| v as usize).ok_or_else(|| bad("short header"));
+    let (type_off, type_len, str_off, str_len) = (field(0)?, field(1)?, field(2)?, field(3)?);
+    let types = btf.get(hdr_len + type_off..hdr_len + type_off + type_len).ok_or_else(|| bad("type section out of range"))?;
+    let strs = btf.get(hdr_len + str_off..hdr_len + str_off + str_len).ok_or_else(|| bad("string section out of range"))?;
+    let mut off = 0usize;
+    let mut id = 1u32;
+    while off + 12 <= types.len() {
+        let w = |i: usize| u32::from_le_bytes([types[off + i], types[off + i + 1], types[off + i + 2], types[off + i + 3]]);
+        let (name_off, info) = (w(0) as usize, w(4));
+        let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
+        const FUNC: u32 = 12;
+        if kind == FUNC {
+            let n = strs.get(name_off..).and_then(|s| s.split(|&c| c == 0).next()).unwrap_or_default();
+            if n == name.as_bytes() {
+                return Ok(Some(id));
+            }
+        }
+        // Bytes after the 12-byte record, by kind (int, array, struct/union, enum, func_proto,
+        // var, datasec, decl_tag, enum64; the rest have none).
+        let tail = match kind {
+            1 | 14 | 17 => 4,
+            3 => 12,
+            4 | 5 => 12 * vlen,
+            6 | 13 => 8 * vlen,
+            15 | 19 => 12 * vlen,
+            _ => 0,
+        };
+        off += 12 + tail;
+        id += 1;
+    }
+    Ok(None)
+}
+
 /// A program type (`enum bpf_prog_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProgType(pub u32);
@@ -463,6 +543,8 @@ impl ProgType {
 
 /// `enum bpf_attach_type` value of a tc program on a device's ingress (tcx, Linux ≥ 6.6).
 pub const BPF_TCX_INGRESS: u32 = 46;
+/// `enum bpf_attach_type` value of a tc program on a device's egress (tcx, Linux ≥ 6.6).
+pub const BPF_TCX_EGRESS: u32 = 47;
 
 /// Verdicts of a tc (tcx) program.
 pub mod tc_action {
@@ -575,6 +657,23 @@ impl Prog {
         name: &str,
         prog_flags: u32,
     ) -> Result<Prog, BpfError> {
+        Prog::load_on(ty, insns, license, expected_attach_type, name, prog_flags, 0)
+    }
+
+    /// As [`Prog::load_with_flags`], bound to device `ifindex` (with
+    /// [`BPF_F_XDP_DEV_BOUND_ONLY`]: the driver's metadata kfuncs become callable).
+    ///
+    /// # Errors
+    /// As [`Prog::load`]; `EOPNOTSUPP` when the device has no metadata kfuncs.
+    pub fn load_on(
+        ty: ProgType,
+        insns: &[Insn],
+        license: &str,
+        expected_attach_type: u32,
+        name: &str,
+        prog_flags: u32,
+        prog_ifindex: u32,
+    ) -> Result<Prog, BpfError> {
         let mut lic = Vec::with_capacity(license.len() + 1);
         lic.extend_from_slice(license.as_bytes());
         lic.push(0);
@@ -586,6 +685,7 @@ impl Prog {
             prog_name: obj_name(name),
             expected_attach_type,
             prog_flags,
+            prog_ifindex,
             ..Default::default()
         };
         match fd_from(sys_bpf(BPF_PROG_LOAD, &mut a), "prog load") {
@@ -775,6 +875,17 @@ impl Link {
         Ok(Link { fd: fd_from(sys_bpf(BPF_LINK_CREATE, &mut a), "link create (tcx ingress)")? })
     }
 
+    /// Attaches a `SCHED_CLS` program to the egress of interface `ifindex` (tcx,
+    /// `BPF_LINK_CREATE` with `BPF_TCX_EGRESS`, after any programs already there).
+    ///
+    /// # Errors
+    /// `EINVAL` on kernels without tcx (< 6.6); `ENODEV` for a bad ifindex.
+    pub fn tcx_egress(prog: &Prog, ifindex: u32) -> Result<Link, BpfError> {
+        let mut a =
+            LinkCreateAttr { prog_fd: prog.fd() as u32, target_ifindex: ifindex, attach_type: BPF_TCX_EGRESS, ..Default::default() };
+        Ok(Link { fd: fd_from(sys_bpf(BPF_LINK_CREATE, &mut a), "link create (tcx egress)")? })
+    }
+
     /// The link's fd.
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
@@ -785,6 +896,45 @@ impl Link {
 mod tests {
     use super::*;
     use crate::sys::is_root;
+
+    /// A BTF blob of three types: `[1] int`, `[2] func_proto (int) -> int`, `[3] func foo`.
+    fn tiny_btf() -> Vec<u8> {
+        let strs = b"\0int\0foo\0x\0";
+        let mut types = Vec::new();
+        let mut rec = |name: u32, info: u32, size: u32, tail: &[u32]| {
+            for w in [name, info, size].iter().chain(tail) {
+                types.extend_from_slice(&w.to_le_bytes());
+            }
+        };
+        rec(1, 1 << 24, 4, &[32]); // INT "int", 32 bits
+        rec(0, (13 << 24) | 1, 1, &[7, 1]); // FUNC_PROTO returning [1], one arg "x" of [1]
+        rec(5, 12 << 24, 2, &[]); // FUNC "foo" of proto [2]
+        let mut b = vec![0x9f, 0xeb, 1, 0];
+        for w in [24u32, 0, types.len() as u32, types.len() as u32, strs.len() as u32] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(&types);
+        b.extend_from_slice(strs);
+        b
+    }
+
+    #[test]
+    fn btf_func_id_finds_functions_by_name_only() {
+        let b = tiny_btf();
+        assert_eq!(btf_func_id(&b, "foo").unwrap(), Some(3));
+        assert_eq!(btf_func_id(&b, "int").unwrap(), None, "a type of another kind is not a function");
+        assert_eq!(btf_func_id(&b, "fo").unwrap(), None);
+        // Damaged blobs are errors, never panics.
+        assert!(btf_func_id(&b[..10], "foo").is_err());
+        assert!(btf_func_id(&[0u8; 64], "foo").is_err());
+        for n in 0..b.len() {
+            let _ = btf_func_id(&b[..n], "foo");
+        }
+        // The running kernel's BTF has the kfunc the AF_XDP program uses (kernel >= 6.8).
+        if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            assert!(vmlinux_func_btf_id("bpf_xdp_metadata_rx_vlan_tag").unwrap().is_some());
+        }
+    }
 
     #[test]
     fn insn_encoding_matches_the_kernel_layout() {

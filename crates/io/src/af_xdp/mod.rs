@@ -12,6 +12,14 @@
 //! index. The link is closed with the last port of the interface, and by the kernel if the
 //! process dies, so no program is left behind.
 //!
+//! VLAN tags: XDP sees a frame before the stack takes its outer tag out, so a tag in the frame
+//! reaches the socket. A tag the driver keeps outside the frame (a NIC's rx VLAN stripping; on
+//! veth, a tag the sender pushed as skb metadata with tx-vlan offload on) does not; in native
+//! mode, on a driver with the VLAN metadata kfunc (kernel ≥ 6.8: veth, mlx5, ice, …), the program
+//! is [`xsk_redirect_vlan_insns`], which asks for it and writes it back after the MAC addresses.
+//! In skb mode, or on other drivers, such a tag is lost ([`XdpModeInfo::vlan_restore`] is false);
+//! `tests/vlan_rx.rs` shows both.
+//!
 //! All ports opened on one [`Pool`] share one UMEM registration (`XDP_SHARED_UMEM`): the first
 //! socket registers the pool's region, later sockets bind with `sxdp_shared_umem_fd` and their
 //! own fill/completion rings, as the kernel requires for a different device or queue
@@ -38,9 +46,12 @@ use std::sync::{Arc, Mutex, Weak};
 
 use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, BUF_SIZE};
 
-use crate::bpf::{self, helper, xdp_action, xdp_md, BpfError, Insn, Link, Map, MapType, Prog, ProgType, XdpAttachMode, R1, R2, R3};
+use crate::bpf::{
+    self, helper, xdp_action, xdp_md, BpfError, Insn, Link, Map, MapType, Prog, ProgType, XdpAttachMode, R0, R1, R10, R2, R3, R4, R5, R6,
+};
 use crate::port::{ErrorLog, Port, PortStats};
 use crate::sys;
+use fastpath_packet::hdr::vlan::TAG_LEN;
 use ring::{MmapOffsets, Ring, XdpDesc};
 
 const AF_XDP: i32 = 44;
@@ -283,6 +294,89 @@ pub fn xsk_redirect_insns(xsks_map_fd: RawFd) -> [Insn; 6] {
     ]
 }
 
+/// The kfunc through which a driver hands over the VLAN tag it keeps outside the frame
+/// (kernel ≥ 6.8; veth, mlx5, ice, …): `int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md
+/// *ctx, __be16 *vlan_proto, u16 *vlan_tci)`.
+const RX_VLAN_TAG_KFUNC: &str = "bpf_xdp_metadata_rx_vlan_tag";
+
+/// The redirect program of [`xsk_redirect_insns`], plus: when the driver holds a VLAN tag
+/// outside the frame (`kfunc_id` is the BTF id of `bpf_xdp_metadata_rx_vlan_tag`), the tag is
+/// written back into the frame, after the MAC addresses, before the frame goes to the socket.
+/// Only frames for a queue that has a socket are touched; the others go to the stack as they
+/// came. Needs a program bound to the device (native mode).
+///
+/// ```text
+///   if rx_vlan_tag(ctx, &proto, &tci) == 0:          (untagged frames: this call only)
+///       if !xsks[queue]                              -> XDP_PASS, frame untouched
+///       if adjust_head(ctx, -4) == 0:
+///           if data + 16 > data_end                  -> adjust_head(ctx, 4)  (cannot happen)
+///           else data[0..12] = data[4..16]; data[12..14] = proto; data[14..16] = htons(tci)
+///   return bpf_redirect_map(&xsks, queue, XDP_PASS)
+/// ```
+pub fn xsk_redirect_vlan_insns(xsks_map_fd: RawFd, kfunc_id: u32) -> [Insn; 49] {
+    let [m0, m1] = Insn::ld_map_fd(R1, xsks_map_fd);
+    [
+        Insn::mov64_reg(R6, R1), // 0: r6 = ctx
+        Insn::ldx_w(R2, R6, xdp_md::RX_QUEUE_INDEX),
+        Insn::stx_w(R10, R2, -4), // 2: key = queue, at fp-4
+        Insn::st_w(R10, -8, 0),   // 3: proto at fp-8, tci at fp-6
+        Insn::mov64_reg(R1, R6),
+        Insn::mov64_reg(R2, R10),
+        Insn::add64_imm(R2, -8),
+        Insn::mov64_reg(R3, R10),
+        Insn::add64_imm(R3, -6),
+        Insn::call_kfunc(kfunc_id),
+        Insn::jne_imm(R0, 0, 30), // 10: no tag held outside the frame -> 41
+        m0,
+        m1,
+        Insn::mov64_reg(R2, R10),
+        Insn::add64_imm(R2, -4),
+        Insn::call(helper::MAP_LOOKUP_ELEM),
+        Insn::jeq_imm(R0, 0, 30), // 16: no socket on this queue -> 47 (pass, untouched)
+        Insn::mov64_reg(R1, R6),
+        Insn::mov64_imm(R2, -(TAG_LEN as i32)),
+        Insn::call(helper::XDP_ADJUST_HEAD),
+        Insn::jne_imm(R0, 0, 20), // 20: no headroom -> 41 (the tag stays lost)
+        Insn::ldx_w(R2, R6, xdp_md::DATA),
+        Insn::ldx_w(R3, R6, xdp_md::DATA_END),
+        Insn::mov64_reg(R4, R2),
+        Insn::add64_imm(R4, 16),
+        Insn::jgt_reg(R4, R3, 12), // 25: shorter than MACs + tag -> 38 (undo)
+        Insn::ldx_w(R5, R2, 4),    // 26: MAC addresses 4 bytes forward, a word at a time
+        Insn::stx_w(R2, R5, 0),
+        Insn::ldx_w(R5, R2, 8),
+        Insn::stx_w(R2, R5, 4),
+        Insn::ldx_w(R5, R2, 12),
+        Insn::stx_w(R2, R5, 8),
+        Insn::ldx_h(R5, R10, -8), // 32: TPID, already in network order
+        Insn::stx_h(R2, R5, 12),
+        Insn::ldx_h(R5, R10, -6), // 34: TCI, host order
+        Insn::be16(R5),
+        Insn::stx_h(R2, R5, 14),
+        Insn::ja(3), // 37: -> 41
+        Insn::mov64_reg(R1, R6),
+        Insn::mov64_imm(R2, TAG_LEN as i32),
+        Insn::call(helper::XDP_ADJUST_HEAD), // 40: undo the push, fall through
+        Insn::ldx_w(R2, R10, -4),            // 41: redirect
+        m0,
+        m1,
+        Insn::mov64_imm(R3, xdp_action::PASS),
+        Insn::call(helper::REDIRECT_MAP),
+        Insn::exit(),
+        Insn::mov64_imm(R0, xdp_action::PASS), // 47
+        Insn::exit(),
+    ]
+}
+
+/// Loads [`xsk_redirect_vlan_insns`] bound to `ifindex`, or `None` when the kernel or the driver
+/// cannot (no BTF, no such kfunc, a driver without the VLAN metadata kfunc): the plain program
+/// is used then and a tag the driver keeps outside the frame is lost (docs/cli.md, VLAN tags).
+fn load_vlan_redirect(map: &Map, ifindex: u32) -> Option<Prog> {
+    let id = bpf::vmlinux_func_btf_id(RX_VLAN_TAG_KFUNC).ok()??;
+    let insns = xsk_redirect_vlan_insns(map.fd(), id);
+    Prog::load_on(ProgType::XDP, &insns, "GPL", bpf::BPF_XDP, "fp_xsk_vlan", bpf::BPF_F_XDP_DEV_BOUND_ONLY, ifindex).ok()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per-interface XDP program + XSKMAP, shared by the ports of that interface.
 
@@ -292,6 +386,8 @@ struct IfaceXdp {
     _prog: Prog,
     _link: Link,
     mode: XdpAttachMode,
+    /// The program puts a tag the driver kept outside the frame back ([`xsk_redirect_vlan_insns`]).
+    vlan_restore: bool,
 }
 
 type IfaceKey = (u64, u32);
@@ -314,6 +410,10 @@ fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp
     let map = Map::create(MapType::XSKMAP, 4, 4, MAX_QUEUES, "fp_xsks").map_err(|e| bpf_err(e, "creating the XSKMAP"))?;
     let prog = Prog::load(ProgType::XDP, &xsk_redirect_insns(map.fd()), "GPL", bpf::BPF_XDP, "fp_xsk_redir")
         .map_err(|e| bpf_err(e, "loading the XDP redirect program"))?;
+    // Native mode on a driver with the VLAN metadata kfunc: the program that puts a tag held
+    // outside the frame back into it. A device-bound program cannot run in skb mode.
+    let mut vlan_prog = if mode == XdpMode::Skb { None } else { load_vlan_redirect(&map, ifindex) };
+    let mut prog = Some(prog);
     let tries: &[XdpAttachMode] = match mode {
         XdpMode::Auto => &[XdpAttachMode::Native, XdpAttachMode::Skb],
         XdpMode::Native => &[XdpAttachMode::Native],
@@ -325,9 +425,13 @@ fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp
     // EBUSY/EEXIST is retried briefly before it is reported as a foreign program.
     for _ in 0..25 {
         for &m in tries {
-            match Link::xdp(&prog, ifindex, m) {
+            let vlan_restore = m == XdpAttachMode::Native && vlan_prog.is_some();
+            let slot = if vlan_restore { &mut vlan_prog } else { &mut prog };
+            let Some(p) = slot.as_ref() else { continue };
+            match Link::xdp(p, ifindex, m) {
                 Ok(link) => {
-                    let a = Arc::new(IfaceXdp { map, _prog: prog, _link: link, mode: m });
+                    let Some(p) = slot.take() else { continue };
+                    let a = Arc::new(IfaceXdp { map, _prog: p, _link: link, mode: m, vlan_restore });
                     reg.push((key, Arc::downgrade(&a)));
                     return Ok(a);
                 }
@@ -410,6 +514,9 @@ pub struct XdpModeInfo {
     pub need_wakeup: bool,
     /// True when this socket shares a UMEM registered by another port of the same pool.
     pub shared_umem: bool,
+    /// True when the XDP program writes a VLAN tag the driver kept outside the frame back into
+    /// it (native mode on a driver with the VLAN metadata kfunc, kernel ≥ 6.8).
+    pub vlan_restore: bool,
 }
 
 /// An AF_XDP port on one queue of one interface. Implements [`Port`].
@@ -592,8 +699,13 @@ impl XdpPort {
                 (u, None, false)
             }
         };
-        let info =
-            XdpModeInfo { attach: attach.mode, zero_copy: umem.zero_copy && zero_copy, need_wakeup: umem.need_wakeup, shared_umem: shared };
+        let info = XdpModeInfo {
+            attach: attach.mode,
+            zero_copy: umem.zero_copy && zero_copy,
+            need_wakeup: umem.need_wakeup,
+            shared_umem: shared,
+            vlan_restore: attach.vlan_restore,
+        };
         Ok(XdpPort {
             rx,
             tx,
@@ -896,6 +1008,25 @@ mod tests {
         let cfg = XdpConfig { rx_size: 1000, ..XdpConfig::default() };
         let e = XdpPort::open("lo", 0, &cfg, &mut pool).unwrap_err();
         assert!(matches!(e, XdpError::BadConfig { .. }), "{e}");
+    }
+
+    #[test]
+    fn xsk_vlan_program_falls_back_where_the_driver_has_no_metadata_kfuncs() {
+        if !sys::is_root() {
+            eprintln!("not root: BPF test skipped");
+            return;
+        }
+        // This kernel (6.18) has the kfunc. Loopback (ifindex 1) has no XDP metadata ops: the
+        // kernel refuses a program bound to it, so the plain redirect program is used there.
+        // veth accepts it (tests/vlan_rx.rs checks `vlan_restore` and the frames).
+        let id = bpf::vmlinux_func_btf_id(RX_VLAN_TAG_KFUNC).unwrap().expect("kernel >= 6.8 has the VLAN metadata kfunc");
+        let map = Map::create(MapType::XSKMAP, 4, 4, 4, "fp_xsks").unwrap();
+        let insns = xsk_redirect_vlan_insns(map.fd(), id);
+        let e = Prog::load_on(ProgType::XDP, &insns, "GPL", bpf::BPF_XDP, "fp_xsk_vlan", bpf::BPF_F_XDP_DEV_BOUND_ONLY, 1).unwrap_err();
+        assert_eq!(e.errno(), libc::EOPNOTSUPP, "{e}");
+        assert!(load_vlan_redirect(&map, 1).is_none());
+        // Unbound, the kfunc call itself is refused.
+        assert!(Prog::load(ProgType::XDP, &insns, "GPL", bpf::BPF_XDP, "fp_xsk_vlan").is_err());
     }
 
     #[test]

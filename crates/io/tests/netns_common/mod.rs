@@ -53,9 +53,14 @@ pub fn rx_marked(
 
 /// Inserts an 802.1Q tag (TPID 0x8100, VLAN `vid`) after the MAC addresses.
 pub fn vlan_tagged(f: &[u8], vid: u16) -> Vec<u8> {
+    tagged(f, 0x8100, vid)
+}
+
+/// Inserts a VLAN tag (`tpid`, then `tci`) after the MAC addresses, in front of any tag there.
+pub fn tagged(f: &[u8], tpid: u16, tci: u16) -> Vec<u8> {
     let mut t = f[..12].to_vec();
-    t.extend_from_slice(&0x8100u16.to_be_bytes());
-    t.extend_from_slice(&vid.to_be_bytes());
+    t.extend_from_slice(&tpid.to_be_bytes());
+    t.extend_from_slice(&tci.to_be_bytes());
     t.extend_from_slice(&f[12..]);
     t
 }
@@ -95,10 +100,16 @@ pub fn frame(flow: u16, seq: u32, size: usize) -> Vec<u8> {
     f
 }
 
-/// The sequence number of a test frame (untagged or with one 802.1Q tag), `None` for any
-/// other frame.
+/// The sequence number of a test frame (untagged or with up to two VLAN tags, TPID 0x8100 or
+/// 0x88a8), `None` for any other frame.
 pub fn marked_seq(f: &[u8]) -> Option<u32> {
-    let off = if f.get(12..14)? == [0x81, 0x00] { PAYLOAD_OFF + 4 } else { PAYLOAD_OFF };
+    let mut off = PAYLOAD_OFF;
+    for _ in 0..2 {
+        match f.get(off - 30..off - 28)? {
+            [0x81, 0x00] | [0x88, 0xa8] => off += 4,
+            _ => break,
+        }
+    }
     if f.get(off..off + 6)? != MARKER {
         return None;
     }
