@@ -21,6 +21,7 @@
 
 pub mod overlay;
 pub mod rfc2544;
+pub mod switch;
 pub mod tcp;
 
 use crate::dut::{Dut, DutConfig};
