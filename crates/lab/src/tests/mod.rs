@@ -20,6 +20,7 @@
 //! ```
 
 pub mod overlay;
+pub mod fairness;
 pub mod rfc2544;
 pub mod switch;
 pub mod tcp;

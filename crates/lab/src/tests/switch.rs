@@ -595,6 +595,98 @@ impl Drop for Switch {
     }
 }
 
+/// Per-sender counters of UDP frames arriving at the receiver: an nftables `netdev` ingress
+/// chain on the receiver's interface with one `ip saddr S counter drop` rule per sender, so the
+/// frames are counted exactly (kernel counters, no user-space receiver to fall behind) and go
+/// no further (no ICMP port-unreachable back through the DUT). TCP and everything else pass.
+#[derive(Debug)]
+pub struct RxCounters {
+    ns: String,
+    senders: Vec<std::net::Ipv4Addr>,
+}
+
+/// The nftables table of [`RxCounters`].
+pub const RX_TABLE: &str = "fp_rx";
+
+/// The ruleset [`RxCounters::install`] loads.
+pub fn rx_ruleset(ifname: &str, senders: &[std::net::Ipv4Addr], udp_dport: u16) -> String {
+    let mut o = format!("table netdev {RX_TABLE} {{\n  chain ingress {{\n    type filter hook ingress device \"{ifname}\" priority 0; policy accept;\n");
+    for ip in senders {
+        o.push_str(&format!("    ip saddr {ip} udp dport {udp_dport} counter drop\n"));
+    }
+    o.push_str("  }\n}\n");
+    o
+}
+
+/// Packets per sender from `nft list chain netdev fp_rx ingress` (0 for a sender without a
+/// rule in the listing).
+pub fn parse_nft_counters(text: &str, senders: &[std::net::Ipv4Addr]) -> Vec<u64> {
+    senders
+        .iter()
+        .map(|ip| {
+            let key = format!("ip saddr {ip} ");
+            text.lines()
+                .find(|l| l.contains(&key))
+                .and_then(|l| {
+                    let w: Vec<&str> = l.split_whitespace().collect();
+                    w.iter().position(|x| *x == "packets").and_then(|i| w.get(i + 1)).and_then(|n| n.parse().ok())
+                })
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+impl RxCounters {
+    /// Loads the counting chain into the receiver's namespace of `t` for frames to `udp_dport`.
+    ///
+    /// # Errors
+    /// [`LabError::Unavailable`] without `nft`; [`LabError::Cmd`] when the ruleset is refused.
+    pub fn install(t: &FaninTopo, udp_dport: u16) -> Result<RxCounters, LabError> {
+        need_programs(&["nft"])?;
+        let senders: Vec<std::net::Ipv4Addr> = t.senders.iter().map(|h| h.ip).collect();
+        let tmp = tmp_dir()?;
+        let f = tmp.join("rx.nft");
+        std::fs::write(&f, rx_ruleset(&t.receiver.ifname, &senders, udp_dport))?;
+        let r = ns_exec(&t.receiver.ns, &["nft", "-f", &f.to_string_lossy()]);
+        let _ = std::fs::remove_dir_all(&tmp);
+        r?;
+        Ok(RxCounters { ns: t.receiver.ns.clone(), senders })
+    }
+
+    /// Packets counted so far, per sender.
+    ///
+    /// # Errors
+    /// [`LabError::Cmd`] when `nft` fails.
+    pub fn read(&self) -> Result<Vec<u64>, LabError> {
+        let out = ns_exec(&self.ns, &["nft", "list", "chain", "netdev", RX_TABLE, "ingress"])?;
+        Ok(parse_nft_counters(&out, &self.senders))
+    }
+
+    /// Reads until the counts have not moved for `quiet` (at most `max`), after traffic
+    /// stopped: the shaped queue drains at R. Returns the last counts.
+    ///
+    /// # Errors
+    /// As [`RxCounters::read`].
+    pub fn settle(&self, quiet: Duration, max: Duration) -> Result<Vec<u64>, LabError> {
+        let t0 = Instant::now();
+        let mut last = self.read()?;
+        let mut still = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(25));
+            let now = self.read()?;
+            if now != last {
+                last = now;
+                still = Instant::now();
+            } else if still.elapsed() >= quiet || t0.elapsed() >= max {
+                return Ok(last);
+            }
+            if t0.elapsed() >= max {
+                return Ok(last);
+            }
+        }
+    }
+}
+
 /// Checks the programs a switch test needs.
 ///
 /// # Errors
@@ -741,6 +833,17 @@ mod tests {
         assert!(LinuxShaper::choose(&q).is_some());
         // The scratch namespace is gone again.
         assert!(crate::topo::namespaces(&format!("{}tcq", topo::PREFIX)).is_empty());
+    }
+
+    #[test]
+    fn nft_ruleset_and_counters() {
+        let ips = [crate::fanin_topo::sender_ip(0), crate::fanin_topo::sender_ip(1), crate::fanin_topo::sender_ip(2)];
+        let r = rx_ruleset("r0", &ips[..2], 9);
+        assert!(r.contains("hook ingress device \"r0\"") && r.contains("ip saddr 198.18.0.2 udp dport 9 counter drop"), "{r}");
+        let listing = "table netdev fp_rx {\n\tchain ingress {\n\t\ttype filter hook ingress device \"r0\" priority filter; policy accept;\n\
+                       \t\tip saddr 198.18.0.1 udp dport 9 counter packets 1200 bytes 69600 drop\n\
+                       \t\tip saddr 198.18.0.2 udp dport 9 counter packets 1187 bytes 68846 drop\n\t}\n}\n";
+        assert_eq!(parse_nft_counters(listing, &ips), vec![1200, 1187, 0]);
     }
 
     #[test]
