@@ -3,6 +3,7 @@
 //! skipped, except in CI). The fastpath DUT's runs are in `crates/fastpath/tests/live_switch.rs`,
 //! which has the binary.
 
+use fastpath_lab::tests::burst::{self, BurstConfig};
 use fastpath_lab::tests::fairness::{self, FairnessConfig};
 use fastpath_lab::tests::switch::{Shaping, SwitchDut};
 use fastpath_lab::topo;
@@ -47,5 +48,35 @@ fn fairness_two_and_four_to_one_through_the_shaped_bridge() {
         assert_eq!(row.share.len(), row.senders);
     }
     assert!(r.drops.iter().all(|(_, _, d)| d.values().sum::<u64>() > 0), "the qdisc counted drops: {:?}", r.drops);
+    assert!(topo::namespaces("fp-").iter().all(|n| !n.contains(&format!("-{}-", std::process::id()))), "namespaces left");
+}
+
+#[test]
+fn burst_two_to_one_through_the_shaped_bridge_is_bounded_by_its_port_buffer() {
+    if !root_or_skip() {
+        return;
+    }
+    let _g = serial();
+    let mut shaping = Shaping::new(50_000_000, 300_000);
+    shaping.alpha_log2 = 3;
+    let cfg = BurstConfig {
+        duts: vec![SwitchDut::LinuxTc],
+        senders: vec![2],
+        frame_sizes: vec![1518, 9216],
+        shaping,
+        max_trials: 8,
+        resolution: 0.05,
+        ..BurstConfig::default()
+    };
+    let r = burst::run(&cfg, &mut |l| eprintln!("{l}")).unwrap();
+    assert_eq!(r.rows.len(), 2, "{:?}", r.rows);
+    for row in &r.rows {
+        assert_eq!(row.port_buffer_bytes, 100_000, "the Linux port gets a third of the memory: {row:?}");
+        assert!(row.lossy_frames.is_some(), "a burst larger than the buffer lost frames: {row:?}");
+        // The FIFO holds 100 kB, and the port drains at R while the burst arrives: the burst
+        // absorbed is about the buffer, a little more, never several times it.
+        let bytes = row.absorbed_mb * 1e6;
+        assert!(bytes > 0.5 * 100_000.0 && bytes < 2.0 * 100_000.0, "{row:?}");
+    }
     assert!(topo::namespaces("fp-").iter().all(|n| !n.contains(&format!("-{}-", std::process::id()))), "namespaces left");
 }

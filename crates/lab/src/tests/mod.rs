@@ -20,6 +20,7 @@
 //! ```
 
 pub mod overlay;
+pub mod burst;
 pub mod fairness;
 pub mod rfc2544;
 pub mod switch;
