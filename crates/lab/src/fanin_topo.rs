@@ -131,7 +131,8 @@ impl FaninTopo {
         let mut nss = Vec::new();
         for i in 0..cfg.senders {
             let ns = Netns::new(&format!("{PREFIX}snd{i}"))?;
-            let h = Host { ns: ns.name().to_owned(), ifname: format!("s{i}"), mac: sender_mac(i), ip: sender_ip(i), dut_if: format!("d{i}") };
+            let h =
+                Host { ns: ns.name().to_owned(), ifname: format!("s{i}"), mac: sender_mac(i), ip: sender_ip(i), dut_if: format!("d{i}") };
             t.veths.push(VethPair::new(&ns, &h.ifname, &dut, &h.dut_if)?);
             t.senders.push(h);
             nss.push(ns);

@@ -5,6 +5,7 @@
 
 use fastpath_lab::tests::burst::{self, BurstConfig};
 use fastpath_lab::tests::fairness::{self, FairnessConfig};
+use fastpath_lab::tests::incast::{self, IncastConfig};
 use fastpath_lab::tests::switch::{Shaping, SwitchDut};
 use fastpath_lab::topo;
 
@@ -77,6 +78,33 @@ fn burst_two_to_one_through_the_shaped_bridge_is_bounded_by_its_port_buffer() {
         // absorbed is about the buffer, a little more, never several times it.
         let bytes = row.absorbed_mb * 1e6;
         assert!(bytes > 0.5 * 100_000.0 && bytes < 2.0 * 100_000.0, "{row:?}");
+    }
+    assert!(topo::namespaces("fp-").iter().all(|n| !n.contains(&format!("-{}-", std::process::id()))), "namespaces left");
+}
+
+#[test]
+fn incast_two_and_three_senders_through_the_shaped_bridge() {
+    if !root_or_skip() {
+        return;
+    }
+    let _g = serial();
+    let cfg = IncastConfig {
+        duts: vec![SwitchDut::LinuxTc],
+        senders: vec![2, 3],
+        flows_per_sender: 2,
+        bytes_per_sender: 2 << 20,
+        shaping: Shaping::new(50_000_000, 256 << 10),
+        ..IncastConfig::default()
+    };
+    let r = incast::run(&cfg, &mut |l| eprintln!("{l}")).unwrap();
+    assert_eq!(r.rows.len(), 2, "{:?}", r.rows);
+    for row in &r.rows {
+        assert_eq!(row.flows.len(), row.senders * 2);
+        assert!(row.flows.iter().all(|f| f.bytes == 1 << 20 && f.completion_s > 0.0), "every byte arrived: {row:?}");
+        // The shaper is the bottleneck: never faster than the payload at R, and not far off it.
+        assert!(row.completion_vs_ideal > 0.98 && row.completion_vs_ideal < 2.0, "{row:?}");
+        assert!(row.aggregate_mbps < 50.0 && !row.aggregate_over_time.is_empty(), "{row:?}");
+        assert!(row.jain > 0.5 && row.jain <= 1.0, "{row:?}");
     }
     assert!(topo::namespaces("fp-").iter().all(|n| !n.contains(&format!("-{}-", std::process::id()))), "namespaces left");
 }

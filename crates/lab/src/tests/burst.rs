@@ -179,7 +179,14 @@ fn send_burst(t: &FaninTopo, frame_size: u16, counts: &[u64]) -> Result<(Vec<u64
                 let to = &t.receiver;
                 s.spawn(move || {
                     topo::in_netns(&h.ns, || -> Result<(u64, Instant, Instant), LabError> {
-                        let spec = FrameSpec { src_mac: h.mac, dst_mac: to.mac, src_ip: h.ip, dst_ip: to.ip, src_port: BASE_PORT, dst_port: DATA_PORT };
+                        let spec = FrameSpec {
+                            src_mac: h.mac,
+                            dst_mac: to.mac,
+                            src_ip: h.ip,
+                            dst_ip: to.ip,
+                            src_port: BASE_PORT,
+                            dst_port: DATA_PORT,
+                        };
                         let frame = build_jumbo_frame(&spec, frame_size);
                         let sock = RawSocket::open(&h.ifname).map_err(|e| LabError::Io(format!("burst socket on {}: {e}", h.ifname)));
                         barrier.wait();
@@ -275,7 +282,11 @@ pub fn run(cfg: &BurstConfig, progress: &mut dyn FnMut(&str)) -> Result<BurstRes
                 }
                 Err(e) => return Err(e),
             };
-            progress(&format!("{name} {n}-to-1: started ({}), port buffer {port_buf} B of {total} B, R {} Mbit/s", sw.shaper, s.rate_bps / 1_000_000));
+            progress(&format!(
+                "{name} {n}-to-1: started ({}), port buffer {port_buf} B of {total} B, R {} Mbit/s",
+                sw.shaper,
+                s.rate_bps / 1_000_000
+            ));
             for &size in &cfg.frame_sizes {
                 let frame_bytes = (usize::from(size) - FCS_LEN) as u64;
                 let mut row = BurstRow {
@@ -356,7 +367,15 @@ impl BurstResults {
             .map(|r| {
                 let ratio = self.ratio(r).map_or("—".to_owned(), |x| format!("{x:.2}"));
                 match &r.unsupported {
-                    Some(why) => vec![r.dut.clone(), r.senders.to_string(), r.frame_size.to_string(), "—".into(), "—".into(), "—".into(), why.clone()],
+                    Some(why) => vec![
+                        r.dut.clone(),
+                        r.senders.to_string(),
+                        r.frame_size.to_string(),
+                        "—".into(),
+                        "—".into(),
+                        "—".into(),
+                        why.clone(),
+                    ],
                     None => vec![
                         r.dut.clone(),
                         r.senders.to_string(),
@@ -374,12 +393,18 @@ impl BurstResults {
         ns.sort_unstable();
         ns.dedup();
         for n in ns {
-            let mut c = Chart::new(format!("{n}-to-1: largest burst absorbed without loss")).x_label("frame size (bytes)").y_label("burst (MB)");
+            let mut c =
+                Chart::new(format!("{n}-to-1: largest burst absorbed without loss")).x_label("frame size (bytes)").y_label("burst (MB)");
             let mut duts: Vec<&str> = self.rows.iter().map(|r| r.dut.as_str()).collect();
             duts.sort_unstable();
             duts.dedup();
             for d in duts {
-                let bars = self.rows.iter().filter(|r| r.senders == n && r.dut == d && r.unsupported.is_none()).map(|r| (r.frame_size.to_string(), r.absorbed_mb)).collect();
+                let bars = self
+                    .rows
+                    .iter()
+                    .filter(|r| r.senders == n && r.dut == d && r.unsupported.is_none())
+                    .map(|r| (r.frame_size.to_string(), r.absorbed_mb))
+                    .collect();
                 c = c.bars(d, bars);
             }
             report.bar_chart(c);
@@ -388,7 +413,9 @@ impl BurstResults {
 
     /// fastpath's absorbed burst ÷ Linux's at the same N and frame size (on either row).
     pub fn ratio(&self, r: &BurstRow) -> Option<f64> {
-        let get = |d: &str| self.rows.iter().find(|x| x.dut == d && x.senders == r.senders && x.frame_size == r.frame_size && x.unsupported.is_none());
+        let get = |d: &str| {
+            self.rows.iter().find(|x| x.dut == d && x.senders == r.senders && x.frame_size == r.frame_size && x.unsupported.is_none())
+        };
         match (get("fastpath"), get("linux-tc")) {
             (Some(f), Some(l)) if l.absorbed_mb > 0.0 => Some(f.absorbed_mb / l.absorbed_mb),
             _ => None,

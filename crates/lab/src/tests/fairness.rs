@@ -292,7 +292,8 @@ impl FairnessResults {
                 ]
             })
             .collect();
-        report.table(&["DUT", "shaper", "N", "frame B", "offered Mbit/s", "received Mbit/s", "Jain", "min share × N", "max share × N"], rows);
+        report
+            .table(&["DUT", "shaper", "N", "frame B", "offered Mbit/s", "received Mbit/s", "Jain", "min share × N", "max share × N"], rows);
         for (d, n, drops) in &self.drops {
             if !drops.is_empty() {
                 let list: Vec<String> = drops.iter().map(|(k, v)| format!("{k} {v}")).collect();

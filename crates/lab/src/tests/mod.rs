@@ -19,9 +19,10 @@
 //! report.write("lab-report.html").unwrap();
 //! ```
 
-pub mod overlay;
 pub mod burst;
 pub mod fairness;
+pub mod incast;
+pub mod overlay;
 pub mod rfc2544;
 pub mod switch;
 pub mod tcp;

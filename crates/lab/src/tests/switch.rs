@@ -283,11 +283,29 @@ impl LinuxShaper {
         match self {
             LinuxShaper::HtbBfifo => vec![
                 v(&["qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1"]),
-                v(&["class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rate, "ceil", &rate, "burst", &burst, "cburst", &burst]),
+                v(&[
+                    "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rate, "ceil", &rate, "burst", &burst,
+                    "cburst", &burst,
+                ]),
                 v(&["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "bfifo", "limit", &limit]),
             ],
             LinuxShaper::Tbf => {
-                vec![v(&["qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf", "rate", &rate, "burst", &burst, "limit", &format!("{limit}b")])]
+                vec![v(&[
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    dev,
+                    "root",
+                    "handle",
+                    "1:",
+                    "tbf",
+                    "rate",
+                    &rate,
+                    "burst",
+                    &burst,
+                    "limit",
+                    &format!("{limit}b"),
+                ])]
             }
         }
     }
@@ -316,7 +334,8 @@ pub fn parse_tc_stats(text: &str) -> Vec<QdiscStats> {
             out.push(QdiscStats { qdisc: name.join(" "), ..QdiscStats::default() });
         } else if let (Some(q), Some(rest)) = (out.last_mut(), l.strip_prefix("Sent ")) {
             // Sent 123 bytes 4 pkt (dropped 0, overlimits 0 requeues 0)
-            let w: Vec<&str> = rest.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')').filter(|s| !s.is_empty()).collect();
+            let w: Vec<&str> =
+                rest.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')').filter(|s| !s.is_empty()).collect();
             let after = |k: &str| w.iter().position(|x| *x == k).and_then(|i| w.get(i + 1)).and_then(|x| x.parse().ok()).unwrap_or(0);
             q.sent_pkts = w.get(2).and_then(|x| x.parse().ok()).unwrap_or(0);
             q.dropped = after("dropped");
@@ -481,7 +500,12 @@ impl Switch {
                 break;
             }
             if t0.elapsed() > cfg.ready_timeout {
-                return Err(LabError::Io(format!("fastpath: ports not open after {:?}\n--- {} ---\n{}", cfg.ready_timeout, log.display(), log_tail(&log))));
+                return Err(LabError::Io(format!(
+                    "fastpath: ports not open after {:?}\n--- {} ---\n{}",
+                    cfg.ready_timeout,
+                    log.display(),
+                    log_tail(&log)
+                )));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -546,11 +570,19 @@ impl Switch {
         ns_exec(&self.dut_ns, &["tc", "-s", "qdisc", "show", "dev", &self.shaped_dev]).map(|o| parse_tc_stats(&o)).unwrap_or_default()
     }
 
-    /// Packets the DUT dropped so far by reason: the qdiscs' drops (Linux, `tc-<qdisc>`), or
+    /// Packets the DUT dropped so far by reason: the leaf qdisc's drops (Linux, `tc_bfifo` or
+    /// `tc_tbf`), or
     /// after [`Switch::stop`] fastpath's drop counters.
     pub fn drops(&self) -> BTreeMap<String, u64> {
         match self.kind {
-            SwitchDut::LinuxTc => self.qdisc_stats().into_iter().filter(|q| q.dropped > 0).map(|q| (format!("tc-{}", q.qdisc.replace(' ', "")), q.dropped)).collect(),
+            // The leaf (listed last) holds the packets; HTB's root repeats its children's drops.
+            SwitchDut::LinuxTc => self
+                .qdisc_stats()
+                .last()
+                .filter(|q| q.dropped > 0)
+                .map(|q| (format!("tc_{}", q.qdisc.split_whitespace().next().unwrap_or("qdisc")), q.dropped))
+                .into_iter()
+                .collect(),
             SwitchDut::Fastpath => self.counters.as_deref().map(fastpath_drops).unwrap_or_default(),
         }
     }
@@ -610,7 +642,9 @@ pub const RX_TABLE: &str = "fp_rx";
 
 /// The ruleset [`RxCounters::install`] loads.
 pub fn rx_ruleset(ifname: &str, senders: &[std::net::Ipv4Addr], udp_dport: u16) -> String {
-    let mut o = format!("table netdev {RX_TABLE} {{\n  chain ingress {{\n    type filter hook ingress device \"{ifname}\" priority 0; policy accept;\n");
+    let mut o = format!(
+        "table netdev {RX_TABLE} {{\n  chain ingress {{\n    type filter hook ingress device \"{ifname}\" priority 0; policy accept;\n"
+    );
     for ip in senders {
         o.push_str(&format!("    ip saddr {ip} udp dport {udp_dport} counter drop\n"));
     }
@@ -694,7 +728,10 @@ impl RxCounters {
 pub fn need_programs(progs: &[&str]) -> Result<(), LabError> {
     for p in progs {
         if run_cmd("sh", &["-c", &format!("command -v {p}")]).is_err() {
-            return Err(LabError::Unavailable { dut: (*p).into(), why: format!("`{p}` is not installed (run scripts/setup-lab.sh as root)") });
+            return Err(LabError::Unavailable {
+                dut: (*p).into(),
+                why: format!("`{p}` is not installed (run scripts/setup-lab.sh as root)"),
+            });
         }
     }
     Ok(())
@@ -769,7 +806,9 @@ mod tests {
         let prog = fastpath_pipeline::compile("fanin-l2.toml", l2).unwrap();
         let mut p = prog.instantiate();
         let mut entries = String::new();
-        for (port, mac) in [crate::fanin_topo::sender_mac(0), crate::fanin_topo::sender_mac(1), crate::fanin_topo::RECEIVER_MAC].iter().enumerate() {
+        for (port, mac) in
+            [crate::fanin_topo::sender_mac(0), crate::fanin_topo::sender_mac(1), crate::fanin_topo::RECEIVER_MAC].iter().enumerate()
+        {
             entries.push_str(&format!("table mac add {} => forward({port})\n", fmt_mac(mac)));
         }
         assert_eq!(p.load_entries("e", &entries).unwrap(), 3);
@@ -840,7 +879,8 @@ mod tests {
         let ips = [crate::fanin_topo::sender_ip(0), crate::fanin_topo::sender_ip(1), crate::fanin_topo::sender_ip(2)];
         let r = rx_ruleset("r0", &ips[..2], 9);
         assert!(r.contains("hook ingress device \"r0\"") && r.contains("ip saddr 198.18.0.2 udp dport 9 counter drop"), "{r}");
-        let listing = "table netdev fp_rx {\n\tchain ingress {\n\t\ttype filter hook ingress device \"r0\" priority filter; policy accept;\n\
+        let listing =
+            "table netdev fp_rx {\n\tchain ingress {\n\t\ttype filter hook ingress device \"r0\" priority filter; policy accept;\n\
                        \t\tip saddr 198.18.0.1 udp dport 9 counter packets 1200 bytes 69600 drop\n\
                        \t\tip saddr 198.18.0.2 udp dport 9 counter packets 1187 bytes 68846 drop\n\t}\n}\n";
         assert_eq!(parse_nft_counters(listing, &ips), vec![1200, 1187, 0]);
