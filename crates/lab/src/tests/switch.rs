@@ -350,6 +350,10 @@ pub fn parse_tc_stats(text: &str) -> Vec<QdiscStats> {
 pub fn fastpath_drops(counters: &str) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for (k, n) in counters.lines().filter_map(|l| l.trim().split_once(": ")) {
+        // `port P class C/reason: N` lines of the queue table repeat the `tm/reason` drops.
+        if k.starts_with("port ") {
+            continue;
+        }
         let Some((_, reason)) = k.rsplit_once('/') else { continue };
         if let Ok(n) = n.trim().parse::<u64>() {
             if n > 0 && !reason.is_empty() && reason.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
@@ -358,6 +362,56 @@ pub fn fastpath_drops(counters: &str) -> BTreeMap<String, u64> {
         }
     }
     m
+}
+
+/// One queue of fastpath's traffic manager, from the queue table at the end of its counters
+/// (`port class enq_pkts enq_bytes deq_pkts deq_bytes drops ecn_marks occ_pkts occ_bytes
+/// hwm_bytes`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueueRow {
+    /// Port id.
+    pub port: u32,
+    /// Class.
+    pub class: u8,
+    /// Packets admitted.
+    pub enq_pkts: u64,
+    /// Packets sent.
+    pub deq_pkts: u64,
+    /// Packets refused (every reason).
+    pub drops: u64,
+    /// Packets marked CE.
+    pub ecn_marks: u64,
+    /// Most bytes queued at once.
+    pub hwm_bytes: u64,
+}
+
+/// The queue table of a fastpath `--counters-out` file (or `ctl show queues`): every line
+/// under the `port class enq_pkts …` header that has its eleven numbers.
+pub fn parse_queue_table(text: &str) -> Vec<QueueRow> {
+    let mut out = Vec::new();
+    let mut cols: Vec<String> = Vec::new();
+    for l in text.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if w.first() == Some(&"port") && w.get(1) == Some(&"class") {
+            cols = w.iter().map(|x| (*x).to_owned()).collect();
+            continue;
+        }
+        if cols.is_empty() || w.len() != cols.len() {
+            continue;
+        }
+        let Ok(v) = w.iter().map(|x| x.parse::<u64>()).collect::<Result<Vec<u64>, _>>() else { continue };
+        let get = |name: &str| cols.iter().position(|c| c == name).and_then(|i| v.get(i).copied()).unwrap_or(0);
+        out.push(QueueRow {
+            port: get("port") as u32,
+            class: get("class") as u8,
+            enq_pkts: get("enq_pkts"),
+            deq_pkts: get("deq_pkts"),
+            drops: get("drops"),
+            ecn_marks: get("ecn_marks"),
+            hwm_bytes: get("hwm_bytes"),
+        });
+    }
+    out
 }
 
 /// How to start the DUTs of a switch test.
@@ -587,6 +641,11 @@ impl Switch {
         }
     }
 
+    /// fastpath's queues at its stop (after [`Switch::stop`]; empty for Linux and before).
+    pub fn queues(&self) -> Vec<QueueRow> {
+        self.counters.as_deref().map(parse_queue_table).unwrap_or_default()
+    }
+
     /// Stops the DUT (fastpath: SIGTERM, SIGKILL after 5 s, by PID; its final counters kept
     /// for [`Switch::drops`] and returned; Linux: the bridge and qdiscs removed) and releases
     /// the DUT core. Idempotent.
@@ -799,11 +858,12 @@ mod tests {
     }
 
     #[test]
-    fn spec_forwarding_part_compiles_and_entries_load() {
-        // The part of the spec before [tm] compiles on its own; the entries name every host.
-        let spec = fastpath_spec(3, 2, &shaping());
-        let l2 = spec.split("[tm]").next().unwrap();
-        let prog = fastpath_pipeline::compile("fanin-l2.toml", l2).unwrap();
+    fn spec_compiles_with_its_tm_and_entries_load() {
+        let mut s = shaping();
+        s.ecn = true;
+        s.alpha_log2 = -4;
+        let spec = fastpath_spec(3, 2, &s);
+        let prog = fastpath_pipeline::compile("fanin-l2.toml", &spec).unwrap();
         let mut p = prog.instantiate();
         let mut entries = String::new();
         for (port, mac) in
@@ -872,6 +932,17 @@ mod tests {
         assert!(LinuxShaper::choose(&q).is_some());
         // The scratch namespace is gone again.
         assert!(crate::topo::namespaces(&format!("{}tcq", topo::PREFIX)).is_empty());
+    }
+
+    #[test]
+    fn queue_table_parses_and_its_drop_lines_are_not_counted_twice() {
+        let c = "traffic manager: queued 1000, still held by the shapers at exit 0 (freed)\n\
+                 port  class     enq_pkts      enq_bytes     deq_pkts      deq_bytes      drops  ecn_marks  occ_pkts   occ_bytes   hwm_bytes\n\
+                 4     0             1000        1514000         1000        1514000         25          3         0           0      787280\n\
+                 refused by reason:\n  port 4 class 0/tm_threshold: 25\n  tm/tm_threshold: 25\n";
+        let q = parse_queue_table(c);
+        assert_eq!(q, vec![QueueRow { port: 4, class: 0, enq_pkts: 1000, deq_pkts: 1000, drops: 25, ecn_marks: 3, hwm_bytes: 787_280 }]);
+        assert_eq!(fastpath_drops(c).get("tm_threshold"), Some(&25));
     }
 
     #[test]
