@@ -23,7 +23,7 @@
 //! `fastpath lab incast | burst | fairness` are the switch tests: N sender namespaces and one
 //! receiver behind a DUT with N + 1 ports whose receiver port is shaped to R
 //! (`fastpath_lab::fanin_topo`); DUTs `fastpath` (this binary on a generated L2 spec with a
-//! `[tm]` section, AF_PACKET ports by default) and `linux-tc` (a bridge with HTB + bfifo or TBF
+//! `[tm]` section, AF_XDP ports by default) and `linux-tc` (a bridge with HTB + bfifo or TBF
 //! on that port), both by default (see `fastpath_lab::tests::{incast, burst, fairness}`).
 
 use clap::{Args, ValueEnum};
@@ -82,7 +82,7 @@ overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), linux-vxlan (kern
 Switch tests (incast, burst, fairness): N sender namespaces and one receiver, each on a veth into a DUT \
 with N+1 ports; the receiver's port is shaped to --rate R with a buffer of --buffer bytes. DUTs (both \
 by default): fastpath (this binary on a generated L2 spec, exact eth.dst -> forward(port), with a [tm] \
-section: shared buffer, dynamic threshold alpha = 2^--alpha-log2, port shaper; AF_PACKET ports) and \
+section: shared buffer, dynamic threshold alpha = 2^--alpha-log2, port shaper; AF_XDP ports) and \
 linux-tc (a Linux bridge with static FDB entries, its receiver port shaped by HTB rate R with a bfifo \
 of the buffer, or TBF when the kernel lacks HTB). burst gives Linux the same memory split evenly over \
 its N+1 ports. Progress goes to stderr, a table (or --json lines) to stdout, charts to --report.")]
@@ -146,8 +146,7 @@ pub struct LabArgs {
     /// kernel gateway gets them; fastpath never does).
     #[arg(long = "no-offloads")]
     no_offloads: bool,
-    /// The fastpath DUT's port kind (afxdp or afpacket) [default: overlay afxdp; incast, burst,
-    /// fairness afpacket (frames up to fastpath's buffer size, no XDP on the jumbo veths)].
+    /// The fastpath DUT's port kind (afxdp or afpacket) [default: afxdp].
     #[arg(long = "port-kind", value_parser = ["afxdp", "afpacket"])]
     port_kind: Option<String>,
     /// Switch tests: sender counts N, comma-separated [default: incast and fairness 2,4,8,16;
@@ -446,7 +445,7 @@ fn switch_setup(a: &LabArgs, exe: &std::path::Path, alpha_log2: i8) -> Result<(V
     let sw = SwitchConfig {
         fastpath_exe: exe.to_path_buf(),
         fastpath_args: a.fastpath_args.clone(),
-        port_kind: a.port_kind.clone().unwrap_or_else(|| "afpacket".into()),
+        port_kind: a.port_kind.clone().unwrap_or_else(|| "afxdp".into()),
         ..SwitchConfig::default()
     };
     Ok((duts, shaping, sw))
@@ -689,7 +688,7 @@ mod tests {
         let (duts, s, sw) = switch_setup(&a, std::path::Path::new("/bin/fp"), 3).unwrap();
         assert_eq!(duts, vec![SwitchDut::Fastpath, SwitchDut::LinuxTc]);
         assert_eq!((s.rate_bps, s.buffer_bytes, s.alpha_log2, s.ecn), (100_000_000, 1 << 20, 3, false));
-        assert_eq!(sw.port_kind, "afpacket");
+        assert_eq!(sw.port_kind, "afxdp");
         assert_eq!(sizes_or(&a, &BURST_SIZES), BURST_SIZES.to_vec());
         assert_eq!(senders_or(&a, &[2, 4]), vec![2, 4]);
         let a = lab_args(&[

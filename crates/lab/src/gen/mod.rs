@@ -110,6 +110,11 @@ pub enum Pacing {
     /// frames, fastpath's p99 at 0.25 Mpps was 24–41 µs; without, 11–12 µs (two runs each,
     /// the burst switched in a scratch build while making the change).
     Smooth,
+    /// Catch up on up to this long of missed frames: for several generators sharing the
+    /// tester's core (the switch tests' N senders), where each waits for the others' time
+    /// slices — milliseconds, longer than [`Pacing::CatchUp`]'s window, so each sender fell to
+    /// half its rate with 2 senders. Bursts are at most as long as the wait.
+    CatchUpWithin(Duration),
 }
 
 /// Addresses and ports of generated frames.

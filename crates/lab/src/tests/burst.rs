@@ -271,7 +271,10 @@ pub fn run(cfg: &BurstConfig, progress: &mut dyn FnMut(&str)) -> Result<BurstRes
                 SwitchDut::Fastpath => (s.fastpath_queue_limit_bytes(), s.buffer_bytes),
                 SwitchDut::LinuxTc => (s.linux_buffer_bytes, s.linux_buffer_bytes * (n as u64 + 1)),
             };
-            let t = FaninTopo::create(&FaninConfig { senders: n, mtu: JUMBO_MTU, dut_gro: false, host_offloads: false })?;
+            // fastpath takes no frame above FASTPATH_MAX_FRAME, and an XDP program (AF_XDP
+            // ports) attaches to a veth only with an MTU that fits a page: its topology keeps 1500.
+            let mtu = if kind == SwitchDut::Fastpath { 1500 } else { JUMBO_MTU };
+            let t = FaninTopo::create(&FaninConfig { senders: n, mtu, dut_gro: false, host_offloads: false })?;
             let rx = RxCounters::install(&t, DATA_PORT)?;
             let sw = match Switch::start(&t, kind, &s, &cfg.switch) {
                 Ok(sw) => sw,

@@ -8,7 +8,7 @@
 //!
 //! | name | the DUT namespace | egress of port N |
 //! |---|---|---|
-//! | `fastpath` | `fastpath run <spec> --entries <entries> --port p0=afpacket:d0 … --port pN=afpacket:dN --core C`: an exact table on `eth.dst` → `forward(port)` ([`fastpath_spec`], [`fastpath_entries`]) | the spec's `[tm]`: a shared buffer of B bytes with dynamic thresholds (α = 2^`alpha_log2`), port N shaped to R with bucket `burst_bytes` |
+//! | `fastpath` | `fastpath run <spec> --entries <entries> --port p0=afxdp:d0 … --port pN=afxdp:dN --core C --rx-ring 4096`: an exact table on `eth.dst` → `forward(port)` ([`fastpath_spec`], [`fastpath_entries`]) | the spec's `[tm]`: a shared buffer of B bytes with dynamic thresholds (α = 2^`alpha_log2`), port N shaped to R with bucket `burst_bytes` |
 //! | `linux-tc` | a Linux bridge over the N + 1 ports with static FDB entries for every host (no flooding, no learning needed) | the best the kernel has ([`detect_qdiscs`], [`LinuxShaper::choose`]): HTB rate R ceil R, bucket `burst_bytes`, with a `bfifo` child of `linux_buffer_bytes`; else TBF rate R with that `limit` |
 //!
 //! Both get the same rate, bucket and buffer; what the burst test changes is how much of the
@@ -421,9 +421,16 @@ pub struct SwitchConfig {
     pub fastpath_exe: PathBuf,
     /// Extra arguments for `fastpath run`.
     pub fastpath_args: Vec<String>,
-    /// fastpath's port kind: `afpacket` (default: frames up to its buffer size, no XDP MTU
-    /// limit on the veths) or `afxdp`.
+    /// fastpath's port kind: `afxdp` (default) or `afpacket`. AF_PACKET's TPACKET_V3 ring
+    /// hands frames over in blocks: at these rates a block filled with ~120 frames before the
+    /// worker saw it (101 batches for 12,388 frames in a 2 s fairness trial at 50 Mbit/s), so
+    /// the traffic manager got bursts of ~180 KB every ~20 ms per port, refused what exceeded
+    /// its threshold, and the port then idled until the next block: 32–37 of 50 Mbit/s
+    /// delivered. AF_XDP delivers frame by frame.
     pub port_kind: String,
+    /// AF_XDP rx and fill ring slots per port (`fastpath run --rx-ring`): frames waiting there
+    /// are buffered outside the traffic manager, so it is kept small (4096).
+    pub rx_ring: u32,
     /// The DUT's core (fastpath's worker; the lab's traffic threads keep off it).
     pub core: usize,
     /// How long to wait for a DUT to become ready.
@@ -435,7 +442,8 @@ impl Default for SwitchConfig {
         SwitchConfig {
             fastpath_exe: PathBuf::from("fastpath"),
             fastpath_args: Vec::new(),
-            port_kind: "afpacket".into(),
+            port_kind: "afxdp".into(),
+            rx_ring: 4096,
             core: 1,
             ready_timeout: Duration::from_secs(20),
         }
@@ -521,9 +529,15 @@ impl Switch {
         }
         argv.extend(["--core".to_owned(), cfg.core.to_string(), "--no-ctl".to_owned()]);
         argv.extend(["--counters-out".to_owned(), tmp.join("counters.txt").to_string_lossy().into_owned()]);
-        if cfg.port_kind == "afpacket" && !cfg.fastpath_args.iter().any(|a| a.starts_with("--pool")) {
-            // The traffic manager holds queued packets in the pool's buffers.
-            argv.push(format!("--pool={}", s.buffer_pkts() + 8192));
+        let ring = u64::from(cfg.rx_ring);
+        if cfg.port_kind == "afxdp" && !cfg.fastpath_args.iter().any(|a| a.starts_with("--rx-ring")) {
+            argv.push(format!("--rx-ring={ring}"));
+        }
+        if !cfg.fastpath_args.iter().any(|a| a.starts_with("--pool")) {
+            // The traffic manager holds queued packets in the pool's buffers, on top of what
+            // the ports' rings take (AF_XDP: fill + tx ring per port).
+            let rings = if cfg.port_kind == "afxdp" { ports.len() as u64 * (ring + 2048) } else { 0 };
+            argv.push(format!("--pool={}", rings + s.buffer_pkts() + 8192));
         }
         argv.extend(cfg.fastpath_args.iter().cloned());
         let logf = std::fs::File::create(&log)?;
@@ -639,6 +653,11 @@ impl Switch {
                 .collect(),
             SwitchDut::Fastpath => self.counters.as_deref().map(fastpath_drops).unwrap_or_default(),
         }
+    }
+
+    /// fastpath's final counters (after [`Switch::stop`]; `None` for Linux and before).
+    pub fn counters(&self) -> Option<&str> {
+        self.counters.as_deref()
     }
 
     /// fastpath's queues at its stop (after [`Switch::stop`]; empty for Linux and before).
