@@ -34,7 +34,7 @@ use fastpath_lab::tests::fairness::{self, FairnessConfig};
 use fastpath_lab::tests::incast::{self, IncastConfig};
 use fastpath_lab::tests::overlay::{self, OverlayConfig, OverlayDut};
 use fastpath_lab::tests::rfc2544::{self, LatencyLoad, Rfc2544Config};
-use fastpath_lab::tests::switch::{parse_bytes, parse_rate, Shaping, SwitchConfig, SwitchDut};
+use fastpath_lab::tests::switch::{parse_bytes, parse_rate, LinuxShaper, Shaping, SwitchConfig, SwitchDut};
 use fastpath_lab::tests::tcp::{self, TcpConfig, TcpTool};
 use fastpath_lab::topo;
 use std::path::PathBuf;
@@ -178,6 +178,10 @@ pub struct LabArgs {
     /// Linux has no RED qdisc here, so it still drops.
     #[arg(long)]
     ecn: bool,
+    /// Switch tests: the Linux DUT's shaper, htb (HTB rate R with a bfifo child) or tbf
+    /// [default: htb when the kernel has it].
+    #[arg(long = "linux-shaper", value_parser = LinuxShaper::parse)]
+    linux_shaper: Option<LinuxShaper>,
     /// Fairness: the offered load as a multiple of R, split evenly over the senders.
     #[arg(long, default_value_t = 1.5)]
     overload: f64,
@@ -361,10 +365,11 @@ fn switch_row(v: &serde_json::Value) -> Option<String> {
         "burst" => match v["unsupported"].as_str() {
             Some(why) => format!("{:<9} burst  {}-to-1 {:>5} B  not supported: {why}\n", s("dut"), u("senders"), u("frame_size")),
             None => format!(
-                "{:<9} burst  {}-to-1 {:>5} B  absorbed {:>8.3} MB ({} frames) = {:.2} × its port buffer of {:.3} MB, arrival {:.0} Mbit/s\n",
+                "{:<9} burst  {}-to-1 {:>5} B  absorbed {}{:>8.3} MB ({} frames) = {:.2} × its port buffer of {:.3} MB, arrival {:.0} Mbit/s\n",
                 s("dut"),
                 u("senders"),
                 u("frame_size"),
+                if v["lossy_frames"].is_null() { "≥" } else { " " },
                 f("absorbed_mb"),
                 u("absorbed_frames"),
                 f("absorbed_of_port_buffer"),
@@ -375,13 +380,14 @@ fn switch_row(v: &serde_json::Value) -> Option<String> {
         "fairness" => {
             let shares: Vec<String> = v["share"].as_array().map(|a| a.iter().map(|x| format!("{:.3}", x.as_f64().unwrap_or(f64::NAN))).collect()).unwrap_or_default();
             format!(
-                "{:<9} fairness {:>2}-to-1 {:>4} B  received {:>7.1} Mbit/s of R {:.0}  Jain {:.4}  shares {}\n",
+                "{:<9} fairness {:>2}-to-1 {:>4} B  received {:>7.1} Mbit/s of R {:.0}  Jain {:.4}{}  shares {}\n",
                 s("dut"),
                 u("senders"),
                 u("frame_size"),
                 f("received_total_mbps"),
                 u("rate_bps") as f64 / 1e6,
                 f("jain"),
+                if v["generator_limited"].as_bool() == Some(true) { " (generator-limited: offered ≤ R)" } else { "" },
                 shares.join(" ")
             )
         }
@@ -446,6 +452,7 @@ fn switch_setup(a: &LabArgs, exe: &std::path::Path, alpha_log2: i8) -> Result<(V
         fastpath_exe: exe.to_path_buf(),
         fastpath_args: a.fastpath_args.clone(),
         port_kind: a.port_kind.clone().unwrap_or_else(|| "afxdp".into()),
+        linux_shaper: a.linux_shaper,
         ..SwitchConfig::default()
     };
     Ok((duts, shaping, sw))
@@ -732,7 +739,7 @@ mod tests {
         let t = table(l);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 4, "{t}");
-        assert!(lines[0].contains("absorbed    0.118 MB (78 frames) = 1.18"), "{t}");
+        assert!(lines[0].contains("absorbed ≥   0.118 MB (78 frames) = 1.18"), "{t}");
         assert!(lines[1].contains("not supported: too big"), "{t}");
         assert!(lines[2].contains("Jain 0.9999") && lines[2].contains("shares 0.500 0.500"), "{t}");
         assert!(lines[3].contains("4×2") && lines[3].contains("1.050 × ideal") && lines[3].contains("tm_threshold 12"), "{t}");

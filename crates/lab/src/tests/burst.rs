@@ -104,7 +104,8 @@ pub struct BurstRow {
     pub absorbed_mb: f64,
     /// `absorbed` in bytes ÷ `port_buffer_bytes`.
     pub absorbed_of_port_buffer: f64,
-    /// Smallest burst that lost frames, frames (None: every burst tried was absorbed).
+    /// Smallest burst that lost frames, frames (None: every burst tried was absorbed, up to 8
+    /// times the port buffer — the senders did not outpace R; `absorbed` is then a lower bound).
     pub lossy_frames: Option<u64>,
     /// Aggregate arrival rate of the largest absorbed burst, Mbit/s.
     pub arrival_mbps: f64,
@@ -140,9 +141,23 @@ pub struct Search {
 ///
 /// # Errors
 /// The first error of `trial`.
-pub fn search<E>(guess: u64, max_trials: u32, resolution: f64, mut trial: impl FnMut(u64) -> Result<bool, E>) -> Result<Search, E> {
+pub fn search<E>(guess: u64, max_trials: u32, resolution: f64, trial: impl FnMut(u64) -> Result<bool, E>) -> Result<Search, E> {
+    search_upto(guess, u64::MAX, max_trials, resolution, trial)
+}
+
+/// [`search`] that never tries a size above `cap` (when `cap` passes, it is the result).
+///
+/// # Errors
+/// The first error of `trial`.
+pub fn search_upto<E>(
+    guess: u64,
+    cap: u64,
+    max_trials: u32,
+    resolution: f64,
+    mut trial: impl FnMut(u64) -> Result<bool, E>,
+) -> Result<Search, E> {
     let mut s = Search::default();
-    let mut k = guess.max(1);
+    let mut k = guess.max(1).min(cap.max(1));
     while (s.trials.len() as u32) < max_trials {
         let ok = trial(k)?;
         s.trials.push((k, ok));
@@ -152,7 +167,8 @@ pub fn search<E>(guess: u64, max_trials: u32, resolution: f64, mut trial: impl F
             s.fail = Some(s.fail.map_or(k, |f| f.min(k)));
         }
         k = match s.fail {
-            None => k.saturating_mul(2),
+            None if k >= cap => break,
+            None => k.saturating_mul(2).min(cap),
             Some(f) => {
                 let gap = f.saturating_sub(s.pass);
                 if gap <= 1 || (gap as f64) <= resolution * f as f64 {
@@ -310,8 +326,11 @@ pub fn run(cfg: &BurstConfig, progress: &mut dyn FnMut(&str)) -> Result<BurstRes
                     continue;
                 }
                 let guess = (port_buf / frame_bytes).max(2);
+                // A burst 8 times the buffer that is still absorbed means the senders did not
+                // outpace R (the row's arrival rate shows it): no point in larger ones.
+                let cap = guess.saturating_mul(8);
                 let mut arrival = Vec::new();
-                let found = search(guess, cfg.max_trials, cfg.resolution, |k| -> Result<bool, LabError> {
+                let found = search_upto(guess, cap, cfg.max_trials, cfg.resolution, |k| -> Result<bool, LabError> {
                     if topo::interrupted() {
                         return Err(LabError::Interrupted);
                     }
@@ -383,7 +402,7 @@ impl BurstResults {
                         r.dut.clone(),
                         r.senders.to_string(),
                         r.frame_size.to_string(),
-                        format!("{:.3}", r.absorbed_mb),
+                        format!("{}{:.3}", if r.lossy_frames.is_none() { "≥ " } else { "" }, r.absorbed_mb),
                         format!("{:.3}", r.port_buffer_bytes as f64 / 1e6),
                         format!("{:.2}", r.absorbed_of_port_buffer),
                         format!("{ratio} (arrival {:.0} Mbit/s)", r.arrival_mbps),
@@ -436,6 +455,9 @@ mod tests {
             let s = search::<()>(guess, 40, 0.0, |k| Ok(k <= limit)).unwrap();
             assert_eq!((s.pass, s.fail), (limit, Some(limit + 1)), "guess {guess} limit {limit}: {:?}", s.trials);
         }
+        // Capped: every size passes up to the cap.
+        let s = search_upto::<()>(10, 50, 40, 0.0, |_| Ok(true)).unwrap();
+        assert_eq!((s.pass, s.fail, s.trials.len()), (50, None, 3), "{:?}", s.trials);
         // Nothing passes.
         let s = search::<()>(8, 40, 0.0, |_| Ok(false)).unwrap();
         assert_eq!((s.pass, s.fail), (0, Some(1)));

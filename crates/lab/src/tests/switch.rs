@@ -268,6 +268,18 @@ impl LinuxShaper {
         }
     }
 
+    /// Parses `htb` (HTB + bfifo) or `tbf`.
+    ///
+    /// # Errors
+    /// A message naming the choices.
+    pub fn parse(s: &str) -> Result<LinuxShaper, String> {
+        match s {
+            "htb" | "htb+bfifo" => Ok(LinuxShaper::HtbBfifo),
+            "tbf" => Ok(LinuxShaper::Tbf),
+            _ => Err(format!("linux shaper \"{s}\": htb or tbf")),
+        }
+    }
+
     /// Its name in results.
     pub fn name(self) -> &'static str {
         match self {
@@ -431,6 +443,8 @@ pub struct SwitchConfig {
     /// AF_XDP rx and fill ring slots per port (`fastpath run --rx-ring`): frames waiting there
     /// are buffered outside the traffic manager, so it is kept small (4096).
     pub rx_ring: u32,
+    /// The Linux DUT's shaper; `None` picks the best the kernel offers ([`LinuxShaper::choose`]).
+    pub linux_shaper: Option<LinuxShaper>,
     /// The DUT's core (fastpath's worker; the lab's traffic threads keep off it).
     pub core: usize,
     /// How long to wait for a DUT to become ready.
@@ -444,6 +458,7 @@ impl Default for SwitchConfig {
             fastpath_args: Vec::new(),
             port_kind: "afxdp".into(),
             rx_ring: 4096,
+            linux_shaper: None,
             core: 1,
             ready_timeout: Duration::from_secs(20),
         }
@@ -498,7 +513,7 @@ impl Switch {
         topo::reserve_dut_core(Some(cfg.core));
         match kind {
             SwitchDut::Fastpath => sw.fastpath(t, s, cfg)?,
-            SwitchDut::LinuxTc => sw.linux(t, s)?,
+            SwitchDut::LinuxTc => sw.linux(t, s, cfg.linux_shaper)?,
         }
         Ok(sw)
     }
@@ -593,11 +608,21 @@ impl Switch {
         }
     }
 
-    fn linux(&mut self, t: &FaninTopo, s: &Shaping) -> Result<(), LabError> {
-        let shaper = LinuxShaper::choose(&detect_qdiscs()?).ok_or_else(|| LabError::Unavailable {
-            dut: "linux-tc".into(),
-            why: "the kernel has neither htb with bfifo nor tbf (CONFIG_NET_SCH_HTB / _TBF / _FIFO)".into(),
-        })?;
+    fn linux(&mut self, t: &FaninTopo, s: &Shaping, want: Option<LinuxShaper>) -> Result<(), LabError> {
+        let have = detect_qdiscs()?;
+        let shaper = match want {
+            Some(w) if LinuxShaper::choose(&have).is_some() && (w == LinuxShaper::Tbf || have.contains(&"htb")) => w,
+            Some(w) => {
+                return Err(LabError::Unavailable {
+                    dut: "linux-tc".into(),
+                    why: format!("the kernel has no {} (it has: {})", w.name(), have.join(", ")),
+                })
+            }
+            None => LinuxShaper::choose(&have).ok_or_else(|| LabError::Unavailable {
+                dut: "linux-tc".into(),
+                why: "the kernel has neither htb with bfifo nor tbf (CONFIG_NET_SCH_HTB / _TBF / _FIFO)".into(),
+            })?,
+        };
         let ns = t.dut_ns.as_str();
         ns_exec(ns, &["ip", "link", "add", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0"])?;
         for h in t.hosts() {
