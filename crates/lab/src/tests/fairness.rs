@@ -145,8 +145,11 @@ fn offer(h: &Host, to: &Host, frame_size: u16, rate_pps: u64, duration: Duration
     })?
 }
 
+/// Per sender: (frames sent, seconds of sending), and frames received.
+type TrialCounts = (Vec<(u64, f64)>, Vec<u64>);
+
 /// One trial: every sender at once, then the receiver's counts.
-fn trial(t: &FaninTopo, rx: &RxCounters, cfg: &FairnessConfig, frame_size: u16) -> Result<(Vec<(u64, f64)>, Vec<u64>), LabError> {
+fn trial(t: &FaninTopo, rx: &RxCounters, cfg: &FairnessConfig, frame_size: u16) -> Result<TrialCounts, LabError> {
     let n = t.senders.len();
     let per = (cfg.overload * frames_per_s(cfg.shaping.rate_bps, frame_size) / n as f64).ceil() as u64;
     let before = rx.read()?;

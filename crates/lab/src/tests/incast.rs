@@ -221,8 +221,11 @@ fn send_all(mut c: TcpStream, bytes: u64, stop: &AtomicBool) -> Result<(), LabEr
     }
 }
 
+/// A job's flows, its aggregate received rate per interval, and its ideal time in seconds.
+type JobResult = (Vec<Flow>, Vec<(f64, f64)>, f64);
+
 /// Runs one job through the started DUT of `t`; returns the flows and the aggregate series.
-fn job(t: &FaninTopo, cfg: &IncastConfig, progress: &mut dyn FnMut(&str)) -> Result<(Vec<Flow>, Vec<(f64, f64)>, f64), LabError> {
+fn job(t: &FaninTopo, cfg: &IncastConfig, progress: &mut dyn FnMut(&str)) -> Result<JobResult, LabError> {
     let n = t.senders.len();
     let m = cfg.flows_per_sender.max(1);
     let per_flow = cfg.bytes_per_sender / m as u64;

@@ -159,11 +159,11 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 
 /// A rate as the spec writes it: `"200mbit"`, `"1500kbit"` or the plain number.
 pub fn rate_text(bps: u64) -> String {
-    if bps % 1_000_000_000 == 0 {
+    if bps.is_multiple_of(1_000_000_000) {
         format!("\"{}gbit\"", bps / 1_000_000_000)
-    } else if bps % 1_000_000 == 0 {
+    } else if bps.is_multiple_of(1_000_000) {
         format!("\"{}mbit\"", bps / 1_000_000)
-    } else if bps % 1000 == 0 {
+    } else if bps.is_multiple_of(1000) {
         format!("\"{}kbit\"", bps / 1000)
     } else {
         bps.to_string()
