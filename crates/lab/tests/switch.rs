@@ -101,8 +101,9 @@ fn incast_two_and_three_senders_through_the_shaped_bridge() {
     for row in &r.rows {
         assert_eq!(row.flows.len(), row.senders * 2);
         assert!(row.flows.iter().all(|f| f.bytes == 1 << 20 && f.completion_s > 0.0), "every byte arrived: {row:?}");
-        // The shaper is the bottleneck: never faster than the payload at R, and not far off it.
-        assert!(row.completion_vs_ideal > 0.98 && row.completion_vs_ideal < 2.0, "{row:?}");
+        // The shaper is the bottleneck: never faster than the payload at R. Slower by a few
+        // TCP retransmission timeouts at most (200 ms each on a 0.7–1 s job: incast's cost).
+        assert!(row.completion_vs_ideal > 0.98 && row.completion_vs_ideal < 4.0, "{row:?}");
         assert!(row.aggregate_mbps < 50.0 && !row.aggregate_over_time.is_empty(), "{row:?}");
         assert!(row.jain > 0.5 && row.jain <= 1.0, "{row:?}");
     }
