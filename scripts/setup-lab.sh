@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the fastpath lab uses: traffic programs (iperf3, iperf 2), the
 # baseline DUTs (DPDK testpmd, Open vSwitch userspace datapath), and the tools the topology needs
-# (iproute2, ethtool, procps for sysctl, util-linux for taskset), nftables (the overlay
-# test's kernel VXLAN gateway enforces its ACL with it) and prometheus (its server and promtool
-# check `fastpath run --metrics`, crates/fastpath/tests/live_prom.rs).
+# (iproute2 with tc, ethtool, procps for sysctl, util-linux for taskset), nftables (the overlay
+# test's kernel VXLAN gateway enforces its ACL with it; the switch tests — incast, burst,
+# fairness — count each sender's frames at the receiver with it) and prometheus (its server and
+# promtool check `fastpath run --metrics`, crates/fastpath/tests/live_prom.rs).
 #
 # Idempotent: packages already installed are skipped; `apt-get update` runs at most once, and only
 # when something is missing. Noninteractive. Needs root. A package that cannot be installed is

@@ -24,7 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-io", &["fastpath-packet"]),
     ("fastpath-pipeline", &["fastpath-packet", "fastpath-tables", "fastpath-tm"]),
     ("fastpath-control", &["fastpath-pipeline"]),
-    ("fastpath-lab", &["fastpath-io", "fastpath-pipeline"]),
+    ("fastpath-lab", &["fastpath-io", "fastpath-pipeline", "fastpath-tm"]),
     ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
     (
         "fastpath",

@@ -1,14 +1,17 @@
 //! fastpath-lab: the traffic generator, namespace topologies, test runners, baseline DUTs and
 //! the HTML report with SVG charts, and the switch-scale simulation. Uses `io`, `pipeline` and
-//! `tm` (the simulation runs the traffic manager itself).
+//! `tm` (the simulation runs the traffic manager itself; the switch tests take Jain's index).
 //!
 //! Layout: [`topo`] builds generator ▸ DUT ▸ sink namespaces; [`gen`] offers traffic (XDP live
 //! frames at millions of packets per second, AF_PACKET probes for latency) and counts what
 //! arrives; [`dut`] starts and stops the devices under test (Linux bridge, DPDK testpmd, Open
 //! vSwitch, fastpath); [`overlay_topo`] builds tenant A ▸ DUT ▸ tenant B namespaces whose kernels
-//! run real VXLAN interfaces; [`tests`] holds the runners (`rfc2544`, `tcp`, `overlay`, the last
-//! with its own gateways: fastpath on `sdn-overlay`, a kernel VXLAN bridge); [`report`] writes HTML;
-//! [`sim`] runs the traffic manager in virtual time at switch scale (`fastpath sim`).
+//! run real VXLAN interfaces; [`fanin_topo`] builds N senders ▸ DUT ▸ one receiver for the switch
+//! tests (incast, burst, fairness); [`tests`] holds the runners (`rfc2544`, `tcp`, `overlay`, the last
+//! with its own gateways: fastpath on `sdn-overlay`, a kernel VXLAN bridge; and the switch tests
+//! `incast`, `burst`, `fairness` with theirs: fastpath's traffic manager, a bridge shaped by tc);
+//! [`report`] writes HTML; [`sim`] runs the traffic manager in virtual time at switch scale
+//! (`fastpath sim`).
 //! Every runner takes a plain config struct and a progress callback and returns results:
 //! `run(&config, &mut |line| eprintln!("{line}")) -> Result<Results, LabError>`.
 //!
@@ -17,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dut;
+pub mod fanin_topo;
 pub mod gen;
 pub mod overlay_topo;
 pub mod report;

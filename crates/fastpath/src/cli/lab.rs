@@ -19,12 +19,22 @@
 //! real VXLAN interfaces; DUTs `fastpath` (this binary running `pipelines/sdn-overlay.toml`) and
 //! `linux-vxlan` (kernel VXLAN devices on a bridge); ping, iperf3 and a stateful-ACL check
 //! (see `fastpath_lab::tests::overlay`).
+//!
+//! `fastpath lab incast | burst | fairness` are the switch tests: N sender namespaces and one
+//! receiver behind a DUT with N + 1 ports whose receiver port is shaped to R
+//! (`fastpath_lab::fanin_topo`); DUTs `fastpath` (this binary on a generated L2 spec with a
+//! `[tm]` section, AF_XDP ports by default) and `linux-tc` (a bridge with HTB + bfifo or TBF
+//! on that port), both by default (see `fastpath_lab::tests::{incast, burst, fairness}`).
 
 use clap::{Args, ValueEnum};
 use fastpath_lab::dut::{DutConfig, DutKind};
-use fastpath_lab::gen::{self, GenConfig, Sizes};
+use fastpath_lab::gen::{self, GenConfig, Sizes, RFC2544_SIZES};
+use fastpath_lab::tests::burst::{self, BurstConfig, BURST_SIZES};
+use fastpath_lab::tests::fairness::{self, FairnessConfig};
+use fastpath_lab::tests::incast::{self, IncastConfig};
 use fastpath_lab::tests::overlay::{self, OverlayConfig, OverlayDut};
 use fastpath_lab::tests::rfc2544::{self, LatencyLoad, Rfc2544Config};
+use fastpath_lab::tests::switch::{parse_bytes, parse_rate, LinuxShaper, Shaping, SwitchConfig, SwitchDut};
 use fastpath_lab::tests::tcp::{self, TcpConfig, TcpTool};
 use fastpath_lab::topo;
 use std::path::PathBuf;
@@ -45,6 +55,14 @@ pub enum LabTest {
     Gen,
     /// The sdn-overlay pipeline as VXLAN gateway between kernel VXLAN tenants: ping, iperf3, stateful ACL.
     Overlay,
+    /// TCP incast: N senders × M flows of a fixed size into one port shaped to R; completion
+    /// time vs bytes ÷ R, rates over time, Jain's index, retransmits, drops.
+    Incast,
+    /// Burst absorption: the largest 2-to-1 / 4-to-1 burst through a port shaped to R with zero
+    /// loss, per frame size (192–9216 B), fastpath's shared buffer vs Linux's per-port share.
+    Burst,
+    /// Fairness: N-to-1 UDP offered above R; each sender's share and Jain's index.
+    Fairness,
 }
 
 /// Arguments of `fastpath lab`.
@@ -56,8 +74,18 @@ DUTs: fastpath, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacke
 fastpath lab rfc2544 --dut fastpath --dut linux-bridge-tuned --sizes 64,1518 --runs 3 --json\n  \
 fastpath lab tcp --dut fastpath --dut linux-bridge --streams 1,4 --seconds 10\n  \
 fastpath lab gen --sizes 64,1518 --trial-s 2\n  \
-fastpath lab overlay --dut fastpath --dut linux-vxlan --duration 10 --streams 4 --json\n\n\
-overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), linux-vxlan (kernel VXLAN devices on a bridge).")]
+fastpath lab overlay --dut fastpath --dut linux-vxlan --duration 10 --streams 4 --json\n  \
+fastpath lab incast --senders 2,4,8,16 --flows-per-sender 2 --bytes 8m --rate 100mbit --buffer 1m\n  \
+fastpath lab burst --senders 2,4 --sizes 192,1518,9216 --rate 100mbit --buffer 1m --alpha-log2 3\n  \
+fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-s 5\n\n\
+overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), linux-vxlan (kernel VXLAN devices on a bridge).\n\n\
+Switch tests (incast, burst, fairness): N sender namespaces and one receiver, each on a veth into a DUT \
+with N+1 ports; the receiver's port is shaped to --rate R with a buffer of --buffer bytes. DUTs (both \
+by default): fastpath (this binary on a generated L2 spec, exact eth.dst -> forward(port), with a [tm] \
+section: shared buffer, dynamic threshold alpha = 2^--alpha-log2, port shaper; AF_XDP ports) and \
+linux-tc (a Linux bridge with static FDB entries, its receiver port shaped by HTB rate R with a bfifo \
+of the buffer, or TBF when the kernel lacks HTB). burst gives Linux the same memory split evenly over \
+its N+1 ports. Progress goes to stderr, a table (or --json lines) to stdout, charts to --report.")]
 pub struct LabArgs {
     /// The test to run.
     #[arg(value_enum)]
@@ -65,16 +93,18 @@ pub struct LabArgs {
     /// A device under test; repeat for several (measured one after the other in this run).
     #[arg(long = "dut")]
     duts: Vec<String>,
-    /// Frame sizes in bytes, with FCS (rfc2544, gen), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1280,1518")]
+    /// Frame sizes in bytes, with FCS, comma-separated [default: rfc2544 and gen
+    /// 64,128,256,512,1024,1280,1518; burst 192,512,1024,1518,2048,4096,9216; fairness 64,1518].
+    #[arg(long, value_delimiter = ',')]
     sizes: Vec<u16>,
     /// Flow counts (UDP source ports), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     flows: Vec<u32>,
-    /// Seconds per throughput trial.
-    #[arg(long = "trial-s", default_value_t = 2.0)]
-    trial_s: f64,
-    /// Most trials of the binary search per (frame size, flows).
+    /// Seconds per throughput trial (rfc2544, gen: default 2) or fairness trial (default 5).
+    #[arg(long = "trial-s")]
+    trial_s: Option<f64>,
+    /// Most trials of the binary search per (frame size, flows) (rfc2544; burst: per frame size
+    /// and sender count).
     #[arg(long = "max-trials", default_value_t = 10)]
     max_trials: u32,
     /// Times the whole rfc2544 measurement runs, every DUT once per run (in reverse order on
@@ -116,9 +146,45 @@ pub struct LabArgs {
     /// kernel gateway gets them; fastpath never does).
     #[arg(long = "no-offloads")]
     no_offloads: bool,
-    /// Overlay: the fastpath DUT's port kind (afxdp or afpacket).
-    #[arg(long = "port-kind", default_value = "afxdp", value_parser = ["afxdp", "afpacket"])]
-    port_kind: String,
+    /// The fastpath DUT's port kind (afxdp or afpacket) [default: afxdp].
+    #[arg(long = "port-kind", value_parser = ["afxdp", "afpacket"])]
+    port_kind: Option<String>,
+    /// Switch tests: sender counts N, comma-separated [default: incast and fairness 2,4,8,16;
+    /// burst 2,4].
+    #[arg(long, value_delimiter = ',')]
+    senders: Vec<usize>,
+    /// Incast: TCP connections per sender (M).
+    #[arg(long = "flows-per-sender", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    flows_per_sender: u32,
+    /// Incast: bytes each sender transfers, split over its connections (e.g. 8m, 512k).
+    #[arg(long, default_value = "8m", value_parser = parse_bytes)]
+    bytes: u64,
+    /// Switch tests: the receiver port's shaped rate R, bits/s (e.g. 100mbit, 400mbit). Low
+    /// enough that the shaper, not the CPU, is the bottleneck.
+    #[arg(long, default_value = "100mbit", value_parser = parse_rate)]
+    rate: u64,
+    /// Switch tests: the buffer, bytes: fastpath's shared buffer and the Linux port's FIFO
+    /// (burst: Linux gets it split over its N+1 ports).
+    #[arg(long, default_value = "1m", value_parser = parse_bytes)]
+    buffer: u64,
+    /// Switch tests: the shaper's bucket, bytes, for both DUTs [default: max(2 × 9216, R × 1 ms / 8)].
+    #[arg(long = "shaper-burst", value_parser = parse_bytes)]
+    shaper_burst: Option<u64>,
+    /// Switch tests: fastpath's dynamic threshold exponent, alpha = 2^n, -4..=3 (one congested
+    /// queue may hold alpha/(1+alpha) of the buffer) [default: burst 3, incast and fairness 0].
+    #[arg(long = "alpha-log2", allow_hyphen_values = true, value_parser = clap::value_parser!(i8).range(-4..=3))]
+    alpha_log2: Option<i8>,
+    /// Switch tests: fastpath marks ECN (WRED profile with ecn = true) and the hosts request it;
+    /// Linux has no RED qdisc here, so it still drops.
+    #[arg(long)]
+    ecn: bool,
+    /// Switch tests: the Linux DUT's shaper, htb (HTB rate R with a bfifo child) or tbf
+    /// [default: htb when the kernel has it].
+    #[arg(long = "linux-shaper", value_parser = LinuxShaper::parse)]
+    linux_shaper: Option<LinuxShaper>,
+    /// Fairness: the offered load as a multiple of R, split evenly over the senders.
+    #[arg(long, default_value_t = 1.5)]
+    overload: f64,
     /// Also run iperf 2 (tcp).
     #[arg(long)]
     iperf2: bool,
@@ -154,7 +220,7 @@ fn overlay_config(a: &LabArgs, exe: PathBuf) -> Result<OverlayConfig, String> {
         duration_s: a.seconds,
         capture_dir: a.capture.clone(),
         kernel_offloads: !a.no_offloads,
-        port_kind: a.port_kind.clone(),
+        port_kind: a.port_kind.clone().unwrap_or_else(|| "afxdp".into()),
         ..OverlayConfig::default()
     })
 }
@@ -221,6 +287,8 @@ fn table(lines: &str) -> String {
                 "capture" => format!("{:<12} capture of the frames towards B: {}\n", g("dut"), g("pcap")),
                 _ => format!("{l}\n"),
             });
+        } else if let Some(line) = switch_row(&v) {
+            out.push_str(&line);
         } else if v.get("throughput_mpps").is_some() {
             let lat = |k: &str| v.get("latency_us").and_then(|x| x.get(k)).and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN);
             out.push_str(&format!(
@@ -270,6 +338,63 @@ fn table(lines: &str) -> String {
     out
 }
 
+/// A table line for an `incast`, `burst` or `fairness` row; `None` for other rows.
+fn switch_row(v: &serde_json::Value) -> Option<String> {
+    let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let s = |k: &str| v[k].as_str().unwrap_or("").to_owned();
+    let u = |k: &str| v[k].as_u64().unwrap_or(0);
+    Some(match v.get("test")?.as_str()? {
+        "incast" => {
+            let drops: Vec<String> =
+                v["dut_drops"].as_object().map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect()).unwrap_or_default();
+            format!(
+                "{:<9} incast {:>2}×{:<2} done {:>7.2} s = {:.3} × ideal {:.2} s  {:>7.1} Mbit/s  Jain {:.4}  retransmits {}  CE {}  drops {}\n",
+                s("dut"),
+                u("senders"),
+                u("flows_per_sender"),
+                f("completion_s"),
+                f("completion_vs_ideal"),
+                f("ideal_s"),
+                f("aggregate_mbps"),
+                f("jain"),
+                u("retransmits"),
+                u("ecn_ce"),
+                if drops.is_empty() { "0".into() } else { drops.join(", ") }
+            )
+        }
+        "burst" => match v["unsupported"].as_str() {
+            Some(why) => format!("{:<9} burst  {}-to-1 {:>5} B  not supported: {why}\n", s("dut"), u("senders"), u("frame_size")),
+            None => format!(
+                "{:<9} burst  {}-to-1 {:>5} B  absorbed {}{:>8.3} MB ({} frames) = {:.2} × its port buffer of {:.3} MB, arrival {:.0} Mbit/s\n",
+                s("dut"),
+                u("senders"),
+                u("frame_size"),
+                if v["lossy_frames"].is_null() { "≥" } else { " " },
+                f("absorbed_mb"),
+                u("absorbed_frames"),
+                f("absorbed_of_port_buffer"),
+                u("port_buffer_bytes") as f64 / 1e6,
+                f("arrival_mbps")
+            ),
+        },
+        "fairness" => {
+            let shares: Vec<String> = v["share"].as_array().map(|a| a.iter().map(|x| format!("{:.3}", x.as_f64().unwrap_or(f64::NAN))).collect()).unwrap_or_default();
+            format!(
+                "{:<9} fairness {:>2}-to-1 {:>4} B  received {:>7.1} Mbit/s of R {:.0}  Jain {:.4}{}  shares {}\n",
+                s("dut"),
+                u("senders"),
+                u("frame_size"),
+                f("received_total_mbps"),
+                u("rate_bps") as f64 / 1e6,
+                f("jain"),
+                if v["generator_limited"].as_bool() == Some(true) { " (generator-limited: offered ≤ R)" } else { "" },
+                shares.join(" ")
+            )
+        }
+        _ => return None,
+    })
+}
+
 /// The latency test's background loads from `--latency-load` / `--latency-mpps`.
 fn latency_loads(a: &LabArgs) -> Result<Vec<LatencyLoad>, String> {
     if !a.latency_mpps.is_empty() {
@@ -291,12 +416,55 @@ fn latency_loads(a: &LabArgs) -> Result<Vec<LatencyLoad>, String> {
         .collect()
 }
 
+/// `--sizes`, or the test's default.
+fn sizes_or(a: &LabArgs, default: &[u16]) -> Vec<u16> {
+    if a.sizes.is_empty() {
+        default.to_vec()
+    } else {
+        a.sizes.clone()
+    }
+}
+
+/// `--senders`, or the test's default.
+fn senders_or(a: &LabArgs, default: &[usize]) -> Vec<usize> {
+    if a.senders.is_empty() {
+        default.to_vec()
+    } else {
+        a.senders.clone()
+    }
+}
+
+/// The switch tests' DUTs (both when none is named), shaping and DUT settings from the command
+/// line; `alpha_log2` is the test's default exponent.
+fn switch_setup(a: &LabArgs, exe: &std::path::Path, alpha_log2: i8) -> Result<(Vec<SwitchDut>, Shaping, SwitchConfig), String> {
+    let duts = if a.duts.is_empty() {
+        SwitchDut::ALL.to_vec()
+    } else {
+        a.duts.iter().map(|d| SwitchDut::parse(d).map_err(|e| e.to_string())).collect::<Result<Vec<_>, _>>()?
+    };
+    let mut shaping = Shaping::new(a.rate, a.buffer);
+    if let Some(b) = a.shaper_burst {
+        shaping.burst_bytes = b;
+    }
+    shaping.alpha_log2 = a.alpha_log2.unwrap_or(alpha_log2);
+    shaping.ecn = a.ecn;
+    let sw = SwitchConfig {
+        fastpath_exe: exe.to_path_buf(),
+        fastpath_args: a.fastpath_args.clone(),
+        port_kind: a.port_kind.clone().unwrap_or_else(|| "afxdp".into()),
+        linux_shaper: a.linux_shaper,
+        ..SwitchConfig::default()
+    };
+    Ok((duts, shaping, sw))
+}
+
 /// Runs `fastpath lab`.
 pub fn run(a: LabArgs) -> Result<(), String> {
     if matches!(a.test, LabTest::Overlay) && a.duts.is_empty() {
         return Err("name at least one --dut (fastpath, linux-vxlan)".into());
     }
-    if !matches!(a.test, LabTest::Gen | LabTest::Overlay) && a.duts.is_empty() {
+    let switch_test = matches!(a.test, LabTest::Incast | LabTest::Burst | LabTest::Fairness);
+    if !matches!(a.test, LabTest::Gen | LabTest::Overlay) && !switch_test && a.duts.is_empty() {
         return Err("name at least one --dut (fastpath, fastpath-xdp, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
@@ -310,8 +478,11 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let spec_text = if matches!(a.test, LabTest::Tcp) { L2FWD_SPEC.replace("swap eth.dst eth.src\n", "") } else { L2FWD_SPEC.to_owned() };
     std::fs::write(&spec, spec_text).map_err(|e| format!("{}: {e}", spec.display()))?;
     std::fs::write(&entries, L2FWD_ENTRIES).map_err(|e| format!("{}: {e}", entries.display()))?;
-    let kinds: Vec<DutKind> =
-        if matches!(a.test, LabTest::Overlay) { Vec::new() } else { a.duts.iter().map(|d| parse_dut(d)).collect::<Result<_, _>>()? };
+    let kinds: Vec<DutKind> = if matches!(a.test, LabTest::Overlay) || switch_test {
+        Vec::new()
+    } else {
+        a.duts.iter().map(|d| parse_dut(d)).collect::<Result<_, _>>()?
+    };
     let duts: Vec<DutConfig> = kinds
         .iter()
         .map(|&k| {
@@ -330,10 +501,10 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         LabTest::Rfc2544 => {
             let cfg = Rfc2544Config {
                 duts,
-                frame_sizes: a.sizes.clone(),
+                frame_sizes: sizes_or(&a, &RFC2544_SIZES),
                 flows: a.flows.clone(),
                 loss_threshold: a.loss,
-                trial_s: a.trial_s,
+                trial_s: a.trial_s.unwrap_or(2.0),
                 max_trials: a.max_trials,
                 latency_s: a.latency_s,
                 latency_loads: latency_loads(&a)?,
@@ -356,9 +527,9 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         }
         LabTest::Gen => {
             let cfg = GenConfig {
-                sizes: Sizes::Sweep(a.sizes.clone()),
+                sizes: Sizes::Sweep(sizes_or(&a, &RFC2544_SIZES)),
                 flows: a.flows.first().copied().unwrap_or(1),
-                duration_s: a.trial_s,
+                duration_s: a.trial_s.unwrap_or(2.0),
                 ..GenConfig::default()
             };
             let r = gen::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
@@ -370,6 +541,51 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             if let Some(c) = &r.fastpath_counters {
                 eprintln!("fastpath overlay DUT counters:\n{}", c.trim_end());
             }
+            r.json_lines()
+        }
+        LabTest::Incast => {
+            let (duts, shaping, sw) = switch_setup(&a, &exe, 0)?;
+            let cfg = IncastConfig {
+                duts,
+                senders: senders_or(&a, &[2, 4, 8, 16]),
+                flows_per_sender: a.flows_per_sender as usize,
+                bytes_per_sender: a.bytes,
+                shaping,
+                switch: sw,
+                ..IncastConfig::default()
+            };
+            let r = incast::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            r.json_lines()
+        }
+        LabTest::Burst => {
+            let (duts, shaping, sw) = switch_setup(&a, &exe, 3)?;
+            let cfg = BurstConfig {
+                duts,
+                senders: senders_or(&a, &[2, 4]),
+                frame_sizes: sizes_or(&a, &BURST_SIZES),
+                shaping,
+                max_trials: a.max_trials,
+                switch: sw,
+                ..BurstConfig::default()
+            };
+            let r = burst::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            r.json_lines()
+        }
+        LabTest::Fairness => {
+            let (duts, shaping, sw) = switch_setup(&a, &exe, 0)?;
+            let cfg = FairnessConfig {
+                duts,
+                senders: senders_or(&a, &[2, 4, 8, 16]),
+                frame_sizes: sizes_or(&a, &[64, 1518]),
+                shaping,
+                overload: a.overload,
+                duration_s: a.trial_s.unwrap_or(5.0),
+                switch: sw,
+            };
+            let r = fairness::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
             r.json_lines()
         }
     };
@@ -471,6 +687,62 @@ mod tests {
         assert_eq!(runs(&[]).unwrap(), 1);
         assert_eq!(runs(&["--runs", "3"]).unwrap(), 3);
         assert!(runs(&["--runs", "0"]).unwrap_err().contains("--runs"));
+    }
+
+    #[test]
+    fn switch_tests_default_to_both_duts_and_their_own_sizes() {
+        let a = lab_args(&["burst"]).unwrap();
+        let (duts, s, sw) = switch_setup(&a, std::path::Path::new("/bin/fp"), 3).unwrap();
+        assert_eq!(duts, vec![SwitchDut::Fastpath, SwitchDut::LinuxTc]);
+        assert_eq!((s.rate_bps, s.buffer_bytes, s.alpha_log2, s.ecn), (100_000_000, 1 << 20, 3, false));
+        assert_eq!(sw.port_kind, "afxdp");
+        assert_eq!(sizes_or(&a, &BURST_SIZES), BURST_SIZES.to_vec());
+        assert_eq!(senders_or(&a, &[2, 4]), vec![2, 4]);
+        let a = lab_args(&[
+            "incast",
+            "--dut",
+            "linux-tc",
+            "--rate",
+            "400mbit",
+            "--buffer",
+            "512k",
+            "--alpha-log2",
+            "-2",
+            "--ecn",
+            "--senders",
+            "3,5",
+            "--shaper-burst",
+            "30000",
+            "--bytes",
+            "2m",
+        ])
+        .unwrap();
+        let (duts, s, _) = switch_setup(&a, std::path::Path::new("/bin/fp"), 0).unwrap();
+        assert_eq!(duts, vec![SwitchDut::LinuxTc]);
+        assert_eq!((s.rate_bps, s.buffer_bytes, s.alpha_log2, s.ecn, s.burst_bytes), (400_000_000, 512 << 10, -2, true, 30_000));
+        assert_eq!((senders_or(&a, &[2]), a.bytes), (vec![3, 5], 2 << 20));
+        assert!(lab_args(&["incast", "--alpha-log2", "4"]).err().is_some_and(|e| e.contains("--alpha-log2")));
+        assert!(lab_args(&["incast", "--rate", "fast"]).err().is_some_and(|e| e.contains("not a number")));
+        let a = lab_args(&["fairness", "--dut", "ovs"]).unwrap();
+        assert!(switch_setup(&a, std::path::Path::new("/bin/fp"), 0).unwrap_err().contains("linux-tc"));
+        // rfc2544 keeps its sizes and trial length.
+        let a = lab_args(&["rfc2544", "--dut", "fastpath"]).unwrap();
+        assert_eq!((sizes_or(&a, &RFC2544_SIZES).len(), a.trial_s.unwrap_or(2.0)), (7, 2.0));
+    }
+
+    #[test]
+    fn table_shows_switch_rows() {
+        let l = r#"{"test":"burst","dut":"linux-tc","senders":2,"frame_size":1518,"absorbed_mb":0.118,"absorbed_frames":78,"absorbed_of_port_buffer":1.18,"port_buffer_bytes":100000,"arrival_mbps":2119.0}
+{"test":"burst","dut":"fastpath","senders":2,"frame_size":9216,"unsupported":"too big"}
+{"test":"fairness","dut":"fastpath","senders":2,"frame_size":64,"received_total_mbps":99.5,"rate_bps":100000000,"jain":0.9999,"share":[0.5,0.5]}
+{"test":"incast","dut":"fastpath","senders":4,"flows_per_sender":2,"completion_s":3.3,"completion_vs_ideal":1.05,"ideal_s":3.14,"aggregate_mbps":95.2,"jain":0.98,"retransmits":12,"ecn_ce":0,"dut_drops":{"tm_threshold":12}}"#;
+        let t = table(l);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(lines[0].contains("absorbed ≥   0.118 MB (78 frames) = 1.18"), "{t}");
+        assert!(lines[1].contains("not supported: too big"), "{t}");
+        assert!(lines[2].contains("Jain 0.9999") && lines[2].contains("shares 0.500 0.500"), "{t}");
+        assert!(lines[3].contains("4×2") && lines[3].contains("1.050 × ideal") && lines[3].contains("tm_threshold 12"), "{t}");
     }
 
     #[test]

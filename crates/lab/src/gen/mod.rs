@@ -110,6 +110,11 @@ pub enum Pacing {
     /// frames, fastpath's p99 at 0.25 Mpps was 24–41 µs; without, 11–12 µs (two runs each,
     /// the burst switched in a scratch build while making the change).
     Smooth,
+    /// Catch up on up to this long of missed frames: for several generators sharing the
+    /// tester's core (the switch tests' N senders), where each waits for the others' time
+    /// slices — milliseconds, longer than [`Pacing::CatchUp`]'s window, so each sender fell to
+    /// half its rate with 2 senders. Bursts are at most as long as the wait.
+    CatchUpWithin(Duration),
 }
 
 /// Addresses and ports of generated frames.
@@ -157,7 +162,22 @@ fn csum(b: &[u8]) -> u16 {
 /// [`MIN_FRAME`]..=[`MAX_FRAME`]) carrying the payload header. The UDP checksum is zero (no
 /// checksum, RFC 768), so the XDP generator can rewrite ports without updating it.
 pub fn build_frame(spec: &FrameSpec, frame_size: u16, stream: u16, seq: u32, tx_ns: u64) -> Vec<u8> {
-    let len = usize::from(frame_size.clamp(MIN_FRAME, MAX_FRAME)) - FCS_LEN;
+    frame_of_len(spec, usize::from(frame_size.clamp(MIN_FRAME, MAX_FRAME)) - FCS_LEN, stream, seq, tx_ns)
+}
+
+/// Largest frame size (with FCS) of [`build_jumbo_frame`]: 9216 bytes, the jumbo size of the
+/// switch reports' burst tests (a 9198-byte IP MTU, which the lab's jumbo veths allow).
+pub const MAX_JUMBO_FRAME: u16 = 9216;
+
+/// As [`build_frame`], for frame sizes up to [`MAX_JUMBO_FRAME`] (clamped to
+/// [`MIN_FRAME`]..=[`MAX_JUMBO_FRAME`]), for paths whose MTU takes them.
+pub fn build_jumbo_frame(spec: &FrameSpec, frame_size: u16) -> Vec<u8> {
+    frame_of_len(spec, usize::from(frame_size.clamp(MIN_FRAME, MAX_JUMBO_FRAME)) - FCS_LEN, 0, 0, 0)
+}
+
+/// An Ethernet/IPv4/UDP frame of `len` bytes (without FCS; `HDR_OFF + HDR_LEN..=65535 + 14`)
+/// carrying the payload header.
+fn frame_of_len(spec: &FrameSpec, len: usize, stream: u16, seq: u32, tx_ns: u64) -> Vec<u8> {
     let mut f = vec![0u8; len];
     f[0..6].copy_from_slice(&spec.dst_mac);
     f[6..12].copy_from_slice(&spec.src_mac);
@@ -851,6 +871,13 @@ mod tests {
         let big = build_frame(&spec(), 1518, 0, 0, 0);
         assert_eq!(big.len(), 1514);
         assert_eq!(build_frame(&spec(), 10, 0, 0, 0).len(), 60, "clamped to the minimum");
+        assert_eq!(build_frame(&spec(), 9216, 0, 0, 0).len(), 1514, "clamped to the maximum");
+        let j = build_jumbo_frame(&spec(), 9216);
+        assert_eq!(j.len(), 9212);
+        assert_eq!(u16::from_be_bytes([j[16], j[17]]), 9198, "IPv4 total length");
+        assert_eq!(u16::from_be_bytes([j[38], j[39]]), 9178, "UDP length");
+        assert_eq!(csum(&j[14..34]), 0, "IPv4 header checksum verifies");
+        assert_eq!(build_jumbo_frame(&spec(), 65_000).len(), 9212, "clamped to the jumbo maximum");
     }
 
     #[test]

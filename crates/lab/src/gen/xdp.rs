@@ -7,6 +7,7 @@
 //!   if st.sent >= st.limit            -> XDP_DROP   ; the trial's frame budget is spent
 //!   if st.interval != 0:                            ; paced: a token bucket of depth BURST
 //!       now = ktime_get_ns() << 8                   ; 1/256 ns fixed point
+//!       if st.next == 0: st.next = now              ; the first frame starts the schedule
 //!       if now < st.next              -> XDP_DROP   ; not yet: the frame is not sent
 //!       st.next = max(st.next + interval, now - burst)    ; burst: catch-up window
 //!   st.sent += 1
@@ -189,6 +190,10 @@ impl GenProg {
             .i(Insn::call(HELPER_KTIME_GET_NS))
             .i(lsh64_imm(R0, 8))
             .i(ldx_dw(R1, R7, st::NEXT))
+            // The first frame starts the schedule now (no catch-up burst at the start).
+            .jmp(Insn::jne_imm(R1, 0, 0), "scheduled")
+            .i(Insn::mov64_reg(R1, R0))
+            .label("scheduled")
             .jmp(jlt_reg(R0, R1), "drop")
             .i(ldx_dw(R2, R7, st::INTERVAL))
             .i(add64_reg(R1, R2))
@@ -247,6 +252,7 @@ impl GenProg {
             super::Pacing::CatchUp => (interval * BURST_FRAMES).max(BURST_NS << 8),
             // The bucket holds one frame: a stall's missed frames are skipped, not sent.
             super::Pacing::Smooth => interval,
+            super::Pacing::CatchUpWithin(w) => (interval * BURST_FRAMES).max((w.as_nanos() as u64) << 8),
         };
         put(st::BURST, burst);
         self.state.update(&0u32.to_ne_bytes(), &v).map_err(bpf_err)

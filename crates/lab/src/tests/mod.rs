@@ -19,8 +19,12 @@
 //! report.write("lab-report.html").unwrap();
 //! ```
 
+pub mod burst;
+pub mod fairness;
+pub mod incast;
 pub mod overlay;
 pub mod rfc2544;
+pub mod switch;
 pub mod tcp;
 
 use crate::dut::{Dut, DutConfig};
