@@ -13,6 +13,8 @@
 //!        Processor::egress(q) ─▶ Batch of what the shapers let out now ─▶ verdicts as above
 //! ```
 //!
+//! Each poll starts at the port after the one the previous poll started at.
+//!
 //! This is the DPDK/VPP run-to-completion model: one thread owns a pool, its ports and a batch,
 //! polls each port in turn and carries each batch all the way through before the next.
 //! Everything the loop needs (the batch, one tx array per port, the free array, the punt ring)
@@ -210,6 +212,8 @@ pub struct Worker<P> {
     punt: Option<PuntRing>,
     clock: Box<dyn FnMut() -> u64 + Send>,
     stats: WorkerStats,
+    /// The port the next poll receives from first.
+    first_port: usize,
 }
 
 impl<P: Processor> Worker<P> {
@@ -231,6 +235,7 @@ impl<P: Processor> Worker<P> {
             punt: None,
             clock: Box::new(move || start.elapsed().as_nanos() as u64),
             stats: WorkerStats::default(),
+            first_port: 0,
         }
     }
 
@@ -293,7 +298,15 @@ impl<P: Processor> Worker<P> {
     pub fn poll_once(&mut self) -> usize {
         self.processor.between_batches(&self.ports, &self.stats);
         let mut total = 0;
-        for p in 0..self.ports.len() {
+        // Each poll starts one port further, so that after a stall no port's batch always
+        // reaches a shared queue first (with a traffic manager, the first batch in takes the
+        // buffer and later ports' packets are refused).
+        let n_ports = self.ports.len();
+        let mut p = self.first_port;
+        for _ in 0..n_ports {
+            let here = p;
+            p = if p + 1 == n_ports { 0 } else { p + 1 };
+            let p = here;
             self.batch.clear();
             let n = self.ports[p].rx_burst(&mut self.pool, &mut self.batch, p as u16);
             if self.batch.is_empty() {
@@ -307,6 +320,7 @@ impl<P: Processor> Worker<P> {
             self.stats.rx_pkts += self.batch.len() as u64;
             self.dispatch();
         }
+        self.first_port = if self.first_port + 1 >= n_ports { 0 } else { self.first_port + 1 };
         if self.processor.has_queues() {
             self.egress();
         }
@@ -526,6 +540,24 @@ mod tests {
         assert!(s.egress_batches >= 34, "three packets per egress batch: {}", s.egress_batches);
         assert_eq!(w.processor().held(), 0);
         assert_eq!(w.pool().available(), 256);
+    }
+
+    #[test]
+    fn each_poll_starts_one_port_further() {
+        use crate::mem::{MemSource, TrafficProfile};
+        use std::sync::{Arc, Mutex};
+        let src = || Box::new(MemSource::new("s", &TrafficProfile::default()).unwrap().with_limit(1000)) as Box<dyn Port>;
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&order);
+        let proc = move |_: &mut Pool, b: &mut Batch, _: u64| {
+            seen.lock().unwrap().push(b.meta(0).in_port);
+            b.set_live_verdicts(Verdict::Drop(fastpath_packet::DropReason::ActionDrop));
+        };
+        let mut w = Worker::new(Pool::new(1024), vec![src(), src(), src()], proc);
+        for _ in 0..3 {
+            w.poll_once();
+        }
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2, 1, 2, 0, 2, 0, 1]);
     }
 
     #[test]

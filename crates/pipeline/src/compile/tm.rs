@@ -11,9 +11,12 @@ use fastpath_tm::shaper::ShaperConfig;
 use fastpath_tm::wred::WredConfig;
 use toml::Spanned;
 
-/// The default shaper bucket: two 9216-byte jumbo frames, or 1 ms at the rate if that is more.
+/// The default shaper bucket: two 9216-byte jumbo frames, or 4 ms at the rate if that is more.
+/// A software shaper is served when the worker polls, and a bucket shorter than the worker's
+/// longest pause loses the tokens of the pause: the lab measured 89 of 100 Mbit/s with a 1.5 ms
+/// bucket and 98 with 10 ms on a busy 2-core machine.
 pub fn default_burst(rate_bps: u64) -> u64 {
-    (2 * 9216).max(rate_bps / 8 / 1000)
+    (2 * 9216).max(rate_bps / 8 / 250)
 }
 
 /// Parses a rate: bits per second as an integer, or a string with a unit (`500kbit`,
