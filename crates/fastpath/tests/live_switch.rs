@@ -82,3 +82,36 @@ fn switch_tests_with_fastpath_and_linux_tc() {
         assert!(r["aggregate_over_time"].as_array().is_some(), "{r}");
     }
 }
+
+#[test]
+fn acl_invariance_measures_switch_acl_with_0_24_and_10000_rules() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fpl-aclinv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join("report.html");
+    let out = Command::new("timeout")
+        .args(["240", env!("CARGO_BIN_EXE_fastpath"), "lab", "acl-invariance", "--sizes", "64", "--trial-s", "0.5"])
+        .args(["--max-trials", "3", "--latency-s", "1", "--json", "--report"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    let report = std::fs::read_to_string(&html).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "fastpath lab acl-invariance failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    // Three RFC 2544 rows (one per rule count), then the two ratios to no rules.
+    for n in [0, 24, 10000] {
+        let r = rows.iter().find(|r| r["test"] == "rfc2544" && r["dut"] == format!("switch-acl/{n}")).unwrap_or_else(|| panic!("{rows:?}"));
+        assert!(r["throughput_mpps"].as_f64().unwrap_or(0.0) > 0.0, "the switch forwarded with {n} rules: {r}\n{stderr}");
+        assert!(report.contains(&format!("switch-acl/{n}")), "report names switch-acl/{n}");
+    }
+    let ratios: Vec<&serde_json::Value> = rows.iter().filter(|r| r["test"] == "acl-invariance").collect();
+    assert_eq!(ratios.len(), 2, "{rows:?}");
+    for r in ratios {
+        assert!(r["throughput_vs_no_rules"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        assert!(r["p99_vs_no_rules"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+    }
+}

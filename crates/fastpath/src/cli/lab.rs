@@ -63,6 +63,9 @@ pub enum LabTest {
     Burst,
     /// Fairness: N-to-1 UDP offered above R; each sender's share and Jain's index.
     Fairness,
+    /// ACL invariance: RFC 2544 throughput and latency of pipelines/switch-acl.toml with 0, 24
+    /// and 10,000 ACL rules (fastpath on AF_XDP ports), and each figure's ratio to no rules.
+    AclInvariance,
 }
 
 /// Arguments of `fastpath lab`.
@@ -338,12 +341,24 @@ fn table(lines: &str) -> String {
     out
 }
 
-/// A table line for an `incast`, `burst` or `fairness` row; `None` for other rows.
+/// A table line for an `incast`, `burst`, `fairness` or `acl-invariance` row; `None` for other
+/// rows.
 fn switch_row(v: &serde_json::Value) -> Option<String> {
     let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let s = |k: &str| v[k].as_str().unwrap_or("").to_owned();
     let u = |k: &str| v[k].as_u64().unwrap_or(0);
     Some(match v.get("test")?.as_str()? {
+        "acl-invariance" => format!(
+            "{:<18} acl-invariance {:>5} B {} flow(s): throughput {:.3} Mpps = {:.3} × no rules; p99 {:.1} µs = {:.3} × no rules ({})\n",
+            s("dut"),
+            u("frame_size"),
+            u("flows"),
+            f("throughput_mpps"),
+            f("throughput_vs_no_rules"),
+            f("p99_us"),
+            f("p99_vs_no_rules"),
+            if v["p99_within_10pct"].as_bool() == Some(true) { "within ±10 %" } else { "outside ±10 %" }
+        ),
         "incast" => {
             let drops: Vec<String> =
                 v["dut_drops"].as_object().map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect()).unwrap_or_default();
@@ -458,12 +473,76 @@ fn switch_setup(a: &LabArgs, exe: &std::path::Path, alpha_log2: i8) -> Result<(V
     Ok((duts, shaping, sw))
 }
 
+/// The rule counts of the ACL-invariance test.
+const ACL_RULE_COUNTS: [usize; 3] = [0, 24, 10_000];
+
+/// One fastpath DUT per rule count, each running pipelines/switch-acl.toml with its rules, named
+/// `switch-acl/N` in the results. The switch floods the generator's frames (their destination is
+/// never learned) to its only other port, the sink's.
+fn acl_invariance_duts(a: &LabArgs, exe: &std::path::Path, dir: &std::path::Path) -> Result<Vec<DutConfig>, String> {
+    let spec = dir.join("switch-acl.toml");
+    std::fs::write(&spec, crate::scenario::PIPELINES.iter().find(|(n, _)| *n == "switch-acl").map_or("", |(_, t)| *t))
+        .map_err(|e| format!("{}: {e}", spec.display()))?;
+    ACL_RULE_COUNTS
+        .iter()
+        .map(|&n| {
+            let entries = dir.join(format!("acl-{n}.txt"));
+            let text = match n {
+                0 => String::new(),
+                24 => crate::scenario::switch::ACL24.to_string(),
+                n => crate::scenario::switch::generated_rules(fastpath_tables::acl::classbench::Kind::Acl, n, 1),
+            };
+            std::fs::write(&entries, text).map_err(|e| format!("{}: {e}", entries.display()))?;
+            let mut c = DutConfig::new(DutKind::Fastpath);
+            c.label = Some(format!("switch-acl/{n}"));
+            let mut extra =
+                vec!["--counters-out".to_owned(), dir.join(format!("switch-acl-{n}-counters.txt")).to_string_lossy().into_owned()];
+            extra.extend(a.fastpath_args.iter().cloned());
+            c.fastpath_cmd = fastpath_cmd(
+                DutKind::Fastpath,
+                &exe.to_string_lossy(),
+                &spec.to_string_lossy(),
+                &entries.to_string_lossy(),
+                c.core,
+                &extra,
+            );
+            Ok(c)
+        })
+        .collect()
+}
+
+/// One JSON line per (rule count, frame size, flows) with rules: throughput and p99 latency as
+/// ratios to the same row with no rules (issue targets: p99 within ±10 %).
+fn acl_invariance_summary(rows: &[fastpath_lab::tests::rfc2544::Rfc2544Row]) -> String {
+    let mut out = String::new();
+    for r in rows.iter().filter(|r| r.dut != "switch-acl/0") {
+        let Some(base) = rows.iter().find(|b| b.dut == "switch-acl/0" && b.frame_size == r.frame_size && b.flows == r.flows) else {
+            continue;
+        };
+        let ratio = |x: f64, y: f64| if y > 0.0 { x / y } else { f64::NAN };
+        let v = serde_json::json!({
+            "test": "acl-invariance",
+            "dut": r.dut,
+            "frame_size": r.frame_size,
+            "flows": r.flows,
+            "throughput_mpps": r.throughput_mpps,
+            "throughput_vs_no_rules": ratio(r.throughput_mpps, base.throughput_mpps),
+            "p99_us": r.latency_us.p99,
+            "p99_vs_no_rules": ratio(r.latency_us.p99, base.latency_us.p99),
+            "p99_within_10pct": (ratio(r.latency_us.p99, base.latency_us.p99) - 1.0).abs() <= 0.10,
+        });
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    out
+}
+
 /// Runs `fastpath lab`.
 pub fn run(a: LabArgs) -> Result<(), String> {
     if matches!(a.test, LabTest::Overlay) && a.duts.is_empty() {
         return Err("name at least one --dut (fastpath, linux-vxlan)".into());
     }
-    let switch_test = matches!(a.test, LabTest::Incast | LabTest::Burst | LabTest::Fairness);
+    let switch_test = matches!(a.test, LabTest::Incast | LabTest::Burst | LabTest::Fairness | LabTest::AclInvariance);
     if !matches!(a.test, LabTest::Gen | LabTest::Overlay) && !switch_test && a.duts.is_empty() {
         return Err("name at least one --dut (fastpath, fastpath-xdp, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
     }
@@ -557,6 +636,26 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             let r = incast::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
             r.add_to(&mut report);
             r.json_lines()
+        }
+        LabTest::AclInvariance => {
+            let duts = acl_invariance_duts(&a, &exe, &dir.0)?;
+            let cfg = Rfc2544Config {
+                duts,
+                frame_sizes: sizes_or(&a, &[64, 1518]),
+                flows: a.flows.clone(),
+                loss_threshold: a.loss,
+                trial_s: a.trial_s.unwrap_or(2.0),
+                max_trials: a.max_trials,
+                latency_s: a.latency_s,
+                latency_loads: latency_loads(&a)?,
+                runs: a.runs,
+                ..Rfc2544Config::default()
+            };
+            let r = rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            let mut lines = r.json_lines();
+            lines.push_str(&acl_invariance_summary(&r.rows));
+            lines
         }
         LabTest::Burst => {
             let (duts, shaping, sw) = switch_setup(&a, &exe, 3)?;
