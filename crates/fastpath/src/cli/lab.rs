@@ -473,6 +473,22 @@ fn switch_setup(a: &LabArgs, exe: &std::path::Path, alpha_log2: i8) -> Result<(V
     Ok((duts, shaping, sw))
 }
 
+/// The RFC 2544 settings of the command line for `duts`, with `sizes` unless `--sizes` gives some.
+fn rfc2544_config(a: &LabArgs, duts: Vec<DutConfig>, sizes: &[u16]) -> Result<Rfc2544Config, String> {
+    Ok(Rfc2544Config {
+        duts,
+        frame_sizes: sizes_or(a, sizes),
+        flows: a.flows.clone(),
+        loss_threshold: a.loss,
+        trial_s: a.trial_s.unwrap_or(2.0),
+        max_trials: a.max_trials,
+        latency_s: a.latency_s,
+        latency_loads: latency_loads(a)?,
+        runs: a.runs,
+        ..Rfc2544Config::default()
+    })
+}
+
 /// The rule counts of the ACL-invariance test.
 const ACL_RULE_COUNTS: [usize; 3] = [0, 24, 10_000];
 
@@ -578,18 +594,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let mut progress = |l: &str| eprintln!("{l}");
     let lines = match a.test {
         LabTest::Rfc2544 => {
-            let cfg = Rfc2544Config {
-                duts,
-                frame_sizes: sizes_or(&a, &RFC2544_SIZES),
-                flows: a.flows.clone(),
-                loss_threshold: a.loss,
-                trial_s: a.trial_s.unwrap_or(2.0),
-                max_trials: a.max_trials,
-                latency_s: a.latency_s,
-                latency_loads: latency_loads(&a)?,
-                runs: a.runs,
-                ..Rfc2544Config::default()
-            };
+            let cfg = rfc2544_config(&a, duts, &RFC2544_SIZES)?;
             let r = rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
             r.add_to(&mut report);
             r.json_lines()
@@ -638,19 +643,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             r.json_lines()
         }
         LabTest::AclInvariance => {
-            let duts = acl_invariance_duts(&a, &exe, &dir.0)?;
-            let cfg = Rfc2544Config {
-                duts,
-                frame_sizes: sizes_or(&a, &[64, 1518]),
-                flows: a.flows.clone(),
-                loss_threshold: a.loss,
-                trial_s: a.trial_s.unwrap_or(2.0),
-                max_trials: a.max_trials,
-                latency_s: a.latency_s,
-                latency_loads: latency_loads(&a)?,
-                runs: a.runs,
-                ..Rfc2544Config::default()
-            };
+            let cfg = rfc2544_config(&a, acl_invariance_duts(&a, &exe, &dir.0)?, &[64, 1518])?;
             let r = rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
             r.add_to(&mut report);
             let mut lines = r.json_lines();
