@@ -22,7 +22,7 @@ use std::net::Ipv4Addr;
 
 use fastpath_io::netns::{Netns, VethPair};
 
-use crate::topo::{fmt_mac, namespaces, ns_exec, ns_pids, run_cmd, PREFIX};
+use crate::topo::{fmt_mac, ns_exec, PREFIX};
 use crate::LabError;
 
 /// Most senders (the DUT's port ids and the hosts' last address byte must stay below 254).
@@ -199,35 +199,12 @@ impl FaninTopo {
     /// # Errors
     /// [`LabError::Io`] naming the namespaces that could not be deleted.
     pub fn teardown(&mut self) -> Result<(), LabError> {
-        for ns in &self.live {
-            for pid in ns_pids(ns.name()) {
-                // Only processes inside a namespace the lab created: the lab started them.
-                let _ = run_cmd("kill", &["-KILL", &pid.to_string()]);
-            }
-        }
-        self.veths.clear();
-        let names = self.namespaces();
-        self.live.clear();
-        let left: Vec<String> = namespaces(PREFIX).into_iter().filter(|n| names.contains(n)).collect();
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(LabError::Io(format!("namespaces not deleted: {}", left.join(", "))))
-        }
+        crate::topo::teardown_namespaces(&mut self.live, &mut self.veths)
     }
 
     /// What of this topology still exists: namespaces and processes in them.
     pub fn leftovers(&self) -> Vec<String> {
-        let all = namespaces(PREFIX);
-        let mut left = Vec::new();
-        let mine = std::iter::once(&self.dut_ns).chain(self.hosts().into_iter().map(|h| &h.ns));
-        for ns in mine {
-            if all.contains(ns) {
-                left.push(format!("netns {ns}"));
-                left.extend(ns_pids(ns).into_iter().map(|p| format!("pid {p} in {ns}")));
-            }
-        }
-        left
+        crate::topo::leftovers_of(std::iter::once(&self.dut_ns).chain(self.hosts().into_iter().map(|h| &h.ns)))
     }
 }
 
@@ -240,6 +217,7 @@ impl Drop for FaninTopo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topo::namespaces;
 
     #[test]
     fn addresses_and_macs_are_distinct_and_fixed() {

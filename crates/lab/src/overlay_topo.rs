@@ -31,7 +31,7 @@ use std::net::Ipv4Addr;
 
 use fastpath_io::netns::{Netns, VethPair};
 
-use crate::topo::{fmt_mac, namespaces, ns_exec, ns_pids, run_cmd, PREFIX};
+use crate::topo::{fmt_mac, ns_exec, PREFIX};
 use crate::LabError;
 
 /// The VXLAN UDP port (RFC 7348 §5).
@@ -213,33 +213,12 @@ impl OverlayTopo {
     /// # Errors
     /// [`LabError::Io`] naming the namespaces that could not be deleted.
     pub fn teardown(&mut self) -> Result<(), LabError> {
-        for ns in &self.live {
-            for pid in ns_pids(ns.name()) {
-                let _ = run_cmd("kill", &["-KILL", &pid.to_string()]);
-            }
-        }
-        self.veths.clear();
-        let names = self.namespaces();
-        self.live.clear();
-        let left: Vec<String> = namespaces(PREFIX).into_iter().filter(|n| names.contains(n)).collect();
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(LabError::Io(format!("namespaces not deleted: {}", left.join(", "))))
-        }
+        crate::topo::teardown_namespaces(&mut self.live, &mut self.veths)
     }
 
     /// What of this topology still exists: namespaces and processes in them.
     pub fn leftovers(&self) -> Vec<String> {
-        let all = namespaces(PREFIX);
-        let mut left = Vec::new();
-        for ns in [&self.a.ns, &self.dut_ns, &self.b.ns] {
-            if all.contains(ns) {
-                left.push(format!("netns {ns}"));
-                left.extend(ns_pids(ns).into_iter().map(|p| format!("pid {p} in {ns}")));
-            }
-        }
-        left
+        crate::topo::leftovers_of([&self.a.ns, &self.dut_ns, &self.b.ns])
     }
 }
 
@@ -252,6 +231,7 @@ impl Drop for OverlayTopo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topo::{namespaces, ns_pids};
 
     #[test]
     fn macs_parse_and_reject_bad_input() {

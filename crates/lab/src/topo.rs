@@ -304,6 +304,39 @@ pub fn cleanup_stale() -> Vec<String> {
     removed
 }
 
+/// Kills any process left inside the namespaces of `live` (by PID: only the lab starts processes
+/// there), then deletes the veth pairs and the namespaces. Idempotent. Every topology's teardown.
+///
+/// # Errors
+/// [`LabError::Io`] naming the namespaces that could not be deleted.
+pub(crate) fn teardown_namespaces(live: &mut Vec<Netns>, veths: &mut Vec<VethPair>) -> Result<(), LabError> {
+    for ns in live.iter() {
+        kill_all(ns.name());
+    }
+    veths.clear();
+    let names: Vec<String> = live.iter().map(|n| n.name().to_owned()).collect();
+    live.clear(); // Netns::drop deletes each namespace
+    let left: Vec<String> = namespaces(PREFIX).into_iter().filter(|n| names.contains(n)).collect();
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(LabError::Io(format!("namespaces not deleted: {}", left.join(", "))))
+    }
+}
+
+/// What of the namespaces `mine` still exists on the machine: namespaces, and processes in them.
+pub(crate) fn leftovers_of<'a>(mine: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    let all = namespaces(PREFIX);
+    let mut left = Vec::new();
+    for ns in mine {
+        if all.contains(ns) {
+            left.push(format!("netns {ns}"));
+            left.extend(ns_pids(ns).into_iter().map(|p| format!("pid {p} in {ns}")));
+        }
+    }
+    left
+}
+
 fn kill_all(ns: &str) {
     for pid in ns_pids(ns) {
         // Only processes inside a namespace the lab created: the lab started them.
@@ -419,32 +452,13 @@ impl Topology {
     /// # Errors
     /// [`LabError::Cmd`] when a namespace cannot be deleted (it is still attempted for the rest).
     pub fn teardown(&mut self) -> Result<(), LabError> {
-        for ns in &self.live {
-            kill_all(ns.name());
-        }
-        self.veths.clear();
-        let names = self.namespaces();
-        self.live.clear(); // Netns::drop deletes each namespace
-        let left: Vec<String> = namespaces(PREFIX).into_iter().filter(|n| names.contains(n)).collect();
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(LabError::Io(format!("namespaces not deleted: {}", left.join(", "))))
-        }
+        teardown_namespaces(&mut self.live, &mut self.veths)
     }
 
     /// What of this topology still exists on the machine: namespaces, and processes in them.
     /// Empty after a clean teardown.
     pub fn leftovers(&self) -> Vec<String> {
-        let all = namespaces(PREFIX);
-        let mut left = Vec::new();
-        for ns in [&self.gen_ns, &self.dut_ns, &self.sink_ns] {
-            if all.contains(ns) {
-                left.push(format!("netns {ns}"));
-                left.extend(ns_pids(ns).into_iter().map(|p| format!("pid {p} in {ns}")));
-            }
-        }
-        left
+        leftovers_of([&self.gen_ns, &self.dut_ns, &self.sink_ns])
     }
 }
 
