@@ -174,7 +174,7 @@ pub struct LabArgs {
     #[arg(long = "shaper-burst", value_parser = parse_bytes)]
     shaper_burst: Option<u64>,
     /// Switch tests: fastpath's dynamic threshold exponent, alpha = 2^n, -4..=3 (one congested
-    /// queue may hold alpha/(1+alpha) of the buffer) [default: burst 3, incast and fairness 0].
+    /// queue may hold alpha/(1+alpha) of the buffer) [default: burst and incast 3, fairness 0].
     #[arg(long = "alpha-log2", allow_hyphen_values = true, value_parser = clap::value_parser!(i8).range(-4..=3))]
     alpha_log2: Option<i8>,
     /// Switch tests: fastpath marks ECN (WRED profile with ecn = true) and the hosts request it;
@@ -628,7 +628,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             r.json_lines()
         }
         LabTest::Incast => {
-            let (duts, shaping, sw) = switch_setup(&a, &exe, 0)?;
+            let (duts, shaping, sw) = switch_setup(&a, &exe, 3)?;
             let cfg = IncastConfig {
                 duts,
                 senders: senders_or(&a, &[2, 4, 8, 16]),

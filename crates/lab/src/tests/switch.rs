@@ -110,9 +110,10 @@ impl Shaping {
     }
 }
 
-/// The shaper bucket the traffic manager uses by default: max(2 × 9216, R × 1 ms / 8) bytes.
+/// The shaper bucket the traffic manager uses by default (the spec compiler's own rule, so the
+/// Linux baseline gets the same bucket as fastpath).
 pub fn default_burst_bytes(rate_bps: u64) -> u64 {
-    (2 * 9216).max(rate_bps / 8 / 1000)
+    fastpath_pipeline::compile::tm::default_burst(rate_bps)
 }
 
 /// Parses a rate: bits per second as a number, or with `kbit`, `mbit`, `gbit` (also `k`, `m`,
@@ -868,8 +869,9 @@ mod tests {
 
     #[test]
     fn default_bucket_is_two_jumbo_frames_or_one_millisecond() {
-        assert_eq!(default_burst_bytes(100_000_000), 18_432);
-        assert_eq!(default_burst_bytes(10_000_000_000), 1_250_000);
+        assert_eq!(default_burst_bytes(100_000_000), 50_000);
+        assert_eq!(default_burst_bytes(1_000_000), 18_432);
+        assert_eq!(default_burst_bytes(10_000_000_000), 5_000_000);
     }
 
     #[test]
@@ -889,7 +891,7 @@ mod tests {
         let spec = fastpath_spec(5, 4, &s);
         for want in [
             "[tm]\nbuffer_bytes = 1048576\nbuffer_pkts = 17477\nclassify = \"none\"\nalpha_log2 = 3\n",
-            "[[tm.port]]\nport = 4\nrate = \"200mbit\"\nburst_bytes = 25000\n",
+            "[[tm.port]]\nport = 4\nrate = \"200mbit\"\nburst_bytes = 100000\n",
             "[[tm.class]]\nclass = 0\nring_pkts = 32768\nalpha_log2 = 3\n",
             "key = [{ field = \"eth.dst\", match = \"exact\" }]",
         ] {
@@ -939,10 +941,10 @@ mod tests {
         let mut s = shaping();
         s.linux_buffer_bytes = 200_000;
         let c: Vec<String> = LinuxShaper::HtbBfifo.commands("d4", &s).iter().map(|c| c.join(" ")).collect();
-        assert_eq!(c[1], "class add dev d4 parent 1: classid 1:1 htb rate 200000000bit ceil 200000000bit burst 25000b cburst 25000b");
+        assert_eq!(c[1], "class add dev d4 parent 1: classid 1:1 htb rate 200000000bit ceil 200000000bit burst 100000b cburst 100000b");
         assert_eq!(c[2], "qdisc add dev d4 parent 1:1 handle 10: bfifo limit 200000");
         let t = LinuxShaper::Tbf.commands("d4", &s)[0].join(" ");
-        assert_eq!(t, "qdisc replace dev d4 root handle 1: tbf rate 200000000bit burst 25000b limit 200000b");
+        assert_eq!(t, "qdisc replace dev d4 root handle 1: tbf rate 200000000bit burst 100000b limit 200000b");
     }
 
     #[test]
