@@ -76,6 +76,26 @@ pub struct Topology {
     live: Vec<Netns>,
 }
 
+/// Stops a process the lab started: SIGTERM by its PID, then SIGKILL if it is still running
+/// after `grace`; reaps it either way.
+pub fn stop_child(c: &mut std::process::Child, grace: std::time::Duration) {
+    if let Ok(None) = c.try_wait() {
+        let _ = run_cmd("kill", &["-TERM", &c.id().to_string()]);
+    }
+    let t0 = std::time::Instant::now();
+    loop {
+        match c.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) if t0.elapsed() > grace => {
+                let _ = c.kill();
+                let _ = c.wait();
+                return;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
+
 /// Runs `cmd args…` and returns its stdout.
 ///
 /// # Errors

@@ -527,21 +527,7 @@ impl Gateway {
     /// Stops the gateway (SIGTERM, SIGKILL after 5 s) and returns the fastpath DUT's counters.
     fn stop(&mut self) -> Option<String> {
         if let Some(mut c) = self.child.take() {
-            if let Ok(None) = c.try_wait() {
-                let _ = run_cmd("kill", &["-TERM", &c.id().to_string()]);
-            }
-            let t0 = Instant::now();
-            loop {
-                match c.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if t0.elapsed() > Duration::from_secs(5) => {
-                        let _ = c.kill();
-                        let _ = c.wait();
-                        break;
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
+            crate::topo::stop_child(&mut c, Duration::from_secs(5));
         }
         let counters = self.tmp.as_ref().and_then(|d| std::fs::read_to_string(d.join("counters.txt")).ok());
         if let Some(d) = self.tmp.take() {

@@ -696,21 +696,7 @@ impl Switch {
     /// the DUT core. Idempotent.
     pub fn stop(&mut self) -> Option<String> {
         if let Some(mut c) = self.child.take() {
-            if let Ok(None) = c.try_wait() {
-                let _ = run_cmd("kill", &["-TERM", &c.id().to_string()]);
-            }
-            let t0 = Instant::now();
-            loop {
-                match c.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if t0.elapsed() > Duration::from_secs(5) => {
-                        let _ = c.kill();
-                        let _ = c.wait();
-                        break;
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
+            crate::topo::stop_child(&mut c, Duration::from_secs(5));
         }
         if let Some(d) = self.tmp.take() {
             self.counters = std::fs::read_to_string(d.join("counters.txt")).ok();
