@@ -616,6 +616,7 @@ buffer_pkts = 4
                 s.spawn(move || {
                     // Six 60-byte frames into a 4-descriptor buffer: 4 queued, 2 refused.
                     let mut p = build().unwrap();
+                    p.set_ports(2).unwrap();
                     let mut pool = Pool::new(16);
                     let mut b = Batch::new();
                     for _ in 0..6 {

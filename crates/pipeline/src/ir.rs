@@ -350,6 +350,13 @@ pub struct TmDef {
 }
 
 impl TmDef {
+    /// Ports the spec itself implies: one past the largest `[[tm.port]]`, at least 1. The
+    /// compiler validates the configuration for this many; the running count comes later
+    /// (`Pipeline::set_ports`), and is validated then.
+    pub fn ports_named(&self) -> usize {
+        self.shapers.iter().map(|(p, _)| usize::from(*p) + 1).max().unwrap_or(1)
+    }
+
     /// The traffic manager's configuration for `ports` ports.
     pub fn config(&self, ports: usize) -> fastpath_tm::config::TmConfig {
         let ports = (0..ports)

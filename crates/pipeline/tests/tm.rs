@@ -104,6 +104,18 @@ fn spec_errors_point_at_the_value() {
 }
 
 #[test]
+fn reservations_are_checked_again_for_the_running_port_count() {
+    // 300 kB reserved per port fits a 1 MB buffer on one port, not on eight: the spec compiles
+    // and instantiates, and setting eight ports is refused with the traffic manager's reason.
+    let tm = "[tm]\nbuffer_bytes = 1000000\n[[tm.class]]\nclass = 0\nmin_bytes = 300000\n";
+    let mut p = fastpath_pipeline::compile("tm.toml", &spec(tm)).unwrap_or_else(|e| panic!("{e}")).instantiate();
+    assert!(p.has_tm());
+    p.set_ports(3).unwrap();
+    let e = p.set_ports(8).unwrap_err();
+    assert!(e.starts_with("[tm]:") && e.contains("reserv"), "{e}");
+}
+
+#[test]
 fn strict_priority_leaves_first_and_verdicts_are_queued() {
     let mut p = build("[tm]\n[tm.dscp]\n46 = 7\n");
     let mut pool = Pool::new(256);

@@ -11,9 +11,6 @@ use crate::objects::Objects;
 use fastpath_packet::{Lanes, BATCH_MAX};
 use fastpath_tm::{Desc, Enq, Tm};
 
-/// Ports the traffic manager has until [`Pipeline::set_ports`] says how many there are.
-pub const DEFAULT_TM_PORTS: usize = 8;
-
 /// How to build a pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BuildOptions {
@@ -85,7 +82,9 @@ impl Program {
             trace: Default::default(),
             trace_buf: Vec::new(),
             program: self.clone(),
-            tm: self.tm.as_ref().map(|t| Tm::build(&t.config(DEFAULT_TM_PORTS)).expect("the compiler validated [tm]")),
+            // Until `set_ports` says how many ports there are, the ports the spec names: the
+            // configuration the compiler validated, so building it cannot fail.
+            tm: self.tm.as_ref().and_then(|t| Tm::build(&t.config(t.ports_named())).ok()),
             tm_stats: StageStats::default(),
             tm_ecn: self.tm.as_ref().is_some_and(|t| t.port.classes.iter().any(|c| c.wred.is_some())),
             flood: self.stages.iter().find_map(|(_, s)| if let StageDef::L2Switch(f) = s { Some(self.fdbs[*f].clone()) } else { None }),

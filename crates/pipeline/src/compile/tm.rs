@@ -94,7 +94,7 @@ impl Compiler<'_> {
             }
         }
         // The traffic manager's own checks, on one port per shaper (and one with none).
-        let ports = def.shapers.iter().map(|(p, _)| usize::from(*p) + 1).max().unwrap_or(1);
+        let ports = def.ports_named();
         if self.errs.is_empty() {
             if let Err(e) = def.config(ports).validate() {
                 let pos = match e.loc {
