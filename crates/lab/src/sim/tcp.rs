@@ -337,12 +337,7 @@ impl Sender {
         let ack = ack.min(self.snd_max);
         if ack > self.snd_una {
             let acked = ack - self.snd_una;
-            if let Some((seq, sent)) = self.timing {
-                if ack > seq {
-                    self.rtt_sample(now_ps.saturating_sub(sent) as f64);
-                    self.timing = None;
-                }
-            }
+            self.time_ack(now_ps, ack);
             let cut = self.ecn_account(ack, u64::from(acked), ece);
             if self.in_recovery {
                 if i64::from(ack) > self.recover {
@@ -359,16 +354,9 @@ impl Sender {
                 self.dupacks = 0; // CWR: no growth on the ACK that cut the window
             } else {
                 self.dupacks = 0;
-                if self.cwnd < self.ssthresh {
-                    self.cwnd = (self.cwnd + f64::from(acked)).min(self.ssthresh);
-                } else {
-                    self.cwnd += f64::from(acked) / self.cwnd;
-                }
+                self.grow(acked);
             }
-            self.cwnd = self.cwnd.min(f64::from(self.cfg.max_cwnd_segs));
-            self.snd_una = ack;
-            self.snd_nxt = self.snd_nxt.max(ack);
-            self.rto_deadline_ps = if self.snd_una >= self.snd_max { None } else { Some(now_ps + self.rto_ps) };
+            self.advance(now_ps, ack);
         } else if ack == self.snd_una && self.snd_una < self.snd_max {
             let _ = self.ecn_account(ack, 1, ece);
             self.dupacks += 1;
@@ -413,28 +401,16 @@ impl Sender {
                     }
                 }
             }
-            if let Some((seq, sent)) = self.timing {
-                if ack > seq {
-                    self.rtt_sample(now_ps.saturating_sub(sent) as f64);
-                    self.timing = None;
-                }
-            }
+            self.time_ack(now_ps, ack);
             if self.in_recovery {
                 if i64::from(ack) > self.recover {
                     self.cwnd = self.ssthresh;
                     self.in_recovery = false;
                 }
             } else if !cut {
-                if self.cwnd < self.ssthresh {
-                    self.cwnd = (self.cwnd + f64::from(acked)).min(self.ssthresh);
-                } else {
-                    self.cwnd += f64::from(acked) / self.cwnd;
-                }
+                self.grow(acked);
             }
-            self.cwnd = self.cwnd.min(f64::from(self.cfg.max_cwnd_segs));
-            self.snd_una = ack;
-            self.snd_nxt = self.snd_nxt.max(ack);
-            self.rto_deadline_ps = if self.snd_una >= self.snd_max { None } else { Some(now_ps + self.rto_ps) };
+            self.advance(now_ps, ack);
         }
         let mut found = false;
         while let Some(&(x, seq)) = self.txq.front() {
@@ -457,6 +433,34 @@ impl Sender {
             self.in_recovery = true;
             self.stats.fast_retx += 1;
         }
+    }
+
+    /// Takes the RTT sample of the timed segment once `ack` covers it.
+    fn time_ack(&mut self, now_ps: u64, ack: u32) {
+        if let Some((seq, sent)) = self.timing {
+            if ack > seq {
+                self.rtt_sample(now_ps.saturating_sub(sent) as f64);
+                self.timing = None;
+            }
+        }
+    }
+
+    /// Window growth for `acked` newly acknowledged segments: slow start up to ssthresh, then
+    /// one segment per window (Reno congestion avoidance).
+    fn grow(&mut self, acked: u32) {
+        if self.cwnd < self.ssthresh {
+            self.cwnd = (self.cwnd + f64::from(acked)).min(self.ssthresh);
+        } else {
+            self.cwnd += f64::from(acked) / self.cwnd;
+        }
+    }
+
+    /// Moves the left edge to `ack` and re-arms the retransmission timer.
+    fn advance(&mut self, now_ps: u64, ack: u32) {
+        self.cwnd = self.cwnd.min(f64::from(self.cfg.max_cwnd_segs));
+        self.snd_una = ack;
+        self.snd_nxt = self.snd_nxt.max(ack);
+        self.rto_deadline_ps = if self.snd_una >= self.snd_max { None } else { Some(now_ps + self.rto_ps) };
     }
 
     fn rtt_sample(&mut self, r: f64) {
