@@ -91,6 +91,8 @@ drop_reasons! {
     TxFailed         "tx_failed"         Warn  "the port's transmit ring had no room";
     NoVerdict        "no_verdict"        Info  "the pipeline ended without forwarding or dropping the packet";
     PuntFull         "punt_full"         Warn  "the control-plane queue had no room";
+    NoSession        "no_session"        Info  "no subscriber session matched the frame";
+    SpoofedSource    "spoofed_source"    Info  "the source address is not the one of the frame's subscriber session";
 }
 
 #[cfg(test)]

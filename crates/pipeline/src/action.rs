@@ -83,10 +83,10 @@ pub fn apply(p: &Prim, args: &[u128; MAX_ARGS], pool: &mut Pool, b: &mut Batch, 
                 return false;
             }
         }
-        Prim::PushVlan(vid, pcp) => {
+        Prim::PushVlan(vid, pcp, tpid) => {
             let data = pool.data(h);
             let (vid, pcp) = (vid.value(args, data, b.meta(i)), pcp.value(args, data, b.meta(i)));
-            if !push_vlan(pool, h, b, i, vid as u16, pcp as u8) {
+            if !push_vlan(pool, h, b, i, vid as u16, pcp as u8, *tpid) {
                 drop_pkt(b, i, DropReason::NoHeadroom, cx);
                 return false;
             }
@@ -198,14 +198,14 @@ fn shift_offsets(m: &mut fastpath_packet::Meta, from: usize, delta: isize) {
     }
 }
 
-fn push_vlan(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usize, vid: u16, pcp: u8) -> bool {
+fn push_vlan(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usize, vid: u16, pcp: u8, tpid: u16) -> bool {
     let Some(f) = pool.prepend(h, 4) else { return false };
     if f.len() < 18 {
         return false;
     }
     f.copy_within(4..16, 0);
     let tci = (u16::from(pcp & 7) << 13) | (vid & 0x0fff);
-    f[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+    f[12..14].copy_from_slice(&tpid.to_be_bytes());
     f[14..16].copy_from_slice(&tci.to_be_bytes());
     let m = b.meta_mut(i);
     shift_offsets(m, 1, 4); // everything after the Ethernet start moves; Eth stays at 0

@@ -14,6 +14,10 @@ impl CondC {
             CondC::Hit(t) => m.hits >> t & 1 != 0,
             CondC::Cmp(f, op, v) => f.read(data, m).is_some_and(|x| op.holds(x, *v)),
             CondC::MetaCmp(f, op, v) => op.holds(read_meta(m, *f), *v),
+            CondC::FieldCmp(a, op, b) => match (a.read(data, m), b.read(data, m)) {
+                (Some(x), Some(y)) => op.holds(x, y),
+                _ => false,
+            },
             CondC::Not(c) => !c.eval(data, m),
             CondC::And(a, b) => a.eval(data, m) && b.eval(data, m),
             CondC::Or(a, b) => a.eval(data, m) || b.eval(data, m),

@@ -125,6 +125,16 @@ pub enum EntryOp {
         /// Rates.
         rates: MeterRates,
     },
+    /// `tm pipe PORT PIPE profile N`: gives a pipe (subscriber) of a hierarchical port the
+    /// profile (service tier) `N`, with a full shaper bucket.
+    Pipe {
+        /// Hierarchical port.
+        port: u16,
+        /// Pipe on that port.
+        pipe: u32,
+        /// `[[tm.profile]]` index.
+        profile: u16,
+    },
 }
 
 impl EntryOp {
@@ -133,7 +143,7 @@ impl EntryOp {
         match self {
             EntryOp::Add(e) | EntryOp::Modify(e) => Some(e.table),
             EntryOp::Del { table, .. } | EntryOp::Clear { table } => Some(*table),
-            EntryOp::Meter { .. } => None,
+            EntryOp::Meter { .. } | EntryOp::Pipe { .. } => None,
         }
     }
 }
@@ -163,9 +173,10 @@ impl Program {
         match w.first().copied() {
             Some("table") => self.parse_table(cmd, &w),
             Some("meter") => self.parse_meter(&w),
+            Some("tm") => self.parse_pipe(&w),
             Some(other) => {
-                let hint = suggest(other, ["table", "meter"]).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
-                Err(ParseFail::at(other, format!("unknown command \"{other}\"{hint} (expected 'table' or 'meter')")))
+                let hint = suggest(other, ["table", "meter", "tm"]).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+                Err(ParseFail::at(other, format!("unknown command \"{other}\"{hint} (expected 'table', 'meter' or 'tm')")))
             }
             None => Err(ParseFail::whole("empty command")),
         }
@@ -233,6 +244,27 @@ impl Program {
         let (action, args) = parse_call(if call.is_empty() { arrow } else { call }, call, self, &def.actions)?;
         let e = EntrySpec { table: ti, key, priority: priority.unwrap_or(u32::MAX / 2), action, args };
         Ok(if verb == "add" { EntryOp::Add(e) } else { EntryOp::Modify(e) })
+    }
+
+    fn parse_pipe<'a>(&self, w: &[&'a str]) -> Result<EntryOp, ParseFail<'a>> {
+        let usage = "expected 'tm pipe PORT PIPE profile N'";
+        let [_, sub, port, pipe, kw, profile] = w else { return Err(ParseFail::whole(usage)) };
+        if *sub != "pipe" || *kw != "profile" {
+            return Err(ParseFail::at(if *sub != "pipe" { sub } else { kw }, usage));
+        }
+        let num = |t: &'a str, what: &str| t.parse::<u64>().map_err(|_| ParseFail::at(t, format!("{what} '{t}' is not a number")));
+        let (p, pi, pr) = (num(port, "port")?, num(pipe, "pipe")?, num(profile, "profile")?);
+        let Some((_, h)) = self.tm.as_ref().and_then(|t| t.hqos.iter().find(|(x, _)| u64::from(*x) == p)) else {
+            return Err(ParseFail::at(port, format!("port {p} is not a hierarchical port of [tm] (one with pipes = …)")));
+        };
+        let pipes: u64 = h.groups.iter().map(|g| u64::from(g.pipes)).sum();
+        if pi >= pipes {
+            return Err(ParseFail::at(pipe, format!("pipe {pi} out of range (port {p} has {pipes})")));
+        }
+        if pr >= h.profiles.len() as u64 {
+            return Err(ParseFail::at(profile, format!("profile {pr} out of range ([tm] has {} profiles)", h.profiles.len())));
+        }
+        Ok(EntryOp::Pipe { port: p as u16, pipe: pi as u32, profile: pr as u16 })
     }
 
     fn parse_meter<'a>(&self, w: &[&'a str]) -> Result<EntryOp, ParseFail<'a>> {
@@ -450,8 +482,14 @@ impl Pipeline {
     /// What the table or meter refused; the op then changed nothing.
     pub fn apply_op(&mut self, op: &EntryOp) -> Result<(), String> {
         let Some(t) = op.table() else {
-            let EntryOp::Meter { bank, index, rates } = op else { return Ok(()) };
-            return self.objects.set_meter(bank, *index, *rates);
+            return match op {
+                EntryOp::Meter { bank, index, rates } => self.objects.set_meter(bank, *index, *rates),
+                EntryOp::Pipe { port, pipe, profile } => match self.tm.as_mut() {
+                    Some(tm) => tm.set_pipe_profile(usize::from(*port), *pipe, *profile).map_err(|e| e.to_string()),
+                    None => Err("the pipeline has no [tm]".into()),
+                },
+                _ => Ok(()),
+            };
         };
         let stages: Vec<usize> = self.stages_of(t).collect();
         if stages.is_empty() {
@@ -475,7 +513,7 @@ impl Pipeline {
                 }
                 EntryOp::Del { key, .. } => tab.remove(key).map_err(|e| e.to_string())?,
                 EntryOp::Clear { .. } => tab.clear(),
-                EntryOp::Meter { .. } => {}
+                EntryOp::Meter { .. } | EntryOp::Pipe { .. } => {}
             }
         }
         Ok(())

@@ -156,6 +156,8 @@ pub struct Pipeline {
     pub(crate) flood: Option<FdbDef>,
     /// Some class has WRED: the enqueue reads each packet's ECN field.
     pub(crate) tm_ecn: bool,
+    /// The metadata field that holds a packet's HQoS pipe (`[tm] pipe`).
+    pub(crate) tm_pipe: Option<crate::ir::MetaField>,
 }
 
 impl Pipeline {
@@ -326,6 +328,9 @@ impl Pipeline {
                     continue;
                 }
                 self.tm_in[n] = desc(pool, b.handle(i), m, self.tm_ecn);
+                if let Some(f) = self.tm_pipe {
+                    self.tm_in[n].pipe = crate::field::read_meta(m, f);
+                }
                 lanes[n] = i as u8;
                 n += 1;
                 todo.remove(i);

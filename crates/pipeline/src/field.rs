@@ -50,6 +50,11 @@ static CATALOG: &[Row] = rows! {
     "vlan"."tpid": Vlan @ Vlan0 bit 0 width 16 NO;
     "qinq"."pcp": Qinq @ Vlan1 bit 16 width 3 NO;
     "qinq"."vid": Qinq @ Vlan1 bit 20 width 12 NO;
+    "arp"."op": Arp @ L3 bit 48 width 16 NO;
+    "arp"."sha": Arp @ L3 bit 64 width 48 NO;
+    "arp"."spa": Arp @ L3 bit 112 width 32 NO;
+    "arp"."tha": Arp @ L3 bit 144 width 48 NO;
+    "arp"."tpa": Arp @ L3 bit 192 width 32 NO;
     "ipv4"."dscp": Ipv4 @ L3 bit 8 width 6 IP4;
     "ipv4"."ecn": Ipv4 @ L3 bit 14 width 2 IP4;
     "ipv4"."total_len": Ipv4 @ L3 bit 16 width 16 IP4;
@@ -292,7 +297,8 @@ impl FieldRef {
             or_needs: r.or_needs.map_or(HdrSet::EMPTY, |h| HdrSet::EMPTY.with(h)),
             csum: r.csum,
             kind: match (r.hdr, r.field, r.width) {
-                ("eth" | "inner_eth", "src" | "dst", _) => ValueKind::Mac,
+                ("eth" | "inner_eth", "src" | "dst", _) | ("arp", "sha" | "tha", _) => ValueKind::Mac,
+                ("arp", "spa" | "tpa", _) => ValueKind::Ipv4,
                 (_, "src" | "dst", 32) => ValueKind::Ipv4,
                 (_, "src" | "dst", 128) => ValueKind::Ipv6,
                 (_, _, w) => ValueKind::Int(w),

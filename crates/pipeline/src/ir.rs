@@ -120,6 +120,9 @@ pub enum CondC {
     Cmp(FieldRef, CmpOp, u128),
     /// `meta.field op constant` (also `ct.*`): metadata only, no header read.
     MetaCmp(MetaField, CmpOp, u32),
+    /// `field op field` (equal widths), e.g. `ipv4.src != meta.sub_ip`; false when either
+    /// field is missing.
+    FieldCmp(FieldRef, CmpOp, FieldRef),
     /// Negation.
     Not(Box<CondC>),
     /// Conjunction.
@@ -155,8 +158,9 @@ pub enum Prim {
     /// `ttl_dec`: IPv4 TTL or IPv6 hop limit minus one (RFC 1812 §5.3.1), dropping with
     /// `ttl_expired` when it would reach zero; IPv4 checksum updated incrementally (RFC 1624).
     TtlDec,
-    /// `push_vlan VID [PCP]`: insert an 802.1Q tag after the MAC addresses.
-    PushVlan(Operand, Operand),
+    /// `push_vlan VID [PCP [TPID]]`: insert a tag after the MAC addresses (TPID 0x8100, 802.1Q,
+    /// unless given: 0x88a8 for an 802.1ad S-tag).
+    PushVlan(Operand, Operand, u16),
     /// `pop_vlan`: remove the outer 802.1Q / 802.1ad tag.
     PopVlan,
     /// `count COUNTERS INDEX`: add the packet and its bytes to a counter.
@@ -345,6 +349,10 @@ pub struct TmDef {
     pub port: fastpath_tm::config::FlatPortConfig,
     /// Port shapers by port id (`[[tm.port]]`); other ports are unshaped.
     pub shapers: Vec<(u16, fastpath_tm::shaper::ShaperConfig)>,
+    /// Hierarchical ports by port id, their shaper included; other ports are flat.
+    pub hqos: Vec<(u16, fastpath_tm::config::HqosConfig)>,
+    /// The metadata field whose value is a packet's pipe on hierarchical ports.
+    pub pipe: Option<MetaField>,
     /// How packets are classified before ingress.
     pub classify: Classify,
 }
@@ -354,13 +362,16 @@ impl TmDef {
     /// compiler validates the configuration for this many; the running count comes later
     /// (`Pipeline::set_ports`), and is validated then.
     pub fn ports_named(&self) -> usize {
-        self.shapers.iter().map(|(p, _)| usize::from(*p) + 1).max().unwrap_or(1)
+        self.shapers.iter().map(|(p, _)| *p).chain(self.hqos.iter().map(|(p, _)| *p)).map(|p| usize::from(p) + 1).max().unwrap_or(1)
     }
 
     /// The traffic manager's configuration for `ports` ports.
     pub fn config(&self, ports: usize) -> fastpath_tm::config::TmConfig {
         let ports = (0..ports)
             .map(|i| {
+                if let Some((_, h)) = self.hqos.iter().find(|(p, _)| usize::from(*p) == i) {
+                    return fastpath_tm::config::PortConfig::Hqos(h.clone());
+                }
                 let mut c = self.port;
                 c.shaper = self.shapers.iter().find(|(p, _)| usize::from(*p) == i).map(|(_, s)| *s);
                 fastpath_tm::config::PortConfig::Flat(c)

@@ -28,6 +28,11 @@ impl ValueKind {
                 Ok(a) => u128::from(a),
                 Err(_) => return Err(format!("'{s}' is not an IPv6 address")),
             },
+            // A 32-bit integer (a metadata register) also takes an IPv4 address.
+            ValueKind::Int(32) => match s.parse::<Ipv4Addr>() {
+                Ok(a) => u128::from(u32::from(a)),
+                Err(_) => parse_int(s).ok_or_else(|| format!("'{s}' is not a number or an IPv4 address"))?,
+            },
             ValueKind::Int(_) => parse_int(s).ok_or_else(|| format!("'{s}' is not a number"))?,
         };
         let w = self.width();

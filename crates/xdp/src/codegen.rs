@@ -155,6 +155,7 @@ fn cond_ok(c: &CondC, what: &str) -> Result<(), Unsupported> {
         }
         CondC::MetaCmp(MetaField::InPort | MetaField::OutPort, _, _) => Ok(()),
         CondC::MetaCmp(m, _, _) => Err(Unsupported(format!("{what}: metadata {m:?} in a condition"))),
+        CondC::FieldCmp(..) => Err(Unsupported(format!("{what}: a comparison of two fields"))),
         CondC::Not(a) => cond_ok(a, what),
         CondC::And(a, b) | CondC::Or(a, b) => {
             cond_ok(a, what)?;
@@ -460,6 +461,8 @@ impl Gen<'_> {
                 self.a.jmp_reg(jmp_of(*op), R1, R2, t);
                 self.a.ja(f);
             }
+            // Refused by `cond_ok` before code is generated.
+            CondC::FieldCmp(..) => self.a.ja(f),
             CondC::Not(x) => self.cond(x, f, t),
             CondC::And(x, y) => {
                 let mid = self.a.label();

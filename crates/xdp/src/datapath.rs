@@ -268,6 +268,7 @@ impl XdpDatapath {
                 Ok(())
             }
             EntryOp::Meter { bank, .. } => Err(format!("meter \"{bank}\": the XDP datapath has no meters")),
+            EntryOp::Pipe { .. } => Err("tm pipe: the XDP datapath has no traffic manager".into()),
         }
     }
 

@@ -87,6 +87,7 @@ impl Program {
             tm: self.tm.as_ref().and_then(|t| Tm::build(&t.config(t.ports_named())).ok()),
             tm_stats: StageStats::default(),
             tm_ecn: self.tm.as_ref().is_some_and(|t| t.port.classes.iter().any(|c| c.wred.is_some())),
+            tm_pipe: self.tm.as_ref().and_then(|t| t.pipe),
             flood: self.stages.iter().find_map(|(_, s)| if let StageDef::L2Switch(f) = s { Some(self.fdbs[*f].clone()) } else { None }),
             tm_in: Box::new([Desc::default(); BATCH_MAX]),
             tm_res: Box::new([Enq::Queued; BATCH_MAX]),

@@ -226,7 +226,7 @@ impl Compiler<'_> {
                 Some(Prim::Swap(a, b))
             }
             "push_vlan" => {
-                argc(1..=2, self).then_some(())?;
+                argc(1..=3, self).then_some(())?;
                 if !scope.prog.headers.has(Hdr::Vlan) {
                     let e = self.err(name.pos, "push_vlan needs vlan in [parser] headers");
                     self.push(e);
@@ -237,7 +237,18 @@ impl Compiler<'_> {
                     Some(w) => self.operand(w, ValueKind::Int(3), scope)?,
                     None => Operand::Const(0),
                 };
-                Some(Prim::PushVlan(vid, pcp))
+                let tpid = match args.get(2) {
+                    None => 0x8100,
+                    Some(w) => match ValueKind::Int(16).parse(&w.text) {
+                        Ok(t @ (0x8100 | 0x88a8 | 0x9100)) => t as u16,
+                        _ => {
+                            let e = self.err(w.pos, format!("TPID \"{}\" is not 0x8100 (802.1Q), 0x88a8 (802.1ad) or 0x9100", w.text));
+                            self.push(e);
+                            return None;
+                        }
+                    },
+                };
+                Some(Prim::PushVlan(vid, pcp, tpid))
             }
             "count" => {
                 argc(1..=2, self).then_some(())?;

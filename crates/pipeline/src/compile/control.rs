@@ -194,6 +194,15 @@ impl Compiler<'_> {
             }
             Cond::Cmp(f, op, v) => {
                 let field = self.field_at(&f.text, f.pos, p, None)?;
+                if v.text.starts_with(|c: char| c.is_ascii_alphabetic()) && v.text.contains('.') {
+                    let other = self.field_at(&v.text, v.pos, p, None)?;
+                    if other.width != field.width {
+                        let e = self.err(v.pos, format!("cannot compare a field of {} bits with one of {} bits", field.width, other.width));
+                        self.push(e);
+                        return None;
+                    }
+                    return Some(CondC::FieldCmp(field, *op, other));
+                }
                 match field.kind.parse(&v.text) {
                     Ok(val) => match field.loc {
                         crate::ir::Loc::Meta(m) if val <= u128::from(u32::MAX) => CondC::MetaCmp(m, *op, val as u32),

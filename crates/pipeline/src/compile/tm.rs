@@ -5,8 +5,8 @@
 
 use super::Compiler;
 use crate::ir::{Classify, Program, StageDef, SymStep, TmDef};
-use crate::spec::{SpecFile, TmSpec};
-use fastpath_tm::config::{BufferConfig, ClassConfig, ClassSched, FlatPortConfig, Loc, CLASSES};
+use crate::spec::{SpecFile, TmPortSpec, TmProfileSpec, TmSpec};
+use fastpath_tm::config::{BufferConfig, ClassConfig, ClassSched, FlatPortConfig, GroupConfig, HqosConfig, Loc, PipeProfile, CLASSES};
 use fastpath_tm::shaper::ShaperConfig;
 use fastpath_tm::wred::WredConfig;
 use toml::Spanned;
@@ -56,6 +56,8 @@ impl Compiler<'_> {
             seed: t.seed.unwrap_or(1),
             port: FlatPortConfig::default(),
             shapers: Vec::new(),
+            hqos: Vec::new(),
+            pipe: None,
             classify: Classify::Dscp(std::array::from_fn(|d| (d >> 3) as u8)),
         };
         if let Some(v) = &t.buffer_bytes {
@@ -89,17 +91,25 @@ impl Compiler<'_> {
                 continue;
             }
             seen.push(port);
-            if let Some(s) = self.shaper(&ps.rate, ps.burst_bytes.as_ref()) {
+            let shaper = self.shaper(&ps.rate, ps.burst_bytes.as_ref());
+            if ps.pipes.is_some() {
+                if let Some(h) = self.hqos_port(t, ps, shaper) {
+                    def.hqos.push((port as u16, h));
+                }
+            } else if let Some(s) = shaper {
                 def.shapers.push((port as u16, s));
             }
         }
+        self.pipe_field(t, p, &mut def);
         // The traffic manager's own checks, on one port per shaper (and one with none).
         let ports = def.ports_named();
         if self.errs.is_empty() {
             if let Err(e) = def.config(ports).validate() {
                 let pos = match e.loc {
                     Loc::Class { class, .. } => t.classes.iter().find(|c| *c.class.get_ref() == class as u64).map(|c| c.class.span().start),
-                    Loc::Port(port) => t.ports.iter().find(|c| *c.port.get_ref() == port as u64).map(|c| c.port.span().start),
+                    Loc::Port(port) | Loc::Group { port, .. } | Loc::Profile { port, .. } => {
+                        t.ports.iter().find(|c| *c.port.get_ref() == port as u64).map(|c| c.port.span().start)
+                    }
                     _ => None,
                 };
                 let msg = match e.loc {
@@ -116,6 +126,94 @@ impl Compiler<'_> {
             p.ingress.insert(0, SymStep::Run(0, p.stages.len() - 1));
         }
         p.tm = Some(def);
+    }
+
+    /// A `[[tm.port]]` with `pipes`: port ▸ group ▸ pipe ▸ class, with the `[[tm.profile]]`s.
+    fn hqos_port(&mut self, t: &TmSpec, ps: &TmPortSpec, shaper: Option<ShaperConfig>) -> Option<HqosConfig> {
+        let pipes = ps.pipes.as_ref().and_then(|v| self.fit(v, 1 << 24, "pipes"))?;
+        let groups = ps.groups.as_ref().map_or(Some(1), |v| self.fit(v, pipes.max(1), "groups"))?.max(1);
+        let classes = match &ps.classes {
+            None => 4,
+            Some(c) if matches!(*c.get_ref(), 4 | 8) => *c.get_ref() as u8,
+            Some(c) => {
+                let e = self.err(c.span().start, format!("classes {} is not 4 or 8", c.get_ref()));
+                self.push(e);
+                return None;
+            }
+        };
+        if t.profiles.is_empty() {
+            let e = self.err(ps.port.span().start, "a hierarchical port (pipes = …) needs at least one [[tm.profile]]");
+            self.push(e);
+            return None;
+        }
+        let group_shaper = match &ps.group_rate {
+            Some(r) => Some(self.shaper(r, None)?),
+            None => None,
+        };
+        let profile = ps.profile.as_ref().map_or(Some(0), |v| self.fit(v, t.profiles.len() as u64 - 1, "profile"))? as u16;
+        let mut h = HqosConfig { classes, shaper, ..HqosConfig::default() };
+        if let Some(q) = &ps.queue_bytes {
+            let q = self.fit(q, u32::MAX.into(), "queue_bytes")? as u32;
+            h.queues.iter_mut().for_each(|c| c.limit_bytes = q);
+        }
+        let (per, extra) = (pipes / groups, pipes % groups);
+        h.groups = (0..groups).map(|g| GroupConfig { pipes: (per + u64::from(g < extra)) as u32, profile, shaper: group_shaper }).collect();
+        h.profiles = t.profiles.iter().filter_map(|pr| self.profile(pr, classes)).collect();
+        (h.profiles.len() == t.profiles.len()).then_some(h)
+    }
+
+    fn profile(&mut self, pr: &TmProfileSpec, classes: u8) -> Option<PipeProfile> {
+        let shaper = match &pr.rate {
+            Some(r) => Some(self.shaper(r, pr.burst_bytes.as_ref())?),
+            None => None,
+        };
+        let top = usize::from(classes) - 1;
+        let mut sched: [ClassSched; CLASSES] =
+            std::array::from_fn(|c| if c == top { ClassSched::Strict } else { ClassSched::Drr { weight: 1 } });
+        if let Some(list) = &pr.sched {
+            if list.get_ref().len() != usize::from(classes) {
+                let e = self.err(list.span().start, format!("sched lists {} classes; the port has {classes}", list.get_ref().len()));
+                self.push(e);
+                return None;
+            }
+            for (c, v) in list.get_ref().iter().enumerate() {
+                sched[c] = match v {
+                    toml::Value::String(s) if s == "strict" => ClassSched::Strict,
+                    toml::Value::Integer(w) if (1..=i64::from(u16::MAX)).contains(w) => ClassSched::Drr { weight: *w as u32 },
+                    other => {
+                        let e = self
+                            .err(list.span().start, format!("sched entry {other} of class {c} is not \"strict\" or a weight 1 to 65535"));
+                        self.push(e);
+                        return None;
+                    }
+                };
+            }
+        }
+        Some(PipeProfile { shaper, sched })
+    }
+
+    /// `pipe = "meta.F"`: the metadata field a hierarchical port takes the pipe from.
+    fn pipe_field(&mut self, t: &TmSpec, p: &Program, def: &mut TmDef) {
+        match &t.pipe {
+            Some(name) => match crate::ir::FieldRef::resolve(name.get_ref(), &p.user_meta).map(|f| f.loc) {
+                Some(crate::ir::Loc::Meta(m)) => def.pipe = Some(m),
+                _ => {
+                    let e = self.err(
+                        name.span().start,
+                        format!("pipe \"{}\" is not a metadata field (e.g. meta.sub, declared in [metadata])", name.get_ref()),
+                    );
+                    self.push(e);
+                }
+            },
+            None if t.ports.iter().any(|ps| ps.pipes.is_some()) => {
+                let e = self.err(
+                    t.ports.iter().find(|ps| ps.pipes.is_some()).map_or(0, |ps| ps.port.span().start),
+                    "a hierarchical port needs [tm] pipe = \"meta.FIELD\": the metadata field that holds each packet's pipe",
+                );
+                self.push(e);
+            }
+            None => {}
+        }
     }
 
     fn fit(&mut self, v: &Spanned<u64>, max: u64, what: &str) -> Option<u64> {

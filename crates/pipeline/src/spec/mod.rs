@@ -72,6 +72,12 @@ pub struct TmSpec {
     pub pcp: Option<Spanned<toml::value::Table>>,
     /// WRED random seed.
     pub seed: Option<u64>,
+    /// The metadata field that holds a packet's pipe (subscriber) on hierarchical ports, e.g.
+    /// `meta.sub`.
+    pub pipe: Option<Spanned<String>>,
+    /// Pipe profiles of hierarchical ports (`[[tm.profile]]`), by position from 0.
+    #[serde(default, rename = "profile")]
+    pub profiles: Vec<TmProfileSpec>,
     /// Port shapers.
     #[serde(default, rename = "port")]
     pub ports: Vec<TmPortSpec>,
@@ -93,6 +99,32 @@ pub struct TmPortSpec {
     pub rate: Spanned<toml::Value>,
     /// Bucket size, bytes.
     pub burst_bytes: Option<Spanned<u64>>,
+    /// Pipes (subscribers) of a hierarchical port: port ▸ group ▸ pipe ▸ class. Absent: a flat
+    /// port with 8 classes.
+    pub pipes: Option<Spanned<u64>>,
+    /// Groups the pipes are split into, evenly (default 1).
+    pub groups: Option<Spanned<u64>>,
+    /// Each group's shaper rate (default unshaped).
+    pub group_rate: Option<Spanned<toml::Value>>,
+    /// Classes per pipe, 4 or 8 (default 4).
+    pub classes: Option<Spanned<u64>>,
+    /// Longest queue of a pipe's class, bytes (default 64 KiB).
+    pub queue_bytes: Option<Spanned<u64>>,
+    /// The profile every pipe starts with (default 0).
+    pub profile: Option<Spanned<u64>>,
+}
+
+/// `[[tm.profile]]`: what the pipes of one service tier share.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TmProfileSpec {
+    /// The pipe's shaper rate (absent: unshaped).
+    pub rate: Option<Spanned<toml::Value>>,
+    /// Bucket, bytes.
+    pub burst_bytes: Option<Spanned<u64>>,
+    /// Per class: `"strict"` or a weight for the round robin of the non-strict classes.
+    /// Default: the highest class strict, the others weight 1.
+    pub sched: Option<Spanned<Vec<toml::Value>>>,
 }
 
 /// `[[tm.class]]`: one class's queue on every port.
