@@ -25,6 +25,7 @@
 //! in native mode fastpath's XDP program fetches it from the driver and writes it back; in skb
 //! mode it is lost. With the sender's tx-vlan offload off the kernel writes the tag into the
 //! frame before it crosses, and every path receives it.
+//! The XDP datapath (`xdp:` ports) has the same checks in `crates/xdp/tests/vlan_live.rs`.
 //! Root only (CI runs as root); namespaces are removed on every path, panics included.
 
 mod netns_common;

@@ -19,6 +19,7 @@
 //! everything created is removed on drop (also after a panic); processes are killed by PID only.
 #![forbid(unsafe_code)]
 
+pub mod bng;
 pub mod dut;
 pub mod fanin_topo;
 pub mod gen;

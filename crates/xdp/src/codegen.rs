@@ -24,7 +24,7 @@
 //! entry while its action runs; `r0`–`r5` are scratch (helper calls clobber them).
 
 use crate::asm::{Alu, Asm, Jmp, Label, Size};
-use fastpath_io::bpf::{helper, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
+use fastpath_io::bpf::{helper, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R5, R6, R7, R8, R9};
 use fastpath_packet::{DropReason, Hdr, HdrSet, Slot, NO_PORT};
 use fastpath_pipeline::ir::{
     ActionDef, CmpOp, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, StageDef, SymStep, TableImpl, MAX_ARGS,
@@ -574,6 +574,69 @@ impl Gen<'_> {
         }
         self.a.bind(end);
     }
+}
+
+/// The kfunc through which a driver hands over a VLAN tag it keeps outside the frame (kernel
+/// ≥ 6.8; veth, mlx5, ice, …): `int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx,
+/// __be16 *vlan_proto, u16 *vlan_tci)`. Callable only from a program bound to the device.
+pub const RX_VLAN_TAG_KFUNC: &str = "bpf_xdp_metadata_rx_vlan_tag";
+
+/// Instructions of [`vlan_restore_prologue`].
+pub const VLAN_PROLOGUE_LEN: usize = 34;
+
+/// A prologue that puts back the VLAN tag a driver holds outside the frame, so the pipeline
+/// sees (and forwards) the frame as it was on the wire: on veth, a tag that crossed as skb
+/// metadata (a VLAN device or tc `bpf_skb_vlan_push` on the sender with tx-vlan offload on); on
+/// a NIC, a tag its rx-vlan offload stripped into the descriptor. `kfunc_id` is the BTF id of
+/// [`RX_VLAN_TAG_KFUNC`]; the program must be loaded bound to the port's device. It ends with
+/// `r1` = the context, as at entry, so [`generate`]'s code follows it unchanged (BPF jumps are
+/// relative). Uses the stack at `r10 - 8` before the pipeline's code initialises it.
+///
+/// ```text
+///   if rx_vlan_tag(ctx, &proto, &tci) == 0:          (no tag held outside the frame: this call only)
+///       if adjust_head(ctx, -4) == 0:
+///           if data + 16 > data_end                  -> adjust_head(ctx, 4)  (cannot happen)
+///           else data[0..12] = data[4..16]; data[12..14] = proto; data[14..16] = htons(tci)
+///   r1 = ctx
+/// ```
+pub fn vlan_restore_prologue(kfunc_id: u32) -> [Insn; VLAN_PROLOGUE_LEN] {
+    const TAG: i32 = 4;
+    [
+        Insn::mov64_reg(R6, R1), // 0: r6 = ctx
+        Insn::st_w(R10, -8, 0),  // 1: proto at fp-8, tci at fp-6
+        Insn::mov64_reg(R1, R6),
+        Insn::mov64_reg(R2, R10),
+        Insn::add64_imm(R2, -8),
+        Insn::mov64_reg(R3, R10),
+        Insn::add64_imm(R3, -6),
+        Insn::call_kfunc(kfunc_id),
+        Insn::jne_imm(R0, 0, 24), // 8: no tag held outside the frame -> 33
+        Insn::mov64_reg(R1, R6),
+        Insn::mov64_imm(R2, -TAG),
+        Insn::call(helper::XDP_ADJUST_HEAD),
+        Insn::jne_imm(R0, 0, 20), // 12: no headroom -> 33 (the tag stays lost)
+        Insn::ldx_w(R2, R6, xdp_md::DATA),
+        Insn::ldx_w(R3, R6, xdp_md::DATA_END),
+        Insn::mov64_reg(R4, R2),
+        Insn::add64_imm(R4, 16),
+        Insn::jgt_reg(R4, R3, 12), // 17: shorter than MACs + tag -> 30 (undo)
+        Insn::ldx_w(R5, R2, 4),    // 18: MAC addresses 4 bytes forward, a word at a time
+        Insn::stx_w(R2, R5, 0),
+        Insn::ldx_w(R5, R2, 8),
+        Insn::stx_w(R2, R5, 4),
+        Insn::ldx_w(R5, R2, 12),
+        Insn::stx_w(R2, R5, 8),
+        Insn::ldx_h(R5, R10, -8), // 24: TPID, already in network order
+        Insn::stx_h(R2, R5, 12),
+        Insn::ldx_h(R5, R10, -6), // 26: TCI, host order
+        Insn::be16(R5),
+        Insn::stx_h(R2, R5, 14),
+        Insn::ja(3), // 29: -> 33
+        Insn::mov64_reg(R1, R6),
+        Insn::mov64_imm(R2, TAG),
+        Insn::call(helper::XDP_ADJUST_HEAD), // 32: undo the push, fall through
+        Insn::mov64_reg(R1, R6),             // 33: r1 = ctx for the pipeline's code
+    ]
 }
 
 /// Generates the program for `p` (which must pass [`check`]) over ports whose ifindexes are

@@ -5,7 +5,9 @@
 //!  XdpDatapath::build(program, ports)   check ▸ maps (one hash per table, devmap, counters) ▸
 //!                                       generate ▸ load (the verifier's log on refusal)
 //!  load_entries / apply_op              entries file or typed ops ▸ map updates (take effect at once)
-//!  attach(mode)                         one BPF link per port (detached on drop, even on SIGKILL)
+//!  attach(mode)                         one BPF link per port (detached on drop, even on SIGKILL);
+//!                                       native: a copy bound to the port that restores a VLAN tag
+//!                                       the driver holds outside the frame, where the driver can
 //!  counters()                           per-CPU array summed: per port, per drop reason, per table
 //! ```
 //!
@@ -13,7 +15,9 @@
 //! receive path of each port, on whichever CPU receives.
 
 use crate::codegen::{self, Layout, MapFds, Unsupported, VALUE_SIZE};
-use fastpath_io::bpf::{BpfError, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_F_XDP_HAS_FRAGS, BPF_XDP};
+use fastpath_io::bpf::{
+    BpfError, Insn, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_F_XDP_DEV_BOUND_ONLY, BPF_F_XDP_HAS_FRAGS, BPF_XDP,
+};
 use fastpath_packet::DropReason;
 use fastpath_pipeline::entries::{entry_commands, EntryError, EntryOp, EntrySpec};
 use fastpath_pipeline::ir::MAX_ARGS;
@@ -110,8 +114,9 @@ pub struct XdpDatapath {
     counters: Map,
     layout: Layout,
     prog: Prog,
-    insns: usize,
-    links: Vec<(Link, XdpAttachMode)>,
+    insns: Vec<Insn>,
+    /// Per attached port: its link, mode, and the port-bound program when it restores VLAN tags.
+    links: Vec<(Link, XdpAttachMode, Option<Prog>)>,
 }
 
 fn bpf(what: impl Into<String>) -> impl FnOnce(BpfError) -> XdpDpError {
@@ -193,14 +198,34 @@ impl XdpDatapath {
             counters,
             layout,
             prog,
-            insns: insns.len(),
+            insns,
             links: Vec::new(),
         })
     }
 
     /// Instructions in the generated program.
     pub fn insns(&self) -> usize {
-        self.insns
+        self.insns.len()
+    }
+
+    /// Per attached port, whether its program puts back a VLAN tag the driver holds outside
+    /// the frame (native mode on a driver with the VLAN metadata kfunc: veth, mlx5, ice, …,
+    /// kernel ≥ 6.8). Where false, such a tag is neither seen by the pipeline nor forwarded
+    /// (generic mode always: it has no metadata kfuncs). A tag inside the frame is seen in
+    /// every mode.
+    pub fn vlan_restore(&self) -> Vec<bool> {
+        self.links.iter().map(|l| l.2.is_some()).collect()
+    }
+
+    /// The program with [`codegen::vlan_restore_prologue`] in front, loaded bound to port `i`'s
+    /// device; `None` when the kernel or the driver cannot (no BTF, no such kfunc, a driver
+    /// without the VLAN metadata kfunc).
+    fn load_vlan_restore(&self, i: usize) -> Option<Prog> {
+        let id = fastpath_io::bpf::vmlinux_func_btf_id(codegen::RX_VLAN_TAG_KFUNC).ok()??;
+        let mut insns = codegen::vlan_restore_prologue(id).to_vec();
+        insns.extend_from_slice(&self.insns);
+        let name = format!("fp_{}", self.program.name);
+        Prog::load_on(ProgType::XDP, &insns, "GPL", BPF_XDP, &name, BPF_F_XDP_HAS_FRAGS | BPF_F_XDP_DEV_BOUND_ONLY, self.ifindexes[i]).ok()
     }
 
     /// The loaded program (tests run it with `BPF_PROG_TEST_RUN`).
@@ -263,7 +288,10 @@ impl XdpDatapath {
     }
 
     /// Attaches the program to every port (one BPF link each). With [`AttachMode::Auto`], a
-    /// port whose driver refuses native XDP gets generic XDP. Returns the mode of each port.
+    /// port whose driver refuses native XDP gets generic XDP. In native mode a port whose
+    /// driver has the VLAN metadata kfunc gets its own copy of the program, bound to it, that
+    /// first puts back a tag the driver holds outside the frame ([`XdpDatapath::vlan_restore`]).
+    /// Returns the mode of each port.
     ///
     /// # Errors
     /// [`XdpDpError::Attach`] naming the port, mode and what to try; ports attached before it
@@ -277,9 +305,19 @@ impl XdpDatapath {
         for (i, p) in self.ports.iter().enumerate() {
             let mut last = None;
             for &m in tries {
+                if m == XdpAttachMode::Native {
+                    // A device-bound program attaches in native mode only.
+                    if let Some(bound) = self.load_vlan_restore(i) {
+                        if let Ok(l) = Link::xdp(&bound, self.ifindexes[i], m) {
+                            self.links.push((l, m, Some(bound)));
+                            last = None;
+                            break;
+                        }
+                    }
+                }
                 match Link::xdp(&self.prog, self.ifindexes[i], m) {
                     Ok(l) => {
-                        self.links.push((l, m));
+                        self.links.push((l, m, None));
                         last = None;
                         break;
                     }
@@ -291,7 +329,7 @@ impl XdpDatapath {
                 return Err(XdpDpError::Attach { port: p.name.clone(), iface: p.iface.clone(), mode: m.name(), err: Box::new(err), hint });
             }
         }
-        Ok(self.links.iter().map(|(_, m)| m.name()).collect())
+        Ok(self.links.iter().map(|(_, m, _)| m.name()).collect())
     }
 
     /// Detaches the program from every port (the maps and entries stay).
