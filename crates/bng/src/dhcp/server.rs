@@ -218,6 +218,9 @@ struct Pool {
     cfg: PoolConfig,
     first: u32,
     last: u32,
+    /// Where the search for a free address starts: just after the last one handed out, so
+    /// allocation does not rescan the taken start of the range each time (next-fit).
+    next: u32,
 }
 
 /// The server. Control thread only.
@@ -233,6 +236,8 @@ pub struct Server {
     by_identity: HashMap<Identity, Ipv4Addr>,
     /// Offered address and the end of its hold, by subscriber.
     offers: HashMap<Identity, (Ipv4Addr, u64)>,
+    /// The subscriber each offered address is held for (the reverse of `offers`).
+    offered: HashMap<Ipv4Addr, Identity>,
     /// Declined addresses and the end of their quarantine.
     quarantine: HashMap<Ipv4Addr, u64>,
     events: Vec<Event>,
@@ -280,7 +285,7 @@ impl ServerConfig {
                     return Err(ConfigError::DuplicateSvlan(q.cfg.name.clone(), p.name.clone(), s));
                 }
             }
-            pools.push(Pool { cfg: p.clone(), first, last });
+            pools.push(Pool { cfg: p.clone(), first, last, next: first });
         }
         Ok(Server {
             server_id: self.server_id,
@@ -290,6 +295,7 @@ impl ServerConfig {
             leases: HashMap::new(),
             by_identity: HashMap::new(),
             offers: HashMap::new(),
+            offered: HashMap::new(),
             quarantine: HashMap::new(),
             events: Vec::new(),
         })
@@ -348,8 +354,29 @@ impl Server {
             self.drop_lease(l.ip);
             self.events.push(Event { kind: EventKind::Expired, identity: l.identity, ip: l.ip, expires_s: now_s });
         }
-        self.offers.retain(|_, (_, until)| *until > now_s);
+        let stale: Vec<Identity> = self.offers.iter().filter(|(_, (_, until))| *until <= now_s).map(|(id, _)| *id).collect();
+        for id in stale {
+            self.withdraw_offer(&id);
+        }
         self.quarantine.retain(|_, until| *until > now_s);
+    }
+
+    fn hold_offer(&mut self, id: Identity, ip: Ipv4Addr, until_s: u64) {
+        self.withdraw_offer(&id);
+        // An earlier holder's offer of this address ran out (or it would not be free).
+        if let Some(old) = self.offered.get(&ip).copied() {
+            self.withdraw_offer(&old);
+        }
+        self.offers.insert(id, (ip, until_s));
+        self.offered.insert(ip, id);
+    }
+
+    fn withdraw_offer(&mut self, id: &Identity) {
+        if let Some((ip, _)) = self.offers.remove(id) {
+            if self.offered.get(&ip) == Some(id) {
+                self.offered.remove(&ip);
+            }
+        }
     }
 
     fn drop_lease(&mut self, ip: Ipv4Addr) {
@@ -380,7 +407,10 @@ impl Server {
         if self.leases.get(&ip).is_some_and(|l| l.identity != *id && l.expires_s > now_s) {
             return false;
         }
-        !self.offers.iter().any(|(o, (oip, until))| o != id && *oip == ip && *until > now_s)
+        match self.offered.get(&ip) {
+            Some(holder) if holder != id => !self.offers.get(holder).is_some_and(|&(oip, until)| oip == ip && until > now_s),
+            _ => true,
+        }
     }
 
     fn pick(&self, pool: usize, id: &Identity, wanted: Option<Ipv4Addr>, now_s: u64) -> Option<Ipv4Addr> {
@@ -396,7 +426,9 @@ impl Server {
             return Some(ip);
         }
         let p = self.pools.get(pool)?;
-        (p.first..=p.last).map(Ipv4Addr::from).find(|&ip| self.free_for(pool, ip, id, now_s))
+        let (first, size) = (u64::from(p.first), u64::from(p.last - p.first) + 1);
+        let start = u64::from(p.next).saturating_sub(first) % size;
+        (0..size).map(|k| Ipv4Addr::from((first + (start + k) % size) as u32)).find(|&ip| self.free_for(pool, ip, id, now_s))
     }
 
     /// A reply with the fields every server message shares (RFC 2131 §4.3.1 table 3).
@@ -456,7 +488,9 @@ impl Server {
                 self.drop_lease(old);
             }
         }
-        self.offers.remove(&id);
+        self.withdraw_offer(&id);
+        // A quarantine of this address that ended but was not yet swept by `expire`.
+        self.quarantine.remove(&ip);
         self.leases.insert(ip, Lease { identity: id, ip, expires_s });
         self.by_identity.insert(id, ip);
         self.events.push(Event { kind, identity: id, ip, expires_s });
@@ -499,7 +533,11 @@ impl Server {
         let Some(ip) = self.pick(pool, &id, req.options.requested_ip, now_s) else {
             return Outcome::Ignored(Ignored::PoolExhausted);
         };
-        self.offers.insert(id, (ip, now_s.saturating_add(self.offer_hold_s)));
+        self.hold_offer(id, ip, now_s.saturating_add(self.offer_hold_s));
+        if let Some(p) = self.pools.get_mut(pool) {
+            let a = u32::from(ip);
+            p.next = if a >= p.last { p.first } else { a + 1 };
+        }
         let mut m = self.reply_to(req, MessageType::OFFER);
         m.yiaddr = ip;
         self.configure(&mut m, pool, true);
@@ -514,7 +552,7 @@ impl Server {
         if let Some(sid) = o.server_id {
             // SELECTING (§4.3.2): the client answers one server's offer.
             if sid != self.server_id {
-                self.offers.remove(&id);
+                self.withdraw_offer(&id);
                 return Outcome::Ignored(Ignored::OtherServer);
             }
             let Some(ip) = o.requested_ip else { return self.nak(req, "no requested address") };
@@ -563,13 +601,15 @@ impl Server {
             return Outcome::Ignored(Ignored::OtherServer);
         }
         let Some(ip) = req.options.requested_ip else { return Outcome::Ignored(Ignored::NotTheirs) };
-        let ours = self.lease_of(&id).is_some_and(|l| l.ip == ip) || self.offers.get(&id).is_some_and(|&(oip, _)| oip == ip);
+        // Its lease, or an address still offered to it (and so nobody's lease).
+        let ours = self.lease_of(&id).is_some_and(|l| l.ip == ip)
+            || (self.offers.get(&id).is_some_and(|&(oip, until)| oip == ip && until > now_s) && !self.leases.contains_key(&ip));
         if !ours {
             return Outcome::Ignored(Ignored::NotTheirs);
         }
         // §4.3.3: "the server MUST mark the network address as not available".
         self.drop_lease(ip);
-        self.offers.remove(&id);
+        self.withdraw_offer(&id);
         let until = now_s.saturating_add(self.quarantine_s);
         self.quarantine.insert(ip, until);
         self.events.push(Event { kind: EventKind::Declined, identity: id, ip, expires_s: until });
@@ -823,8 +863,10 @@ mod tests {
         assert_eq!(s.handle(&rel, c, T0 + 5), Outcome::Done);
         assert_eq!(s.drain_events(), vec![Event { kind: EventKind::Released, identity: c, ip, expires_s: T0 + 5 }]);
         assert_eq!(s.lease_of(&c), None);
-        let c2 = id(2, 100);
-        assert_eq!(reply(s.handle(&msg(MessageType::DISCOVER, &c2), c2, T0 + 6)).msg.yiaddr, ip);
+        // The pool (three addresses) has room for three more, the released one last (next-fit).
+        let got: Vec<_> =
+            (2..=4).map(|n| reply(s.handle(&msg(MessageType::DISCOVER, &id(n, 100)), id(n, 100), T0 + 6)).msg.yiaddr).collect();
+        assert_eq!(got, vec![Ipv4Addr::new(198, 18, 0, 11), Ipv4Addr::new(198, 18, 0, 12), ip]);
     }
 
     #[test]
@@ -844,8 +886,33 @@ mod tests {
         assert_eq!(r.msg.yiaddr, Ipv4Addr::new(198, 18, 0, 11));
         s.expire(T0 + 601);
         assert!(s.quarantined().is_empty());
-        let c3 = id(3, 100);
-        assert_eq!(reply(s.handle(&msg(MessageType::DISCOVER, &c3), c3, T0 + 602)).msg.yiaddr, ip);
+        // After the quarantine the address is handed out again (after .12: next-fit wraps).
+        let got: Vec<_> =
+            (3..=4).map(|n| reply(s.handle(&msg(MessageType::DISCOVER, &id(n, 100)), id(n, 100), T0 + 602)).msg.yiaddr).collect();
+        assert_eq!(got, vec![Ipv4Addr::new(198, 18, 0, 12), ip]);
+    }
+
+    /// Found by `random_clients_keep_the_invariants`: a subscriber whose offer of an address ran
+    /// out must not be able to decline it once it is someone else's lease. Two guards: offering
+    /// the address again withdraws the stale offer, and a DECLINE counts only a live offer.
+    #[test]
+    fn a_stale_offer_cannot_decline_another_lease() {
+        let mut s = cfg().build().unwrap();
+        let (a, b) = (id(1, 100), id(2, 100));
+        let x = reply(s.handle(&msg(MessageType::DISCOVER, &a), a, T0)).msg.yiaddr;
+        let mut d = msg(MessageType::DISCOVER, &b);
+        d.options.requested_ip = Some(x);
+        let later = T0 + 31; // a's offer has run out, not yet swept by expire
+        assert_eq!(reply(s.handle(&d, b, later)).msg.yiaddr, x);
+        let mut req = msg(MessageType::REQUEST, &b);
+        req.options.server_id = Some(SID);
+        req.options.requested_ip = Some(x);
+        assert_eq!(reply(s.handle(&req, b, later)).msg.options.message_type, Some(MessageType::ACK));
+        let mut dec = msg(MessageType::DECLINE, &a);
+        dec.options.requested_ip = Some(x);
+        assert_eq!(s.handle(&dec, a, later), Outcome::Ignored(Ignored::NotTheirs));
+        assert_eq!(s.lease_of(&b).map(|l| l.ip), Some(x));
+        assert!(s.quarantined().is_empty());
     }
 
     #[test]
@@ -913,6 +980,75 @@ mod tests {
         assert_eq!(s.leases(), vec![live]);
         // b cannot get the quarantined .10 or a's .11.
         assert_eq!(reply(s.handle(&msg(MessageType::DISCOVER, &b), b, T0)).msg.yiaddr, Ipv4Addr::new(198, 18, 0, 12));
+    }
+
+    impl Server {
+        /// The server's internal invariants; panics naming the first one broken.
+        fn check(&self, now: u64) {
+            for (ip, l) in &self.leases {
+                assert_eq!(*ip, l.ip);
+                assert_eq!(self.by_identity.get(&l.identity), Some(ip), "lease index");
+                assert!(self.pool_of_ip(*ip).is_some(), "{ip} outside every pool");
+                assert!(!self.quarantine.contains_key(ip), "{ip} leased and quarantined");
+                if let Some(holder) = self.offered.get(ip) {
+                    let live = self.offers.get(holder).is_some_and(|&(o, t)| o == *ip && t > now);
+                    assert!(!live || *holder == l.identity, "{ip} leased to one subscriber and offered to another");
+                }
+            }
+            assert_eq!(self.by_identity.len(), self.leases.len(), "one lease per subscriber");
+            for (id, (ip, _)) in &self.offers {
+                assert_eq!(self.offered.get(ip), Some(id), "offer index");
+            }
+            assert_eq!(self.offered.len(), self.offers.len());
+        }
+    }
+
+    /// Random clients on a small pool (DISCOVER, REQUEST in every state, RELEASE, DECLINE,
+    /// INFORM, clock steps, expiry): the invariants hold after every step, and every ACK names
+    /// the address the server then holds for that subscriber.
+    #[test]
+    fn random_clients_keep_the_invariants() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut s = cfg().build().unwrap();
+        let mut now = T0;
+        let mut seen = [0u32; 5];
+        for step in 0..20_000 {
+            let c = id((next() % 6) as u8, if next() % 4 == 0 { 200 } else { 100 });
+            let ip = Ipv4Addr::new(198, if c.svlan == 200 { 19 } else { 18 }, 0, 9 + (next() % 5) as u8);
+            let mut m = msg(MessageType((next() % 9) as u8), &c);
+            match next() % 4 {
+                0 => m.options.server_id = Some(SID),
+                1 => m.options.server_id = Some(Ipv4Addr::new(198, 18, 0, 99)),
+                _ => {}
+            }
+            if next() % 2 == 0 {
+                m.options.requested_ip = Some(ip);
+            }
+            if next() % 2 == 0 {
+                m.ciaddr = ip;
+            }
+            if let Outcome::Reply(r) = s.handle(&m, c, now) {
+                if r.msg.options.message_type == Some(MessageType::ACK) && m.options.message_type != Some(MessageType::INFORM) {
+                    assert_eq!(s.lease_of(&c).map(|l| l.ip), Some(r.msg.yiaddr), "step {step}");
+                }
+            }
+            now += next() % 3;
+            if step % 50 == 0 {
+                s.expire(now);
+            }
+            for e in s.drain_events() {
+                seen[e.kind as usize] += 1;
+            }
+            s.check(now);
+        }
+        // The walk reached every kind of lease change, or it proves little.
+        assert!(seen.iter().all(|&n| n > 0), "events seen (Bound, Renewed, Released, Expired, Declined): {seen:?}");
     }
 
     #[test]
