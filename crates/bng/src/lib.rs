@@ -2,13 +2,13 @@
 //!
 //! Owns the subscriber-facing protocols and state that sit beside the `vbng` user plane: today
 //! the DHCPv4 server ([`dhcp::server`]) or relay ([`dhcp::relay`]) with their message codec
-//! ([`dhcp::wire`]) and the lease store ([`store`]); later the subscriber sessions, PFCP towards the user planes, GTP-U control
-//! packet redirect and accounting (docs/bng.md). Depends on `fastpath-packet` for wire types
-//! only; never on ports, threads or the pipeline.
+//! ([`dhcp::wire`]) and the lease store ([`store`]); later the subscriber sessions, PFCP towards
+//! the user planes, GTP-U control packet redirect and accounting (docs/bng.md). Depends on
+//! `fastpath-packet` for wire types only; never on ports, threads or the pipeline.
 //!
-//! Invariants: decoding never panics on any bytes; the server and the relay are pure (time is passed in as
-//! `now_s`, replies and lease events are returned, nothing here opens a socket); every lease
-//! event can be written to the store, which survives a restart.
+//! Invariants: decoding never panics on any bytes; the server and the relay are pure (time is
+//! passed in as `now_s`, replies and lease events are returned, nothing here opens a socket);
+//! every lease event can be written to the store, which survives a restart.
 //!
 //! ```
 //! use std::net::Ipv4Addr;
