@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Each client gets a lease, renews it (dhclient at T1: the lease is 10 s, so T1 is 5 s; udhcpc
-//! when told to, see below), and releases it.
+//! when told to, see below), and releases it. Between udhcpc's lease and its renewal the server
+//! harness is stopped and started again, so the renewal is answered from the store.
 //! The test asserts that the address the client configured on its interface (`ip addr` in the
 //! client namespace, set by a small script of ours) is the address the server's store holds for
 //! that client's MAC, that the server raised Bound, Renewed and Released for it, and that the
@@ -354,9 +355,33 @@ fn check_client(
     }
 }
 
+/// Starts the server harness: this same test binary, running the ignored `harness` test in the
+/// server namespace (`ip netns exec` execs it, so the child's PID is the harness's); waits
+/// (bounded) until it serves.
+fn start_harness(lab: &mut Lab, name: &str, ns: &str, dev: &str) {
+    let exe = std::env::current_exe().unwrap();
+    let spec = format!("{dev} {} 120", lab.dir.display());
+    let args = ["ip", "netns", "exec", ns, exe.to_str().unwrap(), "--ignored", "--exact", "harness", "--nocapture", "--test-threads=1"];
+    lab.spawn(name, &args, Some((HARNESS_ENV, spec)));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !lab.dir.join("ready").exists() {
+        assert!(Instant::now() < deadline, "{name} did not start; see {}", lab.dir.join(format!("{name}.log")).display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// busybox udhcpc through its life (`check_client`): foreground, releasing on exit (-R), which
 /// we cause with SIGTERM by its PID.
-fn run_udhcpc(lab: &mut Lab, dev: &str, script: &Path, mac: [u8; 6], external: Option<ExternalLease<'_>>) {
+/// `before_renew` runs once the lease is bound and checked (the server test restarts the server
+/// there).
+fn run_udhcpc(
+    lab: &mut Lab,
+    dev: &str,
+    script: &Path,
+    mac: [u8; 6],
+    external: Option<ExternalLease<'_>>,
+    before_renew: impl FnOnce(&mut Lab),
+) {
     lab.set_client_mac(dev, &mac_text(mac));
     let ns = lab.client_ns.clone();
     let script = script.to_str().unwrap();
@@ -370,7 +395,8 @@ fn run_udhcpc(lab: &mut Lab, dev: &str, script: &Path, mac: [u8; 6], external: O
         dev,
         mac,
         external,
-        |_| {
+        |lab| {
+            before_renew(lab);
             // A second later, so the renewed lease ends later than the first on a clock in seconds.
             std::thread::sleep(Duration::from_millis(1100));
             run(&["kill", "-USR1", &upid.to_string()]);
@@ -415,25 +441,20 @@ fn live_dhcp_clients() {
         run(&["ip", "-n", ns, "link", "set", dev, "up"]);
     }
 
-    // The server harness: this same test binary, running the ignored `harness` test in the
-    // server namespace (`ip netns exec` execs it, so the child's PID is the harness's).
-    let exe = std::env::current_exe().unwrap();
-    let spec = format!("{sdev} {} 120", dir.display());
-    lab.spawn(
-        "harness",
-        &["ip", "netns", "exec", &sns, exe.to_str().unwrap(), "--ignored", "--exact", "harness", "--nocapture", "--test-threads=1"],
-        Some((HARNESS_ENV, spec)),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !dir.join("ready").exists() {
-        assert!(Instant::now() < deadline, "the harness did not start; see {}", dir.join("harness.log").display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-
+    start_harness(&mut lab, "harness", &sns, &sdev);
     let (udhcpc_script, dhclient_script) = write_client_scripts(&dir);
 
-    // 1. busybox udhcpc.
-    run_udhcpc(&mut lab, &cdev, &udhcpc_script, [2, 0, 0, 0, 1, 1], None);
+    // 1. busybox udhcpc; between its lease and its renewal the server is stopped and started
+    //    again: the new server has the lease from the store, so the renewal is ACKed (a server
+    //    that forgot it would NAK, and the test would see no 'renewed').
+    let (sns2, sdev2) = (sns.clone(), sdev.clone());
+    run_udhcpc(&mut lab, &cdev, &udhcpc_script, [2, 0, 0, 0, 1, 1], None, move |lab| {
+        std::fs::write(lab.dir.join("stop"), b"").unwrap();
+        lab.wait_exit("harness", Duration::from_secs(5));
+        std::fs::remove_file(lab.dir.join("stop")).unwrap();
+        std::fs::remove_file(lab.dir.join("ready")).unwrap();
+        start_harness(lab, "harness-restarted", &sns2, &sdev2);
+    });
 
     // 2. ISC dhclient: foreground (-d), one attempt (-1); released with `dhclient -r`, which
     //    stops the running client through the PID file (checked to be our child's first).
@@ -667,5 +688,5 @@ fn live_dhcp_relay() {
     }
     let (udhcpc_script, _) = write_client_scripts(&dir);
     let lookup = |mac| dnsmasq_lease(&leases, mac);
-    run_udhcpc(&mut lab, &cdev, &udhcpc_script, [2, 0, 0, 0, 2, 1], Some(&lookup));
+    run_udhcpc(&mut lab, &cdev, &udhcpc_script, [2, 0, 0, 0, 2, 1], Some(&lookup), |_| {});
 }
