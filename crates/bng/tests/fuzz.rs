@@ -1,6 +1,6 @@
 //! Mutation fuzzing of the DHCP decoder and the server: encoded seed messages are mutated (bit
 //! flips, byte sets, inserts, deletes, truncations, option splices) and every result is decoded
-//! and, when it decodes, handed to a server and re-encoded.
+//! and, when it decodes, handed to a server and a relay and re-encoded.
 //!
 //! Properties: nothing panics; a decoded message re-encodes to bytes that decode to the same
 //! message and re-encode to the same bytes (encoding is stable); every error offset lies inside
@@ -11,6 +11,7 @@
 
 use std::net::Ipv4Addr;
 
+use fastpath_bng::dhcp::relay::{Relay, RelayConfig};
 use fastpath_bng::dhcp::server::{Identity, Outcome, PoolConfig, ServerConfig};
 use fastpath_bng::dhcp::wire::{DhcpRepr, MessageType, Op, FLAG_BROADCAST};
 
@@ -166,6 +167,9 @@ fn mutated_messages_never_panic_and_reencode_stably() {
     }
     .build()
     .unwrap();
+    // The relay's giaddr is the seeds' server address, so mutated replies reach its matching code.
+    let mut relay =
+        Relay::new(RelayConfig { giaddr: Ipv4Addr::new(198, 18, 0, 1), servers: vec![Ipv4Addr::new(198, 19, 0, 2)], max_hops: 4 });
     let (mut ok, mut err, mut replies) = (0u64, 0u64, 0u64);
     for i in 0..iters {
         let base = &all[rng.below(all.len())];
@@ -186,9 +190,20 @@ fn mutated_messages_never_panic_and_reencode_stably() {
                     let bytes = r.msg.to_bytes();
                     assert_eq!(DhcpRepr::parse(&bytes).unwrap(), r.msg, "iteration {i}: a reply must decode");
                 }
+                // And the relay, from both sides; what it sends must decode too.
+                if let Ok(fwd) = relay.from_client(&m, id, now) {
+                    assert_eq!(DhcpRepr::parse(&fwd.to_bytes()).unwrap(), fwd, "iteration {i}: a relayed request must decode");
+                }
+                let mut from_server = m.clone();
+                from_server.giaddr = Ipv4Addr::new(198, 18, 0, 1);
+                if let Ok((_, r)) = relay.from_server(&from_server, now) {
+                    assert_eq!(DhcpRepr::parse(&r.msg.to_bytes()).unwrap(), r.msg, "iteration {i}: a relayed reply must decode");
+                }
                 if i % 1000 == 0 {
                     server.expire(now);
                     server.drain_events();
+                    relay.expire(now);
+                    relay.drain_events();
                 }
             }
             Err(e) => {
