@@ -133,7 +133,8 @@ pub enum ConfigError {
 /// What happened to a lease, for the store and the session layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
-    /// A new lease (ACK after selecting or init-reboot of an address with no active lease).
+    /// A new lease (ACK after selecting or init-reboot of an address with no active lease). A
+    /// subscriber that moves to another address gets Released (or Expired) for the old one first.
     Bound,
     /// An active lease extended (renewing, rebinding, or init-reboot of the same address).
     Renewed,
@@ -141,7 +142,9 @@ pub enum EventKind {
     Released,
     /// Its time ran out.
     Expired,
-    /// The client declined the address: it is quarantined until `expires_s`.
+    /// The client declined the address: it is quarantined until `expires_s`. Raised also for an
+    /// address that was only offered (so the quarantine is stored); it ends a lease only when
+    /// the subscriber held one on that address.
     Declined,
 }
 
@@ -483,10 +486,17 @@ impl Server {
             Some(l) if l.ip == ip && l.expires_s > now_s => EventKind::Renewed,
             _ => EventKind::Bound,
         };
-        if let Some(old) = self.by_identity.get(&id).copied() {
-            if old != ip {
-                self.drop_lease(old);
-            }
+        // The subscriber moves to another address (its old lease lapsed, or it took a new offer).
+        if let Some(old) = self.lease_of(&id).filter(|l| l.ip != ip) {
+            self.drop_lease(old.ip);
+            let kind = if old.expires_s <= now_s { EventKind::Expired } else { EventKind::Released };
+            self.events.push(Event { kind, identity: id, ip: old.ip, expires_s: now_s });
+        }
+        // Another subscriber's lease of this address that ran out but was not yet swept by
+        // `expire` (else the address would not be free): it ends now.
+        if let Some(prev) = self.leases.get(&ip).copied().filter(|l| l.identity != id) {
+            self.drop_lease(ip);
+            self.events.push(Event { kind: EventKind::Expired, identity: prev.identity, ip, expires_s: now_s });
         }
         self.withdraw_offer(&id);
         // A quarantine of this address that ended but was not yet swept by `expire`.
@@ -990,7 +1000,8 @@ mod tests {
                 assert_eq!(self.by_identity.get(&l.identity), Some(ip), "lease index");
                 assert!(self.pool_of_ip(*ip).is_some(), "{ip} outside every pool");
                 assert!(!self.quarantine.contains_key(ip), "{ip} leased and quarantined");
-                if let Some(holder) = self.offered.get(ip) {
+                // A lapsed lease not yet swept may coexist with a new offer of its address.
+                if let Some(holder) = self.offered.get(ip).filter(|_| l.expires_s > now) {
                     let live = self.offers.get(holder).is_some_and(|&(o, t)| o == *ip && t > now);
                     assert!(!live || *holder == l.identity, "{ip} leased to one subscriber and offered to another");
                 }
@@ -1004,8 +1015,9 @@ mod tests {
     }
 
     /// Random clients on a small pool (DISCOVER, REQUEST in every state, RELEASE, DECLINE,
-    /// INFORM, clock steps, expiry): the invariants hold after every step, and every ACK names
-    /// the address the server then holds for that subscriber.
+    /// INFORM, clock steps, rare expiry sweeps): the invariants hold after every step, every ACK
+    /// names the address the server then holds for that subscriber, and the lease events, applied
+    /// in order, always give exactly the server's lease table.
     #[test]
     fn random_clients_keep_the_invariants() {
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
@@ -1015,10 +1027,16 @@ mod tests {
             rng ^= rng << 17;
             rng
         };
-        let mut s = cfg().build().unwrap();
+        // Short leases, so they lapse (and linger unswept) many times during the walk.
+        let mut c = cfg();
+        c.pools[0].lease_time_s = 40;
+        let mut s = c.build().unwrap();
         let mut now = T0;
         let mut seen = [0u32; 5];
-        for step in 0..20_000 {
+        let mut offered: HashMap<Identity, Ipv4Addr> = HashMap::new();
+        // What a session layer would hold, built from the events only.
+        let mut model: HashMap<Identity, Ipv4Addr> = HashMap::new();
+        for step in 0..50_000 {
             let c = id((next() % 6) as u8, if next() % 4 == 0 { 200 } else { 100 });
             let ip = Ipv4Addr::new(198, if c.svlan == 200 { 19 } else { 18 }, 0, 9 + (next() % 5) as u8);
             let mut m = msg(MessageType((next() % 9) as u8), &c);
@@ -1033,19 +1051,46 @@ mod tests {
             if next() % 2 == 0 {
                 m.ciaddr = ip;
             }
+            // Half the time, a well-formed SELECTING request for the last offer.
+            if m.options.message_type == Some(MessageType::REQUEST) && next() % 2 == 0 {
+                if let Some(&o) = offered.get(&c) {
+                    m.options.server_id = Some(SID);
+                    m.options.requested_ip = Some(o);
+                    m.ciaddr = Ipv4Addr::UNSPECIFIED;
+                }
+            }
             if let Outcome::Reply(r) = s.handle(&m, c, now) {
+                if r.msg.options.message_type == Some(MessageType::OFFER) {
+                    offered.insert(c, r.msg.yiaddr);
+                }
                 if r.msg.options.message_type == Some(MessageType::ACK) && m.options.message_type != Some(MessageType::INFORM) {
                     assert_eq!(s.lease_of(&c).map(|l| l.ip), Some(r.msg.yiaddr), "step {step}");
                 }
             }
             now += next() % 3;
-            if step % 50 == 0 {
+            // Sweep rarely, so lapsed leases, offers and quarantines linger between sweeps.
+            if step % 500 == 0 {
                 s.expire(now);
             }
             for e in s.drain_events() {
                 seen[e.kind as usize] += 1;
+                match e.kind {
+                    EventKind::Bound | EventKind::Renewed => {
+                        // A subscriber's old address is ended by its own event before a new one
+                        // is bound (a table keyed by address would otherwise keep it).
+                        let held = model.insert(e.identity, e.ip);
+                        assert!(held.is_none_or(|h| h == e.ip), "step {step}: {e:?} while {held:?} was not ended");
+                        assert!(e.kind == EventKind::Bound || held.is_some(), "step {step}: renewal of nothing");
+                    }
+                    // A decline of an address that was only offered ends no lease.
+                    EventKind::Declined if model.get(&e.identity) != Some(&e.ip) => {}
+                    _ => assert_eq!(model.remove(&e.identity), Some(e.ip), "step {step}: {e:?} ends a lease the events never made"),
+                }
             }
             s.check(now);
+            // The events alone describe the lease table: what a session layer keeps is right.
+            let table: HashMap<Identity, Ipv4Addr> = s.leases().iter().map(|l| (l.identity, l.ip)).collect();
+            assert_eq!(model, table, "step {step}: the lease table and the events disagree");
         }
         // The walk reached every kind of lease change, or it proves little.
         assert!(seen.iter().all(|&n| n > 0), "events seen (Bound, Renewed, Released, Expired, Declined): {seen:?}");
