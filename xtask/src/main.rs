@@ -26,6 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-control", &["fastpath-pipeline"]),
     ("fastpath-lab", &["fastpath-io", "fastpath-pipeline", "fastpath-tm"]),
     ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
+    ("fastpath-pfcp", &[]),
     (
         "fastpath",
         &[
@@ -37,6 +38,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fastpath-control",
             "fastpath-lab",
             "fastpath-xdp",
+            "fastpath-pfcp",
         ],
     ),
 ];
