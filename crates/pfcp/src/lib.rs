@@ -51,6 +51,7 @@ pub mod error;
 pub mod group;
 pub mod ie;
 pub mod message;
+pub mod samples;
 mod wire;
 
 pub use error::{DecodeError, EncodeError, ErrorKind};

@@ -510,3 +510,242 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::bbf::{bbf_type, BbfOuterHeaderCreation, LogicalPort, ENTERPRISE_BBF};
+    use crate::samples;
+    use crate::wire::RawIe;
+
+    fn enc(m: &Message) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode(m, &mut v).unwrap();
+        v
+    }
+
+    fn err(buf: &[u8]) -> DecodeError {
+        decode(buf).unwrap_err()
+    }
+
+    /// Each sample message: encode, decode, equal; the length field matches the bytes; the
+    /// header carries the right type, S flag and sequence number.
+    #[test]
+    fn round_trip_every_message() {
+        let all = samples::all();
+        assert_eq!(all.len(), 16, "one sample per message kind");
+        for m in &all {
+            let b = enc(m);
+            assert_eq!(usize::from(u16::from_be_bytes([b[2], b[3]])) + 4, b.len(), "{m:?}");
+            assert_eq!(b[1], m.msg_type());
+            assert_eq!(b[0] & 0x01 == 1, m.header().is_ok());
+            assert_eq!(decode(&b).unwrap(), *m, "type {}", m.msg_type());
+            // Encoding is canonical: a second pass writes the same bytes.
+            assert_eq!(enc(&decode(&b).unwrap()), b);
+        }
+    }
+
+    /// Bytes written by hand from TS 29.244 clause 7.2.2 / 8.2.65, not by our encoder.
+    #[test]
+    fn heartbeat_request_bytes_to_fields() {
+        let b = [
+            0x20, 0x01, 0x00, 0x0c, // version 1, S=0; type 1; length 12
+            0x00, 0x12, 0x34, 0x00, // sequence 0x001234, spare
+            0x00, 0x60, 0x00, 0x04, // IE 96 Recovery Time Stamp, length 4
+            0xed, 0x00, 0x00, 0x01, // 0xed000001
+        ];
+        let m = decode(&b).unwrap();
+        let Message::HeartbeatRequest(h, body) = &m else { panic!("{m:?}") };
+        assert_eq!(h.seq, 0x1234);
+        assert_eq!(body.recovery_time_stamp, RecoveryTimeStamp(0xed00_0001));
+        assert_eq!(enc(&m), b);
+    }
+
+    /// A session header with the MP flag and a priority (clause 7.2.2.3).
+    #[test]
+    fn session_header_bytes_to_fields() {
+        let b = [
+            0x23, 0x36, 0x00, 0x0c, // version 1, MP=1, S=1; type 54 (Session Deletion Req); len 12
+            0, 0, 0, 0, 0, 0, 0x20, 0x00, // SEID 0x2000
+            0x00, 0x00, 0x05, 0x70, // sequence 5, priority 7
+        ];
+        let m = decode(&b).unwrap();
+        assert_eq!(m.header(), Ok(SessionHeader { seid: 0x2000, seq: 5, priority: Some(7) }));
+        assert_eq!(enc(&m), b);
+    }
+
+    /// A BBF IE written by hand (TR-459 6.6.3 as Wireshark decodes it) inside Forwarding
+    /// Parameters inside a Create FAR.
+    #[test]
+    fn bbf_outer_header_creation_bytes_to_fields() {
+        let far = [
+            0x00, 0x03, 0x00, 0x22, // Create FAR, length 34
+            0x00, 0x6c, 0x00, 0x04, 0, 0, 0, 2, // FAR ID 2
+            0x00, 0x2c, 0x00, 0x01, 0x02, // Apply Action FORW
+            0x00, 0x04, 0x00, 0x11, // Forwarding Parameters, length 17
+            0x00, 0x2a, 0x00, 0x01, 0x00, // Destination Interface: Access
+            0x80, 0x02, 0x00, 0x08, 0x0d, 0xe9, // BBF OHC (32770), length 8, enterprise 3561
+            0x02, 0x00, 0x00, 0x00, 0x00, 0x00, // Traffic-Endpoint, tunnel 0, session 0
+        ];
+        let mut b = vec![0x21, 50, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+        b.extend_from_slice(&[0, 60, 0, 5, 0, 192, 0, 2, 1]); // Node ID
+        b.extend_from_slice(&[0, 57, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0x10, 0]); // F-SEID, no address
+        b.extend_from_slice(&[0, 1, 0, 0x17]); // Create PDR, length 23
+        b.extend_from_slice(&[0, 56, 0, 2, 0, 1, 0, 29, 0, 4, 0, 0, 0, 1, 0, 2, 0, 5, 0, 20, 0, 1, 0]);
+        b.extend_from_slice(&far);
+        let len = (b.len() - 4) as u16;
+        b[2..4].copy_from_slice(&len.to_be_bytes());
+        let m = decode(&b).unwrap();
+        let Message::SessionEstablishmentRequest(_, s) = &m else { panic!() };
+        let fp = s.create_far[0].forwarding_parameters.as_ref().unwrap();
+        assert_eq!(
+            fp.bbf_outer_header_creation,
+            Some(BbfOuterHeaderCreation { description: BbfOuterHeaderCreation::TRAFFIC_ENDPOINT, tunnel_id: 0, session_id: 0 })
+        );
+        assert_eq!(s.create_pdr[0].pdi.source_interface, SourceInterface::ACCESS);
+        assert_eq!(enc(&m), b);
+    }
+
+    /// An unknown IE and a vendor IE of another enterprise are kept raw and written back
+    /// byte for byte; a BBF IE the codec does not type (MTU inside a PDI) too.
+    #[test]
+    fn unknown_ies_round_trip() {
+        let mut m = samples::all().remove(0);
+        let Message::HeartbeatRequest(_, hb) = &mut m else { panic!() };
+        hb.unknown.push(RawIe { ie_type: 999, value: vec![1, 2, 3] });
+        hb.unknown.push(RawIe { ie_type: 0x8123, value: vec![0x7e, 0xd9, 9] });
+        hb.unknown.push(RawIe { ie_type: bbf_type::MTU, value: vec![0x0d, 0xe9, 0x05, 0xdc] });
+        let b = enc(&m);
+        assert_eq!(&b[16..23], &[0x03, 0xe7, 0, 3, 1, 2, 3]);
+        let d = decode(&b).unwrap();
+        assert_eq!(d, m);
+        let Message::HeartbeatRequest(_, hb) = &d else { panic!() };
+        assert_eq!(hb.unknown[1].enterprise(), Some(0x7ed9));
+        assert_eq!(hb.unknown[2].enterprise(), Some(ENTERPRISE_BBF));
+    }
+
+    /// A second Recovery Time Stamp is not an error: the first is used and the repeat kept
+    /// raw (clause 7.6.3).
+    #[test]
+    fn repeated_single_ie_is_kept_raw() {
+        let b = [0x20, 1, 0, 20, 0, 0, 1, 0, 0, 96, 0, 4, 0, 0, 0, 1, 0, 96, 0, 4, 0, 0, 0, 2];
+        let m = decode(&b).unwrap();
+        let Message::HeartbeatRequest(_, hb) = &m else { panic!() };
+        assert_eq!(hb.recovery_time_stamp, RecoveryTimeStamp(1));
+        assert_eq!(hb.unknown, vec![RawIe { ie_type: 96, value: vec![0, 0, 0, 2] }]);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        for m in samples::all() {
+            let b = enc(&m);
+            for n in 0..b.len() {
+                let e = err(&b[..n]);
+                assert_eq!(e.kind, ErrorKind::InvalidLength, "type {} cut at {n}: {e}", m.msg_type());
+            }
+        }
+    }
+
+    #[test]
+    fn mandatory_ie_missing_is_66_with_the_ie() {
+        let b = [0x20, 1, 0, 4, 0, 0, 1, 0]; // Heartbeat Request without Recovery Time Stamp
+        let e = err(&b);
+        assert_eq!(e, DecodeError::new(ErrorKind::MandatoryIeMissing, 8, Some(t::RECOVERY_TIME_STAMP)));
+        assert_eq!(e.cause(), Some(Cause(66)));
+        // Inside a group: a Create PDR without its PDI.
+        let mut m = samples::all().remove(8);
+        let Message::SessionEstablishmentRequest(_, s) = &mut m else { panic!() };
+        s.create_pdr.truncate(1);
+        let mut b = enc(&m);
+        let pdr_at = find_ie(&b, 16, t::CREATE_PDR).unwrap();
+        let pdi_at = find_ie(&b, pdr_at + 4, t::PDI).unwrap();
+        b[pdi_at + 1] = 200; // retype the PDI as an unknown IE
+        let e = err(&b);
+        assert_eq!((e.kind, e.ie_type, e.offset), (ErrorKind::MandatoryIeMissing, Some(t::PDI), pdr_at + 4));
+        // A Session Establishment Request with no Create FAR at all.
+        let Message::SessionEstablishmentRequest(_, s) = &mut m else { panic!() };
+        s.create_far.clear();
+        assert_eq!(err(&enc(&m)).ie_type, Some(t::CREATE_FAR));
+    }
+
+    #[test]
+    fn conditional_ie_missing_is_67() {
+        let mut m = samples::all().remove(9);
+        let Message::SessionEstablishmentResponse(_, r) = &mut m else { panic!() };
+        r.up_f_seid = None;
+        let e = err(&enc(&m));
+        assert_eq!((e.kind, e.ie_type, e.cause()), (ErrorKind::ConditionalIeMissing, Some(t::F_SEID), Some(Cause(67))));
+        let Message::SessionEstablishmentResponse(_, r) = &mut m else { panic!() };
+        r.cause = Cause::NO_RESOURCES_AVAILABLE; // a rejection needs no F-SEID
+        assert!(decode(&enc(&m)).is_ok());
+        let mut m = samples::all().remove(14);
+        let Message::SessionReportRequest(_, r) = &mut m else { panic!() };
+        r.usage_report.clear();
+        assert_eq!(err(&enc(&m)).ie_type, Some(t::USAGE_REPORT_SRR));
+    }
+
+    #[test]
+    fn short_ie_is_68_at_the_ie() {
+        // Recovery Time Stamp with length 3.
+        let b = [0x20, 1, 0, 11, 0, 0, 1, 0, 0, 96, 0, 3, 0, 0, 1];
+        let e = err(&b);
+        assert_eq!((e.kind, e.offset, e.ie_type, e.cause()), (ErrorKind::InvalidLength, 12 + 3, Some(96), Some(Cause(68))));
+        // An IE length that runs past the message.
+        let b = [0x20, 1, 0, 8, 0, 0, 1, 0, 0, 96, 0, 9];
+        let e = err(&b);
+        assert_eq!((e.kind, e.offset, e.ie_type), (ErrorKind::InvalidLength, 10, Some(96)));
+        // A vendor IE too short for its Enterprise ID.
+        let b = [0x20, 1, 0, 9, 0, 0, 1, 0, 0x80, 0, 0, 1, 0x0d];
+        assert_eq!(err(&b).ie_type, Some(0x8000));
+        // The message length runs past the datagram.
+        let b = [0x20, 1, 0, 100, 0, 0, 1, 0];
+        assert_eq!(err(&b).offset, 2);
+    }
+
+    #[test]
+    fn bad_node_id_is_69() {
+        let b = [0x20, 9, 0, 9, 0, 0, 1, 0, 0, 60, 0, 1, 7]; // Node ID type 7
+        let e = err(&b);
+        assert_eq!((e.kind, e.ie_type, e.offset, e.cause()), (ErrorKind::IeIncorrect, Some(60), 12, Some(Cause(69))));
+        let b = [0x20, 9, 0, 11, 0, 0, 1, 0, 0, 60, 0, 3, 2, 1, b'.']; // FQDN label "."
+        assert_eq!(err(&b).kind, ErrorKind::IeIncorrect);
+    }
+
+    #[test]
+    fn header_errors() {
+        assert_eq!(err(&[0x40, 1, 0, 0]).kind, ErrorKind::UnsupportedVersion(2));
+        assert_eq!(err(&[0x40, 1, 0, 0]).cause(), None);
+        assert_eq!(err(&[0x20, 3, 0, 4, 0, 0, 1, 0]).kind, ErrorKind::UnknownMessageType(3));
+        assert_eq!(err(&[0x21, 1, 0, 4, 0, 0, 1, 0]).kind, ErrorKind::SeidFlag);
+        assert_eq!(err(&[0x20, 54, 0, 4, 0, 0, 1, 0]).kind, ErrorKind::SeidFlag);
+        // Trailing bytes without FO are an error; with FO they are the next message.
+        let mut b = enc(&samples::all()[0]);
+        b.push(0);
+        assert_eq!(err(&b).kind, ErrorKind::InvalidLength);
+        b[0] |= 0x04;
+        assert!(decode(&b).is_ok());
+    }
+
+    #[test]
+    fn encode_refuses_an_ie_over_64k() {
+        let mut m = samples::all().remove(0);
+        let Message::HeartbeatRequest(_, hb) = &mut m else { panic!() };
+        hb.unknown.push(RawIe { ie_type: 999, value: vec![0; 70_000] });
+        let mut out = vec![9];
+        assert_eq!(encode(&m, &mut out), Err(EncodeError { ie_type: Some(999) }));
+        assert_eq!(out, vec![9]);
+        let _ = LogicalPort::default();
+    }
+
+    fn find_ie(b: &[u8], mut at: usize, ty: u16) -> Option<usize> {
+        while at + 4 <= b.len() {
+            let t = u16::from_be_bytes([b[at], b[at + 1]]);
+            if t == ty {
+                return Some(at);
+            }
+            at += 4 + usize::from(u16::from_be_bytes([b[at + 2], b[at + 3]]));
+        }
+        None
+    }
+}
