@@ -277,9 +277,46 @@ macro_rules! bytes_ie {
 }
 
 bytes_ie!(
-    /// Network Instance (clause 8.2.4): an octet string (often DNS labels or a VRF name).
+    /// Network Instance (clause 8.2.4): an octet string, usually a name in DNS-label form
+    /// ("it may be encoded as a Domain Name or an Access Point Name (APN)"); see
+    /// [`NetworkInstance::from_name`].
     NetworkInstance, min 0
 );
+
+impl NetworkInstance {
+    /// `name` in DNS-label form (TS 23.003 clause 9.1), as scapy and most peers send it.
+    /// Labels longer than 63 bytes are cut.
+    pub fn from_name(name: &str) -> Self {
+        let mut v = Vec::with_capacity(name.len() + 1);
+        for label in name.split('.') {
+            let b = label.as_bytes();
+            let b = b.get(..63).unwrap_or(b);
+            v.push(b.len() as u8);
+            v.extend_from_slice(b);
+        }
+        Self(v)
+    }
+
+    /// The name: the labels joined by dots when the bytes are DNS labels, otherwise the bytes
+    /// as text (some peers send a plain string).
+    pub fn name(&self) -> String {
+        let mut out = String::new();
+        let mut rest = self.0.as_slice();
+        while let [len, tail @ ..] = rest {
+            match tail.get(..usize::from(*len)) {
+                Some(label) if *len > 0 && *len < 64 => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(&String::from_utf8_lossy(label));
+                    rest = tail.get(usize::from(*len)..).unwrap_or_default();
+                }
+                _ => return String::from_utf8_lossy(&self.0).into_owned(),
+            }
+        }
+        out
+    }
+}
 bytes_ie!(
     /// UP Function Features (clause 8.2.25): the feature octets as sent (octet 5 bit 1 is
     /// BUCP, …); at least 2 octets.
@@ -876,5 +913,18 @@ impl IeValue for OuterHeaderCreation {
         if self.has(Self::S_TAG) {
             w.bytes(&self.s_tag.unwrap_or_default());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_instance_names() {
+        let n = NetworkInstance::from_name("access.isp");
+        assert_eq!(n.0, b"\x06access\x03isp");
+        assert_eq!(n.name(), "access.isp");
+        assert_eq!(NetworkInstance(b"vrf-1".to_vec()).name(), "vrf-1");
     }
 }

@@ -38,7 +38,7 @@ fn tag(vid: u16, pcp: u8) -> VlanTag {
 pub fn traffic_endpoint() -> CreateTrafficEndpoint {
     CreateTrafficEndpoint {
         traffic_endpoint_id: TrafficEndpointId(1),
-        network_instance: Some(NetworkInstance(b"access".to_vec())),
+        network_instance: Some(NetworkInstance::from_name("access")),
         ue_ip_address: vec![UeIpAddress { ipv4: Some(UE_ADDR), ..Default::default() }],
         mac_address: Some(MacAddress { source: Some(UE_MAC), ..Default::default() }),
         c_tag: Some(tag(200, 0)),
@@ -58,7 +58,7 @@ pub fn pdr_up() -> CreatePdr {
         precedence: Precedence(100),
         pdi: Pdi {
             source_interface: SourceInterface::ACCESS,
-            network_instance: Some(NetworkInstance(b"access".to_vec())),
+            network_instance: Some(NetworkInstance::from_name("access")),
             ue_ip_address: vec![UeIpAddress { ipv4: Some(UE_ADDR), ..Default::default() }],
             traffic_endpoint_id: vec![TrafficEndpointId(1)],
             sdf_filter: vec![SdfFilter {
@@ -98,7 +98,7 @@ pub fn pdr_down() -> CreatePdr {
         precedence: Precedence(100),
         pdi: Pdi {
             source_interface: SourceInterface::CORE,
-            network_instance: Some(NetworkInstance(b"internet".to_vec())),
+            network_instance: Some(NetworkInstance::from_name("internet")),
             ue_ip_address: vec![UeIpAddress { ipv4: Some(UE_ADDR), destination: true, ..Default::default() }],
             ..Default::default()
         },
@@ -116,7 +116,7 @@ pub fn far_up() -> CreateFar {
         apply_action: ApplyAction(ApplyAction::FORW),
         forwarding_parameters: Some(ForwardingParameters {
             destination_interface: DestinationInterface::CORE,
-            network_instance: Some(NetworkInstance(b"internet".to_vec())),
+            network_instance: Some(NetworkInstance::from_name("internet")),
             ..Default::default()
         }),
         unknown: vec![],
@@ -131,7 +131,7 @@ pub fn far_down() -> CreateFar {
         apply_action: ApplyAction(ApplyAction::FORW),
         forwarding_parameters: Some(ForwardingParameters {
             destination_interface: DestinationInterface::ACCESS,
-            network_instance: Some(NetworkInstance(b"access".to_vec())),
+            network_instance: Some(NetworkInstance::from_name("access")),
             outer_header_creation: None,
             bbf_outer_header_creation: Some(BbfOuterHeaderCreation {
                 description: BbfOuterHeaderCreation::TRAFFIC_ENDPOINT,

@@ -253,7 +253,7 @@ mod walk {
     }
     pub fn ni(e: &mut Expect, n: &Option<NetworkInstance>) {
         if let Some(n) = n {
-            e.push("pfcp.network_instance", String::from_utf8_lossy(&n.0));
+            e.push("pfcp.network_instance", n.name());
         }
     }
     pub fn ue_ip(e: &mut Expect, u: &UeIpAddress) {
