@@ -363,7 +363,8 @@ impl IeValue for NodeId {
                     let label = rest.get(..len).ok_or(cx.short(v.len()))?;
                     // Labels are letters, digits and hyphens (RFC 1035 clause 2.3.1); we
                     // also allow '_' but nothing that would not survive the dotted form.
-                    if len == 0 || !label.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_') {
+                    // RFC 1035 clause 2.3.4: "labels 63 octets or less".
+                    if len == 0 || len > 63 || !label.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_') {
                         return Err(cx.bad(at));
                     }
                     if !name.is_empty() {
@@ -917,6 +918,7 @@ impl IeValue for OuterHeaderCreation {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -926,5 +928,19 @@ mod tests {
         assert_eq!(n.0, b"\x06access\x03isp");
         assert_eq!(n.name(), "access.isp");
         assert_eq!(NetworkInstance(b"vrf-1".to_vec()).name(), "vrf-1");
+    }
+
+    /// A 64-octet label is refused: the encoder could not write it back (labels are at most
+    /// 63 octets), so accepting it would break decode(encode(decode(x))) == decode(x).
+    #[test]
+    fn node_id_fqdn_label_limits() {
+        let cx = Cx { ie_type: ie_type::NODE_ID, off: 12 };
+        let mut v = vec![2, 63];
+        v.extend([b'a'; 63]);
+        assert_eq!(NodeId::decode_value(&v, cx), Ok(NodeId::Fqdn("a".repeat(63))));
+        v[1] = 64;
+        v.push(b'a');
+        let e = NodeId::decode_value(&v, cx).unwrap_err();
+        assert_eq!((e.kind, e.offset), (crate::ErrorKind::IeIncorrect, 13));
     }
 }
