@@ -153,7 +153,7 @@ number_ie!(
     UrrId(u32) via u32 / u32
 );
 number_ie!(
-    /// Measurement Period (clause 8.2.41), seconds.
+    /// Measurement Period (clause 8.2.42), seconds.
     MeasurementPeriod(u32) via u32 / u32
 );
 number_ie!(
@@ -173,19 +173,19 @@ number_ie!(
     OffendingIe(u16) via u16 / u16
 );
 number_ie!(
-    /// UR-SEQN (clause 8.2.77).
+    /// UR-SEQN (clause 8.2.71).
     UrSeqn(u32) via u32 / u32
 );
 number_ie!(
-    /// Start Time (clause 8.2.45), NTP seconds.
+    /// Start Time (clause 8.2.52), NTP seconds.
     StartTime(u32) via u32 / u32
 );
 number_ie!(
-    /// End Time (clause 8.2.46), NTP seconds.
+    /// End Time (clause 8.2.53), NTP seconds.
     EndTime(u32) via u32 / u32
 );
 number_ie!(
-    /// Duration Measurement (clause 8.2.43), seconds.
+    /// Duration Measurement (clause 8.2.45), seconds.
     DurationMeasurement(u32) via u32 / u32
 );
 number_ie!(
