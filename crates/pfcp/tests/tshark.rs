@@ -83,7 +83,8 @@ fn pcap_of_samples(name: &str) -> (PathBuf, Vec<Message>) {
             frame(&b)
         })
         .collect();
-    let dir = std::env::temp_dir().join(format!("fastpath-pfcp-{}", std::process::id()));
+    // One directory per test (they run in parallel), removed by the test when it passes.
+    let dir = std::env::temp_dir().join(format!("fastpath-pfcp-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     write_pcap(&path, &frames);
@@ -646,6 +647,7 @@ fn tshark_decodes_every_message_with_the_values_we_set() {
     assert!(bad.is_empty(), "{} of {n} fields differ:\n{}", bad.len(), bad.join("\n"));
     let complaints = dissector_complaints(&pcap);
     assert!(complaints.is_empty(), "tshark complains:\n{}", complaints.join("\n"));
+    let _ = std::fs::remove_dir_all(pcap.parent().unwrap());
 }
 
 /// The checks above can fail: a value we did not send and a broken IE are both caught.
@@ -663,4 +665,5 @@ fn the_tshark_checks_catch_a_wrong_value_and_a_malformed_ie() {
     let broken = dir.join("broken.pcap");
     write_pcap(&broken, &[frame(&b)]);
     assert!(!dissector_complaints(&broken).is_empty());
+    let _ = std::fs::remove_dir_all(dir);
 }
