@@ -460,7 +460,7 @@ mod walk {
         tag(e, &t.c_tag, true);
         tag(e, &t.s_tag, false);
         logical_port(e, &t.logical_port);
-        e.opt("pfcp.bbf.pppoe_session_id", t.pppoe_session_id.map(|p| p.0));
+        e.opt("pfcp.bbf.pppoe_session_id", t.pppoe_session_id.map(|p| format!("0x{:04x}", p.0)));
         e.opt("pfcp.bbf.mtu", t.mtu.map(|m| m.0));
     }
     pub fn usage_report(e: &mut Expect, u: &UsageReport) {
@@ -665,5 +665,95 @@ fn the_tshark_checks_catch_a_wrong_value_and_a_malformed_ie() {
     let broken = dir.join("broken.pcap");
     write_pcap(&broken, &[frame(&b)]);
     assert!(!dissector_complaints(&broken).is_empty());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The PPPoE / L2TP BBF IEs (typed in `bbf`, carried raw in `unknown`), written with
+/// `BbfIe::to_raw`, as tshark's BBF dissector reads them.
+#[test]
+fn tshark_decodes_every_bbf_ie_type() {
+    use fastpath_pfcp::bbf::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    let endpoint = L2tpTunnelEndpoint {
+        choose: false,
+        tunnel_id: 0x1234,
+        ipv4: Some(Ipv4Addr::new(198, 51, 100, 20)),
+        ipv6: Some(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x20)),
+    };
+    let lcp = PppLcpConnectivity {
+        verification_timers: Some(VerificationTimers { interval_s: 30, count: 3 }),
+        ppp_lcp_magic_number: Some(PppLcpMagicNumber { tx: 0x1111_2222, rx: 0x3333_4444 }),
+        unknown: vec![],
+    };
+    let ies = [
+        BbfIe::PppoeSessionId(PppoeSessionId(0x0042)),
+        BbfIe::PppProtocol(PppProtocol { control: true, data: false, protocol: Some(0xc021) }),
+        BbfIe::VerificationTimers(VerificationTimers { interval_s: 10, count: 5 }),
+        BbfIe::PppLcpMagicNumber(PppLcpMagicNumber { tx: 0xdead_beef, rx: 0x0102_0304 }),
+        BbfIe::Mtu(Mtu(1492)),
+        BbfIe::L2tpTunnelEndpoint(endpoint),
+        BbfIe::L2tpSessionId(L2tpSessionId(0x5678)),
+        BbfIe::L2tpType(L2tpType { control: true }),
+        BbfIe::PppLcpConnectivity(lcp),
+        BbfIe::L2tpTunnel(L2tpTunnel { l2tp_tunnel_endpoint: Some(endpoint), unknown: vec![] }),
+    ];
+    let mut msg = samples::all().remove(8);
+    let Message::SessionEstablishmentRequest(_, m) = &mut msg else { panic!() };
+    m.unknown = ies.iter().map(BbfIe::to_raw).collect();
+    // Each reads back as itself.
+    for (raw, ie) in m.unknown.iter().zip(&ies) {
+        assert_eq!(BbfIe::from_raw(raw), Some(Ok(ie.clone())));
+    }
+    let mut b = Vec::new();
+    encode(&msg, &mut b).unwrap();
+    let dir = std::env::temp_dir().join(format!("fastpath-pfcp-{}-bbf", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("bbf.pcap");
+    write_pcap(&pcap, &[frame(&b)]);
+
+    let want: &[(&str, &str)] = &[
+        ("pfcp.bbf.pppoe_session_id", "0x0042"),
+        ("pfcp.bbf.protocol_flags.control", "1"),
+        ("pfcp.bbf.protocol_flags.data", "0"),
+        ("pfcp.bbf.protocol_flags.specific", "1"),
+        ("pfcp.bbf.protocol_flags.protocol", "0xc021"),
+        ("pfcp.bbf.verification_timer.interval", "10"),
+        ("pfcp.bbf.verification_timer.count", "5"),
+        ("pfcp.bbf.lcp_magic_number.tx", "0xdeadbeef"),
+        ("pfcp.bbf.lcp_magic_number.rx", "0x01020304"),
+        ("pfcp.bbf.mtu", "1492"),
+        ("pfcp.bbf.l2tp_endp_flags.v4", "1"),
+        ("pfcp.bbf.l2tp_endp_flags.v6", "1"),
+        ("pfcp.bbf.l2tp_endp_flags.ch", "0"),
+        ("pfcp.bbf.l2tp_endp.tunnel_id", "0x1234"),
+        ("pfcp.bbf.l2tp_endp.ipv4_addr", "198.51.100.20"),
+        ("pfcp.bbf.l2tp_endp.ipv6_addr", "2001:db8::20"),
+        ("pfcp.bbf.bbf_l2tp_session_id", "0x5678"),
+        ("pfcp.bbf.l2tp_type_flags.t", "1"),
+        // Inside PPP LCP Connectivity and L2TP Tunnel.
+        ("pfcp.bbf.verification_timer.interval", "30"),
+        ("pfcp.bbf.verification_timer.count", "3"),
+        ("pfcp.bbf.lcp_magic_number.tx", "0x11112222"),
+        ("pfcp.bbf.lcp_magic_number.rx", "0x33334444"),
+        ("pfcp.bbf.l2tp_endp.tunnel_id", "0x1234"),
+    ];
+    let mut fields: Vec<&str> = want.iter().map(|(f, _)| *f).collect();
+    fields.sort_unstable();
+    fields.dedup();
+    let got = tshark_fields(&pcap, &fields);
+    let mut left = got[&1].clone();
+    let mut bad = Vec::new();
+    for (f, v) in want {
+        let vals = left.get_mut(*f).unwrap();
+        match vals.iter().position(|x| x == v) {
+            Some(p) => {
+                vals.remove(p);
+            }
+            None => bad.push(format!("{f} = {v:?} not among {:?}", got[&1][*f])),
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    let complaints = dissector_complaints(&pcap);
+    assert!(complaints.is_empty(), "tshark complains:\n{}", complaints.join("\n"));
     let _ = std::fs::remove_dir_all(dir);
 }
