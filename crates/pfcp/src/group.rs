@@ -262,6 +262,38 @@ ies! {
 }
 
 ies! {
+    /// Update Traffic Endpoint (TS 29.244 Table 7.5.4.13-1).
+    pub struct UpdateTrafficEndpoint {
+        /// Traffic Endpoint ID (M).
+        traffic_endpoint_id: TrafficEndpointId = k(t::TRAFFIC_ENDPOINT_ID),
+        /// Network Instance.
+        network_instance: Option<NetworkInstance> = k(t::NETWORK_INSTANCE),
+        /// UE IP Address(es).
+        ue_ip_address: Vec<UeIpAddress> = k(t::UE_IP_ADDRESS),
+        /// MAC address.
+        mac_address: Option<MacAddress> = k(t::MAC_ADDRESS),
+        /// C-TAG.
+        c_tag: Option<VlanTag> = k(t::C_TAG),
+        /// S-TAG.
+        s_tag: Option<VlanTag> = k(t::S_TAG),
+        /// BBF Logical Port.
+        logical_port: Option<LogicalPort> = b(bt::LOGICAL_PORT),
+        /// BBF PPPoE Session ID.
+        pppoe_session_id: Option<PppoeSessionId> = b(bt::PPPOE_SESSION_ID),
+        /// BBF MTU.
+        mtu: Option<Mtu> = b(bt::MTU),
+    }
+}
+
+ies! {
+    /// Remove Traffic Endpoint (TS 29.244 Table 7.5.4.14-1).
+    pub struct RemoveTrafficEndpoint {
+        /// Traffic Endpoint ID (M).
+        traffic_endpoint_id: TrafficEndpointId = k(t::TRAFFIC_ENDPOINT_ID),
+    }
+}
+
+ies! {
     /// Usage Report (TS 29.244 Tables 7.5.5.2-1, 7.5.7.2-1 and 7.5.8.3-1: the same contents
     /// under IE types 78, 79 and 80).
     pub struct UsageReport {
@@ -300,5 +332,7 @@ grouped!(
     UpdateUrr,
     RemoveUrr,
     CreateTrafficEndpoint,
+    UpdateTrafficEndpoint,
+    RemoveTrafficEndpoint,
     UsageReport,
 );

@@ -114,6 +114,10 @@ ies! {
         up_function_features: Option<UpFunctionFeatures> = k(t::UP_FUNCTION_FEATURES),
         /// CP Function Features.
         cp_function_features: Option<CpFunctionFeatures> = k(t::CP_FUNCTION_FEATURES),
+        /// PFCP Association Release Request (a UP function asking to be released).
+        association_release_request: Option<PfcpAssociationReleaseRequest> = k(t::PFCP_ASSOCIATION_RELEASE_REQUEST),
+        /// Graceful Release Period.
+        graceful_release_period: Option<Timer> = k(t::GRACEFUL_RELEASE_PERIOD),
         /// BBF UP Function Features.
         bbf_up_function_features: Option<BbfUpFunctionFeatures> = b(bt::UP_FUNCTION_FEATURES),
     }
@@ -202,6 +206,8 @@ ies! {
         remove_urr: Vec<RemoveUrr> = k(t::REMOVE_URR),
         /// Remove QER.
         remove_qer: Vec<RemoveQer> = k(t::REMOVE_QER),
+        /// Remove Traffic Endpoint.
+        remove_traffic_endpoint: Vec<RemoveTrafficEndpoint> = k(t::REMOVE_TRAFFIC_ENDPOINT),
         /// Create PDR.
         create_pdr: Vec<CreatePdr> = k(t::CREATE_PDR),
         /// Create FAR.
@@ -220,6 +226,8 @@ ies! {
         update_qer: Vec<UpdateQer> = k(t::UPDATE_QER),
         /// Create Traffic Endpoint.
         create_traffic_endpoint: Vec<CreateTrafficEndpoint> = k(t::CREATE_TRAFFIC_ENDPOINT),
+        /// Update Traffic Endpoint.
+        update_traffic_endpoint: Vec<UpdateTrafficEndpoint> = k(t::UPDATE_TRAFFIC_ENDPOINT),
     }
 }
 
@@ -275,8 +283,12 @@ ies! {
 }
 
 /// One PFCP message: its header and its typed body.
+///
+/// The Session Modification Request variant is a few hundred bytes (its many rule lists); it is
+/// not boxed, since messages are control-plane values built and matched far more often than
+/// moved, and a `Box` would make every construction and pattern noisier.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[allow(missing_docs)]
+#[allow(missing_docs, clippy::large_enum_variant)]
 pub enum Message {
     HeartbeatRequest(NodeHeader, HeartbeatRequest),
     HeartbeatResponse(NodeHeader, HeartbeatResponse),

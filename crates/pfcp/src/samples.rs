@@ -242,6 +242,8 @@ pub fn all() -> Vec<Message> {
                 node_id: NodeId::Ipv6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2)),
                 up_function_features: Some(UpFunctionFeatures(vec![0x10, 0x00])),
                 cp_function_features: None,
+                association_release_request: Some(PfcpAssociationReleaseRequest(PfcpAssociationReleaseRequest::SARR)),
+                graceful_release_period: Some(Timer { unit: 1, value: 5 }),
                 bbf_up_function_features: bbf,
                 unknown: vec![],
             },
@@ -285,6 +287,13 @@ pub fn all() -> Vec<Message> {
                 remove_far: vec![RemoveFar { far_id: FarId(3), unknown: vec![] }],
                 remove_urr: vec![RemoveUrr { urr_id: UrrId(9), unknown: vec![] }],
                 remove_qer: vec![RemoveQer { qer_id: QerId(9), unknown: vec![] }],
+                remove_traffic_endpoint: vec![RemoveTrafficEndpoint { traffic_endpoint_id: TrafficEndpointId(2), unknown: vec![] }],
+                update_traffic_endpoint: vec![UpdateTrafficEndpoint {
+                    traffic_endpoint_id: TrafficEndpointId(1),
+                    ue_ip_address: vec![UeIpAddress { ipv4: Some(Ipv4Addr::new(100, 64, 0, 9)), ..Default::default() }],
+                    logical_port: Some(LogicalPort(b"port-2".to_vec())),
+                    ..Default::default()
+                }],
                 update_pdr: vec![UpdatePdr {
                     pdr_id: PdrId(1),
                     precedence: Some(Precedence(50)),

@@ -156,6 +156,9 @@ def check(index, pkt):
     elif index == 4:
         n = only(ies, P.IE_NodeId)
         assert (n.id_type, n.ipv6) == (1, "2001:db8::2")
+        assert only(ies, P.IE_PFCPAssociationReleaseRequest).SARR == 1
+        g = only(ies, P.IE_GracefulReleasePeriod)
+        assert (g.release_timer_unit, g.release_timer_value) == (1, 5)
     elif index == 8:
         assert (h.seid, h.seq, h.MP, h.priority) == (0, 10, 1, 3)
         f = only(ies, P.IE_FSEID)
@@ -208,6 +211,11 @@ def check(index, pkt):
         assert vendor(only(uf, P.IE_UpdateForwardingParameters).IE_list, 32769) == b"port-2"
         m = only(only(ies, P.IE_UpdateQER).IE_list, P.IE_MBR)
         assert (m.ul, m.dl) == (50000, 250000)
+        assert only(only(ies, P.IE_RemoveTrafficEndpoint).IE_list, P.IE_TrafficEndpointId).id == 2
+        ute = only(ies, P.IE_UpdateTrafficEndpoint).IE_list
+        assert only(ute, P.IE_TrafficEndpointId).id == 1
+        assert only(ute, P.IE_UE_IP_Address).ipv4 == "100.64.0.9"
+        assert vendor(ute, 32769) == b"port-2"
     elif index == 11:
         check_usage_report(only(ies, P.IE_UsageReport_SMR), False)
     elif index == 12:

@@ -463,6 +463,19 @@ mod walk {
         e.opt("pfcp.bbf.pppoe_session_id", t.pppoe_session_id.map(|p| format!("0x{:04x}", p.0)));
         e.opt("pfcp.bbf.mtu", t.mtu.map(|m| m.0));
     }
+    pub fn update_te(e: &mut Expect, t: &UpdateTrafficEndpoint) {
+        e.push("pfcp.traffic_endpoint_id", t.traffic_endpoint_id.0);
+        ni(e, &t.network_instance);
+        t.ue_ip_address.iter().for_each(|u| ue_ip(e, u));
+        if let Some(m) = &t.mac_address {
+            mac(e, m);
+        }
+        tag(e, &t.c_tag, true);
+        tag(e, &t.s_tag, false);
+        logical_port(e, &t.logical_port);
+        e.opt("pfcp.bbf.pppoe_session_id", t.pppoe_session_id.map(|p| format!("0x{:04x}", p.0)));
+        e.opt("pfcp.bbf.mtu", t.mtu.map(|m| m.0));
+    }
     pub fn usage_report(e: &mut Expect, u: &UsageReport) {
         e.push("pfcp.urr_id", u.urr_id.0);
         e.push("pfcp.ur_seqn", u.ur_seqn.0);
@@ -522,6 +535,11 @@ fn expect(m: &Message) -> Expect {
             node_id(&mut e, &b.node_id);
             up_features(&mut e, &b.up_function_features);
             cp_features(&mut e, &b.cp_function_features);
+            e.opt("pfcp.assoc_rel_req.sarr", b.association_release_request.map(|a| a.0 & 1));
+            if let Some(t) = b.graceful_release_period {
+                e.push("pfcp.timer_unit", t.unit);
+                e.push("pfcp.timer_value", t.value);
+            }
             bbf_features(&mut e, &b.bbf_up_function_features);
         }
         Message::AssociationUpdateResponse(_, b) => {
@@ -561,6 +579,8 @@ fn expect(m: &Message) -> Expect {
             b.remove_far.iter().for_each(|r| e.push("pfcp.far_id", r.far_id.0));
             b.remove_urr.iter().for_each(|r| e.push("pfcp.urr_id", r.urr_id.0));
             b.remove_qer.iter().for_each(|r| e.push("pfcp.qer_id", r.qer_id.0));
+            b.remove_traffic_endpoint.iter().for_each(|r| e.push("pfcp.traffic_endpoint_id", r.traffic_endpoint_id.0));
+            b.update_traffic_endpoint.iter().for_each(|t| update_te(&mut e, t));
             b.create_pdr.iter().for_each(|p| create_pdr(&mut e, p));
             b.create_far.iter().for_each(|f| create_far(&mut e, f));
             b.create_urr.iter().for_each(|u| create_urr(&mut e, u));
@@ -643,6 +663,7 @@ fn tshark_decodes_every_message_with_the_values_we_set() {
     assert_eq!(msgs.len(), 16);
     let n: usize = msgs.iter().map(|m| expect(m).0.len()).sum();
     assert!(n > 250, "only {n} field checks");
+    println!("{n} field checks over {} messages", msgs.len());
     let bad = mismatches(&pcap, &msgs);
     assert!(bad.is_empty(), "{} of {n} fields differ:\n{}", bad.len(), bad.join("\n"));
     let complaints = dissector_complaints(&pcap);

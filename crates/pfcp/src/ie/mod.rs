@@ -72,7 +72,11 @@ pub mod ie_type {
     pub const UR_SEQN: u16 = 104;
     pub const FAR_ID: u16 = 108;
     pub const QER_ID: u16 = 109;
+    pub const PFCP_ASSOCIATION_RELEASE_REQUEST: u16 = 111;
+    pub const GRACEFUL_RELEASE_PERIOD: u16 = 112;
     pub const CREATE_TRAFFIC_ENDPOINT: u16 = 127;
+    pub const UPDATE_TRAFFIC_ENDPOINT: u16 = 129;
+    pub const REMOVE_TRAFFIC_ENDPOINT: u16 = 130;
     pub const TRAFFIC_ENDPOINT_ID: u16 = 131;
     pub const ETHERNET_PACKET_FILTER: u16 = 132;
     pub const MAC_ADDRESS: u16 = 133;
@@ -221,6 +225,54 @@ impl ReportType {
     /// User Plane Inactivity Report.
     pub const UPIR: u8 = 0x08;
 }
+number_ie!(
+    /// PFCP Association Release Request (clause 8.2.77), the IE:
+    /// [`PfcpAssociationReleaseRequest::SARR`] asks the CP function to release the association.
+    PfcpAssociationReleaseRequest(u8) via u8 / u8
+);
+impl PfcpAssociationReleaseRequest {
+    /// PFCP Association Release Request.
+    pub const SARR: u8 = 0x01;
+    /// Non-Zero Usage Reports for the released sessions.
+    pub const URSS: u8 = 0x02;
+}
+
+/// A timer as TS 29.244 clause 8.2.35 (via TS 24.008 GPRS Timer) encodes it, e.g. the
+/// Graceful Release Period (clause 8.2.78): a 3-bit unit and a 5-bit value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Timer {
+    /// Unit: 0 = 2 s, 1 = 1 min, 2 = 10 min, 3 = 1 h, 4 = 10 h, 7 = infinite.
+    pub unit: u8,
+    /// Value (0-31) in that unit.
+    pub value: u8,
+}
+
+impl Timer {
+    /// The duration in seconds (`None` for the infinite unit 7; units 5 and 6 are read as
+    /// 1 minute, as TS 24.008 says for unknown units).
+    pub fn seconds(&self) -> Option<u32> {
+        let unit_s = match self.unit {
+            0 => 2,
+            1 | 5 | 6 => 60,
+            2 => 600,
+            3 => 3600,
+            4 => 36_000,
+            _ => return None,
+        };
+        Some(unit_s * u32::from(self.value))
+    }
+}
+
+impl IeValue for Timer {
+    fn decode_value(v: &[u8], cx: Cx) -> Result<Self, DecodeError> {
+        let b = Rd::new(v, cx).u8()?;
+        Ok(Self { unit: b >> 5, value: b & 0x1f })
+    }
+    fn encode_value(&self, w: &mut W) {
+        w.u8((self.unit & 0x07) << 5 | (self.value & 0x1f));
+    }
+}
+
 number_ie!(
     /// Ethernet Filter Properties (clause 8.2.99): bit 1 BIDE (bidirectional).
     EthernetFilterProperties(u8) via u8 / u8
