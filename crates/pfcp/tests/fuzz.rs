@@ -324,7 +324,98 @@ fn message() -> impl Strategy<Value = Message> {
     let rep = (session_header(), vec(usage_report(), 1..3), any::<u8>()).prop_map(|(h, r, t)| {
         Message::SessionReportRequest(h, SessionReportRequest { report_type: ReportType(t), usage_report: r, unknown: vec![] })
     });
-    prop_oneof![setup, hb, release, est, est_rsp, del, rep]
+    let update_far =
+        (any::<u32>(), of(any::<u16>()), of((of(0u8..16), ni(), of(ohc()), bbf_ohc(), lp()))).prop_map(|(id, a, fp)| UpdateFar {
+            far_id: FarId(id),
+            apply_action: a.map(ApplyAction),
+            update_forwarding_parameters: fp.map(|(d, n, o, b, l)| UpdateForwardingParameters {
+                destination_interface: d.map(DestinationInterface),
+                network_instance: n,
+                outer_header_creation: o,
+                bbf_outer_header_creation: b,
+                logical_port: l,
+                unknown: vec![],
+            }),
+            unknown: vec![],
+        });
+    let update_pdr = (any::<u16>(), of(any::<u32>()), of(pdi()), ohr(), of(any::<u32>())).prop_map(|(id, p, pdi, ohr, far)| UpdatePdr {
+        pdr_id: PdrId(id),
+        precedence: p.map(Precedence),
+        pdi,
+        outer_header_removal: ohr,
+        far_id: far.map(FarId),
+        ..Default::default()
+    });
+    let update_qer = (any::<u32>(), of((0u8..4, 0u8..4)), of(rate())).prop_map(|(id, g, m)| UpdateQer {
+        qer_id: QerId(id),
+        gate_status: g.map(|(ul, dl)| GateStatus { ul, dl }),
+        mbr: m,
+        ..Default::default()
+    });
+    let update_urr = (any::<u32>(), of(any::<u8>()), of(0u32..0x0100_0000), of(any::<u32>())).prop_map(|(id, m, t, p)| UpdateUrr {
+        urr_id: UrrId(id),
+        measurement_method: m.map(MeasurementMethod),
+        reporting_triggers: t.map(Triggers),
+        measurement_period: p.map(MeasurementPeriod),
+        unknown: vec![],
+    });
+    let update_te = (te(), any::<bool>()).prop_map(|(t, _)| UpdateTrafficEndpoint {
+        traffic_endpoint_id: t.traffic_endpoint_id,
+        network_instance: t.network_instance,
+        ue_ip_address: t.ue_ip_address,
+        mac_address: t.mac_address,
+        c_tag: t.c_tag,
+        s_tag: t.s_tag,
+        logical_port: t.logical_port,
+        pppoe_session_id: t.pppoe_session_id,
+        mtu: t.mtu,
+        unknown: t.unknown,
+    });
+    let removes =
+        (vec(any::<u16>(), 0..3), vec(any::<u32>(), 0..3), vec(any::<u32>(), 0..3), vec(any::<u32>(), 0..3), vec(any::<u8>(), 0..3));
+    let creates = (vec(create_pdr(), 0..2), vec(create_far(), 0..2), vec(create_urr(), 0..2), vec(create_qer(), 0..2), vec(te(), 0..2));
+    let updates = (vec(update_pdr, 0..2), vec(update_far, 0..2), vec(update_urr, 0..2), vec(update_qer, 0..2), vec(update_te, 0..2));
+    let modify = (session_header(), of(f_seid()), removes, creates, updates, raw_ies()).prop_map(
+        |(h, f, (rp, rf, ru, rq, rt), (cp, cf, cu, cq, ct), (up, uf, uu, uq, ut), u)| {
+            Message::SessionModificationRequest(
+                h,
+                SessionModificationRequest {
+                    cp_f_seid: f,
+                    remove_pdr: rp.into_iter().map(|id| RemovePdr { pdr_id: PdrId(id), unknown: vec![] }).collect(),
+                    remove_far: rf.into_iter().map(|id| RemoveFar { far_id: FarId(id), unknown: vec![] }).collect(),
+                    remove_urr: ru.into_iter().map(|id| RemoveUrr { urr_id: UrrId(id), unknown: vec![] }).collect(),
+                    remove_qer: rq.into_iter().map(|id| RemoveQer { qer_id: QerId(id), unknown: vec![] }).collect(),
+                    remove_traffic_endpoint: rt
+                        .into_iter()
+                        .map(|id| RemoveTrafficEndpoint { traffic_endpoint_id: TrafficEndpointId(id), unknown: vec![] })
+                        .collect(),
+                    create_pdr: cp,
+                    create_far: cf,
+                    create_urr: cu,
+                    create_qer: cq,
+                    update_pdr: up,
+                    update_far: uf,
+                    update_urr: uu,
+                    update_qer: uq,
+                    create_traffic_endpoint: ct,
+                    update_traffic_endpoint: ut,
+                    unknown: u,
+                },
+            )
+        },
+    );
+    let assoc_update = (0u32..0x0100_0000, node_id(), of(any::<u8>()), of((0u8..8, 0u8..32))).prop_map(|(seq, n, r, g)| {
+        Message::AssociationUpdateRequest(
+            NodeHeader { seq },
+            AssociationUpdateRequest {
+                node_id: n,
+                association_release_request: r.map(PfcpAssociationReleaseRequest),
+                graceful_release_period: g.map(|(unit, value)| Timer { unit, value }),
+                ..Default::default()
+            },
+        )
+    });
+    prop_oneof![setup, hb, release, est, est_rsp, del, rep, modify, assoc_update]
 }
 
 proptest! {
