@@ -9,7 +9,10 @@
 //! - Every message and grouped IE is a struct with one field per IE it types ([`message`],
 //!   [`group`], leaf IEs in [`ie`], BBF IEs in [`bbf`]). IEs it does not type, vendor IEs of
 //!   other enterprises, and repeats of single IEs are kept as [`RawIe`] in each struct's
-//!   `unknown` and written back unchanged.
+//!   `unknown` and written back unchanged; [`bbf::BbfIe::from_raw`] reads a BBF IE found
+//!   there.
+//! - [`samples`] holds one populated message of every kind (a TR-459 IPoE session), used by
+//!   the tests and as an example of filling the structs.
 //! - A [`DecodeError`] says what was wrong, at which byte offset and in which IE, and
 //!   [`DecodeError::cause`] gives the cause the responder sends.
 //!
@@ -19,10 +22,10 @@
 //! declaration order, then the raw ones), so it is canonical rather than byte-identical to
 //! the input.
 //!
-//! Control thread only: this is a control-plane codec and it allocates.
+//! Control thread only: this is a control-plane codec and it allocates. Interop with
+//! independent implementations (tshark, scapy) and the IE table are in `docs/pfcp.md`.
 //!
 //! ```
-//! use std::net::Ipv4Addr;
 //! use fastpath_pfcp::{decode, encode, Message, NodeHeader};
 //! use fastpath_pfcp::message::HeartbeatRequest;
 //! use fastpath_pfcp::ie::RecoveryTimeStamp;
@@ -39,7 +42,6 @@
 //! // A truncated message names the cause to answer with: Invalid length (68).
 //! let err = decode(&buf[..12]).unwrap_err();
 //! assert_eq!(err.cause().map(|c| c.0), Some(68));
-//! # let _ = Ipv4Addr::LOCALHOST;
 //! ```
 
 #![forbid(unsafe_code)]
