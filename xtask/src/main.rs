@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-lab", &["fastpath-io", "fastpath-pipeline", "fastpath-tm"]),
     ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
     ("fastpath-bng", &["fastpath-packet"]),
+    ("fastpath-pfcp", &[]),
     (
         "fastpath",
         &[
@@ -39,6 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fastpath-lab",
             "fastpath-xdp",
             "fastpath-bng",
+            "fastpath-pfcp",
         ],
     ),
 ];
