@@ -10,6 +10,7 @@
 
 use crate::exec::Stage;
 use crate::ir::{FieldRef, Loc, MetaField, Operand, Prim, ValueKind, MAX_ARGS};
+use crate::stages::l2edit::{L2Edit, MAX_PUSH, MAX_REGS};
 use crate::stages::prims::{CtLoadStage, ForwardStage, MacSwapStage, MeterStage, PrimStage, TtlDecStage, VxlanDecapStage};
 use crate::stages::vxlan::{EncapTemplate, Tunnel};
 use fastpath_packet::Slot;
@@ -29,6 +30,9 @@ pub enum Fast {
     /// `vxlan_encap D S SIP DIP VNI; forward P` with constant operands: the tunnel's outer
     /// headers prebuilt (template `tpl` of the stage).
     Encap { tpl: u32, port: u16 },
+    /// Register writes, VLAN pops and pushes, MAC writes and a port with constant operands
+    /// (a subscriber session's entry, a next hop with a VLAN): edit `edit` of the stage.
+    L2 { edit: u32 },
     /// Anything else: run the primitives.
     General,
 }
@@ -42,6 +46,8 @@ impl Fast {
     pub const SET_REG: u8 = 4;
     /// Of `Encap`.
     pub const ENCAP: u8 = 16;
+    /// Of `L2`.
+    pub const L2: u8 = 64;
 
     /// One bit per kind (the table stage keeps the union over its entries).
     pub fn kind_bit(&self) -> u8 {
@@ -52,11 +58,12 @@ impl Fast {
             Fast::Nop => 8,
             Fast::Encap { .. } => Self::ENCAP,
             Fast::General => 32,
+            Fast::L2 { .. } => Self::L2,
         }
     }
 }
 
-pub fn fast_form(body: &[Prim], args: &[u128; MAX_ARGS], templates: &mut Vec<EncapTemplate>) -> Fast {
+pub fn fast_form(body: &[Prim], args: &[u128; MAX_ARGS], templates: &mut Vec<EncapTemplate>, edits: &mut Vec<L2Edit>) -> Fast {
     let val = |o: &Operand| match o {
         Operand::Arg(k) => Some(args[usize::from(*k) % MAX_ARGS]),
         Operand::Const(c) => Some(*c),
@@ -87,8 +94,66 @@ pub fn fast_form(body: &[Prim], args: &[u128; MAX_ARGS], templates: &mut Vec<Enc
             }
             _ => Fast::General,
         },
-        _ => Fast::General,
+        _ => match l2_edit(body, val, eth_at) {
+            Some(e) => {
+                edits.push(e);
+                Fast::L2 { edit: edits.len() as u32 - 1 }
+            }
+            None => Fast::General,
+        },
     }
+}
+
+/// `set meta.R = V`…, `pop_vlan`…, `push_vlan V [P [T]]`…, `set eth.dst = D`, `set eth.src =
+/// S`, `forward P`, each optional but in that order, every operand a constant or an argument.
+fn l2_edit(body: &[Prim], val: impl Fn(&Operand) -> Option<u128>, eth_at: impl Fn(&FieldRef, u8) -> bool) -> Option<L2Edit> {
+    let mac = |v: u128| -> [u8; 6] { std::array::from_fn(|k| (v >> (40 - 8 * k)) as u8) };
+    let mut e = L2Edit::default();
+    let mut pushed: Vec<[u8; 4]> = Vec::new();
+    let mut phase = 0;
+    for p in body {
+        let (at, ok) = match p {
+            Prim::Set(FieldRef { loc: Loc::Meta(MetaField::Reg(r)), .. }, v) if usize::from(e.n_regs) < MAX_REGS => {
+                e.regs[usize::from(e.n_regs)] = (*r, val(v)? as u32);
+                e.n_regs += 1;
+                (0, true)
+            }
+            Prim::PopVlan if e.pops < 2 => {
+                e.pops += 1;
+                (1, true)
+            }
+            Prim::PushVlan(vid, pcp, tpid) if pushed.len() < MAX_PUSH => {
+                let tci = ((val(pcp)? as u16 & 7) << 13) | (val(vid)? as u16 & 0x0fff);
+                let [a, b] = tpid.to_be_bytes();
+                let [c, d] = tci.to_be_bytes();
+                pushed.push([a, b, c, d]);
+                (2, true)
+            }
+            Prim::Set(f, v) if eth_at(f, 0) => {
+                e.dst = Some(mac(val(v)?));
+                (3, true)
+            }
+            Prim::Set(f, v) if eth_at(f, 6) => {
+                e.src = Some(mac(val(v)?));
+                (4, true)
+            }
+            Prim::Forward(v) => {
+                e.port = Some(u16::try_from(val(v)?).ok()?);
+                (5, true)
+            }
+            _ => (0, false),
+        };
+        if !ok || at < phase {
+            return None;
+        }
+        phase = at;
+    }
+    // The last pushed is the outermost.
+    for (k, t) in pushed.iter().rev().enumerate() {
+        e.push[k] = *t;
+    }
+    e.n_push = pushed.len() as u8;
+    Some(e)
 }
 
 /// The stage for a run of primitives in a control block.

@@ -4,6 +4,7 @@
 pub mod classify;
 pub mod conntrack;
 pub mod l2;
+pub mod l2edit;
 pub mod parser;
 pub mod prims;
 pub mod vxlan;

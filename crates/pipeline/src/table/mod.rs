@@ -15,6 +15,7 @@ use crate::build::special::{fast_form, Fast};
 use crate::exec::{Stage, StageCx};
 use crate::field::Extract;
 use crate::ir::{MatchKind, Prim, Program, TableDef, TableImpl, MAX_ARGS, MAX_KEY_FIELDS};
+use crate::stages::l2edit::L2Edit;
 use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
 use crate::value::Match;
@@ -61,6 +62,8 @@ pub struct TableStage {
     kinds: u8,
     /// Outer headers of the `Fast::Encap` entries.
     templates: Vec<EncapTemplate>,
+    /// Layer-2 edits of the `Fast::L2` entries.
+    edits: Vec<L2Edit>,
     /// Action entry ▸ index; foldhash: every entry a control plane adds is hashed here (a
     /// session's entry is unique to it), and SipHash made that most of a session's setup.
     intern: HashMap<ActionEntry, u32, foldhash::fast::RandomState>,
@@ -241,8 +244,9 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
     };
     let (da, dargs) = def.default;
     let bodies: Vec<Vec<Prim>> = p.actions.iter().map(|a| a.body.clone()).collect();
-    let mut templates = Vec::new();
-    let default_fast = if special { bodies.get(da).map_or(Fast::General, |b| fast_form(b, &dargs, &mut templates)) } else { Fast::General };
+    let (mut templates, mut edits) = (Vec::new(), Vec::new());
+    let default_fast =
+        if special { bodies.get(da).map_or(Fast::General, |b| fast_form(b, &dargs, &mut templates, &mut edits)) } else { Fast::General };
     Box::new(TableStage {
         bit: 1 << t,
         table_index: t as u16,
@@ -253,6 +257,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         special,
         kinds: 0,
         templates,
+        edits,
         intern: HashMap::default(),
         entries_digest: FNV_OFFSET,
         bodies,
@@ -301,7 +306,7 @@ impl TableStage {
         self.entries.push(e);
         self.entries_digest = std::iter::once(u128::from(e.action)).chain(e.args).fold(self.entries_digest, fnv1a);
         let f = match self.bodies.get(usize::from(e.action)) {
-            Some(b) if self.special => fast_form(b, &e.args, &mut self.templates),
+            Some(b) if self.special => fast_form(b, &e.args, &mut self.templates, &mut self.edits),
             _ => Fast::General,
         };
         self.kinds |= f.kind_bit();
@@ -956,7 +961,7 @@ impl Stage for TableStage {
                             let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
                             run_body(self.bodies.get(usize::from(entry.action)), entry, pool, b, i, cx);
                         }
-                        f => apply_fast(f, &self.templates, pool, b, i, cx),
+                        f => apply_fast(f, &self.templates, &self.edits, pool, b, i, cx),
                     }
                 })
             };
@@ -988,6 +993,9 @@ impl Stage for TableStage {
                         uniform!($get, reason, i, Fast::Rewrite { macs, port } => rewrite(&macs, port, pool, b, i))
                     }
                     (Some(reason), Fast::SET_REG) => uniform!($get, reason, i, Fast::SetReg { reg, value } => set_reg(b, i, reg, value)),
+                    (Some(reason), Fast::L2) => {
+                        uniform!($get, reason, i, Fast::L2 { edit } => l2(self.edits.get(edit as usize), pool, b, i, cx))
+                    }
                     (Some(reason), Fast::ENCAP) => {
                         uniform!($get, reason, i, Fast::Encap { tpl, port } => encap(self.templates.get(tpl as usize), port, pool, b, i, cx))
                     }
@@ -1023,13 +1031,22 @@ impl Stage for TableStage {
 /// Applies a pre-digested action ([`Fast`], every form but `General`) to slot `i`: the action
 /// pass over mixed forms.
 #[inline(always)]
-fn apply_fast(f: Fast, templates: &[EncapTemplate], pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) {
+fn apply_fast(f: Fast, templates: &[EncapTemplate], edits: &[L2Edit], pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) {
     match f {
+        Fast::L2 { edit } => l2(edits.get(edit as usize), pool, b, i, cx),
         Fast::Forward(p) => b.meta_mut(i).out_port = p,
         Fast::SetReg { reg, value } => set_reg(b, i, reg, value),
         Fast::Nop | Fast::General => {}
         Fast::Encap { tpl, port } => encap(templates.get(tpl as usize), port, pool, b, i, cx),
         Fast::Rewrite { macs, port } => rewrite(&macs, port, pool, b, i),
+    }
+}
+
+/// A pre-digested layer-2 edit on slot `i` (drops `no_headroom` when the tags do not fit).
+#[inline(always)]
+fn l2(e: Option<&L2Edit>, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) {
+    if !e.is_some_and(|e| e.run(pool, b, i)) {
+        cx.drop(b, i, DropReason::NoHeadroom);
     }
 }
 
