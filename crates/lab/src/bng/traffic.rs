@@ -237,6 +237,37 @@ impl BngTraffic {
         Ok((rx_packets(&self.acc_ns, self.acc_if)?, rx_packets(&self.core_ns, self.core_if)?))
     }
 
+    /// Waits until the gateway forwards: every 50 ms one upstream frame of the last subscriber
+    /// and one downstream frame to it, until one of each has arrived or `bound` has passed.
+    /// Returns whether it forwards. (A DUT may attach its ports before its workers have loaded
+    /// every session; this is the readiness that counts.)
+    ///
+    /// # Errors
+    /// [`LabError::Io`] from the counters.
+    pub fn wait_forwarding(&self, bound: Duration) -> Result<bool, LabError> {
+        let n = self.subscribers;
+        let mut up = Template::upstream(self.encap, self.frame_size, plan::DATA_PORT);
+        let mut down = Template::downstream(self.encap, self.frame_size, plan::DATA_PORT);
+        next_up(&mut up, n, u64::from(n - 1));
+        next_down(&mut down, n, u64::from(n - 1));
+        let before = self.arrived()?;
+        let t0 = Instant::now();
+        while t0.elapsed() < bound {
+            let _ = self.acc.send(&up.frame);
+            let _ = self.core.send(&down.frame);
+            std::thread::sleep(Duration::from_millis(50));
+            let now = self.arrived()?;
+            if now.0 > before.0 && now.1 > before.1 {
+                std::thread::sleep(Duration::from_millis(100));
+                return Ok(true);
+            }
+            if topo::interrupted() {
+                return Err(LabError::Interrupted);
+            }
+        }
+        Ok(false)
+    }
+
     /// Offers `rate_pps` frames per second (both directions, 8:1; 0 = as fast as possible) for
     /// `duration`, then waits (≤ 1 s) for the counts to settle.
     ///

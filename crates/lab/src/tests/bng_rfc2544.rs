@@ -297,11 +297,19 @@ fn measure(cfg: &BngConfig, d: BngDut, n: u32, progress: &mut dyn FnMut(&str)) -
             (None, Encap::Untagged)
         }
     };
+    let traffic = BngTraffic::attach(&t, n, encap, cfg.frame_size)?;
+    // Ready when a frame of the last subscriber crosses both ways (fastpath's workers load the
+    // sessions after its ports are up).
+    let left = bound.saturating_sub(t0.elapsed());
+    if !traffic.wait_forwarding(left.max(Duration::from_secs(5)))? {
+        row.setup_s = t0.elapsed().as_secs_f64();
+        row.fell_over = Some(format!("setup: not forwarding both ways within the {} s bound", cfg.setup_bound_s));
+        return Ok(row);
+    }
     if d == BngDut::Fastpath {
         row.setup_s = t0.elapsed().as_secs_f64();
     }
-    progress(&format!("{} {n} subscribers: ready after {:.1} s in {}", d.name(), row.setup_s, t.dut_ns));
-    let traffic = BngTraffic::attach(&t, n, encap, cfg.frame_size)?;
+    progress(&format!("{} {n} subscribers: forwarding after {:.1} s in {}", d.name(), row.setup_s, t.dut_ns));
     search(cfg, &traffic, &mut row, progress)?;
     if row.throughput_mpps > 0.0 {
         check_interrupt()?;
@@ -334,6 +342,7 @@ fn measure(cfg: &BngConfig, d: BngDut, n: u32, progress: &mut dyn FnMut(&str)) -
     drop(traffic);
     drop(dut);
     drop(t);
+    let _ = std::fs::remove_file(cfg.work_dir.join(format!("vbng-{n}.txt")));
     if let Ok(c) = std::fs::read_to_string(&counters) {
         // Where the DUT's packets went, by stage and drop reason.
         progress(&format!("  {} {n}: DUT counters:\n{}", d.name(), c.trim_end()));
