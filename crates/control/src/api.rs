@@ -15,6 +15,7 @@
 //! the compiled spec's table schemas. Every line of a request is parsed before anything is
 //! applied, so one bad line rejects the whole request and changes nothing.
 
+use crate::session::{parse_session, SessionCmd};
 use fastpath_pipeline::entries::{EntryError, EntryOp};
 use fastpath_pipeline::spec::suggest;
 use fastpath_pipeline::Program;
@@ -43,6 +44,10 @@ pub enum Show {
         /// Table name (checked against the spec when parsed).
         name: String,
     },
+    /// Subscriber sessions: how many, per tier.
+    Sessions,
+    /// One session and its counters (summed over workers).
+    Session(u32),
 }
 
 /// One parsed command.
@@ -50,6 +55,8 @@ pub enum Show {
 pub enum Command {
     /// A table or meter change.
     Change(EntryOp),
+    /// A subscriber-session change (see [`crate::session`]).
+    Session(SessionCmd),
     /// A read.
     Show(Show),
     /// The command summary.
@@ -74,7 +81,11 @@ table T modify KEY… [priority P] => ACTION(ARGS) change an existing entry's ac
 table T del KEY…                                 delete an existing entry (also: delete)
 table T clear                                    delete every entry
 meter M I cir R cbs B (ebs B | pir R pbs B)      configure meter I of array M (bytes/s, bytes)
-show tables | counters [json] | meters | conntrack | queues | plan
+tm pipe PORT PIPE profile N                      give an HQoS pipe (subscriber) profile (tier) N
+session add ID port P s-vlan S c-vlan C mac M ip A tier T [acl K] [up CIR[/PIR]]
+session modify ID [tier T] [acl K] [up CIR[/PIR]|none]
+session del ID                                   subscriber sessions (pipelines/vbng.toml)
+show tables | counters [json] | meters | conntrack | queues | plan | sessions | session ID
 show table T                                     T's entries, as commands that load back
 help
 Changes in one request are applied together: every worker switches between two batches.";
@@ -138,6 +149,9 @@ fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'
     let Some(&what) = words.get(1) else {
         return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack, queues or plan".into(), words[0]));
     };
+    if let ("session", Some(&id)) = (what, words.get(2)) {
+        return id.parse().map(Show::Session).map_err(|_| (format!("session id '{id}' is not a number"), id));
+    }
     if let ("table", Some(&name)) = (what, words.get(2)) {
         if let Some(&extra) = words.get(3) {
             return Err((format!("unexpected \"{extra}\""), extra));
@@ -162,6 +176,7 @@ fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'
         "conntrack" | "ct" => Show::Conntrack,
         "queues" | "queue" | "tm" => Show::Queues,
         "plan" => Show::Plan,
+        "sessions" => Show::Sessions,
         other => {
             let hint = suggest(other, WHAT).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
             return Err((format!("cannot show \"{other}\"{hint} (tables, table NAME, counters, meters, conntrack, queues, plan)"), other));
@@ -182,22 +197,26 @@ pub fn parse_request(prog: &Program, text: &str) -> Result<Vec<Line>, CtlError> 
             continue;
         }
         let words: Vec<&str> = t.split_whitespace().collect();
+        // An error at word `tok` of the line.
+        let blame = |(msg, tok): (String, &str)| {
+            let col = (tok.as_ptr() as usize).saturating_sub(t.as_ptr() as usize);
+            EntryError { file: "ctl".into(), line: k + 1, col: t[..col.min(t.len())].chars().count() + 1, input: t.to_string(), msg }
+        };
         let cmd = match words[0] {
-            "show" => parse_show(prog, &words).map(Command::Show).map_err(|(msg, tok)| {
-                let col = (tok.as_ptr() as usize).saturating_sub(t.as_ptr() as usize);
-                EntryError { file: "ctl".into(), line: k + 1, col: t[..col.min(t.len())].chars().count() + 1, input: t.to_string(), msg }
-            }),
+            "show" => parse_show(prog, &words).map(Command::Show).map_err(blame),
             "help" if words.len() == 1 => Ok(Command::Help),
-            "table" | "meter" => prog.parse_entry(t).map(Command::Change).map_err(|e| e.into_error("ctl", k + 1, t)),
+            "table" | "meter" | "tm" => prog.parse_entry(t).map(Command::Change).map_err(|e| e.into_error("ctl", k + 1, t)),
+            "session" => parse_session(&words).map(Command::Session).map_err(blame),
             other => {
-                let hint =
-                    suggest(other, ["table", "meter", "show", "help"]).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+                let hint = suggest(other, ["table", "meter", "tm", "session", "show", "help"])
+                    .map(|s| format!(" (did you mean \"{s}\"?)"))
+                    .unwrap_or_default();
                 Err(EntryError {
                     file: "ctl".into(),
                     line: k + 1,
                     col: 1,
                     input: t.to_string(),
-                    msg: format!("unknown command \"{other}\"{hint} (table, meter, show, help)"),
+                    msg: format!("unknown command \"{other}\"{hint} (table, meter, tm, session, show, help)"),
                 })
             }
         };

@@ -87,6 +87,7 @@ pub mod mailbox;
 pub mod metrics;
 pub mod prom;
 pub mod server;
+pub mod session;
 pub mod state;
 #[cfg(test)]
 pub(crate) mod testutil;

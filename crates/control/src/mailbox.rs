@@ -52,6 +52,15 @@ pub enum ToWorker {
         /// Request number.
         seq: u64,
     },
+    /// Send one entry of a counter array (a session's usage).
+    ReadCounter {
+        /// Request number.
+        seq: u64,
+        /// Counter array, in spec order.
+        bank: usize,
+        /// Entry.
+        index: usize,
+    },
 }
 
 /// A worker's answer.
@@ -74,12 +83,19 @@ pub enum FromWorker {
         /// The counters.
         snap: Box<WorkerSnapshot>,
     },
+    /// One counter entry: (packets, bytes); zero when there is no such entry.
+    Counter {
+        /// Request number.
+        seq: u64,
+        /// The value.
+        value: (u64, u64),
+    },
 }
 
 impl FromWorker {
     fn seq(&self) -> u64 {
         match self {
-            FromWorker::Applied { seq, .. } | FromWorker::Snapshot { seq, .. } => *seq,
+            FromWorker::Applied { seq, .. } | FromWorker::Snapshot { seq, .. } | FromWorker::Counter { seq, .. } => *seq,
         }
     }
 }
@@ -190,6 +206,10 @@ impl WorkerEnd {
                         f(&mut snap);
                     }
                     FromWorker::Snapshot { seq, snap }
+                }
+                ToWorker::ReadCounter { seq, bank, index } => {
+                    let value = pipe.objects().counters.get(bank).and_then(|c| c.values.get(index)).copied().unwrap_or_default();
+                    FromWorker::Counter { seq, value }
                 }
             };
             // The control thread waits for at most one reply per worker; a full queue means it

@@ -21,6 +21,7 @@
 use crate::api::{parse_request, Command, CtlError, Line, Show, HELP};
 use crate::mailbox::{ControlEnd, FromWorker, MailError, ToWorker};
 use crate::metrics::{Counters, WorkerSnapshot};
+use crate::session::{SessionCmd, Sessions};
 use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
 use fastpath_pipeline::ir::TableImpl;
 use fastpath_pipeline::Pipeline;
@@ -45,6 +46,8 @@ pub struct Control<'a> {
     workers: Vec<ControlEnd>,
     seq: u64,
     timeout: Duration,
+    /// Subscriber sessions, when the program has the session tables (`pipelines/vbng.toml`).
+    sessions: Option<Sessions>,
 }
 
 /// The accepted changes since start, enough to rebuild the control replica from the spec and
@@ -61,6 +64,8 @@ struct ChangeLog {
     tables: Vec<usize>,
     /// The last op that configured each meter, by (array, index).
     meters: BTreeMap<(String, usize), EntryOp>,
+    /// The last profile op of each HQoS pipe, by (port, pipe).
+    pipes: BTreeMap<(u16, u32), EntryOp>,
     compact_at: usize,
 }
 
@@ -70,6 +75,9 @@ impl ChangeLog {
             match op {
                 EntryOp::Meter { bank, index, .. } => {
                     self.meters.insert((bank.clone(), *index), op.clone());
+                }
+                EntryOp::Pipe { port, pipe, .. } => {
+                    self.pipes.insert((*port, *pipe), op.clone());
                 }
                 _ => {
                     if let Some(t) = op.table().filter(|t| !self.tables.contains(t)) {
@@ -81,7 +89,7 @@ impl ChangeLog {
         self.len += ops.len();
         self.ops.push(ops);
         // What a snapshot would hold: a clear and the entries of each table, the meters.
-        let snapshot: usize = self.tables.iter().map(|&t| 1 + shadow.table_len(t)).sum::<usize>() + self.meters.len();
+        let snapshot: usize = self.tables.iter().map(|&t| 1 + shadow.table_len(t)).sum::<usize>() + self.meters.len() + self.pipes.len();
         if self.len > self.compact_at && self.len > 2 * snapshot {
             self.compact(shadow);
         }
@@ -96,6 +104,7 @@ impl ChangeLog {
             }
         }
         snap.extend(self.meters.values().cloned());
+        snap.extend(self.pipes.values().cloned());
         self.len = snap.len();
         self.ops = vec![snap.into()];
     }
@@ -109,8 +118,16 @@ impl<'a> Control<'a> {
     /// A control plane over `workers` (mailbox ends, by worker index). `shadow` must be built
     /// the way every worker's pipeline was (same spec and entries); `rebuild` builds another.
     pub fn new(shadow: Pipeline, rebuild: Rebuild<'a>, workers: Vec<ControlEnd>) -> Control<'a> {
-        let log = ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: BTreeMap::new(), compact_at: LOG_COMPACT_AT };
-        Control { shadow, rebuild, log, accepted: 0, workers, seq: 0, timeout: Duration::from_secs(5) }
+        let log = ChangeLog {
+            ops: Vec::new(),
+            len: 0,
+            tables: Vec::new(),
+            meters: BTreeMap::new(),
+            pipes: BTreeMap::new(),
+            compact_at: LOG_COMPACT_AT,
+        };
+        let sessions = Sessions::new(shadow.program()).ok();
+        Control { shadow, rebuild, log, accepted: 0, workers, seq: 0, timeout: Duration::from_secs(5), sessions }
     }
 
     /// Compacts the change log once it holds more than `ops` (default 65,536).
@@ -155,7 +172,7 @@ impl<'a> Control<'a> {
         let mut applied = 0usize;
         for l in lines {
             match l.cmd {
-                Command::Change(_) => pending.push(l),
+                Command::Change(_) | Command::Session(_) => pending.push(l),
                 Command::Show(what) => {
                     applied += self.commit(&mut pending)?;
                     out.push_str(&self.show(what)?);
@@ -180,14 +197,38 @@ impl<'a> Control<'a> {
             return Ok(0);
         }
         let lines = std::mem::take(pending);
-        let ops: Arc<[EntryOp]> = lines
-            .iter()
-            .filter_map(|l| match &l.cmd {
-                Command::Change(op) => Some(op.clone()),
-                _ => None,
-            })
-            .collect();
+        // Each op's line, to blame it.
+        let mut line_of: Vec<usize> = Vec::with_capacity(lines.len());
+        let mut ops: Vec<EntryOp> = Vec::with_capacity(lines.len());
+        let mut undo = Vec::new();
+        for (k, l) in lines.iter().enumerate() {
+            match &l.cmd {
+                Command::Change(op) => ops.push(op.clone()),
+                Command::Session(cmd) => {
+                    let planned = match self.sessions.as_mut() {
+                        Some(s) => s.plan(cmd, &mut ops, &mut undo),
+                        None => Err("this pipeline has no subscriber sessions (it needs the up_session and down_session tables of pipelines/vbng.toml)".into()),
+                    };
+                    if let Err(msg) = planned {
+                        if let Some(s) = self.sessions.as_mut() {
+                            s.undo(undo);
+                        }
+                        return Err(CtlError::Rejected(EntryError { file: "ctl".into(), line: l.no, col: 0, input: l.text.clone(), msg }));
+                    }
+                }
+                _ => {}
+            }
+            line_of.resize(ops.len(), k);
+        }
+        let ops: Arc<[EntryOp]> = ops.into();
+        let lines: Vec<Line> = line_of.iter().map(|&k| lines[k].clone()).collect();
+        if lines.is_empty() {
+            return Ok(0);
+        }
         if let Err((k, msg)) = self.shadow.apply_ops(&ops) {
+            if let Some(s) = self.sessions.as_mut() {
+                s.undo(undo);
+            }
             let dirty_classifier =
                 ops.iter().filter_map(EntryOp::table).any(|t| self.shadow.program().tables.get(t).is_some_and(|d| d.imp == TableImpl::Acl));
             if k > 0 || dirty_classifier {
@@ -329,6 +370,8 @@ impl<'a> Control<'a> {
             Show::Queues if !self.shadow.has_tm() => o = "no traffic manager: the spec has no [tm] section\n".into(),
             Show::Queues => o = self.counters()?.render_queues(),
             Show::Plan => o = self.shadow.show_plan(),
+            Show::Sessions => o = self.show_sessions(),
+            Show::Session(id) => o = self.show_session(id)?,
             Show::Table { name } => {
                 // The control replica holds exactly what every worker holds.
                 let lines = self.shadow.entry_lines(&name).unwrap_or_default();
@@ -336,6 +379,79 @@ impl<'a> Control<'a> {
                     let _ = writeln!(o, "{l}");
                 }
                 let _ = writeln!(o, "# {} entr{} in table \"{name}\"", lines.len(), if lines.len() == 1 { "y" } else { "ies" });
+            }
+        }
+        Ok(o)
+    }
+}
+
+impl Control<'_> {
+    /// The subscriber sessions, when the pipeline has them.
+    pub fn sessions(&self) -> Option<&Sessions> {
+        self.sessions.as_ref()
+    }
+
+    /// Applies session changes as one transaction (the library form of `session …` lines):
+    /// all of them on every worker, or none.
+    ///
+    /// # Errors
+    /// As [`Control::execute`]; the line numbers are positions in `cmds`, from 1.
+    pub fn apply_sessions(&mut self, cmds: &[SessionCmd]) -> Result<usize, CtlError> {
+        let mut pending: Vec<Line> =
+            cmds.iter().enumerate().map(|(k, c)| Line { no: k + 1, text: format!("{c:?}"), cmd: Command::Session(c.clone()) }).collect();
+        self.commit(&mut pending)
+    }
+
+    /// `(packets, bytes)` of entry `index` of counter array `name`, summed over workers.
+    ///
+    /// # Errors
+    /// A worker that did not answer, or no such array.
+    pub fn read_counter(&mut self, name: &str, index: usize) -> Result<(u64, u64), CtlError> {
+        let Some(bank) = self.shadow.program().counters.iter().position(|c| c.name == name) else {
+            return Err(CtlError::Protocol(format!("no counter array \"{name}\"")));
+        };
+        let seq = self.next_seq();
+        let mut sum = (0, 0);
+        for (_, r) in self.broadcast(|| ToWorker::ReadCounter { seq, bank, index }, seq)? {
+            if let FromWorker::Counter { value: (p, b), .. } = r {
+                sum = (sum.0 + p, sum.1 + b);
+            }
+        }
+        Ok(sum)
+    }
+
+    fn show_sessions(&self) -> String {
+        let Some(s) = &self.sessions else { return "no subscriber sessions: the pipeline has no session tables\n".into() };
+        let mut tiers: BTreeMap<u16, usize> = BTreeMap::new();
+        for x in s.iter() {
+            *tiers.entry(x.tier).or_default() += 1;
+        }
+        let mut o = format!("{} session(s)\n", s.len());
+        for (t, n) in tiers {
+            let _ = writeln!(o, "  tier {t}: {n}");
+        }
+        o
+    }
+
+    fn show_session(&mut self, id: u32) -> Result<String, CtlError> {
+        let Some(x) = self.sessions.as_ref().and_then(|s| s.get(id)).cloned() else {
+            return Err(CtlError::Protocol(format!("no session {id}")));
+        };
+        let up = x.up.map_or("unpoliced".to_string(), |(c, p)| format!("{c}/{p} bit/s"));
+        let mut o = format!(
+            "session {id}: port {} s-vlan {} c-vlan {} mac {} ip {} tier {} acl {} up {up}\n",
+            x.port,
+            x.svlan,
+            x.cvlan,
+            crate::session::mac_text(&x.mac),
+            x.ip,
+            x.tier,
+            x.acl
+        );
+        for name in ["sub_up", "sub_down"] {
+            if self.shadow.program().counters.iter().any(|c| c.name == name) {
+                let (p, b) = self.read_counter(name, id as usize)?;
+                let _ = writeln!(o, "  {name}: {p} packets, {b} bytes");
             }
         }
         Ok(o)
@@ -355,6 +471,43 @@ mod tests {
     /// capacity); a miss drops as `no_route`.
     fn pipe() -> Pipeline {
         crate::testutil::port_map(6, "drop(no_route)")
+    }
+
+    fn vbng() -> Pipeline {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/vbng.toml")).unwrap();
+        let mut p = fastpath_pipeline::compile("vbng.toml", &text).unwrap().instantiate();
+        p.set_ports(2).unwrap();
+        p
+    }
+
+    #[test]
+    fn sessions_reach_every_worker_and_a_refused_request_changes_nothing() {
+        let add = |i: u32| {
+            format!("session add {i} port 0 s-vlan 100 c-vlan {} mac 02:5b:00:00:00:{i:02x} ip 100.64.1.{i} tier 0 up 10mbit", i + 1)
+        };
+        let ((), lens) = with_workers_of(
+            2,
+            vbng,
+            |p| (p.table("up_session").unwrap().len(), p.table("down_session").unwrap().len()),
+            |c| {
+                let req: String = (1..=20).map(|i| add(i) + "\n").collect();
+                c.execute(&req).unwrap();
+                assert_eq!(c.sessions().unwrap().len(), 20);
+                // One bad line (a duplicate address) in a request: nothing of it is applied and
+                // the sessions are as before.
+                let bad = format!("{}\nsession add 30 port 0 s-vlan 100 c-vlan 99 mac 02:5b:00:00:00:99 ip 100.64.1.5 tier 0", add(21));
+                let e = c.execute(&bad).unwrap_err().to_string();
+                assert!(e.contains("belongs to session 5"), "{e}");
+                assert_eq!(c.sessions().unwrap().len(), 20);
+                assert!(c.sessions().unwrap().get(21).is_none());
+                c.execute("session modify 3 tier 2\nsession del 4").unwrap();
+                assert_eq!(c.sessions().unwrap().get(3).unwrap().tier, 2);
+                let shown = c.execute("show session 3").unwrap();
+                assert!(shown.contains("sub_up: 0 packets"), "{shown}");
+                assert!(c.execute("show sessions").unwrap().starts_with("19 session(s)"));
+            },
+        );
+        assert_eq!(lens, [(19, 19), (19, 19)]);
     }
 
     /// Verdicts of one packet from each of ports 0..8.
@@ -660,7 +813,8 @@ size = 4
 ingress = "forward 1"
 "#;
         let shadow = fastpath_pipeline::compile("m.toml", METERED).unwrap_or_else(|e| panic!("{e}")).instantiate();
-        let mut log = ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: BTreeMap::new(), compact_at: 4 };
+        let mut log =
+            ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: BTreeMap::new(), pipes: BTreeMap::new(), compact_at: 4 };
         for k in 1..=1000u64 {
             let op = shadow.program().parse_entry(&format!("meter pol {} cir {k} cbs 100 ebs 100", k % 2)).unwrap();
             log.push(Arc::from(vec![op]), &shadow);

@@ -210,6 +210,8 @@ pub struct Worker<P> {
     tx_n: Box<[usize]>,
     free: Box<[PktId; BATCH_MAX]>,
     punt: Option<PuntRing>,
+    /// Punted packets leave through this port (the control plane's), when set.
+    punt_port: Option<u16>,
     clock: Box<dyn FnMut() -> u64 + Send>,
     stats: WorkerStats,
     /// The port the next poll receives from first.
@@ -233,6 +235,7 @@ impl<P: Processor> Worker<P> {
             tx_n,
             free: Box::new([PktId(0); BATCH_MAX]),
             punt: None,
+            punt_port: None,
             clock: Box::new(move || start.elapsed().as_nanos() as u64),
             stats: WorkerStats::default(),
             first_port: 0,
@@ -242,6 +245,13 @@ impl<P: Processor> Worker<P> {
     /// Keeps punted packets on a ring of `cap` packets instead of freeing them.
     pub fn with_punt_ring(mut self, cap: usize) -> Worker<P> {
         self.punt = Some(PuntRing::new(cap));
+        self
+    }
+
+    /// Sends punted packets out of port `port` (a link to the control plane: the TR-459
+    /// control-packet redirect), counted as `punted`; a full port drops them as `tx_dropped`.
+    pub fn with_punt_port(mut self, port: u16) -> Worker<P> {
+        self.punt_port = Some(port);
         self
     }
 
@@ -374,6 +384,7 @@ impl<P: Processor> Worker<P> {
         }
         // General path: gather per output port (one slot write per packet), free the rest.
         // Counters add up in locals and are stored once per batch.
+        let punt_port = self.punt_port.map(usize::from);
         let (tx, tx_n, free) = (&mut self.tx[..], &mut self.tx_n[..], &mut self.free[..]);
         let (mut nfree, mut dropped, mut bad_port, mut unfinished) = (0usize, 0u64, 0u64, 0u64);
         let (mut punted, mut punt_dropped, mut queued) = (0u64, 0u64, 0u64);
@@ -390,6 +401,16 @@ impl<P: Processor> Worker<P> {
                 }
                 bad_port += 1;
             } else if let Verdict::Punt(reason) = v {
+                if let Some(q) = punt_port {
+                    if let Some(n) = tx_n.get_mut(q) {
+                        if let Some(slot) = tx.get_mut(q * BATCH_MAX + *n) {
+                            *slot = h;
+                            *n += 1;
+                            punted += 1;
+                            continue;
+                        }
+                    }
+                }
                 let p = Punted { pkt: h, reason, in_port: b.meta(i).in_port };
                 if self.punt.as_mut().is_some_and(|r| r.push(p)) {
                     punted += 1;

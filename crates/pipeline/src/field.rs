@@ -383,6 +383,13 @@ impl FieldRef {
                     return false;
                 }
                 let base = m.offset(slot);
+                if shift == 0 && u16::from(self.width) == 8 * u16::from(bytes) && !self.csum.ipv4_hdr && !self.csum.l4 {
+                    // Whole bytes and no checksum (MAC addresses, VLAN-free fields): a copy.
+                    let start = base + usize::from(byte);
+                    let Some(dst) = data.get_mut(start..start + usize::from(bytes)) else { return false };
+                    dst.copy_from_slice(&value.to_be_bytes()[16 - usize::from(bytes)..]);
+                    return true;
+                }
                 // The 16-bit-aligned span (relative to the header start, which is even for every
                 // header we parse at an even offset; we align on absolute offsets to be safe)
                 // covering the field, so the checksum delta can be computed on whole words.

@@ -159,6 +159,11 @@ impl Objects {
             return Err(format!("meter index {idx} out of range (\"{name}\" has {n})"));
         };
         let err = |e: MeterError| format!("meter {name}[{idx}]: {e:?}");
+        if r.cir_bytes_per_s == 0 && r.pir_bytes_per_s == 0 && r.cbs_bytes == 0 && r.ebs_or_pbs_bytes == 0 {
+            // All zero: back to unconfigured (everything green).
+            *slot = Meter::Unset;
+            return Ok(());
+        }
         *slot = if two {
             Meter::Tr(
                 TrTcm::new(TrTcmConfig {

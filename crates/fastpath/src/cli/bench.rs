@@ -30,14 +30,15 @@ fastpath bench router --routes 1000000 --flows 65536 --json\n  \
 fastpath bench router --routes 1000000 --routes6 200000 --v6 100 --repeat 3\n  \
 fastpath bench acl --kind fw --rules 10000\n  \
 fastpath bench switch-acl --rules 10000\n  \
+fastpath bench vbng --subscribers 256000 --size 1400 --mix 8:1 --repeat 3\n  \
 fastpath bench tm --scenario hqos --repeat 5\n\n\
 `fastpath bench tm` times the traffic manager alone (enqueue + dequeue in bursts of 32, wall clock, \
 median of --repeat runs, 3 by default): --scenario flat (64 ports x 8 classes, SP+DRR), hqos \
 (262,144 pipes x 8 classes), flat-wred, hqos-shaped; both flat and hqos when omitted. Its \
 instructions per packet, exact even on a busy machine, come from scripts/tm-instructions.")]
 pub struct BenchArgs {
-    /// l2fwd, router, sdn-overlay, switch-acl, acl (the classifier alone) or tm (the traffic
-    /// manager alone). Omit to run every pipeline and the classifier.
+    /// l2fwd, router, sdn-overlay, switch-acl, vbng, acl (the classifier alone) or tm (the
+    /// traffic manager alone). Omit to run every pipeline and the classifier.
     pipeline: Option<String>,
     /// Packets per measured run (after a warm-up).
     #[arg(long, default_value_t = 10_000_000)]
@@ -65,6 +66,12 @@ pub struct BenchArgs {
     /// tests' rules, testdata/switch-acl/acl24.txt) or that many ClassBench rules [default 24].
     #[arg(long)]
     rules: Option<usize>,
+    /// vbng: subscribers (sessions created through the session API before the run).
+    #[arg(long, default_value_t = 40_000)]
+    subscribers: u32,
+    /// vbng: downstream:upstream frames, `D:U`, or `down` / `up` alone.
+    #[arg(long, default_value = "8:1")]
+    mix: String,
     /// Runs to take the median of.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
@@ -186,6 +193,9 @@ fn drive<P: Processor>(label: &str, templates: Templates, n: u64, min_warm: u64,
     (Timed { packets, ns, cycles: cyc }, w)
 }
 
+/// Frame size of `vbng` in the run of every pipeline: the published broadband test's.
+const VBNG_SIZE: usize = 1400;
+
 /// Rules of the ACL classifier bench unless `--rules` says.
 const ACL_RULES: usize = 10_000;
 
@@ -203,10 +213,12 @@ fn default_flows(pipeline: &str) -> u32 {
 
 /// One measured run of a reference pipeline.
 pub fn bench_pipeline(name: &str, a: &BenchArgs, tsc: f64) -> Result<BenchResult, String> {
-    let flows = a.flows.unwrap_or_else(|| default_flows(name));
+    let mix = scenario::vbng::Mix::parse(&a.mix)?;
+    let flows = if name == "vbng" { mix.flows(a.subscribers) } else { a.flows.unwrap_or_else(|| default_flows(name)) };
     let routes6 = a.routes6.unwrap_or(if a.v6 > 0 { 200_000 } else { 0 });
     let rules = a.rules.unwrap_or(24);
-    let opts = Opts { flows, routes: a.routes, routes6, v6_pct: a.v6, seed: a.seed, overlay: a.variant, rules };
+    let opts =
+        Opts { flows, routes: a.routes, routes6, v6_pct: a.v6, seed: a.seed, overlay: a.variant, rules, subscribers: a.subscribers, mix };
     let scn = scenario::build(name, &opts)?;
     let templ = || Templates::build(&scn.frame, flows, &FrameSizes::Fixed(a.size)).map_err(|e| e.to_string());
     // The source's own cost: the same traffic straight to the sink. A fixed count, so that it
@@ -453,9 +465,11 @@ fn run_all(a: BenchArgs, tsc: f64) -> Result<(), String> {
     let mut rows = Vec::new();
     for (name, _) in scenario::PIPELINES {
         eprintln!("bench {name}: {repeat} runs of {} packets…", a.packets);
+        // The broadband gateway at the published test's frame size.
+        let args = if *name == "vbng" { BenchArgs { size: VBNG_SIZE, ..a.clone() } } else { a.clone() };
         let mut runs = Vec::new();
         for _ in 0..repeat {
-            runs.push(bench_pipeline(name, &a, tsc)?);
+            runs.push(bench_pipeline(name, &args, tsc)?);
         }
         let (m, lo, hi) = median_of(runs);
         if a.json {
@@ -556,7 +570,15 @@ fn write_report(path: &std::path::Path, rows: &[(BenchResult, f64, f64)], acls: 
     rep.pre(format!(
         "fastpath bench            # this report\n{}",
         rows.iter()
-            .map(|(r, _, _)| format!("fastpath bench {} --flows {} --size {} --json", r.pipeline, r.flows, r.frame_size))
+            .map(|(r, _, _)| match r.pipeline.as_str() {
+                "vbng" => format!(
+                    "fastpath bench vbng --subscribers {} --mix {} --size {} --json",
+                    r.config["subscribers"],
+                    r.config["mix"].as_str().and_then(|m| m.split(' ').next()).unwrap_or("8:1"),
+                    r.frame_size
+                ),
+                _ => format!("fastpath bench {} --flows {} --size {} --json", r.pipeline, r.flows, r.frame_size),
+            })
             .collect::<Vec<_>>()
             .join("\n")
     ));

@@ -67,6 +67,10 @@ pub struct RunArgs {
     /// A port: NAME=KIND:ARGS (see below). Repeat for each port.
     #[arg(long = "port", short = 'p', required = true)]
     ports: Vec<String>,
+    /// Send what the pipeline punts (`to_control`: DHCP, unknown subscribers…) out of the port
+    /// named NAME, a link to the control plane, instead of counting it dropped.
+    #[arg(long, value_name = "NAME")]
+    punt: Option<String>,
     /// Trace the first N packets through every stage and print it (capture ports only).
     #[arg(long, default_value_t = 0)]
     pub(super) trace: usize,
@@ -379,6 +383,9 @@ pub fn run(a: RunArgs) -> Result<(), String> {
             return Err(format!("--port {}: the name \"{}\" is used twice", a.ports[i], p.name()));
         }
     }
+    if let Some(n) = &a.punt {
+        punt_port(n, &ports)?;
+    }
     let xdp: Vec<(String, String)> = ports
         .iter()
         .filter_map(|p| match p {
@@ -402,6 +409,14 @@ pub fn run(a: RunArgs) -> Result<(), String> {
     run_live(a, &ports)
 }
 
+/// The id of the `--punt` port.
+fn punt_port(name: &str, ports: &[PortArg]) -> Result<u16, String> {
+    ports.iter().position(|p| p.name() == name).map(|i| i as u16).ok_or_else(|| {
+        let names: Vec<&str> = ports.iter().map(PortArg::name).collect();
+        format!("--punt {name}: no port of that name (ports: {})", names.join(", "))
+    })
+}
+
 fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
@@ -421,6 +436,9 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         pipe.trace_next(a.trace);
     }
     let mut w = Worker::new(Pool::new(a.pool.unwrap_or(8192)), opened, PipeProc(pipe));
+    if let Some(n) = &a.punt {
+        w = w.with_punt_port(punt_port(n, ports)?);
+    }
     let end = w.run_until_exhausted();
     w.flush();
     let pipe = &mut w.processor_mut().0;
@@ -559,7 +577,11 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
                     let opened = open_live_ports(ports, w, &lc, &mut pool)?;
                     let pipe = build_pipeline(&a)?;
                     let mail = mail.get(w).and_then(|m| m.lock().ok().and_then(|mut m| m.take()));
-                    Ok(Worker::new(pool, opened, LiveProc { inner: PipeProc(pipe), slot: &slots[w], mail }))
+                    let worker = Worker::new(pool, opened, LiveProc { inner: PipeProc(pipe), slot: &slots[w], mail });
+                    Ok(match &a.punt {
+                        Some(n) => worker.with_punt_port(punt_port(n, ports)?),
+                        None => worker,
+                    })
                 },
                 |_, w| WorkerSnapshot::of(&w.processor().inner.0),
             );

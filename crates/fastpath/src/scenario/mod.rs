@@ -14,10 +14,12 @@ pub const PIPELINES: &[(&str, &str)] = &[
     ("router", include_str!("../../../../pipelines/router.toml")),
     ("sdn-overlay", include_str!("../../../../pipelines/sdn-overlay.toml")),
     ("switch-acl", include_str!("../../../../pipelines/switch-acl.toml")),
+    ("vbng", include_str!("../../../../pipelines/vbng.toml")),
 ];
 
 pub mod overlay;
 pub mod switch;
+pub mod vbng;
 
 /// What a scenario needs besides packets.
 #[derive(Clone, Debug)]
@@ -36,6 +38,10 @@ pub struct Opts {
     pub overlay: overlay::Variant,
     /// `switch-acl` only: ACL rules (0, the 24 of the switch tests, or that many generated).
     pub rules: usize,
+    /// `vbng` only: subscribers (sessions).
+    pub subscribers: u32,
+    /// `vbng` only: downstream:upstream frames.
+    pub mix: vbng::Mix,
 }
 
 /// A ready scenario: the pipeline with its entries, and the frame of each flow.
@@ -179,6 +185,7 @@ pub fn build(name: &str, o: &Opts) -> Result<Scenario, String> {
     let mut pipe = prog.instantiate();
     match name {
         "switch-acl" => switch::build(pipe, flows, o.rules, o.seed),
+        "vbng" => vbng::build(pipe, o.subscribers, o.mix),
         "l2fwd" => {
             pipe.load_entries("l2fwd", "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n")
                 .map_err(|e| e.to_string())?;

@@ -61,7 +61,9 @@ pub struct TableStage {
     kinds: u8,
     /// Outer headers of the `Fast::Encap` entries.
     templates: Vec<EncapTemplate>,
-    intern: HashMap<ActionEntry, u32>,
+    /// Action entry ▸ index; foldhash: every entry a control plane adds is hashed here (a
+    /// session's entry is unique to it), and SipHash made that most of a session's setup.
+    intern: HashMap<ActionEntry, u32, foldhash::fast::RandomState>,
     /// FNV-1a over `entries` in index order, kept as they are interned (they are only ever
     /// appended), so that comparing replicas' entries costs nothing between two batches.
     entries_digest: u64,
@@ -251,7 +253,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         special,
         kinds: 0,
         templates,
-        intern: HashMap::new(),
+        intern: HashMap::default(),
         entries_digest: FNV_OFFSET,
         bodies,
         default: ActionEntry { action: da as u16, args: dargs },
