@@ -94,10 +94,17 @@ pub fn tc_batch(n: u32, access: &str) -> String {
 /// Runs `prog -n ns -batch file` with a time bound; kills it by PID when the bound passes.
 /// Returns the seconds it took, or why it failed.
 fn batch(prog: &str, ns: &str, file: &Path, bound: Duration) -> Result<f64, String> {
+    let mut c = Command::new(prog);
+    c.args(["-n", ns, "-batch"]).arg(file);
+    run_bounded(c, bound)
+}
+
+/// Runs `cmd` with a time bound; kills it by PID when the bound passes. Returns the seconds
+/// it took, or why it failed (the first lines of its standard error).
+pub(crate) fn run_bounded(mut cmd: Command, bound: Duration) -> Result<f64, String> {
+    let prog = cmd.get_program().to_string_lossy().into_owned();
     let t0 = Instant::now();
-    let mut c = Command::new(prog)
-        .args(["-n", ns, "-batch"])
-        .arg(file)
+    let mut c = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -115,11 +122,11 @@ fn batch(prog: &str, ns: &str, file: &Path, bound: Duration) -> Result<f64, Stri
                     let _ = std::io::Read::read_to_string(&mut e, &mut err);
                 }
                 let first: Vec<&str> = err.lines().take(3).collect();
-                return Err(format!("{prog} -batch failed after {secs:.1} s: {}", first.join(" / ")));
+                return Err(format!("{prog} failed after {secs:.1} s: {}", first.join(" / ")));
             }
             Ok(None) if t0.elapsed() > bound => {
                 crate::topo::stop_child(&mut c, Duration::from_secs(1));
-                return Err(format!("{prog} -batch did not finish within the {} s bound", bound.as_secs()));
+                return Err(format!("{prog} did not finish within the {} s bound", bound.as_secs()));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(format!("{prog}: {e}")),

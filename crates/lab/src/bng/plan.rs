@@ -209,32 +209,31 @@ pub fn route_commands() -> String {
     s
 }
 
-/// Tier 0's policer in `meter police I …` (trTCM, bytes/s and bytes): 100 Mbit/s committed,
-/// 200 Mbit/s peak, 1 MB and 2 MB buckets.
-const TIER0_POLICE: &str = "cir 12500000 cbs 1000000 pir 25000000 pbs 2000000";
+/// `fastpath run --entries` input for what is not a session or a route: ACL profile 0 (allow
+/// everything), the gateway's ARP answer and the punt limit.
+pub fn base_entries() -> String {
+    let mut s = String::from("table class_acl add 0/0xff * * priority 10 => no_action\n");
+    let _ = writeln!(s, "table arp_gw add {GATEWAY_IP} => arp_reply({})", mac_text(GATEWAY_MAC));
+    s.push_str("meter punt_limit 0 cir 1000 cbs 200 ebs 0\n");
+    s
+}
 
-/// `fastpath run --entries` input putting `n` subscribers' sessions straight into
-/// `pipelines/vbng.toml`'s tables, as the session API does: per subscriber its upstream
-/// session (port 0, S-VLAN, C-VLAN, MAC ▸ session_up(i, IPv4, ACL profile 0)), its downstream
-/// session (IPv4 ▸ session_down(i, port 0, S-VLAN, C-VLAN, MAC)), tier 0's policer and HQoS
-/// pipe; then ACL profile 0 (allow all), the gateway's ARP answer, the punt limit and
-/// [`route_commands`].
+/// `n` subscribers' sessions written straight into `pipelines/vbng.toml`'s tables, as the
+/// session API does for [`session_commands`] (without an upstream policer: unpoliced), then
+/// [`base_entries`] and [`route_commands`]: for in-memory tests that have no control plane.
 ///
 /// # Panics
 /// When `n > MAX_SUBSCRIBERS` (see [`check_count`]).
 pub fn table_entries(n: u32) -> String {
-    let mut s = String::with_capacity(n as usize * 240 + 30_000);
+    let mut s = String::with_capacity(n as usize * 180 + 30_000);
     for i in 0..n {
         let sub = Subscriber::nth(i);
         let mac = mac_text(sub.mac);
         let _ = writeln!(s, "table up_session add {} {} {} {mac} => session_up({i}, {}, 0)", sub.port, sub.svid, sub.cvid, sub.ipv4);
         let _ = writeln!(s, "table down_session add {} => session_down({i}, {}, {}, {}, {mac})", sub.ipv4, sub.port, sub.svid, sub.cvid);
-        let _ = writeln!(s, "meter police {i} {TIER0_POLICE}");
         let _ = writeln!(s, "tm pipe {} {i} profile 0", sub.port);
     }
-    s.push_str("table class_acl add 0/0xff * * priority 10 => no_action\n");
-    let _ = writeln!(s, "table arp_gw add {GATEWAY_IP} => arp_reply({})", mac_text(GATEWAY_MAC));
-    s.push_str("meter punt_limit 0 cir 1000 cbs 200 ebs 0\n");
+    s.push_str(&base_entries());
     s.push_str(&route_commands());
     s
 }
@@ -316,7 +315,7 @@ mod tests {
         let mut p = fastpath_pipeline::compile("vbng.toml", &text).unwrap().instantiate();
         p.set_ports(2).unwrap();
         let e = table_entries(5000);
-        assert_eq!(p.load_entries("bng.txt", &e).unwrap(), 4 * 5000 + 3 + 254);
+        assert_eq!(p.load_entries("bng.txt", &e).unwrap(), 3 * 5000 + 3 + 254);
         // The plan's frames through the pipeline: upstream leaves the core port on VLAN 10 to
         // the endpoint's MAC, downstream the access port with the subscriber's two tags.
         use fastpath_packet::{Batch, Pool, Verdict};

@@ -123,6 +123,9 @@ pub struct BngRow {
     /// Seconds from start to forwarding-ready (fastpath: process start to ports up with every
     /// session loaded; Linux: both batches).
     pub setup_s: f64,
+    /// fastpath only: seconds `fastpath ctl -f` took to add every session and route (one
+    /// request).
+    pub sessions_s: f64,
     /// Linux only: the two batches' times.
     pub linux_setup: Option<LinuxSetup>,
     /// Where this DUT fell over at this count (setup failed or overran, or no rate passed).
@@ -232,7 +235,7 @@ pub fn run(cfg: &BngConfig, progress: &mut dyn FnMut(&str)) -> Result<BngResults
 }
 
 /// The fastpath DUT's command line.
-fn fastpath_cmd(cfg: &BngConfig, entries: &str, counters: &str) -> Vec<String> {
+fn fastpath_cmd(cfg: &BngConfig, entries: &str, counters: &str, ctl: &str) -> Vec<String> {
     let k = &cfg.port_kind;
     let mut v: Vec<String> = vec![
         cfg.fastpath_exe.to_string_lossy().into_owned(),
@@ -248,6 +251,8 @@ fn fastpath_cmd(cfg: &BngConfig, entries: &str, counters: &str) -> Vec<String> {
         "1".into(),
         "--counters-out".into(),
         counters.into(),
+        "--ctl".into(),
+        ctl.into(),
     ];
     v.extend(cfg.fastpath_args.iter().cloned());
     v
@@ -269,21 +274,48 @@ fn measure(cfg: &BngConfig, d: BngDut, n: u32, progress: &mut dyn FnMut(&str)) -
     let counters = cfg.work_dir.join(format!("vbng-{n}-counters.txt"));
     let (dut, encap) = match d {
         BngDut::Fastpath => {
-            let entries = cfg.work_dir.join(format!("vbng-{n}.txt"));
-            std::fs::write(&entries, plan::table_entries(n)).map_err(|e| LabError::Io(format!("{}: {e}", entries.display())))?;
+            let file = |name: String, text: String| -> Result<PathBuf, LabError> {
+                let p = cfg.work_dir.join(name);
+                std::fs::write(&p, text).map_err(|e| LabError::Io(format!("{}: {e}", p.display())))?;
+                Ok(p)
+            };
+            let entries = file(format!("vbng-{n}-base.txt"), plan::base_entries())?;
+            let sessions = file(format!("vbng-{n}-sessions.txt"), plan::session_commands(n))?;
+            let routes = file(format!("vbng-{n}-routes.txt"), plan::route_commands())?;
+            let ctl = cfg.work_dir.join(format!("vbng-{n}.sock"));
             let mut dc = DutConfig::new(DutKind::Fastpath);
-            dc.fastpath_cmd = fastpath_cmd(cfg, &entries.to_string_lossy(), &counters.to_string_lossy());
+            dc.fastpath_cmd = fastpath_cmd(cfg, &entries.to_string_lossy(), &counters.to_string_lossy(), &ctl.to_string_lossy());
             dc.ready_timeout = bound;
             dc.label = Some(d.name().into());
-            let r = Dut::start(&t, &dc);
-            match r {
-                Ok(dut) => (Some(dut), Encap::Tagged),
+            let dut = match Dut::start(&t, &dc) {
+                Ok(dut) => dut,
                 Err(e) => {
                     row.setup_s = t0.elapsed().as_secs_f64();
                     row.fell_over = Some(format!("setup: {e}"));
                     return Ok(row);
                 }
+            };
+            // The sessions and routes through the control socket, as one request.
+            let mut c = std::process::Command::new(&cfg.fastpath_exe);
+            c.arg("ctl").arg("--socket").arg(&ctl).arg("-f").arg(&sessions).arg("-f").arg(&routes);
+            let waited = Instant::now();
+            while !ctl.exists() && waited.elapsed() < bound {
+                std::thread::sleep(Duration::from_millis(20));
             }
+            let loaded = linux::run_bounded(c, bound.saturating_sub(t0.elapsed()).max(Duration::from_secs(5)));
+            // The base entries stay until the DUT stops: each worker reads them as it starts.
+            for f in [&sessions, &routes] {
+                let _ = std::fs::remove_file(f);
+            }
+            match loaded {
+                Ok(s) => row.sessions_s = s,
+                Err(e) => {
+                    row.setup_s = t0.elapsed().as_secs_f64();
+                    row.fell_over = Some(format!("setup: sessions: {e}"));
+                    return Ok(row);
+                }
+            }
+            (Some(dut), Encap::Tagged)
         }
         BngDut::Linux => {
             let s = linux::setup(&t, n, bound, &cfg.work_dir)?;
@@ -342,7 +374,7 @@ fn measure(cfg: &BngConfig, d: BngDut, n: u32, progress: &mut dyn FnMut(&str)) -
     drop(traffic);
     drop(dut);
     drop(t);
-    let _ = std::fs::remove_file(cfg.work_dir.join(format!("vbng-{n}.txt")));
+    let _ = std::fs::remove_file(cfg.work_dir.join(format!("vbng-{n}-base.txt")));
     if let Ok(c) = std::fs::read_to_string(&counters) {
         // Where the DUT's packets went, by stage and drop reason.
         progress(&format!("  {} {n}: DUT counters:\n{}", d.name(), c.trim_end()));
