@@ -104,12 +104,7 @@ fn batch(prog: &str, ns: &str, file: &Path, bound: Duration) -> Result<f64, Stri
 pub(crate) fn run_bounded(mut cmd: Command, bound: Duration) -> Result<f64, String> {
     let prog = cmd.get_program().to_string_lossy().into_owned();
     let t0 = Instant::now();
-    let mut c = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{prog}: {e}"))?;
+    let mut c = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().map_err(|e| format!("{prog}: {e}"))?;
     loop {
         match c.try_wait() {
             Ok(Some(st)) => {

@@ -512,6 +512,19 @@ impl BngResults {
                 report.para(format!("fastpath / Linux throughput at {n} subscribers: {ratio}"));
             }
         }
+        for d in [BngDut::Fastpath, BngDut::Linux] {
+            let mine: Vec<&BngRow> = self.rows.iter().filter(|r| r.dut == d.name()).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let fell = mine.iter().find(|r| r.fell_over.is_some());
+            report.para(match fell {
+                Some(r) => format!("{} fell over at {} subscribers: {}", d.name(), r.subscribers, r.fell_over.as_deref().unwrap_or("")),
+                None => {
+                    format!("{} held at every count measured (up to {}).", d.name(), mine.iter().map(|r| r.subscribers).max().unwrap_or(0))
+                }
+            });
+        }
         let mut c = Chart::new("Throughput against subscribers").x_label("subscribers").y_label("Gbit/s at ≤ threshold loss").log_x();
         for d in [BngDut::Fastpath, BngDut::Linux] {
             let pts: Vec<(f64, f64)> =
