@@ -7,9 +7,11 @@
 //!  downstream: subscriber i ◀─ S/C tags ─ dut0 [gateway] dut1 ◀─ VLAN 10 ─ endpoint e
 //! ```
 //!
-//! One thread sends both directions through two packet sockets (one opened in each generator
-//! namespace), interleaving 8 downstream frames and 1 upstream frame, paced by a token bucket
-//! refilled every half millisecond: the ratio is exact and the generator takes one tester core.
+//! One thread sends both directions through two AF_PACKET ports (one opened in each generator
+//! namespace; `sendmmsg` of up to 64 frames, qdisc bypassed), interleaving 8 downstream frames
+//! and 1 upstream frame, paced by a token bucket refilled every half millisecond: the ratio is
+//! exact and the generator takes one tester core. (One `send` per frame offered 0.2–0.25 Mpps
+//! of 1400-byte frames here, below what a gateway forwards.)
 //! Each frame is a template whose subscriber fields (MAC, S-VLAN, C-VLAN, IPv4) and endpoint
 //! fields are rewritten in place for the next subscriber, with the IPv4 checksum recomputed and
 //! the UDP checksum zero (no checksum, allowed for IPv4 by RFC 768), so 256,000 subscribers cost
@@ -26,8 +28,12 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fastpath_io::af_packet::RawSocket;
+use std::sync::Mutex;
+
+use fastpath_io::af_packet::{AfPacketConfig, PacketPort, RawSocket};
+use fastpath_io::Port;
 use fastpath_packet::build::FrameBuilder;
+use fastpath_packet::{PktId, Pool};
 
 use super::plan::{self, Subscriber, GATEWAY_MAC};
 use crate::gen::{Latency, ProbeClock, FCS_LEN, HDR_LEN, MAGIC, PROBE_PORT};
@@ -189,6 +195,8 @@ pub struct BngTraffic {
     core_if: &'static str,
     acc: RawSocket,
     core: RawSocket,
+    /// The load's senders (access, core): batched sends.
+    load: Mutex<(PacketPort, PacketPort)>,
     /// Subscribers the traffic cycles through.
     pub subscribers: u32,
     /// Tags on the wire.
@@ -219,7 +227,12 @@ impl BngTraffic {
     /// [`LabError::Io`] when a socket cannot be opened; [`LabError::Config`] for a bad count.
     pub fn attach(t: &Topology, subscribers: u32, encap: Encap, frame_size: u16) -> Result<BngTraffic, LabError> {
         plan::check_count(subscribers)?;
+        let port = |ns: &str, iface: &'static str| -> Result<PacketPort, LabError> {
+            topo::in_netns(ns, move || PacketPort::open(iface, &AfPacketConfig { block_nr: 2, ..AfPacketConfig::default() }))?
+                .map_err(|e| LabError::Io(format!("sending port on {iface}: {e}")))
+        };
         Ok(BngTraffic {
+            load: Mutex::new((port(&t.gen_ns, t.gen_if)?, port(&t.sink_ns, t.sink_if)?)),
             acc: send_socket(&t.gen_ns, t.gen_if)?,
             core: send_socket(&t.sink_ns, t.sink_if)?,
             acc_ns: t.gen_ns.clone(),
@@ -301,18 +314,20 @@ impl BngTraffic {
     /// (upstream sent, downstream sent, seconds).
     fn offer(&self, rate_pps: u64, duration: Duration, stop: &AtomicBool) -> (u64, u64, f64) {
         let (n, size, encap) = (self.subscribers, self.frame_size, self.encap);
-        let (acc, core) = (&self.acc, &self.core);
+        let Ok(mut ports) = self.load.lock() else { return (0, 0, 0.0) };
+        let (acc, core) = &mut *ports;
         let r = topo::in_netns(&self.acc_ns, move || {
             let _ = fastpath_io::sys::set_nice(topo::LAB_NICE);
+            let mut pool = Pool::new(256);
             let mut up = Template::upstream(encap, size, plan::DATA_PORT);
             let mut down = Template::downstream(encap, size, plan::DATA_PORT);
             let limit = if rate_pps == 0 { u64::MAX } else { (rate_pps as f64 * duration.as_secs_f64()).ceil() as u64 };
             let start = Instant::now();
             let end = start + duration;
             let (mut u, mut d) = (0u64, 0u64);
+            let (mut ups, mut downs): (Vec<PktId>, Vec<PktId>) = (Vec::with_capacity(64), Vec::with_capacity(64));
             while u + d < limit && !stop.load(Ordering::Relaxed) {
-                let now = Instant::now();
-                if now >= end {
+                if Instant::now() >= end {
                     break;
                 }
                 let allowed = if rate_pps == 0 { limit } else { ((start.elapsed().as_secs_f64() * rate_pps as f64) as u64).min(limit) };
@@ -320,23 +335,36 @@ impl BngTraffic {
                     std::thread::sleep(Duration::from_micros(500));
                     continue;
                 }
-                for _ in 0..(allowed - u - d).min(256) {
-                    let k = u + d;
-                    let ok = if k % (DOWN_PER_UP + 1) == DOWN_PER_UP {
-                        next_up(&mut up, n, u);
-                        acc.send(&up.frame).is_ok().then(|| u += 1)
+                // A burst of up to 63 frames in the 8:1 pattern, each direction one sendmmsg.
+                let (mut pu, mut pd) = (u, d);
+                for _ in 0..(allowed - u - d).min(63) {
+                    let Some(h) = pool.alloc() else { break };
+                    if (pu + pd) % (DOWN_PER_UP + 1) == DOWN_PER_UP {
+                        next_up(&mut up, n, pu);
+                        pool.set_data(h, &up.frame);
+                        ups.push(h);
+                        pu += 1;
                     } else {
-                        next_down(&mut down, n, d);
-                        core.send(&down.frame).is_ok().then(|| d += 1)
-                    };
-                    if ok.is_none() {
-                        // ENOBUFS: the veth's queue is full; try again after a pause.
-                        std::thread::sleep(Duration::from_micros(50));
-                        break;
+                        next_down(&mut down, n, pd);
+                        pool.set_data(h, &down.frame);
+                        downs.push(h);
+                        pd += 1;
                     }
                 }
+                let su = acc.tx_burst(&mut pool, &ups);
+                let sd = core.tx_burst(&mut pool, &downs);
+                pool.free_bulk(&ups[su..]);
+                pool.free_bulk(&downs[sd..]);
+                (u, d) = (u + su as u64, d + sd as u64);
+                let short = su < ups.len() || sd < downs.len();
+                ups.clear();
+                downs.clear();
+                if short {
+                    // The veth's queue is full: try again after a pause.
+                    std::thread::sleep(Duration::from_micros(50));
+                }
             }
-            (u, d, start.elapsed().as_secs_f64().min(duration.as_secs_f64().max(1e-9) * 2.0))
+            (u, d, start.elapsed().as_secs_f64())
         });
         r.unwrap_or((0, 0, 0.0))
     }
