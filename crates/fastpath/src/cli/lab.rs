@@ -309,6 +309,19 @@ fn table(lines: &str) -> String {
                     g("denied_connect_blocked")
                 ),
                 "capture" => format!("{:<12} capture of the frames towards B: {}\n", g("dut"), g("pcap")),
+                "bng-rfc2544" => format!(
+                    "{:<17} {:>7} subscribers  setup {:>6.1} s  {:.3} Mpps {:.2} Gbit/s{}  p99 {:.1} µs  CPU {:.0} % ({:.1} %/Gbit/s){}\n",
+                    g("dut"),
+                    g("subscribers"),
+                    f(&v["setup_s"]),
+                    f(&v["throughput_mpps"]),
+                    f(&v["throughput_gbps"]),
+                    if v["generator_limited"] == true { " (generator-limited)" } else { "" },
+                    f(&v["latency_us"]["p99"]),
+                    f(&v["dut_cpu_pct"]),
+                    f(&v["cpu_pct_per_gbps"]),
+                    v["fell_over"].as_str().map(|w| format!("  fell over: {w}")).unwrap_or_default()
+                ),
                 _ => format!("{l}\n"),
             });
         } else if let Some(line) = switch_row(&v) {
@@ -797,6 +810,14 @@ mod tests {
             lab: LabArgs,
         }
         Cli::try_parse_from(std::iter::once(&"x").chain(args)).map(|c| c.lab).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn bng_rows_print_as_one_line_each() {
+        let l = r#"{"measurement":"bng-rfc2544","dut":"linux-routes-htb","subscribers":40000,"setup_s":1.1,"throughput_mpps":0.0,"throughput_gbps":0.0,"generator_limited":false,"latency_us":null,"dut_cpu_pct":0.0,"cpu_pct_per_gbps":0.0,"fell_over":"setup: tc did not finish within the 240 s bound"}"#;
+        let t = table(l);
+        assert!(t.starts_with("linux-routes-htb    40000 subscribers  setup    1.1 s  0.000 Mpps"), "{t}");
+        assert!(t.trim_end().ends_with("fell over: setup: tc did not finish within the 240 s bound"), "{t}");
     }
 
     #[test]
