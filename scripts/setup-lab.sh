@@ -4,7 +4,11 @@
 # (iproute2 with tc, ethtool, procps for sysctl, util-linux for taskset), nftables (the overlay
 # test's kernel VXLAN gateway enforces its ACL with it; the switch tests — incast, burst,
 # fairness — count each sender's frames at the receiver with it) and prometheus (its server and
-# promtool check `fastpath run --metrics`, crates/fastpath/tests/live_prom.rs).
+# promtool check `fastpath run --metrics`, crates/fastpath/tests/live_prom.rs), and the DHCP
+# clients the control plane's live tests serve (busybox udhcpc, ISC dhclient) and the external DHCP
+# server its relay mode relays to (dnsmasq-base: the binary, no system service; crates/bng/tests/live.rs),
+# and a C compiler (build-essential) for the SQLite that crates/bng builds from source,
+# and python3-scapy (its PFCP layer is the independent peer of crates/pfcp/tests/scapy.rs).
 #
 # Idempotent: packages already installed are skipped; `apt-get update` runs at most once, and only
 # when something is missing. Noninteractive. Needs root. A package that cannot be installed is
@@ -13,7 +17,8 @@ set -u
 
 # dpdk-testpmd ships in dpdk-dev on Debian 12; its AF_XDP/AF_PACKET drivers are separate packages.
 want=(iproute2 ethtool iperf3 iperf dpdk dpdk-dev librte-net-af-xdp23 librte-net-af-packet23
-      librte-mempool-ring23 openvswitch-switch procps util-linux iputils-ping nftables prometheus)
+      librte-mempool-ring23 openvswitch-switch procps util-linux iputils-ping nftables prometheus
+      busybox isc-dhcp-client dnsmasq-base build-essential python3-scapy)
 missing=()
 for p in "${want[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

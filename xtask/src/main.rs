@@ -26,6 +26,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-control", &["fastpath-pipeline"]),
     ("fastpath-lab", &["fastpath-io", "fastpath-pipeline", "fastpath-tm"]),
     ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
+    ("fastpath-bng", &["fastpath-packet"]),
+    ("fastpath-pfcp", &[]),
     (
         "fastpath",
         &[
@@ -37,6 +39,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fastpath-control",
             "fastpath-lab",
             "fastpath-xdp",
+            "fastpath-bng",
+            "fastpath-pfcp",
         ],
     ),
 ];

@@ -282,6 +282,9 @@ fn print_text(r: &BenchResult, spread: Option<(f64, f64)>) {
         "  source (empty pipeline): {:.1} ns/packet; pipeline alone: {:.1} ns/packet",
         r.source_ns_per_packet, r.pipeline_ns_per_packet
     );
+    if let Some(rate) = r.config.get("sessions_per_s").and_then(serde_json::Value::as_f64) {
+        println!("  sessions: {} created through the session API at {:.0} per second", r.config["subscribers"], rate);
+    }
     println!("  {:<16} {:>9} {:>9} {:>12} {:>12}  drops", "stage", "ns/pkt", "cyc/pkt", "packets in", "packets out");
     for s in &r.stages {
         let d: Vec<String> = s.drops.iter().map(|(k, v)| format!("{k}={v}")).collect();
