@@ -31,6 +31,8 @@ use crate::LabError;
 
 /// Tier 0's rate (pipelines/vbng.toml: `[[tm.profile]] rate = "100mbit"`).
 pub const TIER0_RATE: &str = "100mbit";
+/// Most classes one HTB qdisc holds: class ids are 16 bits (`1:1`..`1:ffff`).
+pub const MAX_HTB_CLASSES: u32 = 0xffff;
 /// The core side's own address.
 pub const CORE_ADDR: &str = "198.18.1.1/24";
 
@@ -137,6 +139,13 @@ pub(crate) fn run_bounded(mut cmd: Command, bound: Duration) -> Result<f64, Stri
 /// [`LabError`] when the basic configuration (sysctls, addresses) or a file write fails.
 pub fn setup(t: &Topology, n: u32, bound: Duration, dir: &Path) -> Result<LinuxSetup, LabError> {
     plan::check_count(n)?;
+    if n > MAX_HTB_CLASSES {
+        // tc would add 65,535 classes and filters (minutes) and then refuse `1:10000`.
+        return Ok(LinuxSetup {
+            failed: Some(format!("{n} HTB classes: class ids are 16 bits, one HTB qdisc holds at most {MAX_HTB_CLASSES}")),
+            ..LinuxSetup::default()
+        });
+    }
     let ns = t.dut_ns.as_str();
     for k in ["net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"] {
         ns_exec(ns, &["sysctl", "-qw", k])?;
