@@ -69,3 +69,24 @@ fn bng_rfc2544_fastpath_vbng_and_linux_with_200_subscribers() {
     let mine: Vec<&str> = ns.lines().filter(|l| l.contains(&format!("-{pid}-"))).collect();
     assert!(mine.is_empty(), "namespaces left behind: {mine:?}");
 }
+
+/// Above 65,535 subscribers the Linux baseline cannot be built (16-bit HTB class ids): the row
+/// says where and why it fell over, at once, and the run still succeeds.
+#[test]
+fn bng_rfc2544_linux_falls_over_above_65535_subscribers() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let out = Command::new("timeout")
+        .args(["60", env!("CARGO_BIN_EXE_fastpath"), "lab", "bng-rfc2544", "--dut", "linux", "--subscribers", "70000", "--json"])
+        .args(["--report", "/dev/null"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let r: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!((r["dut"].as_str(), r["subscribers"].as_u64()), (Some("linux-routes-htb"), Some(70000)));
+    let why = r["fell_over"].as_str().unwrap_or("");
+    assert!(why.starts_with("setup: 70000 HTB classes: class ids are 16 bits"), "{r}");
+    assert_eq!(r["throughput_mpps"], 0.0);
+}
