@@ -210,7 +210,7 @@ impl XdpDatapath {
 
     /// Per attached port, whether its program puts back a VLAN tag the driver holds outside
     /// the frame (native mode on a driver with the VLAN metadata kfunc: veth, mlx5, ice, …,
-    /// kernel ≥ 6.8). Where false, such a tag is neither seen by the pipeline nor forwarded
+    /// kernel ≥ 6.8). Where false, the pipeline does not see such a tag
     /// (generic mode always: it has no metadata kfuncs). A tag inside the frame is seen in
     /// every mode.
     pub fn vlan_restore(&self) -> Vec<bool> {

@@ -18,8 +18,9 @@
 //! `bpf_skb_vlan_push` or a VLAN device on the sender with tx-vlan offload on, as a NIC with
 //! rx-vlan offload keeps it in its descriptor). In native mode the datapath's program, bound to
 //! each port, fetches it with the `bpf_xdp_metadata_rx_vlan_tag` kfunc and writes it back
-//! before the pipeline runs; in generic mode no such call exists and the program sees the frame
-//! without it — pinned here, so a kernel that starts to hand it over shows up.
+//! before the pipeline runs; in generic mode the kfunc cannot be used (a device-bound program is
+//! refused there by `dev_xdp_attach`) and the program sees the frame without the tag — pinned
+//! here, so a kernel that starts to hand it over shows up.
 //! Root only (CI runs as root); namespaces are removed on every path, panics included.
 
 #[path = "../../io/tests/netns_common/mod.rs"]

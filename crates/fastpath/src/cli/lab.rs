@@ -20,6 +20,10 @@
 //! `linux-vxlan` (kernel VXLAN devices on a bridge); ping, iperf3 and a stateful-ACL check
 //! (see `fastpath_lab::tests::overlay`).
 //!
+//! `fastpath lab bng-rfc2544` measures the broadband gateway (`pipelines/vbng.toml`, its
+//! sessions generated for `--subscribers N`) against a Linux gateway of per-subscriber routes
+//! and HTB classes (see `fastpath_lab::tests::bng_rfc2544`).
+//!
 //! `fastpath lab incast | burst | fairness` are the switch tests: N sender namespaces and one
 //! receiver behind a DUT with N + 1 ports whose receiver port is shaped to R
 //! (`fastpath_lab::fanin_topo`); DUTs `fastpath` (this binary on a generated L2 spec with a
@@ -29,6 +33,7 @@
 use clap::{Args, ValueEnum};
 use fastpath_lab::dut::{DutConfig, DutKind};
 use fastpath_lab::gen::{self, GenConfig, Sizes, RFC2544_SIZES};
+use fastpath_lab::tests::bng_rfc2544::{self, BngConfig, BngDut};
 use fastpath_lab::tests::burst::{self, BurstConfig, BURST_SIZES};
 use fastpath_lab::tests::fairness::{self, FairnessConfig};
 use fastpath_lab::tests::incast::{self, IncastConfig};
@@ -41,6 +46,8 @@ use std::path::PathBuf;
 
 /// The l2fwd spec the `fastpath` DUT runs (the repository's `pipelines/l2fwd.toml`).
 const L2FWD_SPEC: &str = include_str!("../../../../pipelines/l2fwd.toml");
+/// The broadband gateway spec the `bng-rfc2544` test's fastpath DUT runs.
+const VBNG_SPEC: &str = include_str!("../../../../pipelines/vbng.toml");
 /// Its entries: each DUT port forwards to the other.
 const L2FWD_ENTRIES: &str = "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n";
 
@@ -66,6 +73,10 @@ pub enum LabTest {
     /// ACL invariance: RFC 2544 throughput and latency of pipelines/switch-acl.toml with 0, 24
     /// and 10,000 ACL rules (fastpath on AF_XDP ports), and each figure's ratio to no rules.
     AclInvariance,
+    /// Broadband gateway: pipelines/vbng.toml with N Q-in-Q subscribers (--subscribers) against
+    /// Linux routes + HTB, 1400 B frames 8:1 downstream:upstream; RFC 2544 throughput at
+    /// < 0.5 % loss, latency at 90 % of it, CPU per Gbit/s, setup time.
+    BngRfc2544,
 }
 
 /// Arguments of `fastpath lab`.
@@ -80,7 +91,10 @@ fastpath lab gen --sizes 64,1518 --trial-s 2\n  \
 fastpath lab overlay --dut fastpath --dut linux-vxlan --duration 10 --streams 4 --json\n  \
 fastpath lab incast --senders 2,4,8,16 --flows-per-sender 2 --bytes 8m --rate 100mbit --buffer 1m\n  \
 fastpath lab burst --senders 2,4 --sizes 192,1518,9216 --rate 100mbit --buffer 1m --alpha-log2 3\n  \
-fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-s 5\n\n\
+fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-s 5\n  \
+fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n\n\
+bng-rfc2544 DUTs (both by default): fastpath (pipelines/vbng.toml, every session loaded at start) and linux \
+(per-subscriber /32 routes and HTB classes with u32 filters, forwarding the same traffic untagged).\n\n\
 overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), linux-vxlan (kernel VXLAN devices on a bridge).\n\n\
 Switch tests (incast, burst, fairness): N sender namespaces and one receiver, each on a veth into a DUT \
 with N+1 ports; the receiver's port is shaped to --rate R with a buffer of --buffer bytes. DUTs (both \
@@ -115,9 +129,16 @@ pub struct LabArgs {
     /// machine is noisy: give 3 or more for figures you publish.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
-    /// Acceptable loss ratio (0 = RFC 2544; 0.005 = 0.5 %).
-    #[arg(long, default_value_t = 0.0)]
-    loss: f64,
+    /// Acceptable loss ratio (0 = RFC 2544; 0.005 = 0.5 %) [default: 0; bng-rfc2544 0.005].
+    #[arg(long)]
+    loss: Option<f64>,
+    /// bng-rfc2544: subscriber counts, comma-separated (e.g. 40000,80000,256000).
+    #[arg(long, value_delimiter = ',', default_value = "1000")]
+    subscribers: Vec<u32>,
+    /// bng-rfc2544: bound on each gateway's setup, seconds (fastpath to ready with every
+    /// session loaded; each of Linux's ip and tc batches).
+    #[arg(long = "setup-bound-s", default_value_t = 300)]
+    setup_bound_s: u64,
     /// Seconds of the latency test (rfc2544).
     #[arg(long = "latency-s", default_value_t = 3.0)]
     latency_s: f64,
@@ -288,6 +309,19 @@ fn table(lines: &str) -> String {
                     g("denied_connect_blocked")
                 ),
                 "capture" => format!("{:<12} capture of the frames towards B: {}\n", g("dut"), g("pcap")),
+                "bng-rfc2544" => format!(
+                    "{:<17} {:>7} subscribers  setup {:>6.1} s  {:.3} Mpps {:.2} Gbit/s{}  p99 {:.1} µs  CPU {:.0} % ({:.1} %/Gbit/s){}\n",
+                    g("dut"),
+                    g("subscribers"),
+                    f(&v["setup_s"]),
+                    f(&v["throughput_mpps"]),
+                    f(&v["throughput_gbps"]),
+                    if v["generator_limited"] == true { " (generator-limited)" } else { "" },
+                    f(&v["latency_us"]["p99"]),
+                    f(&v["dut_cpu_pct"]),
+                    f(&v["cpu_pct_per_gbps"]),
+                    v["fell_over"].as_str().map(|w| format!("  fell over: {w}")).unwrap_or_default()
+                ),
                 _ => format!("{l}\n"),
             });
         } else if let Some(line) = switch_row(&v) {
@@ -479,13 +513,48 @@ fn rfc2544_config(a: &LabArgs, duts: Vec<DutConfig>, sizes: &[u16]) -> Result<Rf
         duts,
         frame_sizes: sizes_or(a, sizes),
         flows: a.flows.clone(),
-        loss_threshold: a.loss,
+        loss_threshold: a.loss.unwrap_or(0.0),
         trial_s: a.trial_s.unwrap_or(2.0),
         max_trials: a.max_trials,
         latency_s: a.latency_s,
         latency_loads: latency_loads(a)?,
         runs: a.runs,
         ..Rfc2544Config::default()
+    })
+}
+
+/// The `bng-rfc2544` configuration from the command line: DUTs `fastpath` and `linux` (both by
+/// default), the vbng spec written into `dir`.
+fn bng_config(a: &LabArgs, exe: PathBuf, dir: &std::path::Path) -> Result<BngConfig, String> {
+    let duts = if a.duts.is_empty() {
+        vec![BngDut::Fastpath, BngDut::Linux]
+    } else {
+        a.duts
+            .iter()
+            .map(|d| match d.as_str() {
+                "fastpath" | "fastpath-vbng" => Ok(BngDut::Fastpath),
+                "linux" | "linux-routes-htb" => Ok(BngDut::Linux),
+                other => Err(format!("bng-rfc2544 DUTs are fastpath and linux, not \"{other}\"")),
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let spec = dir.join("vbng.toml");
+    std::fs::write(&spec, VBNG_SPEC).map_err(|e| format!("{}: {e}", spec.display()))?;
+    Ok(BngConfig {
+        subscribers: a.subscribers.clone(),
+        duts,
+        frame_size: a.sizes.first().copied().unwrap_or(1400),
+        trial_s: a.trial_s.unwrap_or(2.0),
+        max_trials: a.max_trials,
+        loss_threshold: a.loss.unwrap_or(0.005),
+        latency_s: a.latency_s,
+        setup_bound_s: a.setup_bound_s,
+        fastpath_exe: exe,
+        vbng_spec: spec,
+        port_kind: a.port_kind.clone().unwrap_or_else(|| "afxdp".into()),
+        fastpath_args: a.fastpath_args.clone(),
+        work_dir: dir.to_path_buf(),
+        ..BngConfig::default()
     })
 }
 
@@ -559,7 +628,8 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         return Err("name at least one --dut (fastpath, linux-vxlan)".into());
     }
     let switch_test = matches!(a.test, LabTest::Incast | LabTest::Burst | LabTest::Fairness | LabTest::AclInvariance);
-    if !matches!(a.test, LabTest::Gen | LabTest::Overlay) && !switch_test && a.duts.is_empty() {
+    let own_duts = switch_test || matches!(a.test, LabTest::Overlay | LabTest::BngRfc2544);
+    if !matches!(a.test, LabTest::Gen | LabTest::Overlay | LabTest::BngRfc2544) && !switch_test && a.duts.is_empty() {
         return Err("name at least one --dut (fastpath, fastpath-xdp, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
@@ -573,11 +643,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let spec_text = if matches!(a.test, LabTest::Tcp) { L2FWD_SPEC.replace("swap eth.dst eth.src\n", "") } else { L2FWD_SPEC.to_owned() };
     std::fs::write(&spec, spec_text).map_err(|e| format!("{}: {e}", spec.display()))?;
     std::fs::write(&entries, L2FWD_ENTRIES).map_err(|e| format!("{}: {e}", entries.display()))?;
-    let kinds: Vec<DutKind> = if matches!(a.test, LabTest::Overlay) || switch_test {
-        Vec::new()
-    } else {
-        a.duts.iter().map(|d| parse_dut(d)).collect::<Result<_, _>>()?
-    };
+    let kinds: Vec<DutKind> = if own_duts { Vec::new() } else { a.duts.iter().map(|d| parse_dut(d)).collect::<Result<_, _>>()? };
     let duts: Vec<DutConfig> = kinds
         .iter()
         .map(|&k| {
@@ -649,6 +715,12 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             let mut lines = r.json_lines();
             lines.push_str(&acl_invariance_summary(&r.rows));
             lines
+        }
+        LabTest::BngRfc2544 => {
+            let cfg = bng_config(&a, exe.clone(), &dir.0)?;
+            let r = bng_rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            r.json_lines()
         }
         LabTest::Burst => {
             let (duts, shaping, sw) = switch_setup(&a, &exe, 3)?;
@@ -738,6 +810,32 @@ mod tests {
             lab: LabArgs,
         }
         Cli::try_parse_from(std::iter::once(&"x").chain(args)).map(|c| c.lab).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn bng_rows_print_as_one_line_each() {
+        let l = r#"{"measurement":"bng-rfc2544","dut":"linux-routes-htb","subscribers":40000,"setup_s":1.1,"throughput_mpps":0.0,"throughput_gbps":0.0,"generator_limited":false,"latency_us":null,"dut_cpu_pct":0.0,"cpu_pct_per_gbps":0.0,"fell_over":"setup: tc did not finish within the 240 s bound"}"#;
+        let t = table(l);
+        assert!(t.starts_with("linux-routes-htb    40000 subscribers  setup    1.1 s  0.000 Mpps"), "{t}");
+        assert!(t.trim_end().ends_with("fell over: setup: tc did not finish within the 240 s bound"), "{t}");
+    }
+
+    #[test]
+    fn bng_takes_subscriber_counts_and_its_own_duts() {
+        let dir = std::env::temp_dir().join(format!("fastpath-bng-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = lab_args(&["bng-rfc2544", "--subscribers", "40000,80000,256000"]).unwrap();
+        let cfg = bng_config(&a, "/bin/fp".into(), &dir).unwrap();
+        assert_eq!(cfg.subscribers, vec![40000, 80000, 256000]);
+        assert_eq!(cfg.duts, vec![BngDut::Fastpath, BngDut::Linux]);
+        assert_eq!((cfg.frame_size, cfg.loss_threshold), (1400, 0.005));
+        assert!(std::fs::read_to_string(&cfg.vbng_spec).unwrap().contains("name = \"vbng\""));
+        let a = lab_args(&["bng-rfc2544", "--dut", "linux", "--loss", "0"]).unwrap();
+        let cfg = bng_config(&a, "/bin/fp".into(), &dir).unwrap();
+        assert_eq!((cfg.duts.clone(), cfg.subscribers.clone(), cfg.loss_threshold), (vec![BngDut::Linux], vec![1000], 0.0));
+        let a = lab_args(&["bng-rfc2544", "--dut", "linux-bridge"]).unwrap();
+        assert!(bng_config(&a, "/bin/fp".into(), &dir).unwrap_err().contains("fastpath and linux"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,4 +6,6 @@
 //! broadband lab (generators, the Linux baseline, the `bng-rfc2544` runner) takes its addresses
 //! from there, so the traffic and the sessions agree by construction.
 
+pub mod linux;
 pub mod plan;
+pub mod traffic;

@@ -209,6 +209,35 @@ pub fn route_commands() -> String {
     s
 }
 
+/// `fastpath run --entries` input for what is not a session or a route: ACL profile 0 (allow
+/// everything), the gateway's ARP answer and the punt limit.
+pub fn base_entries() -> String {
+    let mut s = String::from("table class_acl add 0/0xff * * priority 10 => no_action\n");
+    let _ = writeln!(s, "table arp_gw add {GATEWAY_IP} => arp_reply({})", mac_text(GATEWAY_MAC));
+    s.push_str("meter punt_limit 0 cir 1000 cbs 200 ebs 0\n");
+    s
+}
+
+/// `n` subscribers' sessions written straight into `pipelines/vbng.toml`'s tables, as the
+/// session API does for [`session_commands`] (without an upstream policer: unpoliced), then
+/// [`base_entries`] and [`route_commands`]: for in-memory tests that have no control plane.
+///
+/// # Panics
+/// When `n > MAX_SUBSCRIBERS` (see [`check_count`]).
+pub fn table_entries(n: u32) -> String {
+    let mut s = String::with_capacity(n as usize * 180 + 30_000);
+    for i in 0..n {
+        let sub = Subscriber::nth(i);
+        let mac = mac_text(sub.mac);
+        let _ = writeln!(s, "table up_session add {} {} {} {mac} => session_up({i}, {}, 0)", sub.port, sub.svid, sub.cvid, sub.ipv4);
+        let _ = writeln!(s, "table down_session add {} => session_down({i}, {}, {}, {}, {mac})", sub.ipv4, sub.port, sub.svid, sub.cvid);
+        let _ = writeln!(s, "tm pipe {} {i} profile 0", sub.port);
+    }
+    s.push_str(&base_entries());
+    s.push_str(&route_commands());
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +307,45 @@ mod tests {
         assert_eq!(&down[16..18], &[0x08, 0x00]);
         assert_eq!(crate::gen::parse_probe_payload(&down[DOWNSTREAM_PAYLOAD_OFF..]).map(|p| p.stream), Some(4));
         assert_eq!(upstream_frame(&s, &e, 0, 0).len(), usize::from(MIN_FRAME) - FCS_LEN);
+    }
+
+    #[test]
+    fn table_entries_load_into_the_vbng_pipeline() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/vbng.toml")).unwrap();
+        let mut p = fastpath_pipeline::compile("vbng.toml", &text).unwrap().instantiate();
+        p.set_ports(2).unwrap();
+        let e = table_entries(5000);
+        assert_eq!(p.load_entries("bng.txt", &e).unwrap(), 3 * 5000 + 3 + 254);
+        // The plan's frames through the pipeline: upstream leaves the core port on VLAN 10 to
+        // the endpoint's MAC, downstream the access port with the subscriber's two tags.
+        use fastpath_packet::{Batch, Pool, Verdict};
+        let mut pool = Pool::new(64);
+        let (sub, ep) = (Subscriber::nth(4001), endpoint(77));
+        let mut through = |port: u16, f: Vec<u8>| -> (u16, Vec<u8>) {
+            let mut b = Batch::new();
+            let h = pool.alloc().unwrap();
+            pool.set_data(h, &f);
+            b.push(h, port);
+            p.process(&mut pool, &mut b, 0);
+            assert!(!matches!(b.verdict(0), Verdict::Drop(_) | Verdict::Punt(_)), "{:?}", b.verdict(0));
+            for q in 0..2u16 {
+                if p.egress(q, &mut pool, &mut b, 0) > 0 {
+                    let out = pool.data(b.handle(0)).to_vec();
+                    pool.free(b.handle(0));
+                    return (q, out);
+                }
+            }
+            panic!("nothing left the pipeline");
+        };
+        let (q, up) = through(0, upstream_frame(&sub, &ep, 1400, 0));
+        assert_eq!(q, CORE_PORT);
+        assert_eq!((&up[0..6], &up[6..12]), (&ep.mac[..], &GATEWAY_MAC[..]));
+        assert_eq!((&up[12..14], &up[14..16], &up[16..18]), (&[0x81, 0x00][..], &CORE_VLAN.to_be_bytes()[..], &[0x08, 0x00][..]));
+        assert_eq!(up.len(), 1396 - 4, "two tags popped, one pushed");
+        let (q, down) = through(1, downstream_frame(&ep, &sub, 1400, 0));
+        assert_eq!(q, ACCESS_PORT);
+        assert_eq!((&down[0..6], &down[6..12]), (&sub.mac[..], &GATEWAY_MAC[..]));
+        assert_eq!(&down[12..22], &[0x88, 0xa8, 0, 101, 0x81, 0x00, 0, 2, 0x08, 0x00]);
     }
 
     /// Classic pcap (LINKTYPE_ETHERNET) of `frames`.
