@@ -109,6 +109,46 @@ pub const R7: Reg = 7;
 pub const R8: Reg = 8;
 /// Callee-saved.
 pub const R9: Reg = 9;
+/// Puts back a VLAN tag that the driver holds outside the frame, after the MAC addresses: the
+/// body of an XDP program that has called `bpf_xdp_metadata_rx_vlan_tag` and found a tag.
+/// Expects `r6` = the context, the TPID at `fp-8` (network order, as the kfunc leaves it) and
+/// the TCI at `fp-6` (host order); every path falls through at the end (relative jumps stay
+/// inside). The AF_XDP redirect program and the XDP datapath's prologue both use it.
+///
+/// ```text
+///   if adjust_head(ctx, -4) == 0:
+///       if data + 16 > data_end   -> adjust_head(ctx, 4)   (cannot happen)
+///       else data[0..12] = data[4..16]; data[12..14] = proto; data[14..16] = htons(tci)
+/// ```
+pub fn reinsert_vlan_tag() -> [Insn; 24] {
+    [
+        Insn::mov64_reg(R1, R6),
+        Insn::mov64_imm(R2, -4),
+        Insn::call(helper::XDP_ADJUST_HEAD),
+        Insn::jne_imm(R0, 0, 20), // 3: no headroom -> 24, the end (the tag stays lost)
+        Insn::ldx_w(R2, R6, xdp_md::DATA),
+        Insn::ldx_w(R3, R6, xdp_md::DATA_END),
+        Insn::mov64_reg(R4, R2),
+        Insn::add64_imm(R4, 16),
+        Insn::jgt_reg(R4, R3, 12), // 8: shorter than MACs + tag -> 21 (undo)
+        Insn::ldx_w(R5, R2, 4),    // 9: MAC addresses 4 bytes forward, a word at a time
+        Insn::stx_w(R2, R5, 0),
+        Insn::ldx_w(R5, R2, 8),
+        Insn::stx_w(R2, R5, 4),
+        Insn::ldx_w(R5, R2, 12),
+        Insn::stx_w(R2, R5, 8),
+        Insn::ldx_h(R5, R10, -8), // 15: TPID, already in network order
+        Insn::stx_h(R2, R5, 12),
+        Insn::ldx_h(R5, R10, -6), // 17: TCI, host order
+        Insn::be16(R5),
+        Insn::stx_h(R2, R5, 14),
+        Insn::ja(3), // 20: -> 24
+        Insn::mov64_reg(R1, R6),
+        Insn::mov64_imm(R2, 4),
+        Insn::call(helper::XDP_ADJUST_HEAD), // 23: undo the push, fall through
+    ]
+}
+
 /// Read-only frame pointer.
 pub const R10: Reg = 10;
 

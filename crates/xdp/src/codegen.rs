@@ -24,7 +24,7 @@
 //! entry while its action runs; `r0`–`r5` are scratch (helper calls clobber them).
 
 use crate::asm::{Alu, Asm, Jmp, Label, Size};
-use fastpath_io::bpf::{helper, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R5, R6, R7, R8, R9};
+use fastpath_io::bpf::{helper, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use fastpath_packet::{DropReason, Hdr, HdrSet, Slot, NO_PORT};
 use fastpath_pipeline::ir::{
     ActionDef, CmpOp, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, StageDef, SymStep, TableImpl, MAX_ARGS,
@@ -600,8 +600,7 @@ pub const VLAN_PROLOGUE_LEN: usize = 34;
 ///   r1 = ctx
 /// ```
 pub fn vlan_restore_prologue(kfunc_id: u32) -> [Insn; VLAN_PROLOGUE_LEN] {
-    const TAG: i32 = 4;
-    [
+    let head = [
         Insn::mov64_reg(R6, R1), // 0: r6 = ctx
         Insn::st_w(R10, -8, 0),  // 1: proto at fp-8, tci at fp-6
         Insn::mov64_reg(R1, R6),
@@ -611,32 +610,12 @@ pub fn vlan_restore_prologue(kfunc_id: u32) -> [Insn; VLAN_PROLOGUE_LEN] {
         Insn::add64_imm(R3, -6),
         Insn::call_kfunc(kfunc_id),
         Insn::jne_imm(R0, 0, 24), // 8: no tag held outside the frame -> 33
-        Insn::mov64_reg(R1, R6),
-        Insn::mov64_imm(R2, -TAG),
-        Insn::call(helper::XDP_ADJUST_HEAD),
-        Insn::jne_imm(R0, 0, 20), // 12: no headroom -> 33 (the tag stays lost)
-        Insn::ldx_w(R2, R6, xdp_md::DATA),
-        Insn::ldx_w(R3, R6, xdp_md::DATA_END),
-        Insn::mov64_reg(R4, R2),
-        Insn::add64_imm(R4, 16),
-        Insn::jgt_reg(R4, R3, 12), // 17: shorter than MACs + tag -> 30 (undo)
-        Insn::ldx_w(R5, R2, 4),    // 18: MAC addresses 4 bytes forward, a word at a time
-        Insn::stx_w(R2, R5, 0),
-        Insn::ldx_w(R5, R2, 8),
-        Insn::stx_w(R2, R5, 4),
-        Insn::ldx_w(R5, R2, 12),
-        Insn::stx_w(R2, R5, 8),
-        Insn::ldx_h(R5, R10, -8), // 24: TPID, already in network order
-        Insn::stx_h(R2, R5, 12),
-        Insn::ldx_h(R5, R10, -6), // 26: TCI, host order
-        Insn::be16(R5),
-        Insn::stx_h(R2, R5, 14),
-        Insn::ja(3), // 29: -> 33
-        Insn::mov64_reg(R1, R6),
-        Insn::mov64_imm(R2, TAG),
-        Insn::call(helper::XDP_ADJUST_HEAD), // 32: undo the push, fall through
-        Insn::mov64_reg(R1, R6),             // 33: r1 = ctx for the pipeline's code
-    ]
+    ];
+    let mut out = [Insn::default(); VLAN_PROLOGUE_LEN];
+    out[..9].copy_from_slice(&head);
+    out[9..33].copy_from_slice(&fastpath_io::bpf::reinsert_vlan_tag());
+    out[33] = Insn::mov64_reg(R1, R6); // 33: r1 = ctx for the pipeline's code
+    out
 }
 
 /// Generates the program for `p` (which must pass [`check`]) over ports whose ifindexes are

@@ -47,11 +47,10 @@ use std::sync::{Arc, Mutex, Weak};
 use fastpath_packet::{Batch, PktId, Pool, BATCH_MAX, BUF_SIZE};
 
 use crate::bpf::{
-    self, helper, xdp_action, xdp_md, BpfError, Insn, Link, Map, MapType, Prog, ProgType, XdpAttachMode, R0, R1, R10, R2, R3, R4, R5, R6,
+    self, helper, xdp_action, xdp_md, BpfError, Insn, Link, Map, MapType, Prog, ProgType, XdpAttachMode, R0, R1, R10, R2, R3, R6,
 };
 use crate::port::{ErrorLog, Port, PortStats};
 use crate::sys;
-use fastpath_packet::hdr::vlan::TAG_LEN;
 use ring::{MmapOffsets, Ring, XdpDesc};
 
 const AF_XDP: i32 = 44;
@@ -315,7 +314,7 @@ const RX_VLAN_TAG_KFUNC: &str = "bpf_xdp_metadata_rx_vlan_tag";
 /// ```
 pub fn xsk_redirect_vlan_insns(xsks_map_fd: RawFd, kfunc_id: u32) -> [Insn; 49] {
     let [m0, m1] = Insn::ld_map_fd(R1, xsks_map_fd);
-    [
+    let head = [
         Insn::mov64_reg(R6, R1), // 0: r6 = ctx
         Insn::ldx_w(R2, R6, xdp_md::RX_QUEUE_INDEX),
         Insn::stx_w(R10, R2, -4), // 2: key = queue, at fp-4
@@ -333,31 +332,9 @@ pub fn xsk_redirect_vlan_insns(xsks_map_fd: RawFd, kfunc_id: u32) -> [Insn; 49] 
         Insn::add64_imm(R2, -4),
         Insn::call(helper::MAP_LOOKUP_ELEM),
         Insn::jeq_imm(R0, 0, 30), // 16: no socket on this queue -> 47 (pass, untouched)
-        Insn::mov64_reg(R1, R6),
-        Insn::mov64_imm(R2, -(TAG_LEN as i32)),
-        Insn::call(helper::XDP_ADJUST_HEAD),
-        Insn::jne_imm(R0, 0, 20), // 20: no headroom -> 41 (the tag stays lost)
-        Insn::ldx_w(R2, R6, xdp_md::DATA),
-        Insn::ldx_w(R3, R6, xdp_md::DATA_END),
-        Insn::mov64_reg(R4, R2),
-        Insn::add64_imm(R4, 16),
-        Insn::jgt_reg(R4, R3, 12), // 25: shorter than MACs + tag -> 38 (undo)
-        Insn::ldx_w(R5, R2, 4),    // 26: MAC addresses 4 bytes forward, a word at a time
-        Insn::stx_w(R2, R5, 0),
-        Insn::ldx_w(R5, R2, 8),
-        Insn::stx_w(R2, R5, 4),
-        Insn::ldx_w(R5, R2, 12),
-        Insn::stx_w(R2, R5, 8),
-        Insn::ldx_h(R5, R10, -8), // 32: TPID, already in network order
-        Insn::stx_h(R2, R5, 12),
-        Insn::ldx_h(R5, R10, -6), // 34: TCI, host order
-        Insn::be16(R5),
-        Insn::stx_h(R2, R5, 14),
-        Insn::ja(3), // 37: -> 41
-        Insn::mov64_reg(R1, R6),
-        Insn::mov64_imm(R2, TAG_LEN as i32),
-        Insn::call(helper::XDP_ADJUST_HEAD), // 40: undo the push, fall through
-        Insn::ldx_w(R2, R10, -4),            // 41: redirect
+    ];
+    let tail = [
+        Insn::ldx_w(R2, R10, -4), // 41: redirect
         m0,
         m1,
         Insn::mov64_imm(R3, xdp_action::PASS),
@@ -365,7 +342,12 @@ pub fn xsk_redirect_vlan_insns(xsks_map_fd: RawFd, kfunc_id: u32) -> [Insn; 49] 
         Insn::exit(),
         Insn::mov64_imm(R0, xdp_action::PASS), // 47
         Insn::exit(),
-    ]
+    ];
+    let mut out = [Insn::default(); 49];
+    out[..17].copy_from_slice(&head);
+    out[17..41].copy_from_slice(&bpf::reinsert_vlan_tag());
+    out[41..].copy_from_slice(&tail);
+    out
 }
 
 /// Loads [`xsk_redirect_vlan_insns`] bound to `ifindex`, or `None` when the kernel or the driver

@@ -27,6 +27,7 @@ use crate::bng::traffic::{BngTraffic, BngTrial, Encap};
 use crate::dut::{Dut, DutConfig, DutKind};
 use crate::gen::Latency;
 use crate::report::{Chart, Report};
+use crate::tests::rfc2544::Bisect;
 use crate::topo::{self, TopoConfig, Topology};
 use crate::LabError;
 
@@ -405,38 +406,24 @@ fn search(cfg: &BngConfig, traffic: &BngTraffic, row: &mut BngRow, progress: &mu
     let mut best = passes(&full).then_some(full);
     row.generator_limited = best.is_some();
     if best.is_none() {
-        let hi0 = full.offered_pps();
-        let (mut lo, mut hi) = (0f64, hi0);
+        let hi = full.offered_pps();
         let delivered = full.received() as f64 / full.elapsed_s.max(1e-9);
-        let mut rate = delivered.clamp(1000.0, hi.max(1000.0));
-        while row.trials < cfg.max_trials && hi > 0.0 && (hi - lo) / hi >= cfg.resolution {
-            check_interrupt()?;
-            let tr = traffic.trial(rate as u64, dur)?;
-            row.trials += 1;
-            let offered_ok = tr.sent() as f64 >= 0.95 * rate * cfg.trial_s;
-            let ok = passes(&tr) && offered_ok;
-            progress(&format!(
-                "  {name}: trial at {:.3} Mpps: sent {} received {} loss {:.3} % {}",
-                rate / 1e6,
-                tr.sent(),
-                tr.received(),
-                tr.loss() * 100.0,
-                if ok {
-                    "pass"
-                } else if !offered_ok {
-                    "fail (generator short)"
-                } else {
-                    "fail"
-                }
-            ));
-            if ok {
-                lo = rate;
-                best = Some(tr);
-            } else {
-                hi = rate;
-            }
-            rate = (lo + hi) / 2.0;
-        }
+        let first = delivered.clamp(1000.0, hi.max(1000.0));
+        let search = Bisect { hi, first, max_trials: cfg.max_trials, resolution: cfg.resolution, trial_s: cfg.trial_s };
+        best = search.run(
+            &mut row.trials,
+            |rate| traffic.trial(rate as u64, dur),
+            |tr| (tr.sent(), passes(tr)),
+            |rate, tr, verdict| {
+                progress(&format!(
+                    "  {name}: trial at {:.3} Mpps: sent {} received {} loss {:.3} % {verdict}",
+                    rate / 1e6,
+                    tr.sent(),
+                    tr.received(),
+                    tr.loss() * 100.0
+                ))
+            },
+        )?;
     }
     match best {
         Some(b) => {

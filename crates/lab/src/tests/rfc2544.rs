@@ -347,6 +347,62 @@ fn check_interrupt() -> Result<(), LabError> {
     }
 }
 
+/// The throughput search below an overloaded full-speed trial (RFC 2544 §26.1): bisect between
+/// 0 and `hi` packets/s, starting at `first`, until the bracket is narrower than `resolution`
+/// of `hi` or `max_trials` trials were run. A trial passes when the test says so and the
+/// generator offered at least 95 % of the rate (else it is the generator's failure, reported as
+/// such, and the rate is not believed).
+pub(crate) struct Bisect {
+    pub hi: f64,
+    pub first: f64,
+    pub max_trials: u32,
+    pub resolution: f64,
+    pub trial_s: f64,
+}
+
+impl Bisect {
+    /// Runs the search, counting trials in `trials`; `judge(trial)` gives (frames sent, passed);
+    /// `report(rate, trial, verdict)` sees every trial. Returns the best passing trial.
+    pub(crate) fn run<T>(
+        &self,
+        trials: &mut u32,
+        mut trial: impl FnMut(f64) -> Result<T, LabError>,
+        judge: impl Fn(&T) -> (u64, bool),
+        mut report: impl FnMut(f64, &T, &str),
+    ) -> Result<Option<T>, LabError> {
+        let (mut lo, mut hi) = (0f64, self.hi);
+        let mut rate = self.first;
+        let mut best = None;
+        while *trials < self.max_trials && hi > 0.0 && (hi - lo) / hi >= self.resolution {
+            check_interrupt()?;
+            let tr = trial(rate)?;
+            *trials += 1;
+            let (sent, passed) = judge(&tr);
+            let offered_ok = sent as f64 >= 0.95 * rate * self.trial_s;
+            let ok = passed && offered_ok;
+            report(
+                rate,
+                &tr,
+                if ok {
+                    "pass"
+                } else if !offered_ok {
+                    "fail (generator short)"
+                } else {
+                    "fail"
+                },
+            );
+            if ok {
+                lo = rate;
+                best = Some(tr);
+            } else {
+                hi = rate;
+            }
+            rate = (lo + hi) / 2.0;
+        }
+        Ok(best)
+    }
+}
+
 /// Throughput search and latency for one (DUT, size, flows).
 fn measure(
     cfg: &Rfc2544Config,
@@ -370,37 +426,24 @@ fn measure(
     ));
     let mut best: Option<Trial> = if passes(&full) { Some(full) } else { None };
     if best.is_none() {
-        let (mut lo, mut hi) = (0f64, full.offered_mpps() * 1e6);
+        let hi = full.offered_mpps() * 1e6;
         // First guess: what the DUT delivered under overload.
-        let mut rate = (full.received_mpps() * 1e6).clamp(1000.0, hi.max(1000.0));
-        while trials < cfg.max_trials && hi > 0.0 && (hi - lo) / hi >= cfg.resolution {
-            check_interrupt()?;
-            let tr = traffic.trial(size, flows, rate as u64, dur)?;
-            trials += 1;
-            let offered_ok = tr.sent as f64 >= 0.95 * rate * cfg.trial_s;
-            let ok = passes(&tr) && offered_ok;
-            progress(&format!(
-                "  {name} {size} B: trial at {:.3} Mpps: sent {} received {} loss {:.3} % {}",
-                rate / 1e6,
-                tr.sent,
-                tr.received,
-                tr.loss() * 100.0,
-                if ok {
-                    "pass"
-                } else if !offered_ok {
-                    "fail (generator short)"
-                } else {
-                    "fail"
-                }
-            ));
-            if ok {
-                lo = rate;
-                best = Some(tr);
-            } else {
-                hi = rate;
-            }
-            rate = (lo + hi) / 2.0;
-        }
+        let first = (full.received_mpps() * 1e6).clamp(1000.0, hi.max(1000.0));
+        let search = Bisect { hi, first, max_trials: cfg.max_trials, resolution: cfg.resolution, trial_s: cfg.trial_s };
+        best = search.run(
+            &mut trials,
+            |rate| traffic.trial(size, flows, rate as u64, dur),
+            |tr| (tr.sent, passes(tr)),
+            |rate, tr, verdict| {
+                progress(&format!(
+                    "  {name} {size} B: trial at {:.3} Mpps: sent {} received {} loss {:.3} % {verdict}",
+                    rate / 1e6,
+                    tr.sent,
+                    tr.received,
+                    tr.loss() * 100.0
+                ))
+            },
+        )?;
     }
     let best = best.unwrap_or_default();
     let mpps = best.offered_mpps();
