@@ -11,7 +11,9 @@
 use crate::exec::Stage;
 use crate::ir::{FieldRef, Loc, MetaField, Operand, Prim, ValueKind, MAX_ARGS};
 use crate::stages::l2edit::{L2Edit, MAX_PUSH, MAX_REGS};
-use crate::stages::prims::{CtLoadStage, ForwardStage, MacSwapStage, MeterStage, PrimStage, TtlDecStage, VxlanDecapStage};
+use crate::stages::prims::{
+    ChainStage, CountStage, CtLoadStage, ForwardStage, MacSwapStage, MeterStage, PrimStage, TtlDecStage, VxlanDecapStage,
+};
 use crate::stages::vxlan::{EncapTemplate, Tunnel};
 use fastpath_packet::Slot;
 
@@ -156,25 +158,55 @@ fn l2_edit(body: &[Prim], val: impl Fn(&Operand) -> Option<u128>, eth_at: impl F
     Some(e)
 }
 
-/// The stage for a run of primitives in a control block.
+/// The stage for a run of primitives in a control block: a dedicated loop for one primitive
+/// that has one; for a longer run where some have, a chain of dedicated loops and interpreted
+/// runs.
 pub fn prim_stage(prims: &[Prim]) -> Box<dyn Stage> {
-    match prims {
+    if prims.len() > 1 && prims.iter().any(|p| dedicated(std::slice::from_ref(p)).is_some()) {
+        let mut chain: Vec<Box<dyn Stage>> = Vec::new();
+        let mut run: Vec<Prim> = Vec::new();
+        for p in prims {
+            match dedicated(std::slice::from_ref(p)) {
+                Some(s) => {
+                    if !run.is_empty() {
+                        chain.push(Box::new(PrimStage { prims: std::mem::take(&mut run) }));
+                    }
+                    chain.push(s);
+                }
+                None => run.push(p.clone()),
+            }
+        }
+        if !run.is_empty() {
+            chain.push(Box::new(PrimStage { prims: run }));
+        }
+        return Box::new(ChainStage(chain));
+    }
+    dedicated(prims).unwrap_or_else(|| Box::new(PrimStage { prims: prims.to_vec() }))
+}
+
+/// A dedicated loop for `prims`, if there is one.
+fn dedicated(prims: &[Prim]) -> Option<Box<dyn Stage>> {
+    let reg_or_const = |o: &Operand| match o {
+        Operand::Field(FieldRef { loc: Loc::Meta(MetaField::Reg(r)), .. }) => Some((Some(*r), 0)),
+        Operand::Const(c) if *c <= u128::from(u32::MAX) => Some((None, *c as u32)),
+        _ => None,
+    };
+    Some(match prims {
         [Prim::Swap(a, b)] if is_mac_swap(a, b) => Box::new(MacSwapStage),
         [Prim::TtlDec] => Box::new(TtlDecStage),
         [Prim::Forward(Operand::Const(p))] if *p <= u128::from(u16::MAX) => Box::new(ForwardStage(*p as u16)),
         [Prim::VxlanDecap] => Box::new(VxlanDecapStage),
         [Prim::CtLoad(ct)] => Box::new(CtLoadStage(*ct)),
-        [Prim::Meter(meter, idx, drop_red)] => match idx {
-            Operand::Field(FieldRef { loc: Loc::Meta(MetaField::Reg(r)), .. }) => {
-                Box::new(MeterStage { meter: *meter, reg: Some(*r), index: 0, drop_red: *drop_red })
-            }
-            Operand::Const(c) if *c <= u128::from(u32::MAX) => {
-                Box::new(MeterStage { meter: *meter, reg: None, index: *c as u32, drop_red: *drop_red })
-            }
-            _ => Box::new(PrimStage { prims: prims.to_vec() }),
-        },
-        _ => Box::new(PrimStage { prims: prims.to_vec() }),
-    }
+        [Prim::Meter(meter, idx, drop_red)] => {
+            let (reg, index) = reg_or_const(idx)?;
+            Box::new(MeterStage { meter: *meter, reg, index, drop_red: *drop_red })
+        }
+        [Prim::Count(counter, idx)] => {
+            let (reg, index) = reg_or_const(idx)?;
+            Box::new(CountStage { counter: *counter, reg, index })
+        }
+        _ => return None,
+    })
 }
 
 /// `swap eth.dst eth.src` (either order): l2fwd's whole per-packet work.

@@ -159,3 +159,47 @@ impl Stage for MeterStage {
         format!("meter #{} index {:?}/{}{}", self.meter, self.reg, self.index, if self.drop_red { " drop_red" } else { "" })
     }
 }
+
+/// `count C meta.REG` (a per-session counter) or `count C CONST`.
+pub struct CountStage {
+    /// Counter array.
+    pub counter: u16,
+    /// Index: a user register, or the constant `index` when `None`.
+    pub reg: Option<u8>,
+    /// The constant index when `reg` is `None`.
+    pub index: u32,
+}
+
+impl Stage for CountStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        let (c, reg, index) = (self.counter, self.reg.map(usize::from), self.index);
+        each_lane!(i in lanes => {
+            let k = match reg {
+                Some(r) => b.meta(i).regs.get(r).copied().unwrap_or(0),
+                None => index,
+            };
+            cx.objects.count(c, k as usize, pool.len(b.handle(i)) as u64);
+        });
+    }
+    fn describe(&self) -> String {
+        format!("count #{} index {:?}/{}", self.counter, self.reg, self.index)
+    }
+}
+
+/// A run of primitives as a chain of stages, each a dedicated loop where there is one: the
+/// next stage sees the lanes the previous one left live (a drop or a punt ends a packet's run,
+/// as in [`PrimStage`]).
+pub struct ChainStage(pub Vec<Box<dyn Stage>>);
+
+impl Stage for ChainStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        let mut lanes = lanes;
+        for s in &mut self.0 {
+            lanes = lanes.and(b.live());
+            s.run(pool, b, lanes, cx);
+        }
+    }
+    fn describe(&self) -> String {
+        self.0.iter().map(|s| s.describe()).collect::<Vec<_>>().join(" ▸ ")
+    }
+}
