@@ -155,6 +155,7 @@ fn entries_for(name: &str) -> &'static str {
         "l2fwd" => "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n",
         "router" => include_str!("../../../testdata/routes/small.txt"),
         "switch-acl" => include_str!("../../../testdata/switch-acl/acl24.txt"),
+        "vbng" => concat!(include_str!("../../../testdata/vbng/demo.txt"), include_str!("../../../testdata/vbng/fuzz.txt")),
         _ => "",
     }
 }
