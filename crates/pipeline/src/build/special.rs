@@ -162,7 +162,7 @@ fn l2_edit(body: &[Prim], val: impl Fn(&Operand) -> Option<u128>, eth_at: impl F
 /// that has one; for a longer run where some have, a chain of dedicated loops and interpreted
 /// runs.
 pub fn prim_stage(prims: &[Prim]) -> Box<dyn Stage> {
-    if prims.len() > 1 && prims.iter().any(|p| dedicated(std::slice::from_ref(p)).is_some()) {
+    if prims.len() > 1 && chainable(prims) && prims.iter().any(|p| dedicated(std::slice::from_ref(p)).is_some()) {
         let mut chain: Vec<Box<dyn Stage>> = Vec::new();
         let mut run: Vec<Prim> = Vec::new();
         for p in prims {
@@ -182,6 +182,27 @@ pub fn prim_stage(prims: &[Prim]) -> Box<dyn Stage> {
         return Box::new(ChainStage(chain));
     }
     dedicated(prims).unwrap_or_else(|| Box::new(PrimStage { prims: prims.to_vec() }))
+}
+
+/// A chain runs each primitive over the whole batch before the next, where the interpreter runs
+/// all of them on one packet before the next packet: the same results as long as no two of them
+/// touch the same stateful object (two meters of one array may be one meter; a `ct_load` reads
+/// what a `ct_commit` wrote).
+fn chainable(prims: &[Prim]) -> bool {
+    let mut seen: Vec<(u8, u16)> = Vec::new();
+    for p in prims {
+        let obj = match p {
+            Prim::Meter(m, ..) => (0, *m),
+            Prim::Count(c, _) => (1, *c),
+            Prim::CtCommit(..) | Prim::CtLoad(_) => return false,
+            _ => continue,
+        };
+        if seen.contains(&obj) {
+            return false;
+        }
+        seen.push(obj);
+    }
+    true
 }
 
 /// A dedicated loop for `prims`, if there is one.
