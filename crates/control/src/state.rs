@@ -510,6 +510,115 @@ mod tests {
         assert_eq!(lens, [(19, 19), (19, 19)]);
     }
 
+    /// A downstream frame to the subscriber of session `id` (address 100.64.0.0 + 256 + id).
+    fn to_session(id: u32) -> Vec<u8> {
+        let ip = std::net::Ipv4Addr::from(0x6440_0100 + id);
+        fastpath_packet::build::FrameBuilder::eth([2, 0xfa, 0, 0, 0, 1], [2, 0xc0, 0, 0, 0, 1])
+            .vlan(10, 0)
+            .ipv4(std::net::Ipv4Addr::new(198, 18, 0, 1), ip)
+            .udp(9, 9)
+            .frame_len(200)
+            .build()
+    }
+
+    fn session_line(id: u32) -> String {
+        let ip = std::net::Ipv4Addr::from(0x6440_0100 + id);
+        format!(
+            "session add {id} port 0 s-vlan {} c-vlan {} mac 02:5b:00:00:{:02x}:{:02x} ip {ip} tier 0\n",
+            100 + id / 4000,
+            1 + id % 4000,
+            id >> 8 & 0xff,
+            id & 0xff
+        )
+    }
+
+    /// Two workers forward a steady session's traffic while the control plane adds and deletes
+    /// thousands of other sessions: not one of its packets is lost, and the session added last
+    /// forwards in each worker's first batch after the request returned.
+    #[test]
+    fn sessions_change_under_traffic_with_no_loss_and_are_live_at_the_next_batch() {
+        use std::sync::atomic::AtomicU32;
+        let (ends, wends): (Vec<ControlEnd>, Vec<WorkerEnd>) = (0..2).map(|_| mailbox()).unzip();
+        let stop = AtomicBool::new(false);
+        let newest = AtomicU32::new(0);
+        // Set once the steady session (0) is in: workers count its packets from then on.
+        let live = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = wends
+                .into_iter()
+                .map(|mut end| {
+                    let (stop, newest, live) = (&stop, &newest, &live);
+                    s.spawn(move || {
+                        let mut p = vbng();
+                        let mut pool = Pool::new(256);
+                        let mut b = Batch::new();
+                        let (mut steady_sent, mut steady_lost, mut newest_checked) = (0u64, 0u64, 0u64);
+                        let mut first_loss = None;
+                        // Virtual time, 1 ms a batch: the subscribers' shapers let it all out.
+                        let mut now = 0u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            now += 1_000_000;
+                            end.poll(&mut p, |_| {});
+                            // Read after the poll: a session published here was applied by it.
+                            let n = newest.load(Ordering::Acquire);
+                            let counting = live.load(Ordering::Acquire);
+                            b.clear();
+                            for k in 0..16u32 {
+                                let h = pool.alloc().unwrap();
+                                pool.set_data(h, &to_session(if k == 0 && n > 0 { n } else { 0 }));
+                                b.push(h, 1);
+                            }
+                            p.process(&mut pool, &mut b, now);
+                            for i in 0..b.len() {
+                                let ok = b.verdict(i) == Verdict::Queued(0);
+                                if i == 0 && n > 0 {
+                                    assert!(ok, "session {n} not forwarding at the next batch: {:?}", b.verdict(i));
+                                    newest_checked += 1;
+                                } else if counting {
+                                    steady_sent += 1;
+                                    if !ok {
+                                        steady_lost += 1;
+                                        first_loss.get_or_insert(b.verdict(i));
+                                    }
+                                }
+                                if !matches!(b.verdict(i), Verdict::Queued(_)) {
+                                    pool.free(b.handle(i));
+                                }
+                            }
+                            while p.egress(0, &mut pool, &mut b, now) > 0 {
+                                pool.free_bulk(b.handles());
+                            }
+                        }
+                        (steady_sent, steady_lost, newest_checked, first_loss)
+                    })
+                })
+                .collect();
+            let mut c = Control::new(vbng(), Box::new(|| Ok(vbng())), ends);
+            c.execute(&session_line(0)).unwrap();
+            live.store(true, Ordering::Release);
+            for round in 0..10u32 {
+                let ids = (1 + round * 500)..(1 + (round + 1) * 500);
+                let req: String = ids.clone().map(session_line).collect();
+                c.execute(&req).unwrap();
+                newest.store(ids.end - 1, Ordering::Release);
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                if round % 2 == 1 {
+                    let del: String = ids.map(|i| format!("session del {i}\n")).collect();
+                    newest.store(0, Ordering::Release);
+                    c.execute(&del).unwrap();
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            stop.store(true, Ordering::Relaxed);
+            for h in hs {
+                let (sent, lost, checked, first) = h.join().unwrap();
+                assert!(sent > 1000, "the worker forwarded too little to show anything: {sent}");
+                assert_eq!(lost, 0, "{lost} of {sent} packets of the steady session lost while sessions changed (first: {first:?})");
+                assert!(checked > 0, "no batch checked a newly added session");
+            }
+        });
+    }
+
     /// Verdicts of one packet from each of ports 0..8.
     fn verdicts(p: &mut Pipeline) -> Vec<Verdict> {
         let mut pool = Pool::new(16);
