@@ -1,8 +1,8 @@
 //! fastpath-control: the runtime control API of a running data plane — add, modify, delete
 //! and clear table entries, configure meters, read counters, tables, meters and conntrack
-//! occupancy — and its front ends: the unix-socket protocol `fastpath ctl` speaks ([`server`])
-//! and Prometheus metrics over HTTP ([`prom`], [`http`]), which serve their clients the same
-//! way ([`conn`]: a thread per connection, a request read in full before it takes the
+//! occupancy — and its front ends: the unix-socket protocol `fastpath ctl` speaks ([`server`]),
+//! Prometheus metrics and a live page over HTTP ([`prom`], [`web`], [`http`]), which serve their
+//! clients the same way ([`conn`]: a thread per connection, a request read in full before it takes the
 //! [`Control`]). Uses `pipeline` (and the `packet` and `tm` types it exposes); knows nothing of
 //! ports beyond the counters workers report, nor of threads beyond the mailbox and its front
 //! ends' connection threads.
@@ -91,10 +91,11 @@ pub mod session;
 pub mod state;
 #[cfg(test)]
 pub(crate) mod testutil;
+pub mod web;
 
 pub use api::{parse_request, Command, CtlError, Show};
 pub use conn::Limits;
-pub use http::MetricsServer;
+pub use http::{MetricsServer, Site};
 pub use mailbox::{mailbox, ControlEnd, WorkerEnd};
 pub use metrics::{Counters, LoopCounters, PortCounters, WorkerSnapshot};
 pub use server::{default_socket_path, request, running_sockets, Access, Server};

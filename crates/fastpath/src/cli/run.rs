@@ -128,6 +128,10 @@ pub struct RunArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics (live ports), e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR")]
     pub(super) metrics: Option<String>,
+    /// Serve a live page of rates, drops, table fill and queues at http://ADDR/ (live ports; its
+    /// JSON at /api/counters), e.g. 127.0.0.1:8080.
+    #[arg(long, value_name = "ADDR")]
+    pub(super) web: Option<String>,
 }
 
 /// XDP attach mode on the command line.
@@ -421,8 +425,8 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
-    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() {
-        return Err("--ctl, --ctl-group and --metrics serve live runs only (a capture run ends when its files are read)".into());
+    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() || a.web.is_some() {
+        return Err("--ctl, --ctl-group, --metrics and --web serve live runs only (a capture run ends when its files are read)".into());
     }
     let mut pipe = load_pipeline(&a.spec, &a.entries)?;
     pipe.set_ports(ports.len())?;
@@ -504,7 +508,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         }
     };
     let metrics = a.metrics.as_deref().map(MetricsServer::bind).transpose()?;
-    let has_control = server.is_some() || metrics.is_some();
+    let web = a.web.as_deref().map(MetricsServer::bind_web).transpose()?;
+    let has_control = server.is_some() || metrics.is_some() || web.is_some();
     let (ends, mail): (Vec<ControlEnd>, Vec<Mutex<Option<WorkerEnd>>>) = if has_control {
         (0..a.workers).map(|_| fastpath_control::mailbox()).map(|(c, w)| (c, Mutex::new(Some(w)))).unzip()
     } else {
@@ -566,6 +571,13 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
             let spawned = std::thread::Builder::new().name("fp-metrics".into()).spawn_scoped(s, move || ms.serve_until(ctl, done));
             if let Err(e) = spawned {
                 eprintln!("fastpath: no metrics thread: {e}");
+            }
+        }
+        if let (Some(ws), Some(ctl)) = (&web, control.as_ref()) {
+            eprintln!("fastpath: live page at http://{}/", ws.local_addr());
+            let done = &done;
+            if let Err(e) = std::thread::Builder::new().name("fp-web".into()).spawn_scoped(s, move || ws.serve_until(ctl, done)) {
+                eprintln!("fastpath: no web thread: {e}");
             }
         }
         let rt = s.spawn(|| {
