@@ -397,7 +397,11 @@ where
         worker.flush();
         idle = idle.saturating_add(1);
         if cfg.idle_sleep_us > 0 && idle >= 1024 {
-            std::thread::sleep(Duration::from_micros(cfg.idle_sleep_us));
+            // Not past the moment a shaped packet may leave.
+            let d = worker.idle_sleep(Duration::from_micros(cfg.idle_sleep_us));
+            if !d.is_zero() {
+                std::thread::sleep(d);
+            }
         }
     }
     // Drain: keep polling until the ports stay quiet, bounded in time.

@@ -72,6 +72,13 @@ pub trait Processor {
     fn held(&self) -> u64 {
         0
     }
+
+    /// The earliest time (the worker's clock, ns) at which a held packet may leave, if any: an
+    /// idle worker that sleeps wakes by then. Default: none.
+    #[inline]
+    fn next_due_ns(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl<F: FnMut(&mut Pool, &mut Batch, u64)> Processor for F {
@@ -239,6 +246,15 @@ impl<P: Processor> Worker<P> {
             clock: Box::new(move || start.elapsed().as_nanos() as u64),
             stats: WorkerStats::default(),
             first_port: 0,
+        }
+    }
+
+    /// How long an idle worker may sleep, at most `max`: until the processor's next held packet
+    /// is due (zero when one is due now), else `max`.
+    pub fn idle_sleep(&mut self, max: std::time::Duration) -> std::time::Duration {
+        match self.processor.next_due_ns() {
+            Some(due) => max.min(std::time::Duration::from_nanos(due.saturating_sub((self.clock)()))),
+            None => max,
         }
     }
 
@@ -487,6 +503,28 @@ impl<P: Processor> Worker<P> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A processor holding one packet due at `due`.
+    struct Due(Option<u64>);
+
+    impl Processor for Due {
+        fn process(&mut self, _pool: &mut Pool, _batch: &mut Batch, _now_ns: u64) {}
+        fn next_due_ns(&self) -> Option<u64> {
+            self.0
+        }
+    }
+
+    #[test]
+    fn an_idle_worker_sleeps_no_longer_than_its_next_shaped_packet_waits() {
+        use std::time::Duration;
+        let max = Duration::from_micros(100);
+        let w = |due| Worker::new(Pool::new(8), Vec::new(), Due(due)).with_clock(|| 1_000_000);
+        assert_eq!(w(None).idle_sleep(max), max, "nothing held: the configured sleep");
+        assert_eq!(w(Some(1_030_000)).idle_sleep(max), Duration::from_micros(30), "due in 30 us");
+        assert_eq!(w(Some(900_000)).idle_sleep(max), Duration::ZERO, "overdue: no sleep");
+        assert_eq!(w(Some(9_000_000)).idle_sleep(max), max, "due later than the sleep");
+    }
+
     use super::*;
 
     #[test]

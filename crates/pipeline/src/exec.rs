@@ -238,6 +238,13 @@ impl Pipeline {
         self.tm.as_ref()
     }
 
+    /// The earliest time (ns) at which a packet the traffic manager holds may leave, over all
+    /// ports; `None` when it holds none (or there is no `[tm]`).
+    pub fn next_due_ns(&self) -> Option<u64> {
+        let tm = self.tm.as_ref()?;
+        (0..tm.ports()).filter_map(|p| tm.next_eligible_ns(p)).min()
+    }
+
     /// Packets the traffic manager holds, over all ports.
     pub fn tm_backlog(&self) -> u64 {
         self.tm.as_ref().map_or(0, |t| u64::from(t.buffer().used_pkts()))

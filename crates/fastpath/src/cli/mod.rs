@@ -35,6 +35,9 @@ impl Processor for PipeProc {
     fn held(&self) -> u64 {
         self.0.tm_backlog()
     }
+    fn next_due_ns(&self) -> Option<u64> {
+        self.0.next_due_ns()
+    }
 }
 
 /// Compiles a spec and loads entry files into it.

@@ -103,7 +103,8 @@ pub struct RunArgs {
     /// and 0.92 with 32768.
     #[arg(long = "rx-ring", default_value_t = 32768)]
     rx_ring: u32,
-    /// Sleep this many microseconds after 1024 idle polls (0: spin, the data-plane default).
+    /// Sleep this many microseconds after 1024 idle polls (0: spin, the data-plane default);
+    /// never past the moment a packet held by the traffic manager's shapers may leave.
     #[arg(long = "idle-sleep", default_value_t = 0)]
     idle_sleep_us: u64,
     /// Stop after this many seconds (live ports).
@@ -334,6 +335,10 @@ impl Processor for LiveProc<'_> {
     #[inline]
     fn held(&self) -> u64 {
         self.inner.held()
+    }
+
+    fn next_due_ns(&self) -> Option<u64> {
+        self.inner.next_due_ns()
     }
 
     #[inline]
