@@ -26,7 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-control", &["fastpath-pipeline", "fastpath-pfcp"]),
     ("fastpath-lab", &["fastpath-io", "fastpath-pipeline", "fastpath-tm"]),
     ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
-    ("fastpath-bng", &["fastpath-packet"]),
+    ("fastpath-bng", &["fastpath-packet", "fastpath-pfcp"]),
     ("fastpath-pfcp", &[]),
     (
         "fastpath",
