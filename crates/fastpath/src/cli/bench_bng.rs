@@ -23,7 +23,7 @@ use fastpath_control::Control;
 use fastpath_pipeline::Pipeline;
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -135,24 +135,24 @@ pub fn measure(n: u32) -> Result<BngCpResult, String> {
     let (end, mut wend) = mailbox();
     let control = Mutex::new(Control::new(shadow, Box::new(vbng), vec![end]));
     let (stop, worker_stop) = (AtomicBool::new(false), AtomicBool::new(false));
+    let worker_len = AtomicUsize::new(0);
     let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| e.to_string())?;
     sock.connect(addr).map_err(|e| e.to_string())?;
     sock.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
     std::thread::scope(|s| {
-        // The worker's peak session count (after the establishments) and its count at the end.
-        let worker = s.spawn(|| -> Result<(usize, usize), String> {
+        // The worker publishes its session count after each poll; it returns the final one.
+        let worker = s.spawn(|| -> Result<usize, String> {
             let mut p = vbng()?;
             let len = |p: &Pipeline| p.table("up_session").map_or(usize::MAX, |t| t.len());
-            let mut peak = 0;
             while !worker_stop.load(Ordering::Relaxed) {
                 wend.poll(&mut p, |_| {});
-                peak = peak.max(len(&p));
+                worker_len.store(len(&p), Ordering::Release);
                 std::thread::yield_now();
             }
-            Ok((peak, len(&p)))
+            Ok(len(&p))
         });
         let pfcp = s.spawn(|| server.serve_until(&control, &stop));
-        let run = || -> Result<(Duration, Duration, usize), String> {
+        let run = || -> Result<(Duration, Duration, usize, usize), String> {
             let mut cp = PfcpCp::new(CpConfig::new(Ipv4Addr::LOCALHOST));
             sock.send(&cp.association_setup()).map_err(|e| e.to_string())?;
             let mut buf = [0u8; 65_536];
@@ -162,24 +162,30 @@ pub fn measure(n: u32) -> Result<BngCpResult, String> {
                 return Err(format!("association refused: {o:?}"));
             }
             let est = drive(&mut cp, &sock, &events, |o| matches!(o, Outcome::Established { .. }))?;
+            // Nothing is in flight now: the worker's count settles at what it holds.
             let installed = control.lock().map_err(|e| e.to_string())?.shadow().table("up_session").map_or(0, |t| t.len());
+            let t = Instant::now();
+            while worker_len.load(Ordering::Acquire) != installed && t.elapsed() < Duration::from_secs(5) {
+                std::thread::yield_now();
+            }
+            let held = worker_len.load(Ordering::Acquire);
             let released: Vec<Event> = events.iter().map(|e| Event { kind: EventKind::Released, ..*e }).collect();
             let del = drive(&mut cp, &sock, &released, |o| matches!(o, Outcome::Deleted { usage: Some(_), .. }))?;
-            Ok((est, del, installed))
+            Ok((est, del, installed, held))
         };
         let r = run();
         stop.store(true, Ordering::Relaxed);
         let _ = pfcp.join();
         worker_stop.store(true, Ordering::Relaxed);
-        let (peak, last) = worker.join().map_err(|_| "the worker panicked".to_string())??;
-        let (est, del, installed) = r?;
-        if installed != n as usize || peak != installed || last != 0 {
+        let last = worker.join().map_err(|_| "the worker panicked".to_string())??;
+        let (est, del, installed, held) = r?;
+        if installed != n as usize || held != installed || last != 0 {
             return Err(format!(
-                "tables: {installed} sessions after the establishments (want {n}), the worker held {peak} and ends with {last} (want 0)"
+                "tables: {installed} sessions after the establishments (want {n}), the worker held {held} and ends with {last} (want 0)"
             ));
         }
         let rate = |d: Duration| f64::from(n) / d.as_secs_f64().max(1e-9);
-        Ok(BngCpResult { sessions: n, established_per_s: rate(est), deleted_per_s: rate(del), window: WINDOW, worker_sessions: peak })
+        Ok(BngCpResult { sessions: n, established_per_s: rate(est), deleted_per_s: rate(del), window: WINDOW, worker_sessions: held })
     })
 }
 
