@@ -302,7 +302,8 @@ fn python() -> String {
     panic!("no python3 with scapy's PFCP layer among {candidates:?}; run scripts/setup-lab.sh (installs python3-scapy)");
 }
 
-/// The scapy control plane: associates with the user plane at argv[1]:argv[2], establishes one
+/// The scapy control plane: associates with the user plane at argv[1]:argv[2] (whose Recovery
+/// Time Stamp must be argv[3], when given), establishes one
 /// subscriber (S-VLAN 300 / C-VLAN 42, 02:00:00:00:2a:2a, 100.64.42.42, 1 Gbit/s down, 40
 /// Mbit/s up), checks both responses with scapy's parser and prints each as
 /// "<local port> <hex>".
@@ -337,7 +338,8 @@ assert r.message_type == 6 and r.seq == 1
 ies = r.payload.IE_list
 assert only(ies, P.IE_Cause).cause == 1
 assert only(ies, P.IE_NodeId).ipv4 == "127.0.0.1"
-assert only(ies, P.IE_RecoveryTimeStamp).timestamp & 0xffffffff == 3976214400
+rts = only(ies, P.IE_RecoveryTimeStamp).timestamp & 0xffffffff
+assert len(sys.argv) < 4 or rts == int(sys.argv[3]), rts
 only(ies, P.IE_UPFunctionFeatures)
 feats = [ie for ie in ies if isinstance(ie, P.IE_EnterpriseSpecific) and ie.ietype == 32768]
 assert len(feats) == 1 and feats[0].enterprise_id == BBF and feats[0].data[0] & 0x02, feats
@@ -377,7 +379,8 @@ assert not any(isinstance(ie, P.IE_NotImplemented) for ie in ies)
 fn scapy_plays_the_control_plane_and_tshark_reads_our_answers() {
     let py = python();
     let ((), stats, tables) = with_endpoint(|addr, control, _| {
-        let out = Command::new(&py).args(["-c", SCAPY_CP, &addr.ip().to_string(), &addr.port().to_string()]).output().unwrap();
+        let out =
+            Command::new(&py).args(["-c", SCAPY_CP, &addr.ip().to_string(), &addr.port().to_string(), "3976214400"]).output().unwrap();
         assert!(out.status.success(), "scapy peer failed:\n{}", String::from_utf8_lossy(&out.stderr));
         let shown = control.lock().unwrap().execute("show session 1").unwrap();
         assert_eq!(
