@@ -796,6 +796,19 @@ mod tests {
         assert_eq!(snap.totals.rx_pkts, 9);
     }
 
+    #[test]
+    fn pfcp_option_binds_a_specific_address_of_a_session_pipeline() {
+        let vbng = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/vbng.toml");
+        let vbng = fastpath_pipeline::compile_file(std::path::Path::new(vbng)).unwrap().instantiate();
+        let ports = [parse_port("access=afpacket:va").unwrap(), parse_port("core=afpacket:vb").unwrap()];
+        let s = pfcp_server("127.0.0.1:0", &vbng, &ports).unwrap();
+        assert_eq!(s.local_addr().unwrap().ip(), IpAddr::from([127, 0, 0, 1]));
+        let e = |addr: &str, p: &Pipeline| pfcp_server(addr, p, &ports).err().unwrap();
+        assert!(e("0.0.0.0", &vbng).contains("not 0.0.0.0"), "{}", e("0.0.0.0", &vbng));
+        assert!(e("pfcp.example", &vbng).contains("expected an address"));
+        assert!(e("127.0.0.1:0", &l2fwd()).contains("up_session"), "{}", e("127.0.0.1:0", &l2fwd()));
+    }
+
     fn l2fwd() -> Pipeline {
         let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/l2fwd.toml");
         let mut p = fastpath_pipeline::compile_file(std::path::Path::new(spec)).unwrap().instantiate();
