@@ -339,7 +339,7 @@ impl IdPool {
     }
 
     fn in_use(&self) -> usize {
-        (self.next - 1 - self.lost) as usize - self.free.len()
+        (self.next.saturating_sub(1 + self.lost) as usize).saturating_sub(self.free.len())
     }
 }
 
@@ -1390,12 +1390,20 @@ mod tests {
         assert!(ask(&bytes(&sample(1))).is_none());
         assert!(ask(&[0x20, 1, 0, 4, 0, 0, 1, 0]).is_none());
         assert!(ask(&[0xff]).is_none());
+        // A session message type without the S flag: 64, in the response to its type.
+        let (_, r) = ask(&[0x20, 54, 0, 4, 0, 0, 8, 0]).unwrap();
+        let Ok(Message::SessionDeletionResponse(h, r)) = r else { panic!("{r:?}") };
+        assert_eq!((h.seid, h.seq, r.cause), (0, 8, Cause::REQUEST_REJECTED));
+        // A Session Report Request (reports go the other way): 64.
+        let (_, r) = ask(&bytes(&sample(14))).unwrap();
+        let Ok(Message::SessionReportResponse(h, r)) = r else { panic!("{r:?}") };
+        assert_eq!((h.seq, r.cause), (13, Cause::REQUEST_REJECTED));
         // Version 2: a Version Not Supported Response with the request's sequence number.
         let (raw, _) = ask(&[0x40, 1, 0, 4, 0, 0, 9, 0]).unwrap();
         assert_eq!(raw, [0x20, 11, 0, 4, 0, 0, 9, 0]);
         let s = e.stats();
-        assert_eq!((s.unknown_type, s.discarded, s.version_not_supported, s.malformed), (1, 3, 1, 6));
-        assert_eq!(s.causes, BTreeMap::from([(66, 1), (68, 1)]));
+        assert_eq!((s.unknown_type, s.discarded, s.version_not_supported, s.malformed), (1, 3, 1, 7));
+        assert_eq!(s.causes, BTreeMap::from([(64, 2), (66, 1), (68, 1)]));
         assert!(s.render().contains("pfcp/cause/68_invalid_length 1"), "{}", s.render());
     }
 
