@@ -515,6 +515,76 @@ mod tests {
         assert!(cp.on_event(&ev(EventKind::Declined, 2)).is_some());
     }
 
+    /// Ethernet / IPv4 / UDP 8805 → 8805 with both checksums, around `pfcp`.
+    fn frame(pfcp: &[u8]) -> Vec<u8> {
+        fn sum(b: &[u8]) -> u32 {
+            b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum()
+        }
+        fn fold(mut s: u32) -> u16 {
+            while s > 0xffff {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            !(s as u16)
+        }
+        let (src, dst) = (CP.octets(), [192, 0, 2, 2]);
+        let udp_len = (8 + pfcp.len()) as u16;
+        let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
+        ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        let c = fold(sum(&ip));
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut udp = vec![0x22, 0x65, 0x22, 0x65];
+        udp.extend_from_slice(&udp_len.to_be_bytes());
+        udp.extend_from_slice(&[0, 0]);
+        udp.extend_from_slice(pfcp);
+        let mut pseudo = src.to_vec();
+        pseudo.extend_from_slice(&dst);
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&udp_len.to_be_bytes());
+        let c = fold(sum(&udp) + sum(&pseudo));
+        udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&udp);
+        f
+    }
+
+    /// tshark decodes every request the control plane sends, BBF IEs included, with the
+    /// values we set and no malformed field or warning.
+    #[test]
+    fn tshark_reads_every_request_we_send() {
+        use fastpath_packet::testutil::{assert_field, tshark_check, tshark_or_skip, tshark_problems, write_pcap, EXPERT_WARN};
+        if !tshark_or_skip("tshark_reads_every_request_we_send") {
+            return;
+        }
+        let mut cp = PfcpCp::new(CpConfig::new(CP));
+        let est = cp.on_event(&ev(EventKind::Bound, 42)).unwrap();
+        cp.on_response(&accept(&est, 0x77)).unwrap();
+        let reqs = [cp.association_setup(), cp.heartbeat(), est, cp.on_event(&ev(EventKind::Released, 42)).unwrap()];
+        let frames: Vec<Vec<u8>> = reqs.iter().map(|r| frame(r)).collect();
+        let dir = std::env::temp_dir().join(format!("fastpath-bng-pfcp-cp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pcap = dir.join("requests.pcap");
+        write_pcap(&pcap, &frames).unwrap();
+        let fields =
+            ["pfcp.msg_type", "pfcp.seid", "pfcp.bbf.logical_port_id_str", "pfcp.s_tag.svid", "pfcp.c_tag.cvid", "pfcp.ue_ip_addr_ipv4"];
+        let (rows, problems) = tshark_check(&pcap, &fields).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(tshark_problems(&pcap, EXPERT_WARN).unwrap().is_empty());
+        assert_eq!(rows.len(), 4);
+        for (k, t) in ["5", "1", "50", "54"].iter().enumerate() {
+            assert_field(&rows, k, "pfcp.msg_type", &[t]);
+        }
+        // The logical port in the traffic endpoint, the upstream PDI and the downstream FAR.
+        assert_field(&rows, 2, "pfcp.bbf.logical_port_id_str", &["3", "3", "3"]);
+        assert_field(&rows, 2, "pfcp.s_tag.svid", &["0x0064"]); // 100
+        assert_field(&rows, 2, "pfcp.c_tag.cvid", &["0x002a"]); // 42
+        assert_field(&rows, 2, "pfcp.ue_ip_addr_ipv4", &["100.64.0.42", "100.64.0.42", "100.64.0.42"]);
+        assert_field(&rows, 3, "pfcp.seid", &["0x0000000000000077"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_refusal_forgets_the_session_and_names_the_cause() {
         let mut cp = PfcpCp::new(CpConfig::new(CP));
