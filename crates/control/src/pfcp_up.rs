@@ -39,7 +39,7 @@ use fastpath_pfcp::ie::{ie_type as t, *};
 use fastpath_pfcp::message::*;
 use fastpath_pfcp::{decode, encode, DecodeError, ErrorKind, Message, NodeHeader, SessionHeader};
 use fastpath_pipeline::Program;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -307,12 +307,6 @@ struct PfcpSession {
     start_ntp: u32,
 }
 
-/// A control plane associated with us.
-#[derive(Clone, Debug)]
-struct Association {
-    recovery: RecoveryTimeStamp,
-}
-
 /// Session ids: fresh ones from 1 upwards, then the freed ones.
 #[derive(Clone, Debug)]
 struct IdPool {
@@ -387,7 +381,8 @@ fn header_of(buf: &[u8]) -> Option<(u8, u32, Option<u64>)> {
 pub struct Endpoint {
     cfg: Config,
     node_id: NodeId,
-    assocs: HashMap<NodeId, Association>,
+    /// The control planes associated, by Node ID.
+    assocs: HashSet<NodeId>,
     sessions: HashMap<u64, PfcpSession>,
     by_cp: HashMap<(NodeId, u64), u64>,
     ids: IdPool,
@@ -409,7 +404,7 @@ impl Endpoint {
         Endpoint {
             cfg,
             node_id,
-            assocs: HashMap::new(),
+            assocs: HashSet::new(),
             sessions: HashMap::new(),
             by_cp: HashMap::new(),
             ids,
@@ -582,11 +577,9 @@ impl Endpoint {
                 HeartbeatResponse { recovery_time_stamp: RecoveryTimeStamp(self.cfg.recovery_ntp), unknown: vec![] },
             ),
             Message::AssociationSetupRequest(h, r) => {
-                let a = Association { recovery: r.recovery_time_stamp };
-                if let Some(old) = self.assocs.insert(r.node_id.clone(), a) {
-                    // A control plane that restarted (new time stamp) or repeats itself: its
-                    // sessions stay, so subscribers keep forwarding while it resynchronises.
-                    let _ = old.recovery;
+                if !self.assocs.insert(r.node_id.clone()) {
+                    // A control plane that restarted or repeats itself: its sessions stay, so
+                    // subscribers keep forwarding while it resynchronises.
                     self.stats.reassociations += 1;
                 }
                 Message::AssociationSetupResponse(
@@ -604,7 +597,7 @@ impl Endpoint {
                 )
             }
             Message::AssociationUpdateRequest(h, r) => {
-                let cause = if self.assocs.contains_key(&r.node_id) { Cause::REQUEST_ACCEPTED } else { Cause::NO_ESTABLISHED_ASSOCIATION };
+                let cause = if self.assocs.contains(&r.node_id) { Cause::REQUEST_ACCEPTED } else { Cause::NO_ESTABLISHED_ASSOCIATION };
                 Message::AssociationUpdateResponse(*h, AssociationUpdateResponse { node_id, cause, ..Default::default() })
             }
             Message::AssociationReleaseRequest(h, r) => {
@@ -770,7 +763,7 @@ impl Endpoint {
     }
 
     fn establish(&mut self, r: &SessionEstablishmentRequest, now_ntp: u32, up: &mut impl UserPlane) -> Result<u64, Reject> {
-        if !self.assocs.contains_key(&r.node_id) {
+        if !self.assocs.contains(&r.node_id) {
             return Err(Reject::cause(Cause::NO_ESTABLISHED_ASSOCIATION, None));
         }
         let cp_key = (r.node_id.clone(), r.cp_f_seid.seid);
@@ -963,7 +956,7 @@ impl Endpoint {
     /// Association Release (TS 29.244 clause 6.2.8.3: the user plane deletes the sessions of
     /// the association locally).
     fn release(&mut self, node: &NodeId, up: &mut impl UserPlane) -> Cause {
-        if !self.assocs.contains_key(node) {
+        if !self.assocs.contains(node) {
             return Cause::NO_ESTABLISHED_ASSOCIATION;
         }
         let seids: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.node == *node).map(|(k, _)| *k).collect();
