@@ -23,10 +23,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-tm", &["fastpath-packet"]),
     ("fastpath-io", &["fastpath-packet"]),
     ("fastpath-pipeline", &["fastpath-packet", "fastpath-tables", "fastpath-tm"]),
-    ("fastpath-control", &["fastpath-pipeline"]),
+    ("fastpath-control", &["fastpath-pipeline", "fastpath-pfcp"]),
     ("fastpath-lab", &["fastpath-io", "fastpath-pipeline", "fastpath-tm"]),
     ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
-    ("fastpath-bng", &["fastpath-packet"]),
+    ("fastpath-bng", &["fastpath-packet", "fastpath-pfcp"]),
     ("fastpath-pfcp", &[]),
     (
         "fastpath",

@@ -45,4 +45,5 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod dhcp;
+pub mod pfcp_cp;
 pub mod store;

@@ -85,6 +85,7 @@ pub mod conn;
 pub mod http;
 pub mod mailbox;
 pub mod metrics;
+pub mod pfcp_up;
 pub mod prom;
 pub mod server;
 pub mod session;

@@ -37,8 +37,10 @@ median of --repeat runs, 3 by default): --scenario flat (64 ports x 8 classes, S
 (262,144 pipes x 8 classes), flat-wred, hqos-shaped; both flat and hqos when omitted. Its \
 instructions per packet, exact even on a busy machine, come from scripts/tm-instructions.")]
 pub struct BenchArgs {
-    /// l2fwd, router, sdn-overlay, switch-acl, vbng, acl (the classifier alone) or tm (the
-    /// traffic manager alone). Omit to run every pipeline and the classifier.
+    /// l2fwd, router, sdn-overlay, switch-acl, vbng, acl (the classifier alone), tm (the
+    /// traffic manager alone) or bng-cp (PFCP session establishments per second, control plane
+    /// to user plane on loopback, --subscribers of them). Omit to run every pipeline and the
+    /// classifier.
     pipeline: Option<String>,
     /// Packets per measured run (after a warm-up).
     #[arg(long, default_value_t = 10_000_000)]
@@ -439,6 +441,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
             Ok(())
         }
         Some("sdn-overlay") if a.scenario.is_some() => overlay_scenario(&a, tsc),
+        Some("bng-cp") => super::bench_bng::run(a.subscribers, a.json),
         Some("tm") => bench_tm(&a),
         Some(name) => {
             let mut runs = Vec::new();

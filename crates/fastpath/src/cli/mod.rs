@@ -1,6 +1,7 @@
 //! Subcommands and the glue they share.
 
 pub mod bench;
+pub mod bench_bng;
 pub mod check;
 pub mod ctl;
 pub mod gen;

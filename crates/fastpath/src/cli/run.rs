@@ -23,6 +23,7 @@
 use super::{load_pipeline, PipeProc};
 use clap::{Args, ValueEnum};
 use fastpath_control::mailbox::{ControlEnd, WorkerEnd};
+use fastpath_control::pfcp_up::{self, PfcpServer};
 use fastpath_control::{Access, Control, LoopCounters, MetricsServer, PortCounters, Server, WorkerSnapshot};
 use fastpath_io::af_packet::{AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
 use fastpath_io::af_xdp::{XdpConfig, XdpMode, XdpPort, ZeroCopy};
@@ -34,6 +35,7 @@ use fastpath_packet::{Batch, Pool, Verdict};
 use fastpath_pipeline::{Pipeline, StageStats};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -133,6 +135,11 @@ pub struct RunArgs {
     /// JSON at /api/counters), e.g. 127.0.0.1:8080.
     #[arg(long, value_name = "ADDR")]
     pub(super) web: Option<String>,
+    /// Serve the user plane's PFCP endpoint (TS 29.244 with the BBF TR-459 IEs, live ports) at
+    /// ADDR, the address control planes reach us at (our Node ID), e.g. 192.0.2.2 or
+    /// 192.0.2.2:8805 (default port 8805): they create subscriber sessions (pipelines/vbng.toml).
+    #[arg(long, value_name = "ADDR")]
+    pub(super) pfcp: Option<String>,
 }
 
 /// XDP attach mode on the command line.
@@ -430,8 +437,10 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
-    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() || a.web.is_some() {
-        return Err("--ctl, --ctl-group, --metrics and --web serve live runs only (a capture run ends when its files are read)".into());
+    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() || a.web.is_some() || a.pfcp.is_some() {
+        return Err(
+            "--ctl, --ctl-group, --metrics, --web and --pfcp serve live runs only (a capture run ends when its files are read)".into()
+        );
     }
     let mut pipe = load_pipeline(&a.spec, &a.entries)?;
     pipe.set_ports(ports.len())?;
@@ -479,6 +488,20 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     Ok(())
 }
 
+/// `--pfcp ADDR`: the user plane's PFCP endpoint, bound before any port opens.
+fn pfcp_server(addr: &str, shadow: &Pipeline, ports: &[PortArg]) -> Result<PfcpServer, String> {
+    let sa: SocketAddr = addr
+        .parse()
+        .or_else(|_| addr.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 8805)))
+        .map_err(|_| format!("--pfcp {addr}: expected an address, e.g. 192.0.2.2 or 192.0.2.2:8805"))?;
+    if sa.ip().is_unspecified() {
+        return Err(format!("--pfcp {addr}: give the address control planes reach us at (it is our Node ID), not {}", sa.ip()));
+    }
+    let names = ports.iter().map(|p| p.name().to_string()).collect();
+    let cfg = pfcp_up::Config::for_program(shadow.program(), sa.ip(), names, pfcp_up::ntp_now())?;
+    PfcpServer::bind(sa, pfcp_up::Endpoint::new(cfg))
+}
+
 fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.trace > 0 {
         return Err("--trace works on capture ports only (a live trace would stall the worker)".into());
@@ -514,7 +537,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     };
     let metrics = a.metrics.as_deref().map(MetricsServer::bind).transpose()?;
     let web = a.web.as_deref().map(MetricsServer::bind_web).transpose()?;
-    let has_control = server.is_some() || metrics.is_some() || web.is_some();
+    let mut pfcp = a.pfcp.as_deref().map(|addr| pfcp_server(addr, &shadow, ports)).transpose()?;
+    let has_control = server.is_some() || metrics.is_some() || web.is_some() || pfcp.is_some();
     let (ends, mail): (Vec<ControlEnd>, Vec<Mutex<Option<WorkerEnd>>>) = if has_control {
         (0..a.workers).map(|_| fastpath_control::mailbox()).map(|(c, w)| (c, Mutex::new(Some(w)))).unzip()
     } else {
@@ -569,6 +593,17 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
             let spawned = std::thread::Builder::new().name("fp-ctl".into()).spawn_scoped(s, move || sv.serve_until(ctl, done));
             if let Err(e) = spawned {
                 eprintln!("fastpath: no control thread: {e}");
+            }
+        }
+        if let (Some(pf), Some(ctl)) = (pfcp.as_mut(), control.as_ref()) {
+            let done = &done;
+            eprintln!("fastpath: PFCP endpoint at {}", pf.local_addr().map_or("?".into(), |a| a.to_string()));
+            let serve = move || {
+                pf.serve_until(ctl, done);
+                eprint!("{}", pf.endpoint().stats().render());
+            };
+            if let Err(e) = std::thread::Builder::new().name("fp-pfcp".into()).spawn_scoped(s, serve) {
+                eprintln!("fastpath: no PFCP thread: {e}");
             }
         }
         if let (Some(ms), Some(ctl)) = (&metrics, control.as_ref()) {
@@ -778,6 +813,19 @@ mod tests {
         p.between_batches(&[], &WorkerStats { rx_pkts: 9, ..WorkerStats::default() });
         let fastpath_control::mailbox::FromWorker::Snapshot { snap, .. } = end.reply(2, deadline).unwrap() else { panic!("no snapshot") };
         assert_eq!(snap.totals.rx_pkts, 9);
+    }
+
+    #[test]
+    fn pfcp_option_binds_a_specific_address_of_a_session_pipeline() {
+        let vbng = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/vbng.toml");
+        let vbng = fastpath_pipeline::compile_file(std::path::Path::new(vbng)).unwrap().instantiate();
+        let ports = [parse_port("access=afpacket:va").unwrap(), parse_port("core=afpacket:vb").unwrap()];
+        let s = pfcp_server("127.0.0.1:0", &vbng, &ports).unwrap();
+        assert_eq!(s.local_addr().unwrap().ip(), IpAddr::from([127, 0, 0, 1]));
+        let e = |addr: &str, p: &Pipeline| pfcp_server(addr, p, &ports).err().unwrap();
+        assert!(e("0.0.0.0", &vbng).contains("not 0.0.0.0"), "{}", e("0.0.0.0", &vbng));
+        assert!(e("pfcp.example", &vbng).contains("expected an address"));
+        assert!(e("127.0.0.1:0", &l2fwd()).contains("up_session"), "{}", e("127.0.0.1:0", &l2fwd()));
     }
 
     fn l2fwd() -> Pipeline {

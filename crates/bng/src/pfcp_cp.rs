@@ -1,0 +1,619 @@
+//! The control plane's side of PFCP (3GPP TS 29.244 with the BBF TR-459 IEs): it associates
+//! with one user plane and keeps one PFCP session per DHCP lease there — a lease that is bound
+//! becomes a Session Establishment Request, one that is released, expires or is declined a
+//! Session Deletion Request.
+//!
+//! Pure, like the DHCP server: lease [`Event`]s in, encoded requests out; responses in,
+//! [`Outcome`]s out. The caller owns the socket, the clock and retransmission (a request's
+//! bytes can be sent again as they are: the user plane answers a repeat with its first
+//! answer).
+//!
+//! What a session carries (the user plane's mapping is in docs/pfcp.md):
+//!
+//! | lease | PFCP |
+//! |---|---|
+//! | access port | Create Traffic Endpoint: BBF Logical Port, the port number in decimal |
+//! | S-VLAN, C-VLAN | S-TAG, C-TAG (VID) |
+//! | MAC | MAC address (source) |
+//! | address | UE IP address (IPv4), also in both PDRs |
+//! | service rates ([`CpConfig`]) | one QER: MBR UL/DL; one URR (volume, periodic) |
+//!
+//! plus PDR 1 (upstream: from access, the traffic endpoint and the address) with FAR 1 (to
+//! core), and PDR 2 (downstream: to the address) with FAR 2 (to access, the BBF outer header
+//! creation that rebuilds the subscriber's headers from the traffic endpoint).
+//!
+//! ```
+//! use std::net::Ipv4Addr;
+//! use fastpath_bng::dhcp::server::{Event, EventKind, Identity};
+//! use fastpath_bng::pfcp_cp::{CpConfig, PfcpCp};
+//!
+//! let mut cp = PfcpCp::new(CpConfig::new(Ipv4Addr::new(192, 0, 2, 1)));
+//! let setup = cp.association_setup();
+//! assert_eq!(setup[1], 5); // Association Setup Request
+//! let identity = Identity { port: 0, svlan: 100, cvlan: 7, mac: [2, 0, 0, 0, 0, 7] };
+//! let bound = Event { kind: EventKind::Bound, identity, ip: Ipv4Addr::new(100, 64, 0, 7), expires_s: 3600 };
+//! let req = cp.on_event(&bound).unwrap();
+//! assert_eq!(req[1], 50); // Session Establishment Request
+//! assert_eq!(cp.pending(), 2);
+//! ```
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use fastpath_pfcp::bbf::{BbfOuterHeaderCreation, BbfOuterHeaderRemoval, LogicalPort};
+use fastpath_pfcp::group::*;
+use fastpath_pfcp::ie::*;
+use fastpath_pfcp::message::*;
+use fastpath_pfcp::{decode, encode, DecodeError, Message, NodeHeader, SessionHeader};
+
+use crate::dhcp::server::{Event, EventKind, Identity};
+
+/// What the control plane puts in its messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpConfig {
+    /// Our address: the Node ID and the CP F-SEID's address.
+    pub addr: Ipv4Addr,
+    /// Our Recovery Time Stamp (NTP seconds).
+    pub recovery_ntp: u32,
+    /// Upstream maximum bit rate of every session, kbit/s (0: unpoliced).
+    pub ul_kbps: u64,
+    /// Downstream maximum bit rate of every session, kbit/s: the user plane picks the tier
+    /// with this rate.
+    pub dl_kbps: u64,
+    /// Usage reporting period, seconds.
+    pub urr_period_s: u32,
+}
+
+impl CpConfig {
+    /// 100 Mbit/s down, 20 Mbit/s up (`pipelines/vbng.toml`'s tier 0), reports every 300 s.
+    pub fn new(addr: Ipv4Addr) -> CpConfig {
+        CpConfig { addr, recovery_ntp: 0, ul_kbps: 20_000, dl_kbps: 100_000, urr_period_s: 300 }
+    }
+}
+
+/// A session's usage, from a deletion's usage report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Volume {
+    /// Upstream bytes.
+    pub ul_bytes: u64,
+    /// Downstream bytes.
+    pub dl_bytes: u64,
+    /// Upstream packets.
+    pub ul_pkts: u64,
+    /// Downstream packets.
+    pub dl_pkts: u64,
+}
+
+/// What a response meant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The association is set up (cause 1) or refused (any other cause).
+    Associated {
+        /// The cause.
+        cause: u8,
+    },
+    /// A subscriber's session is in place on the user plane.
+    Established {
+        /// The subscriber.
+        identity: Identity,
+        /// The user plane's SEID.
+        up_seid: u64,
+    },
+    /// A subscriber's session is gone (also when the user plane no longer knew it, cause 65).
+    Deleted {
+        /// The subscriber.
+        identity: Identity,
+        /// Its usage, when the user plane reported it.
+        usage: Option<Volume>,
+    },
+    /// The user plane refused a session request.
+    Rejected {
+        /// The subscriber.
+        identity: Identity,
+        /// The request's message type.
+        request: u8,
+        /// The cause.
+        cause: u8,
+        /// The IE it blamed.
+        offending_ie: Option<u16>,
+    },
+    /// A heartbeat answered.
+    Heartbeat,
+}
+
+/// A response that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpError {
+    /// It does not decode.
+    Undecodable(DecodeError),
+    /// It answers no request of ours (unknown sequence number, or the wrong message type).
+    Unexpected {
+        /// Its sequence number.
+        seq: u32,
+        /// Its message type.
+        msg_type: u8,
+    },
+}
+
+impl std::fmt::Display for CpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpError::Undecodable(e) => write!(f, "undecodable PFCP response: {e}"),
+            CpError::Unexpected { seq, msg_type } => write!(f, "PFCP message type {msg_type} with sequence {seq} answers no request"),
+        }
+    }
+}
+
+impl std::error::Error for CpError {}
+
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Association,
+    Heartbeat,
+    Establish(Identity),
+    Delete(Identity),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    /// Requested; delete as soon as it is in place when the lease ended meanwhile.
+    Establishing {
+        delete_after: bool,
+    },
+    Established {
+        up_seid: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sub {
+    cp_seid: u64,
+    ip: Ipv4Addr,
+    state: State,
+}
+
+/// The control plane's PFCP state towards one user plane. Control thread only.
+#[derive(Debug)]
+pub struct PfcpCp {
+    cfg: CpConfig,
+    seq: u32,
+    next_seid: u64,
+    pending: HashMap<u32, Pending>,
+    subs: HashMap<Identity, Sub>,
+    associated: bool,
+}
+
+impl PfcpCp {
+    /// No association, no session.
+    pub fn new(cfg: CpConfig) -> PfcpCp {
+        PfcpCp { cfg, seq: 0, next_seid: 1, pending: HashMap::new(), subs: HashMap::new(), associated: false }
+    }
+
+    /// Requests sent and not answered.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Sessions in place on the user plane.
+    pub fn established(&self) -> usize {
+        self.subs.values().filter(|s| matches!(s.state, State::Established { .. })).count()
+    }
+
+    /// True once the user plane accepted the association.
+    pub fn is_associated(&self) -> bool {
+        self.associated
+    }
+
+    fn node_id(&self) -> NodeId {
+        NodeId::Ipv4(self.cfg.addr)
+    }
+
+    fn send(&mut self, p: Pending, m: impl FnOnce(u32) -> Message) -> Vec<u8> {
+        self.seq = (self.seq + 1) & 0x00ff_ffff;
+        self.pending.insert(self.seq, p);
+        let mut out = Vec::new();
+        // Our messages are a few hundred bytes: far from the 64 KiB an IE or message may hold.
+        let _ = encode(&m(self.seq), &mut out);
+        out
+    }
+
+    /// An Association Setup Request.
+    pub fn association_setup(&mut self) -> Vec<u8> {
+        let (node_id, rts) = (self.node_id(), RecoveryTimeStamp(self.cfg.recovery_ntp));
+        self.send(Pending::Association, |seq| {
+            Message::AssociationSetupRequest(
+                NodeHeader { seq },
+                AssociationSetupRequest {
+                    node_id,
+                    recovery_time_stamp: rts,
+                    cp_function_features: Some(CpFunctionFeatures(vec![0])),
+                    ..Default::default()
+                },
+            )
+        })
+    }
+
+    /// A Heartbeat Request.
+    pub fn heartbeat(&mut self) -> Vec<u8> {
+        let rts = RecoveryTimeStamp(self.cfg.recovery_ntp);
+        self.send(Pending::Heartbeat, |seq| {
+            Message::HeartbeatRequest(NodeHeader { seq }, HeartbeatRequest { recovery_time_stamp: rts, unknown: vec![] })
+        })
+    }
+
+    /// The request a lease event calls for, if any: Bound ▸ establishment (unless the
+    /// subscriber has a session already); Released, Expired, or Declined on the session's
+    /// address ▸ deletion (deferred until the establishment is answered, when it is pending);
+    /// Renewed ▸ nothing.
+    pub fn on_event(&mut self, ev: &Event) -> Option<Vec<u8>> {
+        match ev.kind {
+            EventKind::Bound => {
+                if self.subs.contains_key(&ev.identity) {
+                    return None;
+                }
+                let cp_seid = self.next_seid;
+                self.next_seid += 1;
+                self.subs.insert(ev.identity, Sub { cp_seid, ip: ev.ip, state: State::Establishing { delete_after: false } });
+                let m = self.establishment(cp_seid, &ev.identity, ev.ip);
+                Some(self.send(Pending::Establish(ev.identity), m))
+            }
+            EventKind::Renewed => None,
+            EventKind::Released | EventKind::Expired | EventKind::Declined => {
+                let sub = self.subs.get_mut(&ev.identity).filter(|s| ev.kind != EventKind::Declined || s.ip == ev.ip)?;
+                match sub.state {
+                    State::Establishing { .. } => {
+                        sub.state = State::Establishing { delete_after: true };
+                        None
+                    }
+                    State::Established { up_seid } => Some(self.deletion(ev.identity, up_seid)),
+                }
+            }
+        }
+    }
+
+    fn deletion(&mut self, identity: Identity, up_seid: u64) -> Vec<u8> {
+        self.send(Pending::Delete(identity), |seq| {
+            Message::SessionDeletionRequest(SessionHeader { seid: up_seid, seq, priority: None }, SessionDeletionRequest::default())
+        })
+    }
+
+    fn establishment(&self, cp_seid: u64, id: &Identity, ip: Ipv4Addr) -> impl FnOnce(u32) -> Message {
+        let port = Some(LogicalPort(id.port.to_string().into_bytes()));
+        let tag = |vid| Some(VlanTag { pcp: None, dei: None, vid: Some(vid) });
+        let ue = vec![UeIpAddress { ipv4: Some(ip), ..Default::default() }];
+        let ue_dst = vec![UeIpAddress { ipv4: Some(ip), destination: true, ..Default::default() }];
+        let te = CreateTrafficEndpoint {
+            traffic_endpoint_id: TrafficEndpointId(1),
+            ue_ip_address: ue.clone(),
+            mac_address: Some(MacAddress { source: Some(id.mac), ..Default::default() }),
+            s_tag: tag(id.svlan),
+            c_tag: tag(id.cvlan),
+            logical_port: port.clone(),
+            ..Default::default()
+        };
+        let pdr_up = CreatePdr {
+            pdr_id: PdrId(1),
+            precedence: Precedence(100),
+            pdi: Pdi {
+                source_interface: SourceInterface::ACCESS,
+                ue_ip_address: ue,
+                traffic_endpoint_id: vec![TrafficEndpointId(1)],
+                logical_port: port.clone(),
+                ..Default::default()
+            },
+            far_id: Some(FarId(1)),
+            urr_id: vec![UrrId(1)],
+            qer_id: vec![QerId(1)],
+            bbf_outer_header_removal: Some(BbfOuterHeaderRemoval::ETHERNET),
+            ..Default::default()
+        };
+        let pdr_down = CreatePdr {
+            pdr_id: PdrId(2),
+            precedence: Precedence(100),
+            pdi: Pdi { source_interface: SourceInterface::CORE, ue_ip_address: ue_dst, ..Default::default() },
+            far_id: Some(FarId(2)),
+            urr_id: vec![UrrId(1)],
+            qer_id: vec![QerId(1)],
+            ..Default::default()
+        };
+        let far = |far_id, destination_interface, bbf_outer_header_creation, logical_port| CreateFar {
+            far_id: FarId(far_id),
+            apply_action: ApplyAction(ApplyAction::FORW),
+            forwarding_parameters: Some(ForwardingParameters {
+                destination_interface,
+                bbf_outer_header_creation,
+                logical_port,
+                ..Default::default()
+            }),
+            unknown: vec![],
+        };
+        let ohc = BbfOuterHeaderCreation { description: BbfOuterHeaderCreation::TRAFFIC_ENDPOINT, tunnel_id: 0, session_id: 0 };
+        let body = SessionEstablishmentRequest {
+            node_id: self.node_id(),
+            cp_f_seid: FSeid { seid: cp_seid, ipv4: Some(self.cfg.addr), ipv6: None },
+            create_pdr: vec![pdr_up, pdr_down],
+            create_far: vec![far(1, DestinationInterface::CORE, None, None), far(2, DestinationInterface::ACCESS, Some(ohc), port)],
+            create_urr: vec![CreateUrr {
+                urr_id: UrrId(1),
+                measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
+                reporting_triggers: Triggers(Triggers::PERIO),
+                measurement_period: Some(MeasurementPeriod(self.cfg.urr_period_s)),
+                unknown: vec![],
+            }],
+            create_qer: vec![CreateQer {
+                qer_id: QerId(1),
+                gate_status: GateStatus::OPEN,
+                mbr: Some(BitRate { ul_kbps: self.cfg.ul_kbps, dl_kbps: self.cfg.dl_kbps }),
+                gbr: None,
+                unknown: vec![],
+            }],
+            create_traffic_endpoint: vec![te],
+            unknown: vec![],
+        };
+        move |seq| Message::SessionEstablishmentRequest(SessionHeader { seid: 0, seq, priority: None }, body)
+    }
+
+    /// Takes a response: what it meant, and a request to send next (a deletion that waited for
+    /// its establishment).
+    ///
+    /// # Errors
+    /// [`CpError`]: undecodable, or not an answer to a request of ours (nothing changes).
+    pub fn on_response(&mut self, buf: &[u8]) -> Result<(Outcome, Option<Vec<u8>>), CpError> {
+        let msg = decode(buf).map_err(CpError::Undecodable)?;
+        let seq = msg.seq();
+        let unexpected = CpError::Unexpected { seq, msg_type: msg.msg_type() };
+        let p = *self.pending.get(&seq).ok_or(unexpected.clone())?;
+        // An accepted session response is addressed to the session's CP SEID.
+        if let (Pending::Establish(id) | Pending::Delete(id), Ok(h)) = (p, msg.header()) {
+            let accepted = match &msg {
+                Message::SessionEstablishmentResponse(_, r) => r.cause == Cause::REQUEST_ACCEPTED,
+                Message::SessionDeletionResponse(_, r) => r.cause == Cause::REQUEST_ACCEPTED,
+                _ => false,
+            };
+            if accepted && self.subs.get(&id).is_some_and(|s| s.cp_seid != h.seid) {
+                return Err(unexpected);
+            }
+        }
+        let out = match (p, msg) {
+            (Pending::Association, Message::AssociationSetupResponse(_, r)) => {
+                self.associated = r.cause == Cause::REQUEST_ACCEPTED;
+                (Outcome::Associated { cause: r.cause.0 }, None)
+            }
+            (Pending::Heartbeat, Message::HeartbeatResponse(..)) => (Outcome::Heartbeat, None),
+            (Pending::Establish(identity), Message::SessionEstablishmentResponse(_, r)) => {
+                let up_seid = r.up_f_seid.map(|f| f.seid).filter(|_| r.cause == Cause::REQUEST_ACCEPTED);
+                match (up_seid, self.subs.get_mut(&identity)) {
+                    (Some(up_seid), Some(sub)) => {
+                        let later = matches!(sub.state, State::Establishing { delete_after: true });
+                        sub.state = State::Established { up_seid };
+                        self.pending.remove(&seq);
+                        let next = later.then(|| self.deletion(identity, up_seid));
+                        return Ok((Outcome::Established { identity, up_seid }, next));
+                    }
+                    _ => {
+                        self.subs.remove(&identity);
+                        let request = msg_type::SESSION_ESTABLISHMENT_REQUEST;
+                        (Outcome::Rejected { identity, request, cause: r.cause.0, offending_ie: r.offending_ie.map(|o| o.0) }, None)
+                    }
+                }
+            }
+            (Pending::Delete(identity), Message::SessionDeletionResponse(_, r)) => {
+                if r.cause == Cause::REQUEST_ACCEPTED || r.cause == Cause::SESSION_CONTEXT_NOT_FOUND {
+                    self.subs.remove(&identity);
+                    let usage = r.usage_report.first().and_then(|u| u.volume_measurement).map(|v| Volume {
+                        ul_bytes: v.ul_bytes.unwrap_or(0),
+                        dl_bytes: v.dl_bytes.unwrap_or(0),
+                        ul_pkts: v.ul_pkts.unwrap_or(0),
+                        dl_pkts: v.dl_pkts.unwrap_or(0),
+                    });
+                    (Outcome::Deleted { identity, usage }, None)
+                } else {
+                    let request = msg_type::SESSION_DELETION_REQUEST;
+                    (Outcome::Rejected { identity, request, cause: r.cause.0, offending_ie: r.offending_ie.map(|o| o.0) }, None)
+                }
+            }
+            _ => return Err(unexpected),
+        };
+        self.pending.remove(&seq);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+
+    fn id(n: u16) -> Identity {
+        Identity { port: 3, svlan: 100, cvlan: n, mac: [2, 0, 0, 0, 0, n as u8] }
+    }
+
+    fn ev(kind: EventKind, n: u16) -> Event {
+        Event { kind, identity: id(n), ip: Ipv4Addr::new(100, 64, 0, n as u8), expires_s: 0 }
+    }
+
+    fn encoded(m: &Message) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode(m, &mut v).unwrap();
+        v
+    }
+
+    /// The user plane's answer to an establishment: accepted with UP SEID `up`.
+    fn accept(req: &[u8], up: u64) -> Vec<u8> {
+        let Message::SessionEstablishmentRequest(h, r) = decode(req).unwrap() else { panic!() };
+        encoded(&Message::SessionEstablishmentResponse(
+            SessionHeader { seid: r.cp_f_seid.seid, seq: h.seq, priority: None },
+            SessionEstablishmentResponse {
+                node_id: NodeId::Ipv4(Ipv4Addr::LOCALHOST),
+                cause: Cause::REQUEST_ACCEPTED,
+                offending_ie: None,
+                up_f_seid: Some(FSeid { seid: up, ipv4: Some(Ipv4Addr::LOCALHOST), ipv6: None }),
+                unknown: vec![],
+            },
+        ))
+    }
+
+    #[test]
+    fn a_bound_lease_is_an_establishment_with_the_subscribers_identity() {
+        let mut cp = PfcpCp::new(CpConfig::new(CP));
+        let req = cp.on_event(&ev(EventKind::Bound, 7)).unwrap();
+        let Message::SessionEstablishmentRequest(h, r) = decode(&req).unwrap() else { panic!() };
+        assert_eq!((h.seid, h.seq), (0, 1));
+        assert_eq!(r.cp_f_seid, FSeid { seid: 1, ipv4: Some(CP), ipv6: None });
+        let te = &r.create_traffic_endpoint[0];
+        assert_eq!(te.logical_port, Some(LogicalPort(b"3".to_vec())));
+        assert_eq!((te.s_tag.unwrap().vid, te.c_tag.unwrap().vid), (Some(100), Some(7)));
+        assert_eq!(te.mac_address.unwrap().source, Some([2, 0, 0, 0, 0, 7]));
+        assert_eq!(te.ue_ip_address[0].ipv4, Some(Ipv4Addr::new(100, 64, 0, 7)));
+        assert_eq!(r.create_qer[0].mbr, Some(BitRate { ul_kbps: 20_000, dl_kbps: 100_000 }));
+        assert_eq!((r.create_pdr.len(), r.create_far.len(), r.create_urr.len()), (2, 2, 1));
+        // A renewal sends nothing; a second Bound for the same subscriber neither.
+        assert!(cp.on_event(&ev(EventKind::Renewed, 7)).is_none());
+        assert!(cp.on_event(&ev(EventKind::Bound, 7)).is_none());
+        let (o, next) = cp.on_response(&accept(&req, 0x99)).unwrap();
+        assert_eq!((o, next), (Outcome::Established { identity: id(7), up_seid: 0x99 }, None));
+        assert_eq!((cp.established(), cp.pending()), (1, 0));
+        // A release: a deletion for the UP SEID.
+        let del = cp.on_event(&ev(EventKind::Released, 7)).unwrap();
+        let Message::SessionDeletionRequest(h, _) = decode(&del).unwrap() else { panic!() };
+        assert_eq!(h.seid, 0x99);
+        let resp = encoded(&Message::SessionDeletionResponse(
+            SessionHeader { seid: 1, seq: h.seq, priority: None },
+            SessionDeletionResponse {
+                cause: Cause::REQUEST_ACCEPTED,
+                usage_report: vec![UsageReport {
+                    volume_measurement: Some(VolumeMeasurement { ul_bytes: Some(5), dl_bytes: Some(6), ..Default::default() }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        ));
+        let (o, _) = cp.on_response(&resp).unwrap();
+        assert_eq!(o, Outcome::Deleted { identity: id(7), usage: Some(Volume { ul_bytes: 5, dl_bytes: 6, ul_pkts: 0, dl_pkts: 0 }) });
+        assert_eq!(cp.established(), 0);
+        // The same answer again answers nothing.
+        assert!(matches!(cp.on_response(&resp), Err(CpError::Unexpected { .. })));
+    }
+
+    #[test]
+    fn a_lease_that_ends_while_establishing_is_deleted_once_established() {
+        let mut cp = PfcpCp::new(CpConfig::new(CP));
+        let req = cp.on_event(&ev(EventKind::Bound, 1)).unwrap();
+        assert!(cp.on_event(&ev(EventKind::Expired, 1)).is_none());
+        let (o, next) = cp.on_response(&accept(&req, 5)).unwrap();
+        assert!(matches!(o, Outcome::Established { .. }));
+        let Message::SessionDeletionRequest(h, _) = decode(&next.unwrap()).unwrap() else { panic!() };
+        assert_eq!(h.seid, 5);
+        // A decline of another address leaves the session alone.
+        let mut cp = PfcpCp::new(CpConfig::new(CP));
+        let req = cp.on_event(&ev(EventKind::Bound, 2)).unwrap();
+        cp.on_response(&accept(&req, 6)).unwrap();
+        let mut other = ev(EventKind::Declined, 2);
+        other.ip = Ipv4Addr::new(100, 64, 9, 9);
+        assert!(cp.on_event(&other).is_none());
+        assert!(cp.on_event(&ev(EventKind::Declined, 2)).is_some());
+    }
+
+    /// Ethernet / IPv4 / UDP 8805 → 8805 with both checksums, around `pfcp`.
+    fn frame(pfcp: &[u8]) -> Vec<u8> {
+        fn sum(b: &[u8]) -> u32 {
+            b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum()
+        }
+        fn fold(mut s: u32) -> u16 {
+            while s > 0xffff {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            !(s as u16)
+        }
+        let (src, dst) = (CP.octets(), [192, 0, 2, 2]);
+        let udp_len = (8 + pfcp.len()) as u16;
+        let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
+        ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        let c = fold(sum(&ip));
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut udp = vec![0x22, 0x65, 0x22, 0x65];
+        udp.extend_from_slice(&udp_len.to_be_bytes());
+        udp.extend_from_slice(&[0, 0]);
+        udp.extend_from_slice(pfcp);
+        let mut pseudo = src.to_vec();
+        pseudo.extend_from_slice(&dst);
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&udp_len.to_be_bytes());
+        let c = fold(sum(&udp) + sum(&pseudo));
+        udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&udp);
+        f
+    }
+
+    /// tshark decodes every request the control plane sends, BBF IEs included, with the
+    /// values we set and no malformed field or warning.
+    #[test]
+    fn tshark_reads_every_request_we_send() {
+        use fastpath_packet::testutil::{assert_field, tshark_check, tshark_or_skip, tshark_problems, write_pcap, EXPERT_WARN};
+        if !tshark_or_skip("tshark_reads_every_request_we_send") {
+            return;
+        }
+        let mut cp = PfcpCp::new(CpConfig::new(CP));
+        let est = cp.on_event(&ev(EventKind::Bound, 42)).unwrap();
+        cp.on_response(&accept(&est, 0x77)).unwrap();
+        let reqs = [cp.association_setup(), cp.heartbeat(), est, cp.on_event(&ev(EventKind::Released, 42)).unwrap()];
+        let frames: Vec<Vec<u8>> = reqs.iter().map(|r| frame(r)).collect();
+        let dir = std::env::temp_dir().join(format!("fastpath-bng-pfcp-cp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pcap = dir.join("requests.pcap");
+        write_pcap(&pcap, &frames).unwrap();
+        let fields =
+            ["pfcp.msg_type", "pfcp.seid", "pfcp.bbf.logical_port_id_str", "pfcp.s_tag.svid", "pfcp.c_tag.cvid", "pfcp.ue_ip_addr_ipv4"];
+        let (rows, problems) = tshark_check(&pcap, &fields).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(tshark_problems(&pcap, EXPERT_WARN).unwrap().is_empty());
+        assert_eq!(rows.len(), 4);
+        for (k, t) in ["5", "1", "50", "54"].iter().enumerate() {
+            assert_field(&rows, k, "pfcp.msg_type", &[t]);
+        }
+        // The logical port in the traffic endpoint, the upstream PDI and the downstream FAR.
+        assert_field(&rows, 2, "pfcp.bbf.logical_port_id_str", &["3", "3", "3"]);
+        assert_field(&rows, 2, "pfcp.s_tag.svid", &["0x0064"]); // 100
+        assert_field(&rows, 2, "pfcp.c_tag.cvid", &["0x002a"]); // 42
+        assert_field(&rows, 2, "pfcp.ue_ip_addr_ipv4", &["100.64.0.42", "100.64.0.42", "100.64.0.42"]);
+        assert_field(&rows, 3, "pfcp.seid", &["0x0000000000000077"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_refusal_forgets_the_session_and_names_the_cause() {
+        let mut cp = PfcpCp::new(CpConfig::new(CP));
+        let setup = cp.association_setup();
+        let Message::AssociationSetupRequest(h, r) = decode(&setup).unwrap() else { panic!() };
+        assert_eq!(r.node_id, NodeId::Ipv4(CP));
+        let resp = encoded(&Message::AssociationSetupResponse(
+            h,
+            AssociationSetupResponse { node_id: NodeId::Ipv4(Ipv4Addr::LOCALHOST), cause: Cause::REQUEST_ACCEPTED, ..Default::default() },
+        ));
+        assert_eq!(cp.on_response(&resp).unwrap().0, Outcome::Associated { cause: 1 });
+        assert!(cp.is_associated());
+        let req = cp.on_event(&ev(EventKind::Bound, 3)).unwrap();
+        let Message::SessionEstablishmentRequest(h, _) = decode(&req).unwrap() else { panic!() };
+        let resp = encoded(&Message::SessionEstablishmentResponse(
+            SessionHeader { seid: 1, seq: h.seq, priority: None },
+            SessionEstablishmentResponse {
+                cause: Cause::REQUEST_REJECTED,
+                offending_ie: Some(OffendingIe(127)),
+                node_id: NodeId::Ipv4(Ipv4Addr::LOCALHOST),
+                up_f_seid: None,
+                unknown: vec![],
+            },
+        ));
+        let (o, _) = cp.on_response(&resp).unwrap();
+        assert_eq!(o, Outcome::Rejected { identity: id(3), request: 50, cause: 64, offending_ie: Some(127) });
+        assert_eq!((cp.established(), cp.pending()), (0, 0));
+        // The lease can be tried again.
+        assert!(cp.on_event(&ev(EventKind::Bound, 3)).is_some());
+        assert!(matches!(cp.on_response(&[0x20, 2]), Err(CpError::Undecodable(_))));
+    }
+}
