@@ -20,69 +20,18 @@
 
 mod common;
 
-use common::{root_or_skip, ChildGuard};
+use common::{flood_frame, have, http_get, root_or_skip, wait_for, ChildGuard, TempDir};
 use fastpath_io::af_packet::RawSocket;
 use fastpath_io::netns::{Netns, VethPair};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const METRICS: &str = "127.0.0.1:9464";
 const PROMETHEUS: &str = "127.0.0.1:9090";
-
-/// Removes a directory tree on drop (after the guards declared later have stopped their
-/// processes, which drop first).
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// An Ethernet/IPv4/UDP frame to an unknown unicast MAC (the switch floods it to p1).
-fn frame(seq: u32) -> Vec<u8> {
-    let mut f = vec![2, 0x18, 0, 0, 0, 0xbb, 2, 0x18, 0, 0, 0, 0xaa, 0x08, 0x00];
-    let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&(20u16 + 8 + 32).to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[198, 18, 0, 2]);
-    ip[16..20].copy_from_slice(&[198, 19, 0, 2]);
-    let mut s: u32 = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&[0x27, 0x10, 0, 7, 0, 40, 0, 0]);
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.resize(14 + 60, 0x5a);
-    f
-}
-
-/// `GET path` (HTTP/1.0, so the body is never chunked) inside `ns` → (status code, body).
-fn get(ns: &Netns, addr: &str, path: &str) -> Option<(u16, String)> {
-    let (addr, path) = (addr.to_string(), path.to_string());
-    ns.run(move || {
-        let mut s = TcpStream::connect(&addr).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-        let mut r = Vec::new();
-        s.read_to_end(&mut r).ok()?;
-        let r = String::from_utf8_lossy(&r);
-        let (head, body) = r.split_once("\r\n\r\n")?;
-        let code = head.split(' ').nth(1)?.parse().ok()?;
-        Some((code, body.to_string()))
-    })
-    .ok()
-    .flatten()
-}
 
 /// The first value of an instant query through Prometheus's HTTP API, if it has one.
 fn query(ns: &Netns, promql: &str) -> Option<f64> {
@@ -94,27 +43,12 @@ fn query(ns: &Netns, promql: &str) -> Option<f64> {
             q.push_str(&format!("%{b:02X}"));
         }
     }
-    let (code, body) = get(ns, PROMETHEUS, &format!("/api/v1/query?query={q}"))?;
+    let (code, body) = http_get(ns, PROMETHEUS, &format!("/api/v1/query?query={q}"))?;
     if code != 200 {
         return None;
     }
     let v: Value = serde_json::from_str(&body).ok()?;
     v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
-}
-
-fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(x) = f() {
-            return x;
-        }
-        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn have(prog: &str) -> bool {
-    Command::new(prog).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
 #[test]
@@ -150,7 +84,7 @@ fn prometheus_scrapes_the_metrics_endpoint_and_sees_a_rate() {
     // 1. One scrape by hand, checked by promtool.
     let text = wait_for("the metrics endpoint answers", Duration::from_secs(10), || {
         assert!(fastpath.child().try_wait().unwrap().is_none(), "fastpath run exited early");
-        get(&dut, METRICS, "/metrics").filter(|(code, _)| *code == 200).map(|(_, body)| body)
+        http_get(&dut, METRICS, "/metrics").filter(|(code, _)| *code == 200).map(|(_, body)| body)
     });
     let mut lint = Command::new("promtool")
         .args(["check", "metrics"])
@@ -211,7 +145,7 @@ fn prometheus_scrapes_the_metrics_endpoint_and_sees_a_rate() {
                 let mut seq = 0u32;
                 while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(60) {
                     for _ in 0..100 {
-                        tx.send(&frame(seq)).unwrap();
+                        tx.send(&flood_frame(seq, false)).unwrap();
                         seq += 1;
                     }
                     std::thread::sleep(Duration::from_millis(100));

@@ -24,14 +24,12 @@
 
 mod common;
 
-use common::{root_or_skip, ChildGuard};
+use common::{flood_frame, have, http_get, root_or_skip, wait_for, ChildGuard, TempDir};
 use fastpath_io::af_packet::RawSocket;
 use fastpath_io::netns::{Netns, VethPair};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -39,73 +37,12 @@ use std::time::{Duration, Instant};
 
 const WEB: &str = "127.0.0.1:8080";
 
-/// Removes a directory tree on drop (after the guards declared later have stopped their
-/// processes, which drop first).
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Sets the flag on drop, so the sender stops also when an assertion fails.
 struct StopOnDrop<'s>(&'s AtomicBool);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// An Ethernet/IPv4/UDP frame to an unknown unicast MAC (the switch floods it to p1); with
-/// `bad_ihl`, its IPv4 header length field says 16 bytes (the parser drops it as `ipv4_bad_ihl`).
-fn frame(seq: u32, bad_ihl: bool) -> Vec<u8> {
-    let mut f = vec![2, 0x18, 0, 0, 0, 0xbb, 2, 0x18, 0, 0, 0, 0xaa, 0x08, 0x00];
-    let mut ip = [0u8; 20];
-    ip[0] = if bad_ihl { 0x44 } else { 0x45 };
-    ip[2..4].copy_from_slice(&(20u16 + 8 + 32).to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[198, 18, 0, 2]);
-    ip[16..20].copy_from_slice(&[198, 19, 0, 2]);
-    let mut s: u32 = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&[0x27, 0x10, 0, 7, 0, 40, 0, 0]);
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.resize(14 + 60, 0x5a);
-    f
-}
-
-/// `GET path` (HTTP/1.0) inside `ns` → (status code, body).
-fn get(ns: &Netns, path: &str) -> Option<(u16, String)> {
-    let path = path.to_string();
-    ns.run(move || {
-        let mut s = TcpStream::connect(WEB).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(s, "GET {path} HTTP/1.0\r\nHost: {WEB}\r\n\r\n").ok()?;
-        let mut r = Vec::new();
-        s.read_to_end(&mut r).ok()?;
-        let r = String::from_utf8_lossy(&r);
-        let (head, body) = r.split_once("\r\n\r\n")?;
-        Some((head.split(' ').nth(1)?.parse().ok()?, body.to_string()))
-    })
-    .ok()
-    .flatten()
-}
-
-fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(x) = f() {
-            return x;
-        }
-        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -156,10 +93,6 @@ fn num(page: &BTreeMap<String, String>, key: &str) -> f64 {
     v.parse().unwrap_or_else(|_| panic!("{key} = {v:?} is not a number: {page:#?}"))
 }
 
-fn have(prog: &str) -> bool {
-    Command::new(prog).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
 #[test]
 fn the_live_page_in_chromium_shows_figures_that_change_while_traffic_flows() {
     if !root_or_skip() {
@@ -190,7 +123,7 @@ fn the_live_page_in_chromium_shows_figures_that_change_while_traffic_flows() {
     let mut fastpath = ChildGuard::new(child);
     wait_for("the page's JSON answers", Duration::from_secs(10), || {
         assert!(fastpath.child().try_wait().unwrap().is_none(), "fastpath run exited early");
-        get(&dut, "/api/counters").filter(|(code, _)| *code == 200)
+        http_get(&dut, WEB, "/api/counters").filter(|(code, _)| *code == 200)
     });
 
     let stop = AtomicBool::new(false);
@@ -205,7 +138,7 @@ fn the_live_page_in_chromium_shows_figures_that_change_while_traffic_flows() {
                 let mut seq = 0u32;
                 while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(60) {
                     for _ in 0..50 {
-                        tx.send(&frame(seq, seq % 10 == 9)).unwrap();
+                        tx.send(&flood_frame(seq, seq % 10 == 9)).unwrap();
                         seq += 1;
                     }
                     std::thread::sleep(Duration::from_millis(20));

@@ -4,9 +4,11 @@
 // Each test binary compiles its own copy of this module and uses only some of it.
 #![allow(dead_code)]
 
-use std::io::Read;
+use fastpath_io::netns::Netns;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// True when running as root. Otherwise the test is skipped (false), except in CI (`CI` set),
@@ -77,4 +79,72 @@ impl Drop for ChildGuard {
             let _ = std::fs::remove_file(f);
         }
     }
+}
+
+/// Removes a directory tree on drop (after the guards declared later have stopped their
+/// processes, which drop first).
+pub struct TempDir(pub PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An Ethernet/IPv4/UDP frame to an unknown unicast MAC (a switch floods it); with `bad_ihl`,
+/// its IPv4 header length field says 16 bytes (the parser drops it as `ipv4_bad_ihl`).
+pub fn flood_frame(seq: u32, bad_ihl: bool) -> Vec<u8> {
+    let mut f = vec![2, 0x18, 0, 0, 0, 0xbb, 2, 0x18, 0, 0, 0, 0xaa, 0x08, 0x00];
+    let mut ip = [0u8; 20];
+    ip[0] = if bad_ihl { 0x44 } else { 0x45 };
+    ip[2..4].copy_from_slice(&(20u16 + 8 + 32).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[198, 18, 0, 2]);
+    ip[16..20].copy_from_slice(&[198, 19, 0, 2]);
+    let mut s: u32 = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0x27, 0x10, 0, 7, 0, 40, 0, 0]);
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.resize(14 + 60, 0x5a);
+    f
+}
+
+/// `GET path` from `addr` (HTTP/1.0, so the body is never chunked) inside `ns` → (status code,
+/// body).
+pub fn http_get(ns: &Netns, addr: &str, path: &str) -> Option<(u16, String)> {
+    let (addr, path) = (addr.to_string(), path.to_string());
+    ns.run(move || {
+        let mut s = TcpStream::connect(&addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+        let mut r = Vec::new();
+        s.read_to_end(&mut r).ok()?;
+        let r = String::from_utf8_lossy(&r);
+        let (head, body) = r.split_once("\r\n\r\n")?;
+        Some((head.split(' ').nth(1)?.parse().ok()?, body.to_string()))
+    })
+    .ok()
+    .flatten()
+}
+
+/// Polls `f` every 200 ms until it gives a value; panics after `limit`.
+pub fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(x) = f() {
+            return x;
+        }
+        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// True when `prog --version` runs.
+pub fn have(prog: &str) -> bool {
+    Command::new(prog).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
