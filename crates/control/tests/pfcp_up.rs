@@ -18,6 +18,8 @@
 use fastpath_control::mailbox::{mailbox, ControlEnd, WorkerEnd};
 use fastpath_control::pfcp_up::{Config, Endpoint, PfcpServer, Stats};
 use fastpath_control::Control;
+use fastpath_packet::build::FrameBuilder;
+use fastpath_packet::testutil::write_pcap;
 use fastpath_packet::{Batch, Pool};
 use fastpath_pfcp::bbf::{BbfUpFunctionFeatures, LogicalPort};
 use fastpath_pfcp::group::*;
@@ -111,17 +113,12 @@ fn with_endpoint<R>(f: impl FnOnce(SocketAddr, &Mutex<Control<'_>>, &AtomicU32) 
 /// A downstream frame from the core port: Ethernet, one 802.1Q tag (VLAN 10), IPv4 (with its
 /// checksum) from 198.51.100.1 to `dst`, UDP, 18 bytes of payload.
 fn downstream_frame(dst: Ipv4Addr) -> Vec<u8> {
-    let mut f = vec![0x02, 0xfa, 0, 0, 0, 0x01, 0x02, 0xc0, 0, 0, 0, 0x01]; // dst (gateway), src
-    f.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x00]); // 802.1Q VLAN 10, IPv4
-    let mut ip = vec![0x45, 0, 0, 46, 0, 1, 0, 0, 64, 17, 0, 0, 198, 51, 100, 1]; // 20 + 8 + 18
-    ip.extend_from_slice(&dst.octets());
-    let sum: u32 = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
-    let c = !((sum & 0xffff) + (sum >> 16)) as u16;
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&[0x30, 0x39, 0x30, 0x39, 0, 26, 0, 0]); // UDP 12345 → 12345, no checksum
-    f.extend_from_slice(&[0xa5; 18]);
-    f
+    FrameBuilder::eth([0x02, 0xfa, 0, 0, 0, 0x01], [0x02, 0xc0, 0, 0, 0, 0x01])
+        .vlan(10, 0)
+        .ipv4(Ipv4Addr::new(198, 51, 100, 1), dst)
+        .udp(12345, 12345)
+        .payload(&[0xa5; 18])
+        .build()
 }
 
 /// A control plane played with our codec.
@@ -401,7 +398,7 @@ fn scapy_plays_the_control_plane_and_tshark_reads_our_answers() {
         let dir = std::env::temp_dir().join(format!("fastpath-pfcp-up-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let pcap = dir.join("answers.pcap");
-        write_pcap(&pcap, &frames);
+        write_pcap(&pcap, &frames).unwrap();
         assert_eq!(tshark(&pcap, addr.port(), &["-T", "fields", "-e", "pfcp.msg_type", "-e", "pfcp.cause"]), ["6\t1", "51\t1"]);
         let complaints = tshark(
             &pcap,
@@ -442,60 +439,5 @@ fn tshark(pcap: &Path, port: u16, args: &[&str]) -> Vec<String> {
 
 /// One frame: Ethernet II, IPv4 127.0.0.1 → 127.0.0.1, UDP `sport` → `dport`, both checksummed.
 fn frame(pfcp: &[u8], sport: u16, dport: u16) -> Vec<u8> {
-    let addr = LOCAL.octets();
-    let udp_len = (8 + pfcp.len()) as u16;
-    let mut f = vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];
-    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
-    ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
-    ip.extend_from_slice(&addr);
-    ip.extend_from_slice(&addr);
-    let c = checksum(&ip, 0);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    let mut udp = Vec::new();
-    udp.extend_from_slice(&sport.to_be_bytes());
-    udp.extend_from_slice(&dport.to_be_bytes());
-    udp.extend_from_slice(&udp_len.to_be_bytes());
-    udp.extend_from_slice(&[0, 0]);
-    udp.extend_from_slice(pfcp);
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&addr);
-    pseudo.extend_from_slice(&addr);
-    pseudo.extend_from_slice(&[0, 17]);
-    pseudo.extend_from_slice(&udp_len.to_be_bytes());
-    let c = checksum(&udp, sum(&pseudo));
-    udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
-    f.extend_from_slice(&udp);
-    f
-}
-
-fn sum(b: &[u8]) -> u32 {
-    b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum()
-}
-
-fn checksum(b: &[u8], init: u32) -> u16 {
-    let mut s = init + sum(b);
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
-/// A classic pcap file (microsecond timestamps, LINKTYPE_ETHERNET).
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    for (i, f) in frames.iter().enumerate() {
-        out.extend_from_slice(&(1_700_000_000u32 + i as u32).to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
-    }
-    std::fs::write(path, out).unwrap();
+    FrameBuilder::eth([0; 6], [0; 6]).ipv4(LOCAL, LOCAL).udp(sport, dport).payload(pfcp).build()
 }
