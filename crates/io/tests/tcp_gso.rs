@@ -248,3 +248,57 @@ fn measure_tcp_through_afxdp_with_and_without_multi_buffer() {
         eprintln!("multi_buffer {mb}: median {:.2} Gbit/s (min {:.2}, max {:.2}), {secs} s runs", g[1], g[0], g[2]);
     }
 }
+
+/// Transmit of a multi-buffer frame in copy mode: a chain of up to 18 buffers leaves as one
+/// frame; a chain of 19 is dropped by the kernel (`xsk_build_skb`: `MAX_SKB_FRAGS`).
+#[test]
+fn a_chain_of_buffers_leaves_as_one_frame_up_to_the_kernels_frag_limit() {
+    if skip_unless_root() {
+        return;
+    }
+    let x = Netns::new("fp-tx").unwrap();
+    let y = Netns::new("fp-ty").unwrap();
+    let _v = VethPair::new(&x, "x0", &y, "y0").unwrap();
+    for (ns, ifn) in [(&x, "x0"), (&y, "y0")] {
+        ns.set_mtu(ifn, 65535).unwrap();
+        ns.link_up(ifn).unwrap();
+    }
+    let cfg = XdpConfig { mode: XdpMode::Skb, zero_copy: ZeroCopy::No, multi_buffer: true, ..XdpConfig::default() };
+    let mut pool = Pool::new(8192);
+    let mut port = x.run(|| XdpPort::open("x0", 0, &cfg, &mut pool).unwrap()).unwrap();
+    let rx = y.run(|| fastpath_io::af_packet::RawSocket::open("y0").unwrap()).unwrap();
+    let mut buf = vec![0u8; 70_000];
+    // (frame size, buffers): 2, 18 and 19 buffers of at most 1792 bytes.
+    for (seq, (size, parts)) in [(3000usize, 2usize), (18 * 1792, 18), (19 * 1792, 19)].into_iter().enumerate() {
+        let f = netns_common::frame(0, seq as u32, size);
+        let hs: Vec<_> = f
+            .chunks(size.div_ceil(parts))
+            .map(|c| {
+                let h = pool.alloc().unwrap();
+                pool.set_data(h, c);
+                h
+            })
+            .collect();
+        assert_eq!(hs.len(), parts);
+        assert!(port.tx_chain(&mut pool, &hs));
+        let end = Instant::now() + Duration::from_millis(1500);
+        let mut got = None;
+        while got.is_none() && Instant::now() < end {
+            if let Ok(Some(len)) = rx.recv(&mut buf, 50) {
+                if netns_common::marked_seq(&buf[..len]) == Some(seq as u32) {
+                    got = Some(buf[..len].to_vec());
+                }
+            }
+            port.flush(&mut pool).unwrap();
+        }
+        let st = port.stats();
+        eprintln!("{parts} buffers, {size} bytes: received {:?} bytes; tx_dropped {}", got.as_ref().map(Vec::len), st.tx_dropped);
+        if parts <= 18 {
+            assert_eq!(got.as_deref(), Some(&f[..]), "{parts} buffers arrive as one frame, unchanged");
+        } else {
+            assert!(got.is_none(), "{parts} buffers exceed the kernel's frag limit");
+            assert!(st.tx_dropped > 0, "and the kernel counts the frame's descriptors invalid");
+        }
+    }
+    port.close(&mut pool);
+}

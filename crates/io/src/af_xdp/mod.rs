@@ -806,6 +806,38 @@ impl XdpPort {
         self.mb.as_ref().map(|m| m.stats)
     }
 
+    /// Queues one frame made of several buffers, in order, as a descriptor chain (every
+    /// descriptor but the last flagged `XDP_PKT_CONTD`), and asks the kernel to send it. Only
+    /// on a port with multi-buffer ([`XdpConfig::multi_buffer`]); returns false (nothing
+    /// queued, the buffers stay the caller's) without it, when a buffer is empty or the tx ring
+    /// has too little room. The kernel makes one skb of the chain (`xsk_build_skb`, copy mode)
+    /// with at most `MAX_SKB_FRAGS` (17) frags, so a chain of more than 18 buffers is dropped
+    /// by the kernel (counted in `tx_dropped`); the skb carries no GSO metadata, so the frame
+    /// must fit the peer's MTU. See docs/tcp-gso.md.
+    pub fn tx_chain(&mut self, pool: &mut Pool, pkts: &[PktId]) -> bool {
+        if self.mb.is_none() || pkts.is_empty() || !self.same_pool(pool) || pkts.iter().any(|&h| pool.len(h) == 0) {
+            return false;
+        }
+        self.reap_completions(pool);
+        let n = pkts.len() as u32;
+        if self.tx.prod_free(n) < n {
+            return false;
+        }
+        let mut bytes = 0u64;
+        for (i, &h) in pkts.iter().enumerate() {
+            let len = pool.len(h);
+            let addr = (h.index() * BUF_SIZE + pool.headroom(h)) as u64;
+            let options = if i + 1 < pkts.len() { XDP_PKT_CONTD } else { 0 };
+            self.tx.prod_write(i as u32, XdpDesc { addr, len: len as u32, options });
+            bytes += len as u64;
+        }
+        self.tx.prod_submit(n);
+        self.kick_tx();
+        self.stats.tx_pkts += 1;
+        self.stats.tx_bytes += bytes;
+        true
+    }
+
     /// [`Port::rx_burst`] with `XDP_USE_SG`: a frame may span several descriptors. Whole chains
     /// only: a chain not yet complete in the ring, or whose segments would not fit the batch,
     /// waits for the next burst.
