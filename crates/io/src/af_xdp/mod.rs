@@ -866,7 +866,16 @@ impl XdpPort {
                 break;
             }
             let first = self.rx.cons_read(i);
-            if j - i == 1 && total <= 14 + mb.mtu {
+            let single = j - i == 1;
+            let idx0 = first.addr as usize / BUF_SIZE;
+            // One buffer longer than the MTU that is not IPv4 TCP: nothing to cut, it passes
+            // as it would without multi-buffer.
+            let pass_long = single
+                && total > 14 + mb.mtu
+                && idx0 < self.pool_cap
+                && pool.set_bounds(PktId(idx0 as u32), first.addr as usize % BUF_SIZE, first.len as usize)
+                && mb::parse_tcp4(pool.data(PktId(idx0 as u32))).is_none();
+            if single && (total <= 14 + mb.mtu || pass_long) {
                 // One buffer that fits the MTU: as without multi-buffer, plus the checksum check.
                 let idx = first.addr as usize / BUF_SIZE;
                 let h = PktId(idx as u32);
@@ -890,9 +899,12 @@ impl XdpPort {
             // the batch for the most segments it can make (headers of at most 120 bytes), or
             // it waits for the next burst.
             let seg_payload = (mb.mtu.min(fastpath_packet::pool::MAX_FRAME - 14)).saturating_sub(120).max(1);
-            if total.div_ceil(seg_payload) + 1 > BATCH_MAX - batch.len() {
+            let need = total.div_ceil(seg_payload) + 1;
+            if need > BATCH_MAX - batch.len() && need <= BATCH_MAX {
                 break;
             }
+            // (A chain that could not fit even an empty batch, at a tiny MTU, is gathered and
+            // then dropped by `segment_tcp4`, so the ring never stalls on it.)
             if j - i > 1 {
                 mb.stats.chains += 1;
             }
