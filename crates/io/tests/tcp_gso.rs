@@ -15,7 +15,8 @@
 //!
 //! `cargo test -p fastpath-io --test tcp_gso -- --ignored --nocapture` measures instead:
 //! 3 runs of `FP_TCP_GSO_SECS` (default 5) seconds with and without multi-buffer receive, in
-//! generic XDP mode (`FP_TCP_GSO_MODE=native`: native).
+//! generic XDP mode (`FP_TCP_GSO_MODE=native`: native; `FP_TCP_GSO_GRO=1`: GRO on at both
+//! endpoints).
 
 mod netns_common;
 
@@ -89,6 +90,11 @@ fn run(secs: u32, multi_buffer: bool, capture: bool) -> Outcome {
     let (ma, mb_) = (mac(&a, "a0"), mac(&b, "b0"));
     a.ip(&["neigh", "replace", "198.18.0.2", "lladdr", &mb_, "dev", "a0", "nud", "permanent"]).unwrap();
     b.ip(&["neigh", "replace", "198.18.0.1", "lladdr", &ma, "dev", "b0", "nud", "permanent"]).unwrap();
+    // FP_TCP_GSO_GRO=1: GRO on at both endpoints (their stacks take merged segments).
+    if std::env::var("FP_TCP_GSO_GRO").is_ok_and(|v| v == "1") {
+        a.exec("ethtool", &["-K", "a0", "gro", "on"]).unwrap();
+        b.exec("ethtool", &["-K", "b0", "gro", "on"]).unwrap();
+    }
     let offloads = a.exec("ethtool", &["-k", "a0"]).unwrap_or_default();
     assert!(offloads.contains("tcp-segmentation-offload: on"), "the sender has TSO on:\n{offloads}");
 
