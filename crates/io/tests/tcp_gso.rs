@@ -38,6 +38,17 @@ fn mac(ns: &Netns, ifn: &str) -> String {
     out.split("link/ether ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_string()
 }
 
+/// A child process killed and reaped when dropped, so that no exit path (a failed assertion
+/// included) leaves it running. `ip netns exec` execs the program: the child is the program.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn spawn_in(ns: &Netns, args: &[&str], stdout: Stdio) -> Child {
     let mut a = vec!["netns", "exec", ns.name()];
     a.extend_from_slice(args);
@@ -113,7 +124,7 @@ fn run(secs: u32, multi_buffer: bool, capture: bool) -> Outcome {
     let pcap_s = pcap.to_str().unwrap().to_string();
     let dur = (secs + 4).to_string();
     let mut shark = capture.then(|| {
-        spawn_in(&b, &["tshark", "-q", "-i", "b0", "-c", "20000", "-a", &format!("duration:{dur}"), "-w", &pcap_s], Stdio::null())
+        Reaped(spawn_in(&b, &["tshark", "-q", "-i", "b0", "-c", "20000", "-a", &format!("duration:{dur}"), "-w", &pcap_s], Stdio::null()))
     });
     if shark.is_some() {
         let end = Instant::now() + Duration::from_secs(10);
@@ -122,7 +133,7 @@ fn run(secs: u32, multi_buffer: bool, capture: bool) -> Outcome {
         }
         std::thread::sleep(Duration::from_millis(300));
     }
-    let mut server = spawn_in(&b, &["timeout", &(secs + 15).to_string(), "iperf3", "-s", "-1", "-B", "198.18.0.2"], Stdio::null());
+    let _server = Reaped(spawn_in(&b, &["iperf3", "-s", "-1", "-B", "198.18.0.2"], Stdio::null()));
     std::thread::sleep(Duration::from_millis(400));
     let t = secs.to_string();
     let mut client = spawn_in(&a, &["timeout", &(secs + 12).to_string(), "iperf3", "-c", "198.18.0.2", "-t", &t, "-J"], Stdio::piped());
@@ -155,10 +166,8 @@ fn run(secs: u32, multi_buffer: bool, capture: bool) -> Outcome {
     }
     let out = client.wait_with_output().unwrap();
     let json = String::from_utf8_lossy(&out.stdout).to_string();
-    let _ = server.kill();
-    let _ = server.wait();
     if let Some(s) = shark.as_mut() {
-        let _ = s.wait();
+        let _ = s.0.wait();
     }
     let mb = p0.multi_buffer_stats();
     let port_drops = p0.stats().rx_dropped + p1.stats().rx_dropped + p0.stats().tx_dropped + p1.stats().tx_dropped;
