@@ -38,6 +38,7 @@
 //! Thread: open/drop on the control path (any thread in the right network namespace); bursts
 //! on the worker that owns the port.
 
+mod mb;
 mod ring;
 
 use std::io;
@@ -72,6 +73,10 @@ const XDP_SHARED_UMEM: u16 = 1 << 0;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+/// `XDP_USE_SG` (kernel ≥ 6.6): frames larger than a chunk arrive as descriptor chains.
+const XDP_USE_SG: u16 = 1 << 4;
+/// `XDP_PKT_CONTD` in a descriptor's options: the frame continues in the next descriptor.
+const XDP_PKT_CONTD: u32 = 1;
 const SO_PREFER_BUSY_POLL: i32 = 69;
 const SO_BUSY_POLL_BUDGET: i32 = 70;
 /// Queues an interface's XSKMAP can address.
@@ -175,6 +180,15 @@ pub struct XdpConfig {
     /// device's NAPI then runs in the worker's `recvfrom`/`sendto` instead of softirq, on the
     /// worker's core (kernel `Documentation/networking/napi.rst`, "busy polling").
     pub busy_poll_us: u32,
+    /// Multi-buffer receive for TCP senders that keep their offloads on (off by default): the
+    /// socket is bound with `XDP_USE_SG` (kernel ≥ 6.6) and the redirect program loaded with
+    /// `BPF_F_XDP_HAS_FRAGS`, so a frame larger than a buffer (a 64 KB TCP segment from a
+    /// sender with TSO/GSO) arrives as a chain of descriptors instead of being dropped. An
+    /// IPv4 TCP frame longer than the interface MTU is cut into MTU-sized segments with their
+    /// checksums (software GSO); other chained frames are dropped and counted. TCP checksums
+    /// the sender left partial (checksum offload) are completed. Only the port that registers
+    /// the pool's UMEM decides; ports that share it follow. See docs/tcp-gso.md.
+    pub multi_buffer: bool,
 }
 
 impl Default for XdpConfig {
@@ -189,6 +203,7 @@ impl Default for XdpConfig {
             comp_size: 2048,
             frame_headroom: 0,
             busy_poll_us: 0,
+            multi_buffer: false,
         }
     }
 }
@@ -375,7 +390,7 @@ struct IfaceXdp {
 type IfaceKey = (u64, u32);
 static IFACES: Mutex<Vec<(IfaceKey, Weak<IfaceXdp>)>> = Mutex::new(Vec::new());
 
-fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp>, XdpError> {
+fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode, frags: bool) -> Result<Arc<IfaceXdp>, XdpError> {
     let key = (sys::netns_id(), ifindex);
     let mut reg = IFACES.lock().unwrap_or_else(|p| p.into_inner());
     reg.retain(|(_, w)| w.strong_count() > 0);
@@ -390,11 +405,13 @@ fn attach_iface(iface: &str, ifindex: u32, mode: XdpMode) -> Result<Arc<IfaceXdp
         }
     };
     let map = Map::create(MapType::XSKMAP, 4, 4, MAX_QUEUES, "fp_xsks").map_err(|e| bpf_err(e, "creating the XSKMAP"))?;
-    let prog = Prog::load(ProgType::XDP, &xsk_redirect_insns(map.fd()), "GPL", bpf::BPF_XDP, "fp_xsk_redir")
+    // Multi-buffer: the program takes frames in several buffers (it reads none of their bytes).
+    let frag_flag = if frags { bpf::BPF_F_XDP_HAS_FRAGS } else { 0 };
+    let prog = Prog::load_with_flags(ProgType::XDP, &xsk_redirect_insns(map.fd()), "GPL", bpf::BPF_XDP, "fp_xsk_redir", frag_flag)
         .map_err(|e| bpf_err(e, "loading the XDP redirect program"))?;
     // Native mode on a driver with the VLAN metadata kfunc: the program that puts a tag held
     // outside the frame back into it. A device-bound program cannot run in skb mode.
-    let mut vlan_prog = if mode == XdpMode::Skb { None } else { load_vlan_redirect(&map, ifindex) };
+    let mut vlan_prog = if mode == XdpMode::Skb || frags { None } else { load_vlan_redirect(&map, ifindex) };
     let mut prog = Some(prog);
     let tries: &[XdpAttachMode] = match mode {
         XdpMode::Auto => &[XdpAttachMode::Native, XdpAttachMode::Skb],
@@ -447,6 +464,8 @@ struct Umem {
     base: usize,
     zero_copy: bool,
     need_wakeup: bool,
+    /// Bound with `XDP_USE_SG`: every socket sharing it receives descriptor chains.
+    sg: bool,
 }
 
 static UMEMS: Mutex<Vec<(usize, Weak<Umem>)>> = Mutex::new(Vec::new());
@@ -523,6 +542,57 @@ pub struct XdpPort {
     errlog: ErrorLog,
     /// Handles on their way between the pool and the fill/completion rings (allocated once).
     scratch: Box<[PktId; BATCH_MAX]>,
+    /// Multi-buffer receive state, when the UMEM was bound with `XDP_USE_SG`.
+    mb: Option<Box<MultiBuffer>>,
+}
+
+/// What multi-buffer receive did on one port ([`XdpPort::multi_buffer_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MultiBufferStats {
+    /// Frames that arrived as a chain of descriptors (larger than one buffer).
+    pub chains: u64,
+    /// Frames longer than the MTU cut into segments (software GSO), and the segments made.
+    pub segmented: u64,
+    /// Segments made of them.
+    pub segments: u64,
+    /// TCP checksums completed (the sender left them partial).
+    pub csum_completed: u64,
+    /// Frames dropped: chained but not IPv4 TCP, or no room in the pool.
+    pub dropped: u64,
+}
+
+/// Multi-buffer receive state: the gather buffer for chains (allocated once) and counters.
+struct MultiBuffer {
+    gather: Vec<u8>,
+    /// The interface MTU: frames up to `14 + mtu` bytes pass as they are.
+    mtu: usize,
+    stats: MultiBufferStats,
+}
+
+/// Rx descriptors looked at per burst in multi-buffer mode: room for a whole 64 KB chain (37).
+const MB_RX_WINDOW: u32 = 512;
+
+/// The MTU of `iface` in the calling thread's network namespace (`SIOCGIFMTU`).
+fn if_mtu(iface: &str) -> Option<usize> {
+    // SAFETY: plain socket(2); checked below and closed before returning.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return None;
+    }
+    // SAFETY: ifreq is plain data; all zeros is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, &b) in ifr.ifr_name.iter_mut().zip(iface.as_bytes().iter().take(libc::IFNAMSIZ - 1)) {
+        *d = b as libc::c_char;
+    }
+    // SAFETY: SIOCGIFMTU reads the name and writes the MTU into the live `ifr`.
+    let r = unsafe { libc::ioctl(s, libc::SIOCGIFMTU, &mut ifr) };
+    // SAFETY: `s` is our own descriptor.
+    unsafe { libc::close(s) };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: after a successful SIOCGIFMTU the union holds the MTU.
+    Some(unsafe { ifr.ifr_ifru.ifru_mtu } as usize)
 }
 
 impl XdpPort {
@@ -550,7 +620,7 @@ impl XdpPort {
             return Err(XdpError::BadConfig { iface: iface.into(), what: "queue index above 255" });
         }
         let idx = sys::ifindex(iface).map_err(|_| XdpError::NoSuchInterface { iface: iface.into() })?;
-        let attach = attach_iface(iface, idx, cfg.mode)?;
+        let attach = attach_iface(iface, idx, cfg.mode, cfg.multi_buffer)?;
         let (base, len) = pool.region_raw();
         let base = base as usize;
         // A socket closed a moment ago releases its queue asynchronously (the kernel defers the
@@ -639,7 +709,8 @@ impl XdpPort {
                 sa.shared_umem_fd = u.fd.as_ref().map_or(-1, |f| f.as_raw_fd()) as u32;
             }
             None => {
-                sa.flags = copy_flag | if cfg.need_wakeup { XDP_USE_NEED_WAKEUP } else { 0 };
+                sa.flags =
+                    copy_flag | if cfg.need_wakeup { XDP_USE_NEED_WAKEUP } else { 0 } | if cfg.multi_buffer { XDP_USE_SG } else { 0 };
             }
         }
         // SAFETY: `sa` is a live sockaddr_xdp and its exact size is passed.
@@ -676,11 +747,12 @@ impl XdpPort {
         let (umem, own_fd, shared) = match existing {
             Some(u) => (u, Some(sock), true),
             None => {
-                let u = Arc::new(Umem { fd: Some(sock), base, zero_copy, need_wakeup: cfg.need_wakeup });
+                let u = Arc::new(Umem { fd: Some(sock), base, zero_copy, need_wakeup: cfg.need_wakeup, sg: cfg.multi_buffer });
                 umems.push((base, Arc::downgrade(&u)));
                 (u, None, false)
             }
         };
+        let umem_sg = umem.sg;
         let info = XdpModeInfo {
             attach: attach.mode,
             zero_copy: umem.zero_copy && zero_copy,
@@ -706,6 +778,15 @@ impl XdpPort {
             stats: PortStats::default(),
             errlog: ErrorLog::default(),
             scratch: Box::new([PktId(0); BATCH_MAX]),
+            mb: if umem_sg {
+                Some(Box::new(MultiBuffer {
+                    gather: Vec::with_capacity(mb::GATHER_MAX),
+                    mtu: if_mtu(iface).unwrap_or(1500),
+                    stats: MultiBufferStats::default(),
+                }))
+            } else {
+                None
+            },
         })
     }
 
@@ -717,6 +798,151 @@ impl XdpPort {
     /// The queue index the socket is bound to.
     pub fn queue(&self) -> u32 {
         self.queue
+    }
+
+    /// Multi-buffer receive counters; `None` when the port was not opened with
+    /// [`XdpConfig::multi_buffer`] (or shares a UMEM registered without it).
+    pub fn multi_buffer_stats(&self) -> Option<MultiBufferStats> {
+        self.mb.as_ref().map(|m| m.stats)
+    }
+
+    /// Queues one frame made of several buffers, in order, as a descriptor chain (every
+    /// descriptor but the last flagged `XDP_PKT_CONTD`), and asks the kernel to send it. Only
+    /// on a port with multi-buffer ([`XdpConfig::multi_buffer`]); returns false (nothing
+    /// queued, the buffers stay the caller's) without it, when a buffer is empty or the tx ring
+    /// has too little room. The kernel makes one skb of the chain (`xsk_build_skb`, copy mode)
+    /// with at most `MAX_SKB_FRAGS` (17) frags, so a chain of more than 18 buffers is dropped
+    /// by the kernel (counted in `tx_dropped`); the skb carries no GSO metadata, so the frame
+    /// must fit the peer's MTU. See docs/tcp-gso.md.
+    pub fn tx_chain(&mut self, pool: &mut Pool, pkts: &[PktId]) -> bool {
+        if self.mb.is_none() || pkts.is_empty() || !self.same_pool(pool) || pkts.iter().any(|&h| pool.len(h) == 0) {
+            return false;
+        }
+        self.reap_completions(pool);
+        let n = pkts.len() as u32;
+        if self.tx.prod_free(n) < n {
+            return false;
+        }
+        let mut bytes = 0u64;
+        for (i, &h) in pkts.iter().enumerate() {
+            let len = pool.len(h);
+            let addr = (h.index() * BUF_SIZE + pool.headroom(h)) as u64;
+            let options = if i + 1 < pkts.len() { XDP_PKT_CONTD } else { 0 };
+            self.tx.prod_write(i as u32, XdpDesc { addr, len: len as u32, options });
+            bytes += len as u64;
+        }
+        self.tx.prod_submit(n);
+        self.kick_tx();
+        self.stats.tx_pkts += 1;
+        self.stats.tx_bytes += bytes;
+        true
+    }
+
+    /// [`Port::rx_burst`] with `XDP_USE_SG`: a frame may span several descriptors. Whole chains
+    /// only: a chain not yet complete in the ring, or whose segments would not fit the batch,
+    /// waits for the next burst.
+    /// Returns (packets pushed, their bytes, descriptors available).
+    fn rx_burst_mb(&mut self, pool: &mut Pool, batch: &mut Batch, port_id: u16) -> (usize, u64, u32) {
+        let Some(mb) = self.mb.as_deref_mut() else { return (0, 0, 0) };
+        let n = self.rx.cons_avail(MB_RX_WINDOW);
+        let start = batch.len();
+        let mut bytes = 0u64;
+        let mut i = 0u32;
+        while i < n && batch.len() < BATCH_MAX {
+            // The chain i..j.
+            let mut j = i;
+            let mut total = 0usize;
+            let mut complete = false;
+            while j < n {
+                let d = self.rx.cons_read(j);
+                j += 1;
+                total += d.len as usize;
+                if d.options & XDP_PKT_CONTD == 0 {
+                    complete = true;
+                    break;
+                }
+            }
+            if !complete {
+                break;
+            }
+            let first = self.rx.cons_read(i);
+            let single = j - i == 1;
+            let idx0 = first.addr as usize / BUF_SIZE;
+            // One buffer longer than the MTU that is not IPv4 TCP: nothing to cut, it passes
+            // as it would without multi-buffer.
+            let pass_long = single
+                && total > 14 + mb.mtu
+                && idx0 < self.pool_cap
+                && pool.set_bounds(PktId(idx0 as u32), first.addr as usize % BUF_SIZE, first.len as usize)
+                && mb::parse_tcp4(pool.data(PktId(idx0 as u32))).is_none();
+            if single && (total <= 14 + mb.mtu || pass_long) {
+                // One buffer that fits the MTU: as without multi-buffer, plus the checksum check.
+                let idx = first.addr as usize / BUF_SIZE;
+                let h = PktId(idx as u32);
+                if idx >= self.pool_cap || !pool.set_bounds(h, first.addr as usize % BUF_SIZE, first.len as usize) {
+                    self.stats.errors += 1;
+                    if idx < self.pool_cap {
+                        pool.free(h);
+                    }
+                    i = j;
+                    continue;
+                }
+                if mb::complete_partial_csum(pool.data_mut(h)) {
+                    mb.stats.csum_completed += 1;
+                }
+                batch.push(h, port_id);
+                bytes += u64::from(first.len);
+                i = j;
+                continue;
+            }
+            // Larger than the MTU: gather the chain, then cut it into segments. Enough room in
+            // the batch for the most segments it can make (headers of at most 120 bytes), or
+            // it waits for the next burst.
+            let seg_payload = (mb.mtu.min(fastpath_packet::pool::MAX_FRAME - 14)).saturating_sub(120).max(1);
+            let need = total.div_ceil(seg_payload) + 1;
+            if need > BATCH_MAX - batch.len() && need <= BATCH_MAX {
+                break;
+            }
+            // (A chain that could not fit even an empty batch, at a tiny MTU, is gathered and
+            // then dropped by `segment_tcp4`, so the ring never stalls on it.)
+            if j - i > 1 {
+                mb.stats.chains += 1;
+            }
+            mb.gather.clear();
+            for k in i..j {
+                let d = self.rx.cons_read(k);
+                let idx = d.addr as usize / BUF_SIZE;
+                if idx >= self.pool_cap {
+                    self.stats.errors += 1;
+                    continue;
+                }
+                let h = PktId(idx as u32);
+                if pool.set_bounds(h, d.addr as usize % BUF_SIZE, d.len as usize) && mb.gather.len() + pool.len(h) <= mb::GATHER_MAX {
+                    mb.gather.extend_from_slice(pool.data(h));
+                }
+                pool.free(h);
+            }
+            let t = mb::parse_tcp4(&mb.gather);
+            match t {
+                Some(t) => {
+                    let mss = mb::mss_for(&t, mb.mtu);
+                    let got = mb::segment_tcp4(&mb.gather, &t, mss, pool, batch, port_id);
+                    if got == 0 {
+                        mb.stats.dropped += 1;
+                    } else {
+                        mb.stats.segmented += 1;
+                        mb.stats.segments += got as u64;
+                        bytes += (mb.gather.len() + (got - 1) * (t.payload)) as u64;
+                    }
+                }
+                None => mb.stats.dropped += 1,
+            }
+            i = j;
+        }
+        if i > 0 {
+            self.rx.cons_release(i);
+        }
+        (batch.len() - start, bytes, n)
     }
 
     /// True when `pool` is the pool this port's UMEM is.
@@ -859,6 +1085,19 @@ impl Port for XdpPort {
             return 0;
         }
         self.reap_completions(pool);
+        if self.mb.is_some() {
+            let (got, bytes, n) = self.rx_burst_mb(pool, batch, port_id);
+            self.refill(pool);
+            if n == 0 && (self.busy_poll || (self.info.need_wakeup && self.fill.needs_wakeup())) {
+                // SAFETY: recvfrom with no buffer: a wakeup on our own socket.
+                unsafe {
+                    libc::recvfrom(self.fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut());
+                }
+            }
+            self.stats.rx_pkts += got as u64;
+            self.stats.rx_bytes += bytes;
+            return got;
+        }
         let room = (BATCH_MAX - batch.len()) as u32;
         let n = self.rx.cons_avail(room);
         let mut bytes = 0u64;
@@ -936,7 +1175,12 @@ impl Port for XdpPort {
 
     fn stats(&self) -> PortStats {
         let k = self.xdp_stats();
-        PortStats { rx_dropped: k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs, tx_dropped: k.tx_invalid_descs, ..self.stats }
+        let mb_dropped = self.mb.as_ref().map_or(0, |m| m.stats.dropped);
+        PortStats {
+            rx_dropped: k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs + mb_dropped,
+            tx_dropped: k.tx_invalid_descs,
+            ..self.stats
+        }
     }
 }
 
