@@ -39,9 +39,16 @@ fn fairness_two_and_four_to_one_through_the_shaped_bridge() {
         duration_s: 2.0,
         ..FairnessConfig::default()
     };
-    let r = fairness::run(&cfg, &mut |l| eprintln!("{l}")).unwrap();
+    let mut r = fairness::run(&cfg, &mut |l| eprintln!("{l}")).unwrap();
+    if r.rows.iter().any(|row| row.generator_limited) {
+        // The senders could not offer more than R (other work took the 2 cores): the test's
+        // premise does not hold, so run it once more rather than judge the shaper on it.
+        eprintln!("generator-limited (the machine is busy); once more");
+        r = fairness::run(&cfg, &mut |l| eprintln!("{l}")).unwrap();
+    }
     assert_eq!(r.rows.len(), 2, "{:?}", r.rows);
     for row in &r.rows {
+        assert!(!row.generator_limited, "the senders must offer more than R: {row:?}");
         // The shaper lets through about R (±15 % for a 2 s trial on a busy machine), no more.
         assert!(row.received_total_mbps > 0.85 * 50.0 && row.received_total_mbps < 1.1 * 50.0, "{row:?}");
         assert!(row.sent > row.received, "offered above R, so some frames were dropped: {row:?}");
