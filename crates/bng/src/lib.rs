@@ -44,6 +44,8 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod cp;
+pub mod cpri;
 pub mod dhcp;
 pub mod pfcp_cp;
 pub mod store;
