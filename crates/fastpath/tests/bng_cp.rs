@@ -172,10 +172,8 @@ mask = "255.255.255.0"
             let leased = offer.yiaddr;
             assert_eq!(leased, Ipv4Addr::new(100, 64, 0, 10));
             assert_eq!(teid, gtpu::cpri_teid(1, 1), "the reply names the port the request came in on");
-            for f in [&offer_frame] {
-                assert_eq!(&f[6..12], &GW_MAC, "from the gateway MAC");
-                assert_eq!(&f[12..22], &[0x88, 0xa8, 0, 100, 0x81, 0x00, 0, 7, 0x08, 0x00], "S-VLAN 100, C-VLAN 7");
-            }
+            assert_eq!(&offer_frame[6..12], &GW_MAC, "from the gateway MAC");
+            assert_eq!(&offer_frame[12..22], &[0x88, 0xa8, 0, 100, 0x81, 0x00, 0, 7, 0x08, 0x00], "S-VLAN 100, C-VLAN 7");
             let (_, ack_frame, ack) = exchange(
                 &up,
                 cpri,
@@ -186,7 +184,7 @@ mask = "255.255.255.0"
                 MessageType::ACK,
             );
             assert_eq!((ack.yiaddr, ack.options.lease_time_s), (leased, Some(600)));
-            assert_eq!(&ack_frame[..6], &sub.mac, "unicast to the client's MAC");
+            assert_eq!((&ack_frame[..6], &ack_frame[6..12]), (&sub.mac[..], &GW_MAC[..]), "gateway MAC ▸ the client's MAC");
             assert_eq!(&ack_frame[12..22], &[0x88, 0xa8, 0, 100, 0x81, 0x00, 0, 7, 0x08, 0x00]);
             assert_eq!(&ack_frame[22 + 12..22 + 20], &[100, 64, 0, 1, 100, 64, 0, 10], "gateway ▸ leased address");
             wait_for("the session on the user plane", || tables().0.len() == 1);
