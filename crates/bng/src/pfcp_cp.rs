@@ -199,6 +199,26 @@ impl PfcpCp {
         self.subs.values().filter(|s| matches!(s.state, State::Established { .. })).count()
     }
 
+    /// A subscriber's session as the control plane keeps it: CP SEID, address, and the UP
+    /// SEID once the user plane accepted it.
+    pub fn session(&self, id: &Identity) -> Option<(u64, Ipv4Addr, Option<u64>)> {
+        self.subs.get(id).map(|s| {
+            let up = match s.state {
+                State::Established { up_seid } => Some(up_seid),
+                State::Establishing { .. } => None,
+            };
+            (s.cp_seid, s.ip, up)
+        })
+    }
+
+    /// Takes back a session the user plane holds (after a control-plane restart, from the
+    /// store): later lease events delete it with `up_seid`, and new CP SEIDs start above
+    /// `cp_seid`. Nothing is sent.
+    pub fn restore(&mut self, id: Identity, ip: Ipv4Addr, cp_seid: u64, up_seid: u64) {
+        self.next_seid = self.next_seid.max(cp_seid.saturating_add(1));
+        self.subs.insert(id, Sub { cp_seid, ip, state: State::Established { up_seid } });
+    }
+
     /// True once the user plane accepted the association.
     pub fn is_associated(&self) -> bool {
         self.associated

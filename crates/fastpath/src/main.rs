@@ -7,6 +7,7 @@
 //! - `gen`    generate route files and ClassBench-style rule sets
 //! - `lab`    end-to-end tests through real ports between network namespaces
 //! - `sim`    the traffic manager in virtual time at switch scale: incast, burst absorption
+//! - `bng-cp` the broadband control plane: DHCP from a user plane over GTP-U, sessions over PFCP
 
 mod cli;
 mod scenario;
@@ -49,6 +50,8 @@ enum Cmd {
     Lab(cli::lab::LabArgs),
     /// The traffic manager in virtual time at switch scale (32 × 100G): incast, burst.
     Sim(cli::sim::SimArgs),
+    /// The broadband control plane: DHCP from a user plane over GTP-U (CPRi), sessions over PFCP.
+    BngCp(cli::bng_cp::BngCpArgs),
 }
 
 /// Large tables (a 64 MiB DIR-24-8 root, million-entry hash and flow tables) are read at random
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Bench(a) => cli::bench::run(a),
         Cmd::Check(a) => cli::check::run(a),
+        Cmd::BngCp(a) => cli::bng_cp::run(a),
         Cmd::Ctl(a) => cli::ctl::run(a),
         Cmd::Gen(g) => cli::gen::run(g),
         Cmd::Lab(a) => cli::lab::run(a),

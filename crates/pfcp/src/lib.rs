@@ -51,6 +51,7 @@
 pub mod bbf;
 pub mod error;
 pub mod group;
+pub mod gtpu;
 pub mod ie;
 pub mod message;
 pub mod samples;

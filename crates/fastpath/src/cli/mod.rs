@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_bng;
+pub mod bng_cp;
 pub mod check;
 pub mod ctl;
 pub mod gen;
