@@ -98,6 +98,17 @@ impl Processor for TxAll {
     }
 }
 
+/// The exception path of a worker: where punted packets go, and where packets the control plane
+/// sends out of a port (packet-out) come from — a socket to a control plane, say (the broadband
+/// gateway's CPRi). Called on the worker thread; must not block.
+pub trait Exception: Send {
+    /// A punted packet: its bytes and where it came from. The worker frees it afterwards.
+    fn punt(&mut self, frame: &[u8], p: &Punted);
+    /// Hands every packet-out waiting now to `send(port, frame)` (false: the port did not take
+    /// it). Called once per poll.
+    fn packet_out(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool);
+}
+
 /// A packet handed to the control plane, with why and where it came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Punted {
@@ -219,6 +230,8 @@ pub struct Worker<P> {
     punt: Option<PuntRing>,
     /// Punted packets leave through this port (the control plane's), when set.
     punt_port: Option<u16>,
+    /// Punted packets go to this exception path, and its packet-outs leave through ports.
+    exception: Option<Box<dyn Exception>>,
     clock: Box<dyn FnMut() -> u64 + Send>,
     stats: WorkerStats,
     /// The port the next poll receives from first.
@@ -243,10 +256,43 @@ impl<P: Processor> Worker<P> {
             free: Box::new([PktId(0); BATCH_MAX]),
             punt: None,
             punt_port: None,
+            exception: None,
             clock: Box::new(move || start.elapsed().as_nanos() as u64),
             stats: WorkerStats::default(),
             first_port: 0,
         }
+    }
+
+    /// Hands punted packets to `ex` (counted as `punted`) and sends its packet-outs, once per
+    /// poll, out of the ports they name (counted in `tx_pkts`, or `tx_bad_port` / `tx_dropped`).
+    pub fn with_exception(mut self, ex: Box<dyn Exception>) -> Worker<P> {
+        self.exception = Some(ex);
+        self
+    }
+
+    /// Sends the exception path's packet-outs.
+    fn packet_outs(&mut self) {
+        let Some(ex) = self.exception.as_mut() else { return };
+        let (pool, ports, stats) = (&mut self.pool, &mut self.ports, &mut self.stats);
+        ex.packet_out(&mut |port, frame| {
+            let Some(p) = ports.get_mut(usize::from(port)) else {
+                stats.tx_bad_port += 1;
+                return false;
+            };
+            let Some(h) = pool.alloc() else {
+                stats.tx_dropped += 1;
+                return false;
+            };
+            pool.set_data(h, frame);
+            if p.tx_burst(pool, &[h]) == 1 {
+                stats.tx_pkts += 1;
+                true
+            } else {
+                pool.free(h);
+                stats.tx_dropped += 1;
+                false
+            }
+        });
     }
 
     /// How long an idle worker may sleep, at most `max`: until the processor's next held packet
@@ -323,6 +369,7 @@ impl<P: Processor> Worker<P> {
     /// Returns the packets received. Never allocates.
     pub fn poll_once(&mut self) -> usize {
         self.processor.between_batches(&self.ports, &self.stats);
+        self.packet_outs();
         let mut total = 0;
         // Each poll starts one port further, so that after a stall no port's batch always
         // reaches a shared queue first (with a traffic manager, the first batch in takes the
@@ -401,6 +448,7 @@ impl<P: Processor> Worker<P> {
         // General path: gather per output port (one slot write per packet), free the rest.
         // Counters add up in locals and are stored once per batch.
         let punt_port = self.punt_port.map(usize::from);
+        let (exception, punt_ring, pool) = (&mut self.exception, &mut self.punt, &self.pool);
         let (tx, tx_n, free) = (&mut self.tx[..], &mut self.tx_n[..], &mut self.free[..]);
         let (mut nfree, mut dropped, mut bad_port, mut unfinished) = (0usize, 0u64, 0u64, 0u64);
         let (mut punted, mut punt_dropped, mut queued) = (0u64, 0u64, 0u64);
@@ -417,22 +465,28 @@ impl<P: Processor> Worker<P> {
                 }
                 bad_port += 1;
             } else if let Verdict::Punt(reason) = v {
-                if let Some(q) = punt_port {
-                    if let Some(n) = tx_n.get_mut(q) {
-                        if let Some(slot) = tx.get_mut(q * BATCH_MAX + *n) {
-                            *slot = h;
-                            *n += 1;
-                            punted += 1;
-                            continue;
+                let p = Punted { pkt: h, reason, in_port: b.meta(i).in_port };
+                if let Some(ex) = exception.as_mut() {
+                    // The exception path copies what it needs; the packet is freed below.
+                    ex.punt(pool.data(h), &p);
+                    punted += 1;
+                } else {
+                    if let Some(q) = punt_port {
+                        if let Some(n) = tx_n.get_mut(q) {
+                            if let Some(slot) = tx.get_mut(q * BATCH_MAX + *n) {
+                                *slot = h;
+                                *n += 1;
+                                punted += 1;
+                                continue;
+                            }
                         }
                     }
+                    if punt_ring.as_mut().is_some_and(|r| r.push(p)) {
+                        punted += 1;
+                        continue;
+                    }
+                    punt_dropped += 1;
                 }
-                let p = Punted { pkt: h, reason, in_port: b.meta(i).in_port };
-                if self.punt.as_mut().is_some_and(|r| r.push(p)) {
-                    punted += 1;
-                    continue;
-                }
-                punt_dropped += 1;
             } else if let Verdict::Drop(_) = v {
                 dropped += 1;
             } else if let Verdict::Queued(_) = v {
@@ -599,6 +653,41 @@ mod tests {
         assert!(s.egress_batches >= 34, "three packets per egress batch: {}", s.egress_batches);
         assert_eq!(w.processor().held(), 0);
         assert_eq!(w.pool().available(), 256);
+    }
+
+    /// An exception path that keeps what was punted and has packet-outs to send.
+    struct Cp {
+        punted: std::sync::Arc<std::sync::Mutex<Vec<(u16, usize)>>>,
+        outs: Vec<(u16, Vec<u8>)>,
+    }
+
+    impl Exception for Cp {
+        fn punt(&mut self, frame: &[u8], p: &Punted) {
+            self.punted.lock().unwrap().push((p.in_port, frame.len()));
+        }
+        fn packet_out(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+            for (port, f) in self.outs.drain(..) {
+                send(port, &f);
+            }
+        }
+    }
+
+    #[test]
+    fn an_exception_path_takes_the_punts_and_sends_its_packet_outs() {
+        use crate::mem::{MemSink, MemSource};
+        let src = MemSource::new("src", &crate::mem::TrafficProfile::default()).unwrap().with_limit(10);
+        let ports: Vec<Box<dyn Port>> = vec![Box::new(src), Box::new(MemSink::new("sink"))];
+        let punted = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let cp = Cp { punted: punted.clone(), outs: vec![(1, vec![0u8; 60]), (1, vec![1u8; 70]), (9, vec![2u8; 60])] };
+        let punt_all = |_: &mut Pool, b: &mut Batch, _: u64| b.set_live_verdicts(Verdict::Punt(PuntReason::ACTION));
+        let mut w = Worker::new(Pool::new(64), ports, punt_all).with_exception(Box::new(cp));
+        w.run_until_exhausted();
+        let s = w.stats();
+        assert_eq!(s.punted, 10, "every packet went to the exception path");
+        assert_eq!(punted.lock().unwrap().iter().filter(|(port, len)| *port == 0 && *len > 0).count(), 10, "with its port and bytes");
+        assert_eq!(w.ports()[1].stats().tx_pkts, 2, "the two packet-outs to port 1 left through it");
+        assert_eq!((s.tx_pkts, s.tx_bad_port), (2, 1), "the one to a port that does not exist is counted");
+        assert_eq!(w.pool().available(), 64, "every buffer came back");
     }
 
     #[test]

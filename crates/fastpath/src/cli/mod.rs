@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_bng;
 pub mod bng_cp;
 pub mod check;
+pub mod cpri;
 pub mod ctl;
 pub mod gen;
 pub mod lab;

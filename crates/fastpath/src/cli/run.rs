@@ -140,6 +140,14 @@ pub struct RunArgs {
     /// 192.0.2.2:8805 (default port 8805): they create subscriber sessions (pipelines/vbng.toml).
     #[arg(long, value_name = "ADDR")]
     pub(super) pfcp: Option<String>,
+    /// Send what the pipeline punts to the control plane at ADDR over the CPRi (GTP-U, UDP 2152
+    /// unless ADDR names a port; TEID = user plane << 16 | in-port) and send the frames it
+    /// returns out of the ports they name (live ports; `fastpath bng-cp` is the other end).
+    #[arg(long, value_name = "ADDR", conflicts_with = "punt")]
+    pub(super) cpri: Option<String>,
+    /// This user plane's number on the CPRi (the high 16 bits of its TEIDs).
+    #[arg(long = "cpri-up", value_name = "N", default_value_t = 1)]
+    pub(super) cpri_up: u16,
 }
 
 /// XDP attach mode on the command line.
@@ -402,6 +410,8 @@ pub fn run(a: RunArgs) -> Result<(), String> {
     if let Some(n) = &a.punt {
         punt_port(n, &ports)?;
     }
+    // A bad --cpri address is reported before any port opens.
+    a.cpri.as_deref().map(cpri_addr).transpose()?;
     let xdp: Vec<(String, String)> = ports
         .iter()
         .filter_map(|p| match p {
@@ -425,6 +435,13 @@ pub fn run(a: RunArgs) -> Result<(), String> {
     run_live(a, &ports)
 }
 
+/// `--cpri ADDR`: the control plane's GTP-U address (port 2152 unless given).
+fn cpri_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
+    addr.parse()
+        .or_else(|_| addr.parse::<std::net::IpAddr>().map(|ip| std::net::SocketAddr::new(ip, 2152)))
+        .map_err(|_| format!("--cpri {addr}: expected an address, e.g. 192.0.2.1 or 192.0.2.1:2152"))
+}
+
 /// The id of the `--punt` port.
 fn punt_port(name: &str, ports: &[PortArg]) -> Result<u16, String> {
     ports.iter().position(|p| p.name() == name).map(|i| i as u16).ok_or_else(|| {
@@ -437,9 +454,10 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
-    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() || a.web.is_some() || a.pfcp.is_some() {
+    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() || a.web.is_some() || a.pfcp.is_some() || a.cpri.is_some() {
         return Err(
-            "--ctl, --ctl-group, --metrics, --web and --pfcp serve live runs only (a capture run ends when its files are read)".into()
+            "--ctl, --ctl-group, --metrics, --web, --pfcp and --cpri serve live runs only (a capture run ends when its files are read)"
+                .into(),
         );
     }
     let mut pipe = load_pipeline(&a.spec, &a.entries)?;
@@ -630,9 +648,14 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
                     let pipe = build_pipeline(&a)?;
                     let mail = mail.get(w).and_then(|m| m.lock().ok().and_then(|mut m| m.take()));
                     let worker = Worker::new(pool, opened, LiveProc { inner: PipeProc(pipe), slot: &slots[w], mail });
-                    Ok(match &a.punt {
-                        Some(n) => worker.with_punt_port(punt_port(n, ports)?),
-                        None => worker,
+                    Ok(match (&a.punt, a.cpri.as_deref()) {
+                        (Some(n), _) => worker.with_punt_port(punt_port(n, ports)?),
+                        (None, Some(addr)) => {
+                            let end = super::cpri::CpriEnd::connect(cpri_addr(addr)?, a.cpri_up)
+                                .map_err(|e| format!("--cpri {addr}: no socket: {e}"))?;
+                            worker.with_exception(Box::new(end))
+                        }
+                        (None, None) => worker,
                     })
                 },
                 |_, w| WorkerSnapshot::of(&w.processor().inner.0),
