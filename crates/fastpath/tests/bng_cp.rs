@@ -17,9 +17,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
-use fastpath_bng::cpri::client_frame;
+mod common;
+
+use common::{bng_cp_config, dhcp_client_frame};
 use fastpath_bng::dhcp::server::Identity;
-use fastpath_bng::dhcp::wire::{DhcpRepr, MessageType, Op};
+use fastpath_bng::dhcp::wire::{DhcpRepr, MessageType};
 use fastpath_control::mailbox::mailbox;
 use fastpath_control::pfcp_up::{self, Endpoint, PfcpServer};
 use fastpath_control::Control;
@@ -68,14 +70,10 @@ fn start_cp(config: &Path, log: &Path) -> Cp {
         .unwrap())
 }
 
+/// `sub`'s DHCP request as a G-PDU from user plane 1, port `sub.port`.
 fn request(sub: &Identity, ty: MessageType, f: impl FnOnce(&mut DhcpRepr)) -> Vec<u8> {
-    let mut m = DhcpRepr::empty(Op::BOOTREQUEST);
-    m.xid = 0x1234_5678;
-    m.chaddr[..6].copy_from_slice(&sub.mac);
-    m.options.message_type = Some(ty);
-    f(&mut m);
     let mut d = Vec::new();
-    gtpu::emit_gpdu(gtpu::cpri_teid(1, sub.port as u16), &client_frame(sub, &m), &mut d).unwrap();
+    gtpu::emit_gpdu(gtpu::cpri_teid(1, sub.port as u16), &dhcp_client_frame(sub, ty, f), &mut d).unwrap();
     d
 }
 
@@ -124,30 +122,7 @@ fn dhcp_over_cpri_makes_a_session_on_the_user_plane() {
     up.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
     let cpri = SocketAddr::from((Ipv4Addr::LOCALHOST, free_udp_port()));
     let config = dir.join("cp.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"store = "cp.db"
-[cpri]
-listen = "{cpri}"
-up_id = 1
-[pfcp]
-user_plane = "{pfcp_addr}"
-local = "127.0.0.1:0"
-[dhcp]
-gateway = "{GW}"
-gateway_mac = "02:fa:00:00:00:01"
-lease_time_s = 600
-[[dhcp.pool]]
-name = "s100"
-svlans = [100]
-first = "100.64.0.10"
-last = "100.64.0.20"
-mask = "255.255.255.0"
-"#
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, bng_cp_config(&cpri.to_string(), &pfcp_addr.to_string(), "cp.db")).unwrap();
     let sub = Identity { port: 1, svlan: 100, cvlan: 7, mac: [0x02, 0, 0, 0, 0x12, 0x34] };
     // The session entries the user plane holds: (down_session keys, up_session len).
     let tables = || {

@@ -15,10 +15,9 @@
 
 mod common;
 
-use common::{root_or_skip, wait_for, ChildGuard, TempDir};
-use fastpath_bng::cpri::client_frame;
+use common::{bng_cp_config, dhcp_client_frame, root_or_skip, wait_for, ChildGuard, TempDir};
 use fastpath_bng::dhcp::server::Identity;
-use fastpath_bng::dhcp::wire::{DhcpRepr, MessageType, Op};
+use fastpath_bng::dhcp::wire::{DhcpRepr, MessageType};
 use fastpath_io::af_packet::RawSocket;
 use fastpath_io::netns::{Netns, VethPair};
 use std::net::Ipv4Addr;
@@ -26,15 +25,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const GW: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 1);
-
-fn request(sub: &Identity, ty: MessageType, f: impl FnOnce(&mut DhcpRepr)) -> Vec<u8> {
-    let mut m = DhcpRepr::empty(Op::BOOTREQUEST);
-    m.xid = 0x0bad_cafe;
-    m.chaddr[..6].copy_from_slice(&sub.mac);
-    m.options.message_type = Some(ty);
-    f(&mut m);
-    client_frame(sub, &m)
-}
 
 /// Sends `frame` from the subscriber's side (again every 300 ms) until a Q-in-Q frame with a
 /// DHCP message of type `want` arrives there; returns the frame and the message.
@@ -92,31 +82,8 @@ fn a_subscriber_leases_through_the_user_plane_and_the_control_plane() {
         .unwrap();
     let mut up = ChildGuard::new(up);
     let config = tmp.0.join("cp.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"store = "{}"
-[cpri]
-listen = "127.0.0.1:2152"
-up_id = 1
-[pfcp]
-user_plane = "127.0.0.1:8805"
-local = "127.0.0.1:0"
-[dhcp]
-gateway = "{GW}"
-gateway_mac = "02:fa:00:00:00:01"
-lease_time_s = 600
-[[dhcp.pool]]
-name = "s100"
-svlans = [100]
-first = "100.64.0.10"
-last = "100.64.0.20"
-mask = "255.255.255.0"
-"#,
-            tmp.0.join("cp.db").display()
-        ),
-    )
-    .unwrap();
+    let store = tmp.0.join("cp.db");
+    std::fs::write(&config, bng_cp_config("127.0.0.1:2152", "127.0.0.1:8805", &store.display().to_string())).unwrap();
     let cp = Command::new("ip")
         .args(["netns", "exec", dut.name(), env!("CARGO_BIN_EXE_fastpath"), "bng-cp", "--config"])
         .arg(&config)
@@ -144,7 +111,7 @@ mask = "255.255.255.0"
         format!("counters:\n{}\nbng-cp:\n{}\nrun:\n{}", show("show counters"), read("cp.log"), read("up.log"))
     };
     let sub = Identity { port: 0, svlan: 100, cvlan: 7, mac: [0x02, 0, 0, 0, 0x12, 0x34] };
-    let (offer_frame, offer) = exchange(&peer, &request(&sub, MessageType::DISCOVER, |_| {}), MessageType::OFFER)
+    let (offer_frame, offer) = exchange(&peer, &dhcp_client_frame(&sub, MessageType::DISCOVER, |_| {}), MessageType::OFFER)
         .unwrap_or_else(|| panic!("no OFFER reached the subscriber in 15 s\n{}", logs()));
     assert_eq!(offer.yiaddr, Ipv4Addr::new(100, 64, 0, 10));
     assert_eq!(&offer_frame[..6], &sub.mac, "to the subscriber");
@@ -152,7 +119,7 @@ mask = "255.255.255.0"
     assert_eq!(&offer_frame[12..22], &[0x88, 0xa8, 0, 100, 0x81, 0x00, 0, 7, 0x08, 0x00], "inside S-VLAN 100, C-VLAN 7");
     let (_, ack) = exchange(
         &peer,
-        &request(&sub, MessageType::REQUEST, |m| {
+        &dhcp_client_frame(&sub, MessageType::REQUEST, |m| {
             m.options.requested_ip = Some(offer.yiaddr);
             m.options.server_id = Some(GW);
         }),

@@ -148,3 +148,44 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>
 pub fn have(prog: &str) -> bool {
     Command::new(prog).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
+
+/// A `fastpath bng-cp` config: CPRi on `cpri`, the user plane's PFCP endpoint at `user_plane`,
+/// the store at `store`; gateway 100.64.0.1 (02:fa:00:00:00:01), one pool for S-VLAN 100,
+/// 100.64.0.10–20, leases of 600 s.
+pub fn bng_cp_config(cpri: &str, user_plane: &str, store: &str) -> String {
+    format!(
+        r#"store = "{store}"
+[cpri]
+listen = "{cpri}"
+up_id = 1
+[pfcp]
+user_plane = "{user_plane}"
+local = "127.0.0.1:0"
+[dhcp]
+gateway = "100.64.0.1"
+gateway_mac = "02:fa:00:00:00:01"
+lease_time_s = 600
+[[dhcp.pool]]
+name = "s100"
+svlans = [100]
+first = "100.64.0.10"
+last = "100.64.0.20"
+mask = "255.255.255.0"
+"#
+    )
+}
+
+/// A subscriber's DHCP request of type `ty` (xid fixed, `chaddr` its MAC), with `f` for the rest,
+/// as the frame a user plane punts: broadcast, inside its S-tag and C-tag.
+pub fn dhcp_client_frame(
+    sub: &fastpath_bng::dhcp::server::Identity,
+    ty: fastpath_bng::dhcp::wire::MessageType,
+    f: impl FnOnce(&mut fastpath_bng::dhcp::wire::DhcpRepr),
+) -> Vec<u8> {
+    let mut m = fastpath_bng::dhcp::wire::DhcpRepr::empty(fastpath_bng::dhcp::wire::Op::BOOTREQUEST);
+    m.xid = 0x1234_5678;
+    m.chaddr[..6].copy_from_slice(&sub.mac);
+    m.options.message_type = Some(ty);
+    f(&mut m);
+    fastpath_bng::cpri::client_frame(sub, &m)
+}
