@@ -14,63 +14,15 @@ use std::process::Command;
 
 use fastpath_pfcp::{encode, samples, Message};
 
+mod common;
+
+use common::{ip_udp, write_pcap};
+
 /// One frame: Ethernet II, IPv4 (checksummed), UDP 8805 → 8805 (checksummed), PFCP.
 fn frame(pfcp: &[u8]) -> Vec<u8> {
-    let src = [192, 0, 2, 2];
-    let dst = [192, 0, 2, 1];
-    let udp_len = (8 + pfcp.len()) as u16;
-    let ip_len = 20 + udp_len;
     let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00]; // dst, src, IPv4
-    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0]; // ver/ihl, tos, len, id, DF, ttl, UDP, csum
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    let c = checksum(&ip, 0);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    let mut udp = vec![0x22, 0x65, 0x22, 0x65, 0, 0, 0, 0]; // 8805 → 8805
-    udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
-    udp.extend_from_slice(pfcp);
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, 17]);
-    pseudo.extend_from_slice(&udp_len.to_be_bytes());
-    let c = checksum(&udp, sum(&pseudo));
-    udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
-    f.extend_from_slice(&udp);
+    f.extend_from_slice(&ip_udp([192, 0, 2, 2], [192, 0, 2, 1], 8805, 8805, pfcp));
     f
-}
-
-fn sum(b: &[u8]) -> u32 {
-    b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum()
-}
-
-fn checksum(b: &[u8], init: u32) -> u16 {
-    let mut s = init + sum(b);
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
-/// A classic pcap file (microsecond timestamps, LINKTYPE_ETHERNET).
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    for (i, f) in frames.iter().enumerate() {
-        out.extend_from_slice(&(1_700_000_000u32 + i as u32).to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
-    }
-    std::fs::write(path, out).unwrap();
 }
 
 fn pcap_of_samples(name: &str) -> (PathBuf, Vec<Message>) {
