@@ -537,37 +537,11 @@ mod tests {
 
     /// Ethernet / IPv4 / UDP 8805 → 8805 with both checksums, around `pfcp`.
     fn frame(pfcp: &[u8]) -> Vec<u8> {
-        fn sum(b: &[u8]) -> u32 {
-            b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum()
-        }
-        fn fold(mut s: u32) -> u16 {
-            while s > 0xffff {
-                s = (s & 0xffff) + (s >> 16);
-            }
-            !(s as u16)
-        }
-        let (src, dst) = (CP.octets(), [192, 0, 2, 2]);
-        let udp_len = (8 + pfcp.len()) as u16;
-        let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
-        ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
-        ip.extend_from_slice(&src);
-        ip.extend_from_slice(&dst);
-        let c = fold(sum(&ip));
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        let mut udp = vec![0x22, 0x65, 0x22, 0x65];
-        udp.extend_from_slice(&udp_len.to_be_bytes());
-        udp.extend_from_slice(&[0, 0]);
-        udp.extend_from_slice(pfcp);
-        let mut pseudo = src.to_vec();
-        pseudo.extend_from_slice(&dst);
-        pseudo.extend_from_slice(&[0, 17]);
-        pseudo.extend_from_slice(&udp_len.to_be_bytes());
-        let c = fold(sum(&udp) + sum(&pseudo));
-        udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
-        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-        f.extend_from_slice(&ip);
-        f.extend_from_slice(&udp);
-        f
+        fastpath_packet::build::FrameBuilder::eth([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+            .ipv4(CP, Ipv4Addr::new(192, 0, 2, 2))
+            .udp(8805, 8805)
+            .payload(pfcp)
+            .build()
     }
 
     /// tshark decodes every request the control plane sends, BBF IEs included, with the
