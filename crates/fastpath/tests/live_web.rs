@@ -78,10 +78,11 @@ impl Browser {
     }
 }
 
-/// Everything the page rendered: each `data-k` cell's `data-v`, plus the visible text (`text`).
+/// Everything the page rendered: each `data-k` cell's `data-v`, plus the visible text (`text`; empty
+/// while the tab has no body yet, so the first reading waits instead of failing).
 const READ_PAGE: &str = r#"JSON.stringify(Object.assign(
   Object.fromEntries([...document.querySelectorAll("[data-k]")].map(e => [e.dataset.k, e.dataset.v])),
-  { text: document.body.innerText }))"#;
+  { text: document.body ? document.body.innerText : "" }))"#;
 
 fn read_page(b: &mut Browser, session: &str) -> BTreeMap<String, String> {
     let r = b.call(Some(session), "Runtime.evaluate", json!({ "expression": READ_PAGE, "returnByValue": true }));
