@@ -28,6 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
     ("fastpath-bng", &["fastpath-packet", "fastpath-pfcp"]),
     ("fastpath-pfcp", &[]),
+    ("fastpath-runtime", &["fastpath-packet", "fastpath-pipeline", "fastpath-io", "fastpath-control"]),
     (
         "fastpath",
         &[
@@ -41,6 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fastpath-xdp",
             "fastpath-bng",
             "fastpath-pfcp",
+            "fastpath-runtime",
         ],
     ),
 ];

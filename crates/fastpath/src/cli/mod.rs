@@ -12,36 +12,12 @@ pub mod run;
 pub mod run_xdp;
 pub mod sim;
 
-use fastpath_io::worker::Processor;
-use fastpath_packet::{Batch, DropReason, Pool};
+use fastpath_packet::DropReason;
 use fastpath_pipeline::Pipeline;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-/// The pipeline as the worker's processor.
-pub struct PipeProc(pub Pipeline);
-
-impl Processor for PipeProc {
-    #[inline]
-    fn process(&mut self, pool: &mut Pool, batch: &mut Batch, now_ns: u64) {
-        self.0.process(pool, batch, now_ns);
-    }
-    #[inline]
-    fn has_queues(&self) -> bool {
-        self.0.has_tm()
-    }
-    #[inline]
-    fn egress(&mut self, pool: &mut Pool, port: u16, batch: &mut Batch, now_ns: u64) -> usize {
-        self.0.egress(port, pool, batch, now_ns)
-    }
-    #[inline]
-    fn held(&self) -> u64 {
-        self.0.tm_backlog()
-    }
-    fn next_due_ns(&self) -> Option<u64> {
-        self.0.next_due_ns()
-    }
-}
+pub use fastpath_runtime::PipeProc;
 
 /// Compiles a spec and loads entry files into it.
 pub fn load_pipeline(spec: &Path, entries: &[PathBuf]) -> Result<Pipeline, String> {

@@ -22,23 +22,22 @@
 
 use super::{load_pipeline, PipeProc};
 use clap::{Args, ValueEnum};
-use fastpath_control::mailbox::{ControlEnd, WorkerEnd};
 use fastpath_control::pfcp_up::{self, PfcpServer};
-use fastpath_control::{Access, Control, LoopCounters, MetricsServer, PortCounters, Server, WorkerSnapshot};
-use fastpath_io::af_packet::{AfPacketConfig, PacketPort, PACKET_FANOUT_HASH};
-use fastpath_io::af_xdp::{XdpConfig, XdpMode, XdpPort, ZeroCopy};
-use fastpath_io::multi::{self, MultiConfig};
+use fastpath_control::{Access, MetricsServer, Server, WorkerSnapshot};
+use fastpath_io::af_packet::AfPacketConfig;
+use fastpath_io::af_xdp::{XdpConfig, XdpMode, ZeroCopy};
+use fastpath_io::multi;
 use fastpath_io::pcap::{PcapSink, PcapSource};
 use fastpath_io::port::{Duplex, Port};
-use fastpath_io::worker::{Processor, Worker, WorkerStats};
-use fastpath_packet::{Batch, Pool, Verdict};
-use fastpath_pipeline::{Pipeline, StageStats};
-use std::fmt::Write as _;
+use fastpath_io::worker::Worker;
+use fastpath_packet::Pool;
+use fastpath_pipeline::Pipeline;
+use fastpath_runtime::{Dataplane, ExceptionFactory, Options, PortSpec};
 use std::io::{IsTerminal, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Arguments of `fastpath run`.
@@ -236,169 +235,6 @@ fn open_pcap(name: &str, input: &str, output: &str) -> Result<Box<dyn Port>, Str
     Ok(Box::new(Duplex::new(name, rx, tx)))
 }
 
-/// Live-port settings shared by every worker.
-struct LiveCfg {
-    xdp: XdpConfig,
-    pkt: AfPacketConfig,
-    workers: usize,
-}
-
-/// Opens worker `w`'s socket on every live port; errors name the port.
-fn open_live_ports(ports: &[PortArg], w: usize, lc: &LiveCfg, pool: &mut Pool) -> Result<Vec<Box<dyn Port>>, String> {
-    let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(ports.len());
-    for (i, p) in ports.iter().enumerate() {
-        match p {
-            PortArg::AfXdp { name, iface, queue } => {
-                let q = queue + w as u32;
-                let port = XdpPort::open(iface, q, &lc.xdp, pool).map_err(|e| format!("port {name} (afxdp:{iface} queue {q}): {e}"))?;
-                out.push(Box::new(port));
-            }
-            PortArg::AfPacket { name, iface } => {
-                // One fanout group per (process, port): ids unique enough for one data plane.
-                let group = ((std::process::id() as u16) ^ (i as u16).wrapping_mul(0x9e37)) | 1;
-                let cfg = AfPacketConfig { fanout: (lc.workers > 1).then_some((group, PACKET_FANOUT_HASH)), ..lc.pkt };
-                let port = PacketPort::open(iface, &cfg).map_err(|e| format!("port {name} (afpacket:{iface}): {e}"))?;
-                out.push(Box::new(port));
-            }
-            PortArg::Pcap { name, .. } => return Err(format!("port {name}: capture ports cannot be mixed with live ports")),
-            PortArg::Xdp { name, .. } => return Err(format!("port {name}: xdp ports cannot be mixed with socket ports")),
-        }
-    }
-    Ok(out)
-}
-
-/// One worker's live counters, written once per batch by that worker only.
-#[repr(align(64))]
-#[derive(Default)]
-struct LiveSlot {
-    rx_pkts: AtomicU64,
-    tx_pkts: AtomicU64,
-    drop_pkts: AtomicU64,
-}
-
-impl LiveSlot {
-    /// Adds a batch: `rx` packets received, and its verdicts (`Queued` packets are counted when
-    /// they leave the traffic manager). Single writer per slot: load + store keeps the hot path
-    /// free of locked instructions.
-    #[inline]
-    fn count(&self, rx: u64, verdicts: &[Verdict]) {
-        let (mut tx, mut dropped) = (0u64, 0u64);
-        for v in verdicts {
-            tx += u64::from(matches!(v, Verdict::Tx(_)));
-            dropped += u64::from(!matches!(v, Verdict::Tx(_) | Verdict::Queued(_)));
-        }
-        self.rx_pkts.store(self.rx_pkts.load(Ordering::Relaxed) + rx, Ordering::Relaxed);
-        self.tx_pkts.store(self.tx_pkts.load(Ordering::Relaxed) + tx, Ordering::Relaxed);
-        self.drop_pkts.store(self.drop_pkts.load(Ordering::Relaxed) + dropped, Ordering::Relaxed);
-    }
-}
-
-/// The pipeline plus the per-batch live counters and the worker's control mailbox.
-struct LiveProc<'a> {
-    inner: PipeProc,
-    slot: &'a LiveSlot,
-    mail: Option<WorkerEnd>,
-}
-
-/// Copies a worker's port and loop counters into a control snapshot.
-fn fill_snapshot(snap: &mut WorkerSnapshot, ports: &[Box<dyn Port>], st: &WorkerStats) {
-    snap.ports = ports
-        .iter()
-        .map(|p| {
-            let s = p.stats();
-            PortCounters {
-                name: p.name().to_string(),
-                rx_pkts: s.rx_pkts,
-                rx_bytes: s.rx_bytes,
-                rx_dropped: s.rx_dropped,
-                tx_pkts: s.tx_pkts,
-                tx_bytes: s.tx_bytes,
-                tx_dropped: s.tx_dropped,
-                errors: s.errors,
-            }
-        })
-        .collect();
-    snap.totals = LoopCounters {
-        worker: 0,
-        rx_pkts: st.rx_pkts,
-        tx_pkts: st.tx_pkts,
-        dropped: st.dropped,
-        tx_dropped: st.tx_dropped,
-        batches: st.batches,
-    };
-}
-
-impl Processor for LiveProc<'_> {
-    #[inline]
-    fn process(&mut self, pool: &mut Pool, batch: &mut Batch, now_ns: u64) {
-        self.inner.process(pool, batch, now_ns);
-        self.slot.count(batch.len() as u64, batch.verdicts());
-    }
-
-    #[inline]
-    fn has_queues(&self) -> bool {
-        self.inner.has_queues()
-    }
-
-    #[inline]
-    fn egress(&mut self, pool: &mut Pool, port: u16, batch: &mut Batch, now_ns: u64) -> usize {
-        let n = self.inner.egress(pool, port, batch, now_ns);
-        self.slot.count(0, batch.verdicts());
-        n
-    }
-
-    #[inline]
-    fn held(&self) -> u64 {
-        self.inner.held()
-    }
-
-    fn next_due_ns(&self) -> Option<u64> {
-        self.inner.next_due_ns()
-    }
-
-    #[inline]
-    fn between_batches(&mut self, ports: &[Box<dyn Port>], stats: &WorkerStats) {
-        if let Some(m) = &mut self.mail {
-            m.poll(&mut self.inner.0, |snap| fill_snapshot(snap, ports, stats));
-        }
-    }
-}
-
-fn sum_slots(slots: &[LiveSlot]) -> (u64, u64, u64) {
-    slots.iter().fold((0, 0, 0), |(r, t, d), s| {
-        (r + s.rx_pkts.load(Ordering::Relaxed), t + s.tx_pkts.load(Ordering::Relaxed), d + s.drop_pkts.load(Ordering::Relaxed))
-    })
-}
-
-/// Adds `b`'s per-stage counters into `a` (same pipeline, so the same stage order).
-fn add_stage_stats(a: &mut Vec<(String, StageStats)>, b: &[(String, StageStats)]) {
-    for (i, (name, st)) in b.iter().enumerate() {
-        if a.len() <= i {
-            a.push((name.clone(), StageStats::default()));
-        }
-        let t = &mut a[i].1;
-        t.calls += st.calls;
-        t.pkts_in += st.pkts_in;
-        t.pkts_out += st.pkts_out;
-        t.cycles += st.cycles;
-        for (x, y) in t.drops.iter_mut().zip(st.drops.iter()) {
-            *x += y;
-        }
-    }
-}
-
-/// Compiles the spec and loads the entries, quietly (every worker builds its own instance).
-fn build_pipeline(a: &RunArgs) -> Result<Pipeline, String> {
-    let prog = fastpath_pipeline::compile_file(&a.spec).map_err(|e| e.to_string())?;
-    let mut pipe = prog.instantiate();
-    pipe.set_ports(a.ports.len())?;
-    for e in &a.entries {
-        let text = std::fs::read_to_string(e).map_err(|err| format!("{}: {err}", e.display()))?;
-        pipe.load_entries(&e.display().to_string(), &text).map_err(|err| err.to_string())?;
-    }
-    Ok(pipe)
-}
-
 /// Runs `fastpath run`.
 pub fn run(a: RunArgs) -> Result<(), String> {
     let ports = a.ports.iter().map(|p| parse_port(p)).collect::<Result<Vec<_>, _>>()?;
@@ -530,9 +366,9 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if !a.rx_ring.is_power_of_two() || a.rx_ring < 64 {
         return Err(format!("--rx-ring {}: a power of two, at least 64", a.rx_ring));
     }
-    // Compile once up front so spec and entry errors stop us before any socket opens; this
-    // instance becomes the control plane's shadow replica.
-    let shadow = build_pipeline(&a)?;
+    // Compile once up front so spec and entry errors stop us before any socket opens (the
+    // data plane compiles again for its control replica and every worker).
+    let shadow = fastpath_runtime::build_pipeline(&a.spec, &a.entries, ports.len())?;
     for e in &a.entries {
         eprintln!("loaded entries from {}", e.display());
     }
@@ -555,13 +391,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     };
     let metrics = a.metrics.as_deref().map(MetricsServer::bind).transpose()?;
     let web = a.web.as_deref().map(MetricsServer::bind_web).transpose()?;
-    let mut pfcp = a.pfcp.as_deref().map(|addr| pfcp_server(addr, &shadow, ports)).transpose()?;
-    let has_control = server.is_some() || metrics.is_some() || web.is_some() || pfcp.is_some();
-    let (ends, mail): (Vec<ControlEnd>, Vec<Mutex<Option<WorkerEnd>>>) = if has_control {
-        (0..a.workers).map(|_| fastpath_control::mailbox()).map(|(c, w)| (c, Mutex::new(Some(w)))).unzip()
-    } else {
-        (Vec::new(), (0..a.workers).map(|_| Mutex::new(None)).collect())
-    };
+    let pfcp = a.pfcp.as_deref().map(|addr| pfcp_server(addr, &shadow, ports)).transpose()?;
+    drop(shadow);
     let xdp = XdpConfig {
         mode: match a.mode {
             Mode::Auto => XdpMode::Auto,
@@ -578,182 +409,108 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         fill_size: a.rx_ring,
         ..XdpConfig::default()
     };
-    let lc = LiveCfg { xdp, pkt: AfPacketConfig::default(), workers: a.workers };
-    let need = ports.len() * (xdp.fill_size + xdp.tx_size) as usize + 2 * fastpath_packet::BATCH_MAX + 256;
-    let pool_size = a.pool.unwrap_or(need.max(8192));
-    let mut mcfg =
-        MultiConfig { workers: a.workers, pin: !a.no_pin, first_core: a.core, idle_sleep_us: a.idle_sleep_us, ..MultiConfig::default() };
-    // Keep this thread and the ones it starts (control, display) off the workers' cores.
-    let housekeeping = mcfg.pin_housekeeping().map_err(|e| format!("pinning the main thread off the worker cores: {e}"))?;
-    let stop = multi::stop_on_signals().map_err(|e| format!("installing signal handlers: {e}"))?;
-    let slots: Vec<LiveSlot> = (0..a.workers).map(|_| LiveSlot::default()).collect();
-    let done = AtomicBool::new(false);
-    let tty = std::io::stdout().is_terminal();
-    let names: Vec<String> = ports.iter().map(|p| p.name().to_string()).collect();
-    eprintln!("fastpath: {} on {} with {} worker(s) (Ctrl-C stops)", a.spec.display(), a.ports.join(" "), a.workers);
-    if let Some(hk) = &housekeeping {
-        let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-        eprintln!("fastpath: worker core(s) {}, other threads on {}", list(&mcfg.worker_cores()), list(hk));
-    }
-    if let Some(sv) = &server {
-        eprintln!("fastpath: control socket {} (fastpath ctl --socket {} show counters)", sv.path().display(), sv.path().display());
-    }
-    if let Some(m) = &metrics {
-        eprintln!("fastpath: Prometheus metrics at http://{}/metrics", m.local_addr());
-    }
-    // Requests (ctl and scrapes) take the control plane one at a time, each only once it has
-    // been read in full.
-    let control = has_control.then(|| Mutex::new(Control::new(shadow, Box::new(|| build_pipeline(&a)), ends)));
-    let t0 = Instant::now();
-    let (report, ended_by) = std::thread::scope(|s| {
-        if let (Some(sv), Some(ctl)) = (&server, control.as_ref()) {
-            let done = &done;
-            let spawned = std::thread::Builder::new().name("fp-ctl".into()).spawn_scoped(s, move || sv.serve_until(ctl, done));
-            if let Err(e) = spawned {
-                eprintln!("fastpath: no control thread: {e}");
-            }
+    let exception: Option<ExceptionFactory> = match (&a.punt, a.cpri.as_deref()) {
+        (None, Some(addr)) => {
+            let (sa, up) = (cpri_addr(addr)?, a.cpri_up);
+            let addr = addr.to_string();
+            Some(Arc::new(move |_w| {
+                let end = super::cpri::CpriEnd::connect(sa, up).map_err(|e| format!("--cpri {addr}: no socket: {e}"))?;
+                Ok(Box::new(end) as Box<dyn fastpath_io::worker::Exception>)
+            }))
         }
-        if let (Some(pf), Some(ctl)) = (pfcp.as_mut(), control.as_ref()) {
-            let done = &done;
-            eprintln!("fastpath: PFCP endpoint at {}", pf.local_addr().map_or("?".into(), |a| a.to_string()));
-            let serve = move || {
-                pf.serve_until(ctl, done);
-                eprint!("{}", pf.endpoint().stats().render());
-            };
-            if let Err(e) = std::thread::Builder::new().name("fp-pfcp".into()).spawn_scoped(s, serve) {
-                eprintln!("fastpath: no PFCP thread: {e}");
-            }
-        }
-        if let (Some(ms), Some(ctl)) = (&metrics, control.as_ref()) {
-            let done = &done;
-            let spawned = std::thread::Builder::new().name("fp-metrics".into()).spawn_scoped(s, move || ms.serve_until(ctl, done));
-            if let Err(e) = spawned {
-                eprintln!("fastpath: no metrics thread: {e}");
-            }
-        }
-        if let (Some(ws), Some(ctl)) = (&web, control.as_ref()) {
-            eprintln!("fastpath: live page at http://{}/", ws.local_addr());
-            let done = &done;
-            if let Err(e) = std::thread::Builder::new().name("fp-web".into()).spawn_scoped(s, move || ws.serve_until(ctl, done)) {
-                eprintln!("fastpath: no web thread: {e}");
-            }
-        }
-        let rt = s.spawn(|| {
-            let r = multi::run(
-                &mcfg,
-                stop,
-                |w| {
-                    let mut pool = Pool::new(pool_size);
-                    let opened = open_live_ports(ports, w, &lc, &mut pool)?;
-                    let pipe = build_pipeline(&a)?;
-                    let mail = mail.get(w).and_then(|m| m.lock().ok().and_then(|mut m| m.take()));
-                    let worker = Worker::new(pool, opened, LiveProc { inner: PipeProc(pipe), slot: &slots[w], mail });
-                    Ok(match (&a.punt, a.cpri.as_deref()) {
-                        (Some(n), _) => worker.with_punt_port(punt_port(n, ports)?),
-                        (None, Some(addr)) => {
-                            let end = super::cpri::CpriEnd::connect(cpri_addr(addr)?, a.cpri_up)
-                                .map_err(|e| format!("--cpri {addr}: no socket: {e}"))?;
-                            worker.with_exception(Box::new(end))
-                        }
-                        (None, None) => worker,
-                    })
-                },
-                |_, w| WorkerSnapshot::of(&w.processor().inner.0),
-            );
-            done.store(true, Ordering::SeqCst);
-            r
-        });
-        let mut ended_by = "signal";
-        let (mut last_t, mut last) = (Instant::now(), (0u64, 0u64, 0u64));
-        let mut next_draw = Instant::now() + Duration::from_secs(1);
-        while !done.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
-            let now_c = sum_slots(&slots);
-            if !stop.load(Ordering::SeqCst) {
-                if a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d) {
-                    ended_by = "--duration";
-                    stop.store(true, Ordering::SeqCst);
-                } else if a.packets.is_some_and(|n| now_c.0 >= n) {
-                    ended_by = "--packets";
-                    stop.store(true, Ordering::SeqCst);
-                }
-            }
-            if tty && Instant::now() >= next_draw {
-                let dt = last_t.elapsed().as_secs_f64().max(1e-6);
-                let mpps = |x: u64, y: u64| (x - y) as f64 / dt / 1e6;
-                print!(
-                    "\r{:>7.1}s  rx {:>7.3} Mpps  tx {:>7.3} Mpps  drops {:>7.3} Mpps  total rx {} tx {} drops {}   ",
-                    t0.elapsed().as_secs_f64(),
-                    mpps(now_c.0, last.0),
-                    mpps(now_c.1, last.1),
-                    mpps(now_c.2, last.2),
-                    now_c.0,
-                    now_c.1,
-                    now_c.2
-                );
-                let _ = std::io::stdout().flush();
-                last = now_c;
-                last_t = Instant::now();
-                next_draw += Duration::from_secs(1);
-            }
-        }
-        if tty {
-            println!();
-        }
-        (rt.join(), ended_by)
-    });
-    let report = match report {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err("the runtime thread panicked".into()),
+        _ => None,
     };
-    let secs = t0.elapsed().as_secs_f64();
-    let total = report.total();
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "stopped by {ended_by} after {secs:.2} s: rx {} tx {} dropped {} tx_dropped {} unfinished {} ({:.3} Mpps rx average)",
-        total.rx_pkts,
-        total.tx_pkts,
-        total.dropped,
-        total.tx_dropped,
-        total.unfinished,
-        total.rx_pkts as f64 / secs / 1e6
-    );
-    let _ = writeln!(
-        o,
-        "{:<4} {:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}",
-        "id", "port", "rx_pkts", "rx_bytes", "rx_drop", "tx_pkts", "tx_bytes", "tx_drop", "errors"
-    );
-    for (i, (_, st)) in report.port_totals().iter().enumerate() {
-        let name = names.get(i).map_or("?", String::as_str);
-        let _ = writeln!(
-            o,
-            "{i:<4} {name:<12} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>8}",
-            st.rx_pkts, st.rx_bytes, st.rx_dropped, st.tx_pkts, st.tx_bytes, st.tx_dropped, st.errors
-        );
+    let opts = Options {
+        workers: a.workers,
+        pin: !a.no_pin,
+        first_core: a.core,
+        idle_sleep_us: a.idle_sleep_us,
+        pool: a.pool,
+        xdp,
+        packet: AfPacketConfig::default(),
+        control: server.is_some() || metrics.is_some() || web.is_some() || pfcp.is_some(),
+        punt_port: a.punt.as_deref().map(|n| punt_port(n, ports)).transpose()?,
+        exception,
+    };
+    let live: Vec<PortSpec> = ports
+        .iter()
+        .map(|p| match p {
+            PortArg::AfXdp { name, iface, queue } => Ok(PortSpec::AfXdp { name: name.clone(), iface: iface.clone(), queue: *queue }),
+            PortArg::AfPacket { name, iface } => Ok(PortSpec::AfPacket { name: name.clone(), iface: iface.clone() }),
+            PortArg::Pcap { name, .. } | PortArg::Xdp { name, .. } => Err(format!("port {name}: not a socket port")),
+        })
+        .collect::<Result<_, String>>()?;
+    let stop = multi::stop_on_signals().map_err(|e| format!("installing signal handlers: {e}"))?;
+    let t0 = Instant::now();
+    let mut dp = Dataplane::start(a.spec.clone(), a.entries.clone(), live, opts)?;
+    eprintln!("fastpath: {} on {} with {} worker(s) (Ctrl-C stops)", a.spec.display(), a.ports.join(" "), a.workers);
+    if let Some(hk) = dp.housekeeping_cores() {
+        let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        eprintln!("fastpath: worker core(s) {}, other threads on {}", list(dp.worker_cores()), list(hk));
     }
-    let mut stages = Vec::new();
-    for w in &report.workers {
-        let s = &w.stats;
-        let core = w.core.map_or_else(|| "-".to_string(), |c| c.to_string());
-        let _ = writeln!(
-            o,
-            "worker {} (core {core}): rx {} tx {} tx_dropped {} dropped {} unfinished {} batches {} polls {} idle {}",
-            w.worker, s.rx_pkts, s.tx_pkts, s.tx_dropped, s.dropped, s.unfinished, s.batches, s.polls, s.idle_polls
-        );
-        add_stage_stats(&mut stages, &w.extra.stages);
+    // Front ends: each on its own thread, over the one control plane.
+    if let Some(sv) = server {
+        eprintln!("fastpath: control socket {} (fastpath ctl --socket {} show counters)", sv.path().display(), sv.path().display());
+        dp.serve("ctl", move |ctl, done| sv.serve_until(ctl, done))?;
     }
-    let _ = writeln!(o, "{}", super::format_stats(&stages));
-    let snaps: Vec<WorkerSnapshot> = report.workers.iter().map(|w| w.extra.clone()).collect();
-    let tm = fastpath_control::metrics::Counters::sum(&snaps);
-    if !tm.queues.is_empty() || total.queued > 0 {
-        // Losses the worker names: the tx ring (tx_dropped above), the queues (refused by
-        // reason below) and what the shapers still held when the run stopped.
-        let held: u64 = tm.queues.iter().map(|q| q.occ_pkts).sum();
-        let _ = writeln!(o, "traffic manager: queued {}, still held by the shapers at exit {held} (freed)", total.queued);
-        o.push_str(&tm.render_queues());
+    if let Some(mut pf) = pfcp {
+        eprintln!("fastpath: PFCP endpoint at {}", pf.local_addr().map_or("?".into(), |a| a.to_string()));
+        dp.serve("pfcp", move |ctl, done| {
+            pf.serve_until(ctl, done);
+            eprint!("{}", pf.endpoint().stats().render());
+        })?;
     }
+    if let Some(ms) = metrics {
+        eprintln!("fastpath: Prometheus metrics at http://{}/metrics", ms.local_addr());
+        dp.serve("metrics", move |ctl, done| ms.serve_until(ctl, done))?;
+    }
+    if let Some(ws) = web {
+        eprintln!("fastpath: live page at http://{}/", ws.local_addr());
+        dp.serve("web", move |ctl, done| ws.serve_until(ctl, done))?;
+    }
+    let tty = std::io::stdout().is_terminal();
+    let mut ended_by = "signal";
+    let (mut last_t, mut last) = (Instant::now(), (0u64, 0u64, 0u64));
+    let mut next_draw = Instant::now() + Duration::from_secs(1);
+    while !dp.finished() {
+        std::thread::sleep(Duration::from_millis(50));
+        let now_c = dp.counts();
+        if !dp.stopping() {
+            if stop.load(Ordering::SeqCst) {
+                dp.stop();
+            } else if a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d) {
+                ended_by = "--duration";
+                dp.stop();
+            } else if a.packets.is_some_and(|n| now_c.0 >= n) {
+                ended_by = "--packets";
+                dp.stop();
+            }
+        }
+        if tty && Instant::now() >= next_draw {
+            let dt = last_t.elapsed().as_secs_f64().max(1e-6);
+            let mpps = |x: u64, y: u64| (x - y) as f64 / dt / 1e6;
+            print!(
+                "\r{:>7.1}s  rx {:>7.3} Mpps  tx {:>7.3} Mpps  drops {:>7.3} Mpps  total rx {} tx {} drops {}   ",
+                t0.elapsed().as_secs_f64(),
+                mpps(now_c.0, last.0),
+                mpps(now_c.1, last.1),
+                mpps(now_c.2, last.2),
+                now_c.0,
+                now_c.1,
+                now_c.2
+            );
+            let _ = std::io::stdout().flush();
+            last = now_c;
+            last_t = Instant::now();
+            next_draw += Duration::from_secs(1);
+        }
+    }
+    if tty {
+        println!();
+    }
+    let names = dp.port_names().to_vec();
+    let report = dp.wait()?;
+    let o = fastpath_runtime::render_report(&report, &names, t0.elapsed().as_secs_f64(), ended_by, super::format_stats);
     print!("{o}");
     if let Some(p) = &a.counters_out {
         std::fs::write(p, &o).map_err(|e| format!("--counters-out {}: {e}", p.display()))?;
@@ -777,65 +534,6 @@ mod tests {
         assert_eq!(parse_port("p1=xdp:v1").unwrap(), PortArg::Xdp { name: "p1".into(), iface: "v1".into() });
         assert!(parse_port("p1=xdp:").unwrap_err().contains("xdp needs an interface"));
         assert!(parse_port("afxdp:eth0").unwrap_err().contains("NAME=KIND:ARGS"));
-    }
-
-    #[test]
-    fn stage_stats_sum_over_workers() {
-        let mut a = Vec::new();
-        let mut st = StageStats { calls: 2, pkts_in: 10, pkts_out: 8, cycles: 100, ..StageStats::default() };
-        st.drops[fastpath_packet::DropReason::ALL[1] as usize] = 2;
-        add_stage_stats(&mut a, &[("port_pair".into(), st.clone())]);
-        add_stage_stats(&mut a, &[("port_pair".into(), st)]);
-        assert_eq!(a.len(), 1);
-        assert_eq!((a[0].1.calls, a[0].1.pkts_in, a[0].1.pkts_out, a[0].1.cycles), (4, 20, 16, 200));
-        let text = crate::cli::format_stats(&a);
-        assert!(text.contains(&format!("port_pair/{}: 4", fastpath_packet::DropReason::ALL[1].name())), "{text}");
-    }
-
-    #[test]
-    fn live_slot_counts_rx_tx_and_drops() {
-        let slot = LiveSlot::default();
-        let mut pool = Pool::new(16);
-        let mut b = Batch::new();
-        // Two frames from port 0 (forwarded to 1), one from port 5 (no entry: dropped).
-        for in_port in [0u16, 0, 5] {
-            let h = pool.alloc().unwrap();
-            let mut f = vec![0u8; 60];
-            f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-            f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-            f[12..14].copy_from_slice(&[0x88, 0xb5]);
-            pool.set_data(h, &f);
-            b.push(h, in_port);
-        }
-        let mut p = LiveProc { inner: PipeProc(l2fwd()), slot: &slot, mail: None };
-        p.process(&mut pool, &mut b, 0);
-        assert_eq!(b.verdict(0), Verdict::Tx(1));
-        assert_eq!(sum_slots(std::slice::from_ref(&slot)), (3, 2, 1));
-        p.process(&mut pool, &mut b, 0);
-        assert_eq!(sum_slots(std::slice::from_ref(&slot)), (6, 4, 2));
-    }
-
-    #[test]
-    fn live_proc_applies_control_changes_between_batches_and_snapshots_its_counters() {
-        let slot = LiveSlot::default();
-        let (end, mail) = fastpath_control::mailbox();
-        let mut p = LiveProc { inner: PipeProc(l2fwd()), slot: &slot, mail: Some(mail) };
-        let op = p.inner.0.program().parse_entry("table port_pair add 5 => forward(0)").unwrap();
-        end.post(fastpath_control::mailbox::ToWorker::Apply {
-            seq: 1,
-            ops: std::sync::Arc::from(vec![op]),
-            prebuilt: std::sync::Arc::from(Vec::new()),
-        })
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(1);
-        p.between_batches(&[], &WorkerStats { rx_pkts: 9, ..WorkerStats::default() });
-        let r = end.reply(1, deadline).unwrap();
-        assert!(matches!(r, fastpath_control::mailbox::FromWorker::Applied { result: Ok(()), .. }), "{r:?}");
-        assert_eq!(p.inner.0.table("port_pair").unwrap().len(), 3);
-        end.post(fastpath_control::mailbox::ToWorker::Snapshot { seq: 2 }).unwrap();
-        p.between_batches(&[], &WorkerStats { rx_pkts: 9, ..WorkerStats::default() });
-        let fastpath_control::mailbox::FromWorker::Snapshot { snap, .. } = end.reply(2, deadline).unwrap() else { panic!("no snapshot") };
-        assert_eq!(snap.totals.rx_pkts, 9);
     }
 
     #[test]
