@@ -232,6 +232,8 @@ fn add_worker_stats(a: &mut WorkerStats, b: &WorkerStats) {
     a.queued += b.queued;
     a.egress_batches += b.egress_batches;
     a.flush_errors += b.flush_errors;
+    a.injected += b.injected;
+    a.inject_refused += b.inject_refused;
 }
 
 fn add_port_stats(a: &mut PortStats, b: &PortStats) {

@@ -107,6 +107,12 @@ pub trait Exception: Send {
     /// Hands every packet-out waiting now to `send(port, frame)` (false: the port did not take
     /// it). Called once per poll.
     fn packet_out(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool);
+    /// Hands every frame the control plane sends back into the pipeline to
+    /// `inject(in_port, frame)` (false: not taken now — the batch is full, the pool is empty or
+    /// there is no such port; keep it for the next poll or count it lost). Injected frames are
+    /// processed as if they had arrived on `in_port`, as one batch, before the ports' own
+    /// packets. Called once per poll. Default: none.
+    fn packet_in_pipeline(&mut self, _inject: &mut dyn FnMut(u16, &[u8]) -> bool) {}
 }
 
 /// A packet handed to the control plane, with why and where it came from.
@@ -203,6 +209,10 @@ pub struct WorkerStats {
     pub egress_batches: u64,
     /// Failed port flushes.
     pub flush_errors: u64,
+    /// Frames the exception path sent into the pipeline ([`Exception::packet_in_pipeline`]).
+    pub injected: u64,
+    /// Frames it offered for a port that does not exist or when the pool was empty.
+    pub inject_refused: u64,
 }
 
 /// Why [`Worker::run_until_exhausted`] returned.
@@ -295,6 +305,38 @@ impl<P: Processor> Worker<P> {
         });
     }
 
+    /// Processes the frames the exception path sends back into the pipeline, as one batch.
+    fn injections(&mut self) -> usize {
+        let Some(ex) = self.exception.as_mut() else { return 0 };
+        self.batch.clear();
+        let (pool, batch, stats, n_ports) = (&mut self.pool, &mut self.batch, &mut self.stats, self.ports.len());
+        ex.packet_in_pipeline(&mut |in_port, frame| {
+            if usize::from(in_port) >= n_ports {
+                stats.inject_refused += 1;
+                return false;
+            }
+            if batch.len() >= BATCH_MAX {
+                return false;
+            }
+            let Some(h) = pool.alloc() else {
+                stats.inject_refused += 1;
+                return false;
+            };
+            pool.set_data(h, frame);
+            batch.push(h, in_port);
+            true
+        });
+        let n = self.batch.len();
+        if n > 0 {
+            let now_ns = (self.clock)();
+            self.processor.process(&mut self.pool, &mut self.batch, now_ns);
+            self.stats.batches += 1;
+            self.stats.injected += n as u64;
+            self.dispatch();
+        }
+        n
+    }
+
     /// How long an idle worker may sleep, at most `max`: until the processor's next held packet
     /// is due (zero when one is due now), else `max`.
     pub fn idle_sleep(&mut self, max: std::time::Duration) -> std::time::Duration {
@@ -370,7 +412,7 @@ impl<P: Processor> Worker<P> {
     pub fn poll_once(&mut self) -> usize {
         self.processor.between_batches(&self.ports, &self.stats);
         self.packet_outs();
-        let mut total = 0;
+        let mut total = self.injections();
         // Each poll starts one port further, so that after a stall no port's batch always
         // reaches a shared queue first (with a traffic manager, the first batch in takes the
         // buffer and later ports' packets are refused).
@@ -688,6 +730,45 @@ mod tests {
         assert_eq!(w.ports()[1].stats().tx_pkts, 2, "the two packet-outs to port 1 left through it");
         assert_eq!((s.tx_pkts, s.tx_bad_port), (2, 1), "the one to a port that does not exist is counted");
         assert_eq!(w.pool().available(), 64, "every buffer came back");
+    }
+
+    /// An exception path that sends frames back into the pipeline.
+    struct Injector(Vec<(u16, Vec<u8>)>);
+
+    impl Exception for Injector {
+        fn punt(&mut self, _frame: &[u8], _p: &Punted) {}
+        fn packet_out(&mut self, _send: &mut dyn FnMut(u16, &[u8]) -> bool) {}
+        fn packet_in_pipeline(&mut self, inject: &mut dyn FnMut(u16, &[u8]) -> bool) {
+            // Keep what was not taken for the next poll, as a real exception path would.
+            self.0.retain(|(port, f)| !inject(*port, f));
+        }
+    }
+
+    #[test]
+    fn frames_sent_back_into_the_pipeline_are_processed_as_arriving_on_their_port() {
+        use crate::mem::MemSink;
+        let ports: Vec<Box<dyn Port>> = vec![Box::new(MemSink::new("a")), Box::new(MemSink::new("b"))];
+        // The pipeline sends what arrives on port 1 to port 0 and drops the rest.
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let proc = move |_: &mut Pool, b: &mut Batch, _: u64| {
+            for i in 0..b.len() {
+                let port = b.meta(i).in_port;
+                log.lock().unwrap().push(port);
+                b.set_verdict(i, if port == 1 { Verdict::Tx(0) } else { Verdict::Drop(fastpath_packet::DropReason::ActionDrop) });
+            }
+        };
+        let mut frames: Vec<(u16, Vec<u8>)> = (0..BATCH_MAX + 3).map(|k| (1, vec![k as u8; 64])).collect();
+        frames.push((7, vec![0u8; 64]));
+        let mut w = Worker::new(Pool::new(256), ports, proc).with_exception(Box::new(Injector(frames)));
+        assert_eq!(w.poll_once(), BATCH_MAX, "one batch per poll");
+        assert_eq!(w.poll_once(), 3, "the rest at the next poll");
+        let s = w.stats();
+        assert_eq!(s.injected, BATCH_MAX as u64 + 3);
+        assert!(s.inject_refused >= 2, "the frame for port 7 is refused at every poll: {}", s.inject_refused);
+        assert_eq!(w.ports()[0].stats().tx_pkts, BATCH_MAX as u64 + 3, "and left where the pipeline sent them");
+        assert!(seen.lock().unwrap().iter().all(|&p| p == 1), "each with its in-port");
+        assert_eq!(w.pool().available(), 256, "every buffer came back");
     }
 
     #[test]
