@@ -154,6 +154,10 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// The accept loop's shortest and longest sleep when no connection waits.
+const BUSY_NAP: Duration = Duration::from_micros(100);
+const IDLE_NAP: Duration = Duration::from_millis(20);
+
 /// Accepts connections with `accept` (non-blocking: `WouldBlock` when none waits) until `stop`
 /// is set, and serves each on a thread of its own named `name` with `handle`; over
 /// `limits.max_conns` connections at once, `busy` answers the new one instead. Returns once the
@@ -168,10 +172,15 @@ pub(crate) fn serve<C: Conn>(
     handle: impl Fn(C) + Sync,
 ) {
     let active = AtomicUsize::new(0);
+    // Between polls of the non-blocking accept: 100 µs after a connection, doubling while none
+    // comes, up to 20 ms. A client writing back to back waits ~0.1 ms for its accept; an idle
+    // server wakes 50 times a second.
+    let mut nap = IDLE_NAP;
     std::thread::scope(|s| {
         while !stop.load(Ordering::Relaxed) {
             match accept() {
                 Ok(conn) => {
+                    nap = BUSY_NAP;
                     if active.load(Ordering::Acquire) >= limits.max_conns {
                         busy(conn);
                         continue;
@@ -188,7 +197,10 @@ pub(crate) fn serve<C: Conn>(
                         eprintln!("fastpath: {name}: no thread for a connection: {e}");
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(nap);
+                    nap = (nap * 2).min(IDLE_NAP);
+                }
                 Err(e) => {
                     eprintln!("fastpath: {name}: {e}");
                     std::thread::sleep(Duration::from_millis(200));

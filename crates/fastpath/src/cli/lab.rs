@@ -41,6 +41,7 @@ use fastpath_lab::tests::overlay::{self, OverlayConfig, OverlayDut};
 use fastpath_lab::tests::rfc2544::{self, LatencyLoad, Rfc2544Config};
 use fastpath_lab::tests::switch::{parse_bytes, parse_rate, LinuxShaper, Shaping, SwitchConfig, SwitchDut};
 use fastpath_lab::tests::tcp::{self, TcpConfig, TcpTool};
+use fastpath_lab::tests::update::{self, UpdateConfig};
 use fastpath_lab::topo;
 use std::path::PathBuf;
 
@@ -77,6 +78,10 @@ pub enum LabTest {
     /// Linux routes + HTB, 1400 B frames 8:1 downstream:upstream; RFC 2544 throughput at
     /// < 0.5 % loss, latency at 90 % of it, CPU per Gbit/s, setup time.
     BngRfc2544,
+    /// Hot updates under load: fastpath (an ACL and an LPM table) at 90 % of its zero-loss rate
+    /// while ACL rules and routes change at --updates per second through the control socket;
+    /// loss, changes per second sustained, write-to-effect p50/p99.
+    UpdateUnderLoad,
 }
 
 /// Arguments of `fastpath lab`.
@@ -92,7 +97,8 @@ fastpath lab overlay --dut fastpath --dut linux-vxlan --duration 10 --streams 4 
 fastpath lab incast --senders 2,4,8,16 --flows-per-sender 2 --bytes 8m --rate 100mbit --buffer 1m\n  \
 fastpath lab burst --senders 2,4 --sizes 192,1518,9216 --rate 100mbit --buffer 1m --alpha-log2 3\n  \
 fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-s 5\n  \
-fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n\n\
+fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n  \
+fastpath lab update-under-load --updates 10000 --batch 100 --load 0.9 --duration 10\n\n\
 bng-rfc2544 DUTs (both by default): fastpath (pipelines/vbng.toml, every session loaded at start) and linux \
 (per-subscriber /32 routes and HTB classes with u32 filters, forwarding the same traffic untagged).\n\n\
 overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), linux-vxlan (kernel VXLAN devices on a bridge).\n\n\
@@ -221,6 +227,21 @@ pub struct LabArgs {
     /// Write the HTML report here.
     #[arg(long, default_value = "lab-report.html")]
     report: PathBuf,
+    /// update-under-load: table changes per second (half ACL rules, half routes).
+    #[arg(long, default_value_t = 10_000)]
+    updates: u32,
+    /// update-under-load: changes per write (one control request each).
+    #[arg(long, default_value_t = 100)]
+    batch: u32,
+    /// update-under-load: the offered load as a fraction of the zero-loss rate.
+    #[arg(long, default_value_t = 0.9)]
+    load: f64,
+    /// update-under-load: offer this rate instead of searching for the zero-loss rate, Mpps.
+    #[arg(long)]
+    mpps: Option<f64>,
+    /// update-under-load: routes and ACL rules loaded at start.
+    #[arg(long = "base-entries", default_value_t = 10_000)]
+    base_entries: u32,
     /// Extra argument for the `fastpath` and `fastpath-xdp` DUTs' `fastpath run` (repeat), e.g.
     /// --fastpath-arg=--busy-poll=50 (AF_XDP ports), --fastpath-arg=--mode=native (xdp ports).
     #[arg(long = "fastpath-arg", allow_hyphen_values = true)]
@@ -628,8 +649,11 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         return Err("name at least one --dut (fastpath, linux-vxlan)".into());
     }
     let switch_test = matches!(a.test, LabTest::Incast | LabTest::Burst | LabTest::Fairness | LabTest::AclInvariance);
-    let own_duts = switch_test || matches!(a.test, LabTest::Overlay | LabTest::BngRfc2544);
-    if !matches!(a.test, LabTest::Gen | LabTest::Overlay | LabTest::BngRfc2544) && !switch_test && a.duts.is_empty() {
+    let own_duts = switch_test || matches!(a.test, LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad);
+    if !matches!(a.test, LabTest::Gen | LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad)
+        && !switch_test
+        && a.duts.is_empty()
+    {
         return Err("name at least one --dut (fastpath, fastpath-xdp, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
@@ -719,6 +743,30 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         LabTest::BngRfc2544 => {
             let cfg = bng_config(&a, exe.clone(), &dir.0)?;
             let r = bng_rfc2544::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            r.json_lines()
+        }
+        LabTest::UpdateUnderLoad => {
+            let cfg = UpdateConfig {
+                fastpath_exe: exe.clone(),
+                fastpath_args: a.fastpath_args.clone(),
+                port_kind: a.port_kind.clone().unwrap_or_else(|| "afxdp".into()),
+                frame_size: a.sizes.first().copied().unwrap_or(64),
+                flows: a.flows.first().copied().unwrap_or(1).max(1),
+                base_routes: a.base_entries,
+                base_acl: a.base_entries / 10,
+                updates_per_s: a.updates,
+                batch: a.batch,
+                load: a.load,
+                duration_s: f64::from(a.seconds),
+                trial_s: a.trial_s.unwrap_or(2.0),
+                max_trials: a.max_trials,
+                loss_threshold: a.loss.unwrap_or(0.0),
+                rate_pps: a.mpps.map_or(0, |m| (m * 1e6) as u64),
+                work_dir: dir.0.clone(),
+                ..UpdateConfig::default()
+            };
+            let r = update::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
             r.add_to(&mut report);
             r.json_lines()
         }

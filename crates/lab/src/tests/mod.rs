@@ -27,6 +27,7 @@ pub mod overlay;
 pub mod rfc2544;
 pub mod switch;
 pub mod tcp;
+pub mod update;
 
 use crate::dut::{Dut, DutConfig};
 use crate::report::Report;

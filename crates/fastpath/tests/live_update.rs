@@ -1,0 +1,53 @@
+//! `fastpath lab update-under-load` end to end, small: fastpath forwards at a given rate through
+//! an ACL and an LPM table while ACL rules and routes change through its control socket. Checks
+//! that no frame was lost while the tables changed, that every write was accepted and timed, and
+//! that nothing is left behind. (The rates and times of a real run are figures for
+//! docs/lab.md, not assertions: this machine is shared.)
+//! Needs root; in CI (`CI` set) a missing root is a failure, not a skip.
+
+mod common;
+
+use std::process::Command;
+
+#[test]
+fn tables_change_under_traffic_with_no_loss() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fpl-update-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join("report.html");
+    // A modest rate: the workers must forward everything, whatever else the machine runs.
+    let out = Command::new("timeout")
+        .args(["180", env!("CARGO_BIN_EXE_fastpath"), "lab", "update-under-load", "--mpps", "0.02", "--load", "1"])
+        .args(["--seconds", "3", "--updates", "2000", "--batch", "20", "--base-entries", "2000", "--json", "--report"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let report = std::fs::read_to_string(&html).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "fastpath lab failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    let row: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap_or_default()).unwrap();
+    assert_eq!(row["test"], "update-under-load", "{row}");
+    assert_eq!(row["base_routes"], 2001, "{row}");
+    let (sent, received) = (row["sent"].as_u64().unwrap(), row["received"].as_u64().unwrap());
+    assert!(sent > 10_000, "the generator sent too little to judge: {row}\n{stderr}");
+    assert_eq!(received, sent, "frames lost while the tables changed: {row}\n{stderr}");
+    assert_eq!(row["refused"], 0, "a write was refused: {row}\n{stderr}");
+    let writes = row["writes"].as_u64().unwrap();
+    assert!(writes >= 10, "the updater wrote too little: {row}\n{stderr}");
+    // A write adds 20 changes (and deletes the 20 of the write 100 before it, once there is
+    // one: about a second of changes stays live) and replaces the traffic's route.
+    let keep = 2000 / 20;
+    let expect = writes.min(keep) * 21 + writes.saturating_sub(keep) * 41;
+    assert_eq!(row["updates"].as_u64().unwrap(), expect, "{row}");
+    let ms = &row["write_to_effect_ms"];
+    assert!(ms["p50"].as_f64().unwrap() > 0.0 && ms["p99"].as_f64().unwrap() >= ms["p50"].as_f64().unwrap(), "{row}");
+    assert!(report.contains("update-under-load") && report.contains("<svg"), "the report has the table and the chart");
+    // Torn down: the run's namespaces are gone.
+    let ns = fastpath_io::netns::ip(&["netns", "list"]).unwrap();
+    let created: Vec<&str> = stderr.lines().filter_map(|l| l.split("started in ").nth(1)?.split_whitespace().next()).collect();
+    assert_eq!(created.len(), 1, "{stderr}");
+    assert!(!ns.contains(created[0]), "namespace {} left behind:\n{ns}", created[0]);
+}
