@@ -116,8 +116,11 @@ fn start(s: &Setup, ports: [&str; 2], extra: &[&str]) -> ChildGuard {
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let child = ChildGuard::new(c.spawn().unwrap());
-    // Ready: both ports opened (an XDP program shows on d0 for afxdp; AF_PACKET binds at once).
+    let mut child = ChildGuard::new(c.spawn().unwrap());
+    // Ready: both ports opened (an XDP program shows on d0 for afxdp and xdp ports) and, for
+    // socket ports, every worker polling: a counters request on the control socket is answered
+    // only once each worker has started and read its mailbox. (`ip netns exec` execs fastpath,
+    // so the child's PID is fastpath's, and so is its default socket's name.)
     let t0 = Instant::now();
     loop {
         let link = s.dut.ip(&["link", "show", "d0"]).unwrap();
@@ -127,7 +130,20 @@ fn start(s: &Setup, ports: [&str; 2], extra: &[&str]) -> ChildGuard {
         assert!(t0.elapsed() < Duration::from_secs(10), "fastpath did not attach XDP to d0: {link}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(500));
+    if ports[0].contains("=xdp:") {
+        std::thread::sleep(Duration::from_millis(500));
+        return child;
+    }
+    let sock = format!("/run/fastpath/{}.sock", child.child().id());
+    loop {
+        let ok = Command::new(env!("CARGO_BIN_EXE_fastpath")).args(["ctl", "--socket", &sock, "show", "counters"]).output().unwrap();
+        if ok.status.success() {
+            break;
+        }
+        assert!(child.child().try_wait().unwrap().is_none(), "fastpath stopped before it was ready");
+        assert!(t0.elapsed() < Duration::from_secs(20), "fastpath's workers did not answer on {sock}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     child
 }
 
