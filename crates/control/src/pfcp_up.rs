@@ -39,12 +39,12 @@ use fastpath_pfcp::ie::{ie_type as t, *};
 use fastpath_pfcp::message::*;
 use fastpath_pfcp::{decode, encode, DecodeError, ErrorKind, Message, NodeHeader, SessionHeader};
 use fastpath_pipeline::Program;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Responses kept for answering retransmitted requests (TS 29.244 clause 6.4).
 const CACHE_LEN: usize = 4096;
@@ -197,6 +197,19 @@ pub struct Stats {
     pub version_not_supported: u64,
     /// Association Setup Requests from a control plane that was associated already.
     pub reassociations: u64,
+    /// Control planes seen to restart: an Association Setup Request or a Heartbeat Request
+    /// with another Recovery Time Stamp than the association's.
+    pub cp_restarts: u64,
+    /// Sessions kept across a restarted control plane's new association (it sent PFCP
+    /// Session Retention Information).
+    pub sessions_retained: u64,
+    /// Sessions deleted because a restarted control plane associated without asking to keep
+    /// them (TS 29.244 clause 6.2.6.2.2).
+    pub sessions_dropped: u64,
+    /// Session Report Requests sent (periodic usage reports).
+    pub reports_sent: u64,
+    /// Session Report Responses that accepted a report.
+    pub reports_acked: u64,
     /// Responses sent, by cause.
     pub causes: BTreeMap<u8, u64>,
 }
@@ -214,6 +227,11 @@ impl Stats {
             ("retransmitted", self.retransmitted),
             ("version_not_supported", self.version_not_supported),
             ("reassociations", self.reassociations),
+            ("cp_restarts", self.cp_restarts),
+            ("sessions_retained", self.sessions_retained),
+            ("sessions_dropped", self.sessions_dropped),
+            ("reports_sent", self.reports_sent),
+            ("reports_acked", self.reports_acked),
         ] {
             o.push_str(&format!("pfcp/{k} {v}\n"));
         }
@@ -304,7 +322,31 @@ struct PfcpSession {
     te_id: u8,
     qers: Vec<Qer>,
     urrs: Vec<u32>,
-    start_ntp: u32,
+    /// Periodic reporting: the URR and its period (seconds), from a Create URR with PERIO.
+    periodic: Option<(u32, u32)>,
+    /// When the next periodic report is due (NTP seconds).
+    next_report_ntp: u32,
+    /// The session's counters as far as a report has been acknowledged (or, with none yet,
+    /// at its start): each report carries the usage since then.
+    acked: Usage,
+    /// Start of the usage not yet acknowledged (NTP seconds).
+    acked_ntp: u32,
+    /// UR-SEQN of the next report; it advances only when a report is acknowledged, so a report
+    /// sent again (its answer lost) keeps its number and the control plane replaces it.
+    ur_seqn: u32,
+    /// The report in flight: its sequence number, the counters and the time it covers up to.
+    in_flight: Option<(u32, Usage, u32)>,
+}
+
+/// A control plane's association.
+#[derive(Clone, Copy, Debug)]
+struct Assoc {
+    /// Its Recovery Time Stamp, as its last Association Setup Request said.
+    recovery_ntp: u32,
+    /// Where its requests came from: Session Report Requests go there.
+    peer: SocketAddr,
+    /// The Recovery Time Stamp its heartbeats last gave (a restart is counted once).
+    heartbeat_ntp: u32,
 }
 
 /// Session ids: fresh ones from 1 upwards, then the freed ones.
@@ -382,13 +424,17 @@ pub struct Endpoint {
     cfg: Config,
     node_id: NodeId,
     /// The control planes associated, by Node ID.
-    assocs: HashSet<NodeId>,
+    assocs: HashMap<NodeId, Assoc>,
     sessions: HashMap<u64, PfcpSession>,
     by_cp: HashMap<(NodeId, u64), u64>,
     ids: IdPool,
     /// Counters of a freed id when it was freed: the next session's usage starts there.
     base: HashMap<u32, Usage>,
     generation: u32,
+    /// Sequence numbers of our own requests (Session Report Requests).
+    seq: u32,
+    /// Session Report Requests in flight: sequence number ▸ our SEID.
+    reports: HashMap<u32, u64>,
     cache: Cache,
     stats: Stats,
 }
@@ -404,12 +450,14 @@ impl Endpoint {
         Endpoint {
             cfg,
             node_id,
-            assocs: HashSet::new(),
+            assocs: HashMap::new(),
             sessions: HashMap::new(),
             by_cp: HashMap::new(),
             ids,
             base: HashMap::new(),
             generation: 0,
+            seq: 0,
+            reports: HashMap::new(),
             cache: Cache::default(),
             stats: Stats::default(),
         }
@@ -569,19 +617,18 @@ impl Endpoint {
     /// Handles one decoded message from `peer` and returns the response, if any (responses
     /// and messages a user plane does not take get none). `now_ntp` is the time in NTP
     /// seconds. Retransmissions are [`Endpoint::handle_datagram`]'s business.
-    pub fn handle(&mut self, _peer: SocketAddr, msg: &Message, now_ntp: u32, up: &mut impl UserPlane) -> Option<Message> {
+    pub fn handle(&mut self, peer: SocketAddr, msg: &Message, now_ntp: u32, up: &mut impl UserPlane) -> Option<Message> {
         let node_id = self.node_id.clone();
         let m = match msg {
-            Message::HeartbeatRequest(h, _) => Message::HeartbeatResponse(
-                *h,
-                HeartbeatResponse { recovery_time_stamp: RecoveryTimeStamp(self.cfg.recovery_ntp), unknown: vec![] },
-            ),
+            Message::HeartbeatRequest(h, r) => {
+                self.heartbeat_from(peer, r.recovery_time_stamp.0);
+                Message::HeartbeatResponse(
+                    *h,
+                    HeartbeatResponse { recovery_time_stamp: RecoveryTimeStamp(self.cfg.recovery_ntp), unknown: vec![] },
+                )
+            }
             Message::AssociationSetupRequest(h, r) => {
-                if !self.assocs.insert(r.node_id.clone()) {
-                    // A control plane that restarted or repeats itself: its sessions stay, so
-                    // subscribers keep forwarding while it resynchronises.
-                    self.stats.reassociations += 1;
-                }
+                let retained = self.associate(peer, r, up);
                 Message::AssociationSetupResponse(
                     *h,
                     AssociationSetupResponse {
@@ -592,12 +639,13 @@ impl Endpoint {
                         up_function_features: Some(UpFunctionFeatures(vec![0, 0])),
                         cp_function_features: None,
                         bbf_up_function_features: Some(BbfUpFunctionFeatures(BbfUpFunctionFeatures::IPOE)),
+                        pfcpasrsp_flags: retained.then_some(PfcpasRspFlags(PfcpasRspFlags::PSREI)),
                         unknown: vec![],
                     },
                 )
             }
             Message::AssociationUpdateRequest(h, r) => {
-                let cause = if self.assocs.contains(&r.node_id) { Cause::REQUEST_ACCEPTED } else { Cause::NO_ESTABLISHED_ASSOCIATION };
+                let cause = if self.assocs.contains_key(&r.node_id) { Cause::REQUEST_ACCEPTED } else { Cause::NO_ESTABLISHED_ASSOCIATION };
                 Message::AssociationUpdateResponse(*h, AssociationUpdateResponse { node_id, cause, ..Default::default() })
             }
             Message::AssociationReleaseRequest(h, r) => {
@@ -650,8 +698,12 @@ impl Endpoint {
                     SessionReportResponse { cause: Cause::REQUEST_REJECTED, offending_ie: None, unknown: vec![] },
                 )
             }
+            Message::SessionReportResponse(h, r) => {
+                self.report_answered(h.seq, r.cause);
+                return None;
+            }
             _ => {
-                // A response: we send no requests, so nothing waits for it.
+                // Another response: we send no other requests, so nothing waits for it.
                 self.stats.discarded += 1;
                 return None;
             }
@@ -763,7 +815,7 @@ impl Endpoint {
     }
 
     fn establish(&mut self, r: &SessionEstablishmentRequest, now_ntp: u32, up: &mut impl UserPlane) -> Result<u64, Reject> {
-        if !self.assocs.contains(&r.node_id) {
+        if !self.assocs.contains_key(&r.node_id) {
             return Err(Reject::cause(Cause::NO_ESTABLISHED_ASSOCIATION, None));
         }
         let cp_key = (r.node_id.clone(), r.cp_f_seid.seid);
@@ -816,14 +868,24 @@ impl Endpoint {
         }
         self.generation = self.generation.wrapping_add(1);
         let seid = u64::from(self.generation) << 32 | u64::from(sub.id);
+        let periodic = r
+            .create_urr
+            .iter()
+            .filter(|u| u.reporting_triggers.0 & Triggers::PERIO != 0)
+            .find_map(|u| u.measurement_period.filter(|p| p.0 > 0).map(|p| (u.urr_id.0, p.0)));
         let s = PfcpSession {
             node: r.node_id.clone(),
             cp_seid: r.cp_f_seid.seid,
-            sub,
             te_id: te.traffic_endpoint_id.0,
             qers,
             urrs: r.create_urr.iter().map(|u| u.urr_id.0).collect(),
-            start_ntp: now_ntp,
+            periodic,
+            next_report_ntp: now_ntp.wrapping_add(periodic.map_or(0, |p| p.1)),
+            acked: self.base.get(&sub.id).copied().unwrap_or_default(),
+            acked_ntp: now_ntp,
+            ur_seqn: 0,
+            in_flight: None,
+            sub,
         };
         self.sessions.insert(seid, s);
         self.by_cp.insert(cp_key, seid);
@@ -924,39 +986,140 @@ impl Endpoint {
     fn final_usage(&mut self, s: &PfcpSession, now_ntp: u32, up: &mut impl UserPlane) -> Vec<UsageReport> {
         let id = s.sub.id;
         let now = up.usage(id);
-        let base = self.base.remove(&id).unwrap_or_default();
+        self.base.remove(&id);
         if let Some(n) = now {
             self.base.insert(id, n);
         }
         self.ids.release(id);
-        let Some(u) = now.map(|n| n.since(base)) else { return Vec::new() };
-        let volume = VolumeMeasurement {
-            total_bytes: Some(u.up_bytes.saturating_add(u.down_bytes)),
-            ul_bytes: Some(u.up_bytes),
-            dl_bytes: Some(u.down_bytes),
-            total_pkts: Some(u.up_pkts.saturating_add(u.down_pkts)),
-            ul_pkts: Some(u.up_pkts),
-            dl_pkts: Some(u.down_pkts),
-        };
+        if let Some((seq, ..)) = s.in_flight {
+            self.reports.remove(&seq);
+        }
+        let Some(u) = now.map(|n| n.since(s.acked)) else { return Vec::new() };
         s.urrs
             .iter()
-            .map(|&urr| UsageReport {
-                urr_id: UrrId(urr),
-                ur_seqn: UrSeqn(0),
-                usage_report_trigger: Triggers(Triggers::TERMR),
-                start_time: Some(StartTime(s.start_ntp)),
-                end_time: Some(EndTime(now_ntp)),
-                volume_measurement: Some(volume),
-                duration_measurement: Some(DurationMeasurement(now_ntp.wrapping_sub(s.start_ntp))),
-                unknown: vec![],
-            })
+            .map(|&urr| usage_report(urr, s.ur_seqn, Triggers::TERMR, s.acked_ntp, now_ntp, u))
             .collect()
+    }
+
+    /// A Heartbeat Request from `peer`: a control plane whose association came from the same
+    /// address and that now gives another Recovery Time Stamp has restarted. Its sessions
+    /// stay until it associates again (clause 6.2.6.2.2 decides then).
+    fn heartbeat_from(&mut self, peer: SocketAddr, recovery_ntp: u32) {
+        for a in self.assocs.values_mut() {
+            if a.peer.ip() == peer.ip() && a.heartbeat_ntp != recovery_ntp {
+                self.stats.cp_restarts += 1;
+                a.heartbeat_ntp = recovery_ntp;
+            }
+        }
+    }
+
+    /// An Association Setup Request; true when the sessions of a former association were
+    /// kept at the control plane's request (PSREI in the response).
+    ///
+    /// TS 29.244 clause 6.2.6.2.2: a request from a Node ID already associated replaces the
+    /// association; when the control plane restarted (another Recovery Time Stamp), the UP
+    /// function keeps the former association's sessions if the request carries PFCP Session
+    /// Retention Information, and deletes them otherwise. A repeat with the same Recovery Time
+    /// Stamp changes nothing.
+    fn associate(&mut self, peer: SocketAddr, r: &AssociationSetupRequest, up: &mut impl UserPlane) -> bool {
+        let rts = r.recovery_time_stamp.0;
+        let new = Assoc { recovery_ntp: rts, peer, heartbeat_ntp: rts };
+        let Some(old) = self.assocs.insert(r.node_id.clone(), new) else { return false };
+        self.stats.reassociations += 1;
+        let mine: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.node == r.node_id).map(|(k, _)| *k).collect();
+        if old.recovery_ntp == rts && old.peer == peer {
+            return false;
+        }
+        if old.heartbeat_ntp != rts {
+            // Not counted yet by a heartbeat.
+            self.stats.cp_restarts += 1;
+        }
+        if r.pfcp_session_retention_information.is_some() || old.recovery_ntp == rts {
+            self.stats.sessions_retained += mine.len() as u64;
+            return !mine.is_empty();
+        }
+        for k in mine {
+            let cmd = self.sessions.get(&k).map(|s| SessionCmd::Del(s.sub.id));
+            if let Some(cmd) = cmd {
+                if let Err(Refusal::Failed(_)) = up.apply(&[cmd]) {
+                    continue;
+                }
+            }
+            if let Some(s) = self.sessions.remove(&k) {
+                self.by_cp.remove(&(s.node.clone(), s.cp_seid));
+                self.final_usage(&s, 0, up);
+                self.stats.sessions_dropped += 1;
+            }
+        }
+        false
+    }
+
+    /// Session Report Requests that are due at `now_ntp`: one per session whose periodic URR's
+    /// period has passed, with the usage since the last acknowledged report, to the address
+    /// its control plane's association came from. A report not acknowledged by the next period
+    /// is replaced by one covering both (same UR-SEQN). Call it about once a second.
+    pub fn poll(&mut self, now_ntp: u32, up: &mut impl UserPlane) -> Vec<(SocketAddr, Vec<u8>)> {
+        let due: Vec<u64> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.periodic.is_some() && now_ntp.wrapping_sub(s.next_report_ntp) < 1 << 31)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut out = Vec::new();
+        for seid in due {
+            let Some(s) = self.sessions.get(&seid) else { continue };
+            let (Some((urr, period)), Some(a)) = (s.periodic, self.assocs.get(&s.node)) else { continue };
+            let peer = a.peer;
+            let Some(now) = up.usage(s.sub.id) else { continue };
+            self.seq = (self.seq + 1) & 0x00ff_ffff;
+            let seq = self.seq;
+            let report = usage_report(urr, s.ur_seqn, Triggers::PERIO, s.acked_ntp, now_ntp, now.since(s.acked));
+            let m = Message::SessionReportRequest(
+                SessionHeader { seid: s.cp_seid, seq, priority: None },
+                SessionReportRequest { report_type: ReportType(ReportType::USAR), usage_report: vec![report], unknown: vec![] },
+            );
+            let mut bytes = Vec::new();
+            if encode(&m, &mut bytes).is_err() {
+                continue;
+            }
+            let Some(s) = self.sessions.get_mut(&seid) else { continue };
+            if let Some((old, ..)) = s.in_flight.replace((seq, now, now_ntp)) {
+                self.reports.remove(&old);
+            }
+            // Due again a period after this one was, so reports stay on their grid.
+            while now_ntp.wrapping_sub(s.next_report_ntp) < 1 << 31 {
+                s.next_report_ntp = s.next_report_ntp.wrapping_add(period.max(1));
+            }
+            self.reports.insert(seq, seid);
+            self.stats.reports_sent += 1;
+            out.push((peer, bytes));
+        }
+        out
+    }
+
+    /// A Session Report Response: an accepted report moves the session's baseline on.
+    fn report_answered(&mut self, seq: u32, cause: Cause) {
+        let Some(seid) = self.reports.remove(&seq) else {
+            self.stats.discarded += 1;
+            return;
+        };
+        let Some(s) = self.sessions.get_mut(&seid) else { return };
+        match s.in_flight {
+            Some((q, usage, end)) if q == seq && cause == Cause::REQUEST_ACCEPTED => {
+                s.acked = usage;
+                s.acked_ntp = end;
+                s.ur_seqn = s.ur_seqn.wrapping_add(1);
+                s.in_flight = None;
+                self.stats.reports_acked += 1;
+            }
+            _ => s.in_flight = None,
+        }
     }
 
     /// Association Release (TS 29.244 clause 6.2.8.3: the user plane deletes the sessions of
     /// the association locally).
     fn release(&mut self, node: &NodeId, up: &mut impl UserPlane) -> Cause {
-        if !self.assocs.contains(node) {
+        if !self.assocs.contains_key(node) {
             return Cause::NO_ESTABLISHED_ASSOCIATION;
         }
         let seids: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.node == *node).map(|(k, _)| *k).collect();
@@ -981,6 +1144,28 @@ impl Endpoint {
         }
         self.assocs.remove(node);
         Cause::REQUEST_ACCEPTED
+    }
+}
+
+/// One Usage Report: `u` between `start_ntp` and `end_ntp`, for `trigger`.
+fn usage_report(urr: u32, seqn: u32, trigger: u32, start_ntp: u32, end_ntp: u32, u: Usage) -> UsageReport {
+    let volume = VolumeMeasurement {
+        total_bytes: Some(u.up_bytes.saturating_add(u.down_bytes)),
+        ul_bytes: Some(u.up_bytes),
+        dl_bytes: Some(u.down_bytes),
+        total_pkts: Some(u.up_pkts.saturating_add(u.down_pkts)),
+        ul_pkts: Some(u.up_pkts),
+        dl_pkts: Some(u.down_pkts),
+    };
+    UsageReport {
+        urr_id: UrrId(urr),
+        ur_seqn: UrSeqn(seqn),
+        usage_report_trigger: Triggers(trigger),
+        start_time: Some(StartTime(start_ntp)),
+        end_time: Some(EndTime(end_ntp)),
+        volume_measurement: Some(volume),
+        duration_measurement: Some(DurationMeasurement(end_ntp.wrapping_sub(start_ntp))),
+        unknown: vec![],
     }
 }
 
@@ -1021,7 +1206,18 @@ impl PfcpServer {
     pub fn serve_with(&mut self, up: &mut impl UserPlane, stop: &AtomicBool) {
         let mut buf = vec![0u8; 65_536];
         let mut last_err = None;
+        let mut last_poll = Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            if last_poll.elapsed() >= Duration::from_millis(250) {
+                last_poll = Instant::now();
+                for (to, r) in self.endpoint.poll(ntp_now(), up) {
+                    if let Err(e) = self.sock.send_to(&r, to) {
+                        if last_err.replace(e.kind()) != Some(e.kind()) {
+                            eprintln!("fastpath: PFCP: sending a usage report to {to}: {e}");
+                        }
+                    }
+                }
+            }
             match self.sock.recv_from(&mut buf) {
                 Ok((n, peer)) => {
                     let msg = buf.get(..n).unwrap_or_default();
