@@ -1014,7 +1014,8 @@ impl Endpoint {
     }
 
     /// An Association Setup Request; true when the sessions of a former association were
-    /// kept at the control plane's request (PSREI in the response).
+    /// kept (PSREI in the response): at the control plane's request, or because it did not
+    /// restart (the same Recovery Time Stamp: a repeat).
     ///
     /// TS 29.244 clause 6.2.6.2.2: a request from a Node ID already associated replaces the
     /// association; when the control plane restarted (another Recovery Time Stamp), the UP
@@ -1028,7 +1029,9 @@ impl Endpoint {
         self.stats.reassociations += 1;
         let mine: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.node == r.node_id).map(|(k, _)| *k).collect();
         if old.recovery_ntp == rts && old.peer == peer {
-            return false;
+            // A repeat: everything stays, and PSREI says so (a control plane that sees no
+            // PSREI would establish its sessions again).
+            return !mine.is_empty();
         }
         if old.heartbeat_ntp != rts {
             // Not counted yet by a heartbeat.
@@ -1598,6 +1601,142 @@ mod tests {
 
     /// Every truncation of every sample, and 20 random byte flips of each: no panic, and no id
     /// outlives its session.
+    /// An Association Setup Request from the samples' control plane with Recovery Time Stamp
+    /// `rts`, asking to keep its sessions when `retain`.
+    fn setup_req(rts: u32, retain: bool) -> Message {
+        let Message::AssociationSetupRequest(h, mut r) = sample(2) else { panic!() };
+        r.recovery_time_stamp = RecoveryTimeStamp(rts);
+        if !retain {
+            r.pfcp_session_retention_information = None;
+        }
+        Message::AssociationSetupRequest(h, r)
+    }
+
+    fn psrei(e: &mut Endpoint, up: &mut Up, m: &Message) -> bool {
+        let Some(Message::AssociationSetupResponse(_, r)) = e.handle(PEER, m, 1, up) else { panic!() };
+        assert_eq!(r.cause, Cause::REQUEST_ACCEPTED);
+        r.pfcpasrsp_flags.is_some_and(|f| f.0 & PfcpasRspFlags::PSREI != 0)
+    }
+
+    #[test]
+    fn a_restarted_control_plane_keeps_its_sessions_only_when_it_asks() {
+        let (mut e, mut up) = setup();
+        assert!(!psrei(&mut e, &mut up, &setup_req(10, true)), "a first association keeps nothing");
+        assert_eq!(establish(&mut e, &mut up, &est(0x1000, |_| {})).cause, Cause::REQUEST_ACCEPTED);
+        // A repeat (same Recovery Time Stamp) changes nothing.
+        assert!(psrei(&mut e, &mut up, &setup_req(10, false)));
+        assert_eq!((e.len(), e.stats().cp_restarts), (1, 0));
+        // A heartbeat with another time stamp: a restart, counted once; the sessions stay.
+        let hb = |rts| Message::HeartbeatRequest(NodeHeader { seq: 9 }, HeartbeatRequest { recovery_time_stamp: RecoveryTimeStamp(rts), unknown: vec![] });
+        e.handle(PEER, &hb(20), 1, &mut up).unwrap();
+        e.handle(PEER, &hb(20), 1, &mut up).unwrap();
+        assert_eq!((e.len(), e.stats().cp_restarts), (1, 1));
+        // The restarted control plane associates asking to keep them: kept, PSREI.
+        assert!(psrei(&mut e, &mut up, &setup_req(20, true)));
+        assert_eq!((e.len(), e.stats().cp_restarts, e.stats().sessions_retained), (1, 1, 1));
+        assert!(up.c.sessions().unwrap().get(1).is_some());
+        // Restarted again, not asking: its sessions go (TS 29.244 clause 6.2.6.2.2).
+        assert!(!psrei(&mut e, &mut up, &setup_req(30, false)));
+        assert_eq!((e.len(), e.ids_in_use(), e.stats().cp_restarts, e.stats().sessions_dropped), (0, 0, 2, 1));
+        assert!(up.c.sessions().unwrap().get(1).is_none());
+    }
+
+    #[test]
+    fn periodic_reports_carry_the_usage_since_the_last_acknowledged_one() {
+        let (mut e, mut up) = setup();
+        associate(&mut e, &mut up);
+        let m = est(0x1000, |r| r.create_urr[0].measurement_period = Some(MeasurementPeriod(10)));
+        let Some(Message::SessionEstablishmentResponse(_, r)) = e.handle(PEER, &m, 100, &mut up) else { panic!() };
+        let seid = r.up_f_seid.unwrap().seid;
+        let id = e.session(seid).unwrap().id;
+        let set = |up: &mut Up, b| {
+            up.usage.insert(id, Usage { up_pkts: b / 100, up_bytes: b, down_pkts: 1, down_bytes: 60 });
+        };
+        set(&mut up, 300);
+        assert!(e.poll(109, &mut up).is_empty(), "not due yet");
+        let report = |out: &[(SocketAddr, Vec<u8>)]| {
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].0, PEER, "to the control plane's address");
+            let Ok(Message::SessionReportRequest(h, r)) = decode(&out[0].1) else { panic!() };
+            assert_eq!((h.seid, r.report_type), (0x1000, ReportType(ReportType::USAR)));
+            let u = &r.usage_report[0];
+            let v = u.volume_measurement.unwrap();
+            (h.seq, u.ur_seqn.0, u.usage_report_trigger.0, u.start_time.unwrap().0, u.end_time.unwrap().0, v.ul_bytes.unwrap())
+        };
+        let first = e.poll(110, &mut up);
+        let (seq, seqn, trig, start, end, ul) = report(&first);
+        assert_eq!((seqn, trig, start, end, ul), (0, Triggers::PERIO, 100, 110, 300));
+        // Not acknowledged: the next one covers both, under the same UR-SEQN and start.
+        set(&mut up, 500);
+        let (seq2, seqn, _, start, end, ul) = report(&e.poll(120, &mut up));
+        assert_eq!((seqn, start, end, ul), (0, 100, 120, 500));
+        // The late answer to the first is stale; the answer to the second moves the baseline.
+        let ack = |seq| {
+            Message::SessionReportResponse(
+                SessionHeader { seid, seq, priority: None },
+                SessionReportResponse { cause: Cause::REQUEST_ACCEPTED, offending_ie: None, unknown: vec![] },
+            )
+        };
+        assert!(e.handle(PEER, &ack(seq), 121, &mut up).is_none());
+        assert!(e.handle(PEER, &ack(seq2), 121, &mut up).is_none());
+        assert_eq!((e.stats().reports_sent, e.stats().reports_acked), (2, 1));
+        set(&mut up, 800);
+        let third = e.poll(130, &mut up);
+        let (_, seqn, _, start, _, ul) = report(&third);
+        assert_eq!((seqn, start, ul), (1, 120, 300));
+        // The deletion's final report: since the last acknowledged one, TERMR.
+        let del = Message::SessionDeletionRequest(SessionHeader { seid, seq: 77, priority: None }, SessionDeletionRequest::default());
+        let Some(Message::SessionDeletionResponse(_, r)) = e.handle(PEER, &del, 131, &mut up) else { panic!() };
+        let u = &r.usage_report[0];
+        assert_eq!((u.ur_seqn.0, u.usage_report_trigger.0, u.start_time, u.volume_measurement.unwrap().ul_bytes), (1, Triggers::TERMR, Some(StartTime(120)), Some(300)));
+        assert!(e.poll(200, &mut up).is_empty(), "no session, no report");
+
+        // tshark reads the reports we send (Session Report Request, Usage Report with its
+        // volume, trigger, times and UR-SEQN) with no warning.
+        use fastpath_packet::testutil::{assert_field, tshark_check, tshark_or_skip, tshark_problems, write_pcap, EXPERT_WARN};
+        if !tshark_or_skip("periodic_reports tshark") {
+            return;
+        }
+        let frames: Vec<Vec<u8>> = [&first[0].1, &third[0].1]
+            .iter()
+            .map(|p| {
+                fastpath_packet::build::FrameBuilder::eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+                    .ipv4(samples::UP_ADDR, samples::CP_ADDR)
+                    .udp(8805, 8805)
+                    .payload(p)
+                    .build()
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("fastpath-pfcp-up-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pcap = dir.join("reports.pcap");
+        write_pcap(&pcap, &frames).unwrap();
+        let fields = [
+            "pfcp.msg_type",
+            "pfcp.seid",
+            "pfcp.report_type.usar",
+            "pfcp.urr_id",
+            "pfcp.ur_seqn",
+            "pfcp.usage_report_trigger_flags.perio",
+            "pfcp.volume_measurement.ulvol",
+            "pfcp.volume_measurement.dlvol",
+        ];
+        let (rows, problems) = tshark_check(&pcap, &fields).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(tshark_problems(&pcap, EXPERT_WARN).unwrap().is_empty());
+        assert_field(&rows, 0, "pfcp.msg_type", &["56"]);
+        assert_field(&rows, 0, "pfcp.seid", &["0x0000000000001000"]);
+        assert_field(&rows, 0, "pfcp.report_type.usar", &["1"]);
+        assert_field(&rows, 0, "pfcp.urr_id", &["1"]);
+        assert_field(&rows, 0, "pfcp.ur_seqn", &["0"]);
+        assert_field(&rows, 0, "pfcp.usage_report_trigger_flags.perio", &["1"]);
+        assert_field(&rows, 0, "pfcp.volume_measurement.ulvol", &["300"]);
+        assert_field(&rows, 1, "pfcp.ur_seqn", &["1"]);
+        assert_field(&rows, 1, "pfcp.volume_measurement.ulvol", &["300"]);
+        assert_field(&rows, 1, "pfcp.volume_measurement.dlvol", &["0"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn no_input_panics_or_leaks() {
         let (mut e, mut up) = setup();
