@@ -67,7 +67,14 @@ impl Accounting {
     ///
     /// # Errors
     /// SQLite failed; nothing was written.
-    pub fn record(&mut self, up_id: u16, up_seid: u64, id: &Identity, ip: Ipv4Addr, reports: &[UsageRecord]) -> Result<(), rusqlite::Error> {
+    pub fn record(
+        &mut self,
+        up_id: u16,
+        up_seid: u64,
+        id: &Identity,
+        ip: Ipv4Addr,
+        reports: &[UsageRecord],
+    ) -> Result<(), rusqlite::Error> {
         if reports.is_empty() {
             return Ok(());
         }

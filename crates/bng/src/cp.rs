@@ -578,16 +578,25 @@ impl ControlPlane {
             ("user_plane_restarts", c.up_restarts, "times a user plane was found restarted"),
         ];
         for (name, v, help) in counters {
-            let _ = writeln!(o, "# HELP fastpath_bng_{name}_total {help}\n# TYPE fastpath_bng_{name}_total counter\nfastpath_bng_{name}_total {v}");
+            let _ = writeln!(
+                o,
+                "# HELP fastpath_bng_{name}_total {help}\n# TYPE fastpath_bng_{name}_total counter\nfastpath_bng_{name}_total {v}"
+            );
         }
-        let _ = writeln!(o, "# HELP fastpath_bng_leases bound leases\n# TYPE fastpath_bng_leases gauge\nfastpath_bng_leases {}", self.server.leases().len());
+        let _ = writeln!(
+            o,
+            "# HELP fastpath_bng_leases bound leases\n# TYPE fastpath_bng_leases gauge\nfastpath_bng_leases {}",
+            self.server.leases().len()
+        );
         let ups = self.user_planes();
         let gauges: [(&str, &str, fn(&UpStatus) -> u64); 5] = [
             ("user_plane_associated", "1 when the user plane accepted our association", |u| u64::from(u.associated)),
             ("user_plane_down", "1 when the user plane missed max_missed heartbeats in a row", |u| u64::from(u.down)),
             ("user_plane_missed_heartbeats", "heartbeats unanswered in a row", |u| u64::from(u.missed)),
             ("user_plane_sessions", "sessions in place on the user plane", |u| u.sessions as u64),
-            ("user_plane_recovery_time_stamp", "the user plane's Recovery Time Stamp (NTP seconds)", |u| u64::from(u.recovery_ntp.unwrap_or(0))),
+            ("user_plane_recovery_time_stamp", "the user plane's Recovery Time Stamp (NTP seconds)", |u| {
+                u64::from(u.recovery_ntp.unwrap_or(0))
+            }),
         ];
         for (name, help, f) in gauges {
             let _ = writeln!(o, "# HELP fastpath_bng_{name} {help}\n# TYPE fastpath_bng_{name} gauge");
@@ -597,7 +606,11 @@ impl ControlPlane {
         }
         let totals = self.accounting.totals()?;
         for (name, help, f) in [
-            ("subscriber_bytes_total", "bytes a subscriber sent (up) and received (down), from usage reports", (|v| (v.ul_bytes, v.dl_bytes)) as fn(&crate::pfcp_cp::Volume) -> (u64, u64)),
+            (
+                "subscriber_bytes_total",
+                "bytes a subscriber sent (up) and received (down), from usage reports",
+                (|v| (v.ul_bytes, v.dl_bytes)) as fn(&crate::pfcp_cp::Volume) -> (u64, u64),
+            ),
             ("subscriber_packets_total", "packets, likewise", |v| (v.ul_pkts, v.dl_pkts)),
         ] {
             let _ = writeln!(o, "# HELP fastpath_bng_{name} {help}\n# TYPE fastpath_bng_{name} counter");
@@ -611,7 +624,8 @@ impl ControlPlane {
                     t.identity.cvlan,
                     t.identity.remote_id()
                 );
-                let _ = writeln!(o, "fastpath_bng_{name}{{{l},direction=\"up\"}} {up}\nfastpath_bng_{name}{{{l},direction=\"down\"}} {down}");
+                let _ =
+                    writeln!(o, "fastpath_bng_{name}{{{l},direction=\"up\"}} {up}\nfastpath_bng_{name}{{{l},direction=\"down\"}} {down}");
             }
         }
         Ok(o)
@@ -634,7 +648,8 @@ fn open_sessions(path: &Path) -> Result<Connection, rusqlite::Error> {
              PRIMARY KEY (port, svlan, cvlan, mac));",
     )?;
     // A store from before several user planes: its sessions are user plane 1's.
-    let has_up: bool = db.query_row("SELECT COUNT(*) FROM pragma_table_info('pfcp_session') WHERE name = 'up_id'", [], |r| r.get::<_, i64>(0))? > 0;
+    let has_up: bool =
+        db.query_row("SELECT COUNT(*) FROM pragma_table_info('pfcp_session') WHERE name = 'up_id'", [], |r| r.get::<_, i64>(0))? > 0;
     if !has_up {
         db.execute_batch("ALTER TABLE pfcp_session ADD COLUMN up_id INTEGER NOT NULL DEFAULT 1;")?;
     }
@@ -753,10 +768,9 @@ mod tests {
                     },
                 ))
             }
-            Message::HeartbeatRequest(h, _) => enc(&Message::HeartbeatResponse(
-                h,
-                HeartbeatResponse { recovery_time_stamp: RecoveryTimeStamp(rts), unknown: vec![] },
-            )),
+            Message::HeartbeatRequest(h, _) => {
+                enc(&Message::HeartbeatResponse(h, HeartbeatResponse { recovery_time_stamp: RecoveryTimeStamp(rts), unknown: vec![] }))
+            }
             Message::SessionEstablishmentRequest(h, r) => enc(&Message::SessionEstablishmentResponse(
                 SessionHeader { seid: r.cp_f_seid.seid, seq: h.seq, priority: None },
                 SessionEstablishmentResponse {

@@ -995,10 +995,7 @@ impl Endpoint {
             self.reports.remove(&seq);
         }
         let Some(u) = now.map(|n| n.since(s.acked)) else { return Vec::new() };
-        s.urrs
-            .iter()
-            .map(|&urr| usage_report(urr, s.ur_seqn, Triggers::TERMR, s.acked_ntp, now_ntp, u))
-            .collect()
+        s.urrs.iter().map(|&urr| usage_report(urr, s.ur_seqn, Triggers::TERMR, s.acked_ntp, now_ntp, u)).collect()
     }
 
     /// A Heartbeat Request from `peer`: a control plane whose association came from the same
@@ -1627,7 +1624,12 @@ mod tests {
         assert!(psrei(&mut e, &mut up, &setup_req(10, false)));
         assert_eq!((e.len(), e.stats().cp_restarts), (1, 0));
         // A heartbeat with another time stamp: a restart, counted once; the sessions stay.
-        let hb = |rts| Message::HeartbeatRequest(NodeHeader { seq: 9 }, HeartbeatRequest { recovery_time_stamp: RecoveryTimeStamp(rts), unknown: vec![] });
+        let hb = |rts| {
+            Message::HeartbeatRequest(
+                NodeHeader { seq: 9 },
+                HeartbeatRequest { recovery_time_stamp: RecoveryTimeStamp(rts), unknown: vec![] },
+            )
+        };
         e.handle(PEER, &hb(20), 1, &mut up).unwrap();
         e.handle(PEER, &hb(20), 1, &mut up).unwrap();
         assert_eq!((e.len(), e.stats().cp_restarts), (1, 1));
@@ -1688,7 +1690,10 @@ mod tests {
         let del = Message::SessionDeletionRequest(SessionHeader { seid, seq: 77, priority: None }, SessionDeletionRequest::default());
         let Some(Message::SessionDeletionResponse(_, r)) = e.handle(PEER, &del, 131, &mut up) else { panic!() };
         let u = &r.usage_report[0];
-        assert_eq!((u.ur_seqn.0, u.usage_report_trigger.0, u.start_time, u.volume_measurement.unwrap().ul_bytes), (1, Triggers::TERMR, Some(StartTime(120)), Some(300)));
+        assert_eq!(
+            (u.ur_seqn.0, u.usage_report_trigger.0, u.start_time, u.volume_measurement.unwrap().ul_bytes),
+            (1, Triggers::TERMR, Some(StartTime(120)), Some(300))
+        );
         assert!(e.poll(200, &mut up).is_empty(), "no session, no report");
 
         // tshark reads the reports we send (Session Report Request, Usage Report with its

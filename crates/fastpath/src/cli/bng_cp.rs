@@ -427,7 +427,8 @@ fn serve_metrics(listener: &TcpListener, cp: &Mutex<ControlPlane>) {
             ("GET", _) => ("404 Not Found", "text/plain; charset=utf-8", format!("{path}: not found (try /metrics)\n")),
             _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "GET only\n".to_string()),
         };
-        let _ = write!(c, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        let _ =
+            write!(c, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
     }
 }
 
