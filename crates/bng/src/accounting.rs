@@ -147,7 +147,7 @@ impl Accounting {
     ///
     /// # Errors
     /// SQLite failed.
-    pub fn len(&self) -> Result<u64, rusqlite::Error> {
+    pub fn records(&self) -> Result<u64, rusqlite::Error> {
         self.db.query_row("SELECT COUNT(*) FROM usage", [], |r| r.get::<_, i64>(0)).map(|n| u64::try_from(n).unwrap_or(0))
     }
 }
@@ -180,7 +180,7 @@ mod tests {
         a.record(1, 9, &id, ip, &[rec(1, 110, 300)]).unwrap();
         // A restarted user plane reuses SEID 9 and UR-SEQN 0, later.
         a.record(1, 9, &id, ip, &[rec(0, 500, 50)]).unwrap();
-        assert_eq!(a.len().unwrap(), 3);
+        assert_eq!(a.records().unwrap(), 3);
         let t = a.totals().unwrap();
         assert_eq!(t.len(), 1);
         assert_eq!((t[0].identity, t[0].volume.ul_bytes, t[0].records), (id, 700 + 300 + 50, 3));

@@ -589,7 +589,7 @@ impl ControlPlane {
             self.server.leases().len()
         );
         let ups = self.user_planes();
-        let gauges: [(&str, &str, fn(&UpStatus) -> u64); 5] = [
+        let gauges: [(&str, &str, Gauge); 5] = [
             ("user_plane_associated", "1 when the user plane accepted our association", |u| u64::from(u.associated)),
             ("user_plane_down", "1 when the user plane missed max_missed heartbeats in a row", |u| u64::from(u.down)),
             ("user_plane_missed_heartbeats", "heartbeats unanswered in a row", |u| u64::from(u.missed)),
@@ -631,6 +631,9 @@ impl ControlPlane {
         Ok(o)
     }
 }
+
+/// A user plane's gauge, read from its status.
+type Gauge = fn(&UpStatus) -> u64;
 
 /// `UP:port/S-VLAN/C-VLAN MAC`, for log lines.
 fn circuit(id: &Identity) -> String {
@@ -1038,7 +1041,7 @@ mod tests {
         let o = cp.on_pfcp(1, &report(42, 999, 1)).unwrap();
         let Message::SessionReportResponse(_, resp) = decode(&o.pfcp[0].1).unwrap() else { panic!() };
         assert_eq!(resp.cause, Cause::SESSION_CONTEXT_NOT_FOUND);
-        assert_eq!((cp.counters.reports, cp.counters.reports_unknown, cp.accounting().len().unwrap()), (2, 1, 1));
+        assert_eq!((cp.counters.reports, cp.counters.reports_unknown, cp.accounting().records().unwrap()), (2, 1, 1));
         let m = cp.metrics().unwrap();
         let line = "fastpath_bng_subscriber_bytes_total{up=\"1\",port=\"2\",svlan=\"100\",cvlan=\"1\",mac=\"02:00:00:00:00:01\",direction=\"up\"} 2800";
         assert!(m.contains(line), "{m}");
