@@ -165,6 +165,7 @@ fn dhcp_over_cpri_makes_a_session_on_the_user_plane() {
             wait_for("the session on the user plane", || tables().0.len() == 1);
             let (down, ups) = tables();
             assert_eq!((down[0], ups), (Match::Exact(u128::from(u32::from(leased))), 1));
+            wait_for("the establishment's answer", || std::fs::read_to_string(&log1).unwrap_or_default().contains("session up"));
             drop(cp);
             let log = std::fs::read_to_string(&log1).unwrap();
             assert!(log.contains("session up 1:1/100/7"), "{log}");
@@ -183,6 +184,9 @@ fn dhcp_over_cpri_makes_a_session_on_the_user_plane() {
             });
             up.send_to(&release, cpri).unwrap();
             wait_for("the session to leave the user plane", || tables() == (vec![], 0));
+            // The tables change before the user plane answers (it reads the final counters
+            // first): wait for the answer to reach the control plane's log.
+            wait_for("the deletion's answer", || std::fs::read_to_string(&log2).unwrap_or_default().contains("session down"));
             drop(cp);
             let log = std::fs::read_to_string(&log2).unwrap();
             assert!(log.contains("1 leases restored"), "{log}");
