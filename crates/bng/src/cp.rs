@@ -37,7 +37,7 @@
 //!
 //! Control thread only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::Path;
 
@@ -192,6 +192,9 @@ pub struct ControlPlane {
     sessions: Connection,
     accounting: Accounting,
     ups: BTreeMap<u16, UserPlane>,
+    /// Establishments sent whose answer we never recorded (we stopped in between): their CP
+    /// SEIDs, to ask again under the same one (the user plane answers with the session it has).
+    unanswered: HashMap<Identity, (Ipv4Addr, u64)>,
     gw_mac: [u8; 6],
     server_ip: Ipv4Addr,
     heartbeat_s: u64,
@@ -233,9 +236,14 @@ impl ControlPlane {
                 (u.id, up)
             })
             .collect();
+        let mut unanswered = HashMap::new();
         for (up_id, id, ip, cp_seid, up_seid) in load_sessions(&sessions)? {
             // A user plane no longer in the config keeps its rows until it comes back.
-            if let Some(u) = ups.get_mut(&up_id) {
+            let Some(u) = ups.get_mut(&up_id) else { continue };
+            if up_seid == 0 {
+                u.pfcp.reserve(cp_seid);
+                unanswered.insert(id, (ip, cp_seid));
+            } else {
                 u.pfcp.restore(id, ip, cp_seid, up_seid);
             }
         }
@@ -245,6 +253,7 @@ impl ControlPlane {
             sessions,
             accounting,
             ups,
+            unanswered,
             gw_mac: p.gw_mac,
             server_ip: p.server.server_id,
             heartbeat_s: p.heartbeat_s,
@@ -397,7 +406,7 @@ impl ControlPlane {
             let up = up_of(&e.identity);
             let Some(u) = self.ups.get_mut(&up) else { continue };
             if u.live() {
-                out.pfcp.extend(u.pfcp.on_event(&e).map(|r| (up, r)));
+                send_event(&self.sessions, up, &mut u.pfcp, &e, out).map_err(StoreError::Sqlite)?;
             } else if u.pfcp.is_associated() {
                 u.queued.push(e);
             }
@@ -416,7 +425,7 @@ impl ControlPlane {
             for (id, ip, _, _) in u.pfcp.sessions() {
                 if self.server.lease_of(&id).is_none_or(|l| l.ip != ip) {
                     let e = Event { kind: EventKind::Expired, identity: id, ip, expires_s: 0 };
-                    out.pfcp.extend(u.pfcp.on_event(&e).map(|r| (up, r)));
+                    send_event(&self.sessions, up, &mut u.pfcp, &e, out)?;
                 }
             }
         } else {
@@ -428,16 +437,31 @@ impl ControlPlane {
                 if self.server.lease_of(&id).is_some_and(|l| l.ip == ip) {
                     self.counters.reestablished += 1;
                     out.pfcp.push((up, u.pfcp.reestablish(id, ip, cp_seid)));
+                    write_session(&self.sessions, up, &id, ip, cp_seid, 0)?;
                 } else {
                     delete_session(&self.sessions, &id)?;
                 }
             }
         }
         for l in self.server.leases() {
-            if up_of(&l.identity) == up && u.pfcp.session(&l.identity).is_none() {
-                let e = Event { kind: EventKind::Bound, identity: l.identity, ip: l.ip, expires_s: l.expires_s };
-                out.pfcp.extend(u.pfcp.on_event(&e).map(|r| (up, r)));
+            if up_of(&l.identity) != up || u.pfcp.session(&l.identity).is_some() {
+                continue;
             }
+            match self.unanswered.remove(&l.identity) {
+                // Asked before we stopped: ask again under the same CP SEID.
+                Some((ip, cp_seid)) if ip == l.ip => out.pfcp.push((up, u.pfcp.reestablish(l.identity, ip, cp_seid))),
+                _ => {
+                    let e = Event { kind: EventKind::Bound, identity: l.identity, ip: l.ip, expires_s: l.expires_s };
+                    send_event(&self.sessions, up, &mut u.pfcp, &e, out)?;
+                }
+            }
+        }
+        // Asked for leases that ended while we were stopped: the rows go (a session the user
+        // plane made of them has no lease; it is what a release would have deleted).
+        let gone: Vec<Identity> = self.unanswered.keys().filter(|id| up_of(id) == up).copied().collect();
+        for id in gone {
+            self.unanswered.remove(&id);
+            delete_session(&self.sessions, &id)?;
         }
         Ok(())
     }
@@ -472,20 +496,7 @@ impl ControlPlane {
             Outcome::Established { identity, up_seid } => {
                 self.counters.established += 1;
                 if let Some((cp_seid, ip, _)) = u.pfcp.session(&identity) {
-                    self.sessions.execute(
-                        "INSERT OR REPLACE INTO pfcp_session (port, svlan, cvlan, mac, ip, cp_seid, up_seid, up_id)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                        params![
-                            identity.port,
-                            identity.svlan,
-                            identity.cvlan,
-                            &identity.mac[..],
-                            i64::from(u32::from(ip)),
-                            cp_seid as i64,
-                            up_seid as i64,
-                            up
-                        ],
-                    )?;
+                    write_session(&self.sessions, up, &identity, ip, cp_seid, up_seid)?;
                 }
                 out.notes.push(format!("session up {} on user plane {up} (UP SEID {up_seid:#x})", circuit(&identity)));
             }
@@ -507,6 +518,9 @@ impl ControlPlane {
             }
             Outcome::Rejected { identity, request, cause, offending_ie } => {
                 self.counters.rejected += 1;
+                if request == fastpath_pfcp::message::msg_type::SESSION_ESTABLISHMENT_REQUEST {
+                    delete_session(&self.sessions, &identity)?;
+                }
                 out.notes.push(format!(
                     "PFCP request type {request} for {} refused by user plane {up}: cause {cause}, offending IE {offending_ie:?}",
                     circuit(&identity)
@@ -524,7 +538,7 @@ impl ControlPlane {
                     u.down = false;
                     out.notes.push(format!("user plane {up} answers again (same Recovery Time Stamp: sessions intact)"));
                     for e in std::mem::take(&mut u.queued) {
-                        out.pfcp.extend(u.pfcp.on_event(&e).map(|r| (up, r)));
+                        send_event(&self.sessions, up, &mut u.pfcp, &e, &mut out)?;
                     }
                 }
             }
@@ -657,6 +671,28 @@ fn open_sessions(path: &Path) -> Result<Connection, rusqlite::Error> {
         db.execute_batch("ALTER TABLE pfcp_session ADD COLUMN up_id INTEGER NOT NULL DEFAULT 1;")?;
     }
     Ok(db)
+}
+
+/// The PFCP request a lease event calls for. An establishment's row (UP SEID 0 until the answer)
+/// is written before the request leaves, so a restart asks again under the same CP SEID.
+fn send_event(db: &Connection, up: u16, pfcp: &mut PfcpCp, e: &Event, out: &mut Out) -> Result<(), rusqlite::Error> {
+    let Some(req) = pfcp.on_event(e) else { return Ok(()) };
+    if e.kind == EventKind::Bound {
+        if let Some((cp_seid, ip, None)) = pfcp.session(&e.identity) {
+            write_session(db, up, &e.identity, ip, cp_seid, 0)?;
+        }
+    }
+    out.pfcp.push((up, req));
+    Ok(())
+}
+
+fn write_session(db: &Connection, up: u16, id: &Identity, ip: Ipv4Addr, cp_seid: u64, up_seid: u64) -> Result<(), rusqlite::Error> {
+    db.execute(
+        "INSERT OR REPLACE INTO pfcp_session (port, svlan, cvlan, mac, ip, cp_seid, up_seid, up_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![id.port, id.svlan, id.cvlan, &id.mac[..], i64::from(u32::from(ip)), cp_seid as i64, up_seid as i64, up],
+    )?;
+    Ok(())
 }
 
 fn delete_session(db: &Connection, id: &Identity) -> Result<(), rusqlite::Error> {
@@ -884,6 +920,33 @@ mod tests {
         let mut cp = ControlPlane::open(&p, 1030).unwrap();
         assert!(cp.server().leases().is_empty());
         assert!(associate(&mut cp, 1030).pfcp.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_establishment_unanswered_when_we_stopped_is_asked_again_under_its_cp_seid() {
+        let dir = tmp("unanswered");
+        let p = params(&dir, &[1]);
+        let sub = Identity { port: 1, svlan: 100, cvlan: 5, mac: [2, 0, 0, 0, 0, 5] };
+        let mut cp = ControlPlane::open(&p, 0).unwrap();
+        associate(&mut cp, 0);
+        let (ip, (_, est)) = dora(&mut cp, 1, &sub, 0);
+        let Message::SessionEstablishmentRequest(_, first) = decode(&est).unwrap() else { panic!() };
+        // Stopped before the answer was recorded.
+        drop(cp);
+        let mut cp = ControlPlane::open(&p, 1).unwrap();
+        let again = associate(&mut cp, 1).pfcp;
+        assert_eq!(again.len(), 1);
+        let Message::SessionEstablishmentRequest(_, r) = decode(&again[0].1).unwrap() else { panic!() };
+        assert_eq!(r.cp_f_seid.seid, first.cp_f_seid.seid, "the same CP SEID: the user plane answers with what it has");
+        assert_eq!(r.create_traffic_endpoint[0].ue_ip_address[0].ipv4, Some(ip));
+        cp.on_pfcp(1, &answer(&again[0].1, 4)).unwrap();
+        assert_eq!(cp.established(), 1);
+        // A new lease does not take that CP SEID.
+        let other = Identity { cvlan: 6, mac: [2, 0, 0, 0, 0, 6], ..sub };
+        let (_, (_, est)) = dora(&mut cp, 1, &other, 1);
+        let Message::SessionEstablishmentRequest(_, r) = decode(&est).unwrap() else { panic!() };
+        assert!(r.cp_f_seid.seid > first.cp_f_seid.seid);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

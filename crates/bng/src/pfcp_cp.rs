@@ -341,6 +341,12 @@ impl PfcpCp {
         self.send(Pending::Establish(id), m)
     }
 
+    /// Keeps CP SEIDs up to `cp_seid` from new sessions (one whose establishment may be on the
+    /// user plane without our record of its answer, to be asked again under it).
+    pub fn reserve(&mut self, cp_seid: u64) {
+        self.next_seid = self.next_seid.max(cp_seid.saturating_add(1));
+    }
+
     /// Forgets a session without telling the user plane (it does not hold it).
     pub fn forget(&mut self, id: &Identity) {
         self.subs.remove(id);

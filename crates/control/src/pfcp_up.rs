@@ -206,6 +206,9 @@ pub struct Stats {
     /// Sessions deleted because a restarted control plane associated without asking to keep
     /// them (TS 29.244 clause 6.2.6.2.2).
     pub sessions_dropped: u64,
+    /// Session Establishment Requests for a session we have (same control plane, CP SEID and
+    /// subscriber), answered with it.
+    pub reestablished: u64,
     /// Session Report Requests sent (periodic usage reports).
     pub reports_sent: u64,
     /// Session Report Responses that accepted a report.
@@ -230,6 +233,7 @@ impl Stats {
             ("cp_restarts", self.cp_restarts),
             ("sessions_retained", self.sessions_retained),
             ("sessions_dropped", self.sessions_dropped),
+            ("reestablished", self.reestablished),
             ("reports_sent", self.reports_sent),
             ("reports_acked", self.reports_acked),
         ] {
@@ -819,9 +823,6 @@ impl Endpoint {
             return Err(Reject::cause(Cause::NO_ESTABLISHED_ASSOCIATION, None));
         }
         let cp_key = (r.node_id.clone(), r.cp_f_seid.seid);
-        if self.by_cp.contains_key(&cp_key) {
-            return Err(Reject::cause(Cause::REQUEST_REJECTED, Some(t::F_SEID)));
-        }
         let te = match r.create_traffic_endpoint.as_slice() {
             [] => return Err(Reject::missing(t::CREATE_TRAFFIC_ENDPOINT)),
             [te] => te,
@@ -850,6 +851,20 @@ impl Endpoint {
         )?;
         let qers: Vec<Qer> = r.create_qer.iter().map(Qer::of).collect();
         (sub.up, sub.tier) = self.rates(&qers)?;
+        if let Some(&seid) = self.by_cp.get(&cp_key) {
+            // The same CP F-SEID again. For the same subscriber it is a control plane that
+            // restarted between our answer and its record of it, asking again: the session we
+            // have is the answer. Anything else reuses a CP SEID: refused.
+            let same = self.sessions.get(&seid).is_some_and(|s| {
+                let (a, b) = (&s.sub, &sub);
+                (a.port, a.svlan, a.cvlan, a.mac, a.ip) == (b.port, b.svlan, b.cvlan, b.mac, b.ip)
+            });
+            if same {
+                self.stats.reestablished += 1;
+                return Ok(seid);
+            }
+            return Err(Reject::cause(Cause::REQUEST_REJECTED, Some(t::F_SEID)));
+        }
         loop {
             let id = self.ids.alloc().ok_or(Reject::cause(Cause::NO_RESOURCES_AVAILABLE, None))?;
             sub.id = id;
@@ -1619,7 +1634,8 @@ mod tests {
     fn a_restarted_control_plane_keeps_its_sessions_only_when_it_asks() {
         let (mut e, mut up) = setup();
         assert!(!psrei(&mut e, &mut up, &setup_req(10, true)), "a first association keeps nothing");
-        assert_eq!(establish(&mut e, &mut up, &est(0x1000, |_| {})).cause, Cause::REQUEST_ACCEPTED);
+        let first = establish(&mut e, &mut up, &est(0x1000, |_| {}));
+        assert_eq!(first.cause, Cause::REQUEST_ACCEPTED);
         // A repeat (same Recovery Time Stamp) changes nothing.
         assert!(psrei(&mut e, &mut up, &setup_req(10, false)));
         assert_eq!((e.len(), e.stats().cp_restarts), (1, 0));
@@ -1637,6 +1653,11 @@ mod tests {
         assert!(psrei(&mut e, &mut up, &setup_req(20, true)));
         assert_eq!((e.len(), e.stats().cp_restarts, e.stats().sessions_retained), (1, 1, 1));
         assert!(up.c.sessions().unwrap().get(1).is_some());
+        // The same establishment again, under a new sequence number (a control plane that
+        // restarted before it recorded our answer): the session we have is the answer.
+        let again = establish(&mut e, &mut up, &est(0x1000, |_| {}));
+        assert_eq!((again.cause, again.up_f_seid), (Cause::REQUEST_ACCEPTED, first.up_f_seid));
+        assert_eq!((e.len(), e.ids_in_use(), e.stats().reestablished), (1, 1, 1));
         // Restarted again, not asking: its sessions go (TS 29.244 clause 6.2.6.2.2).
         assert!(!psrei(&mut e, &mut up, &setup_req(30, false)));
         assert_eq!((e.len(), e.ids_in_use(), e.stats().cp_restarts, e.stats().sessions_dropped), (0, 0, 2, 1));
