@@ -1113,6 +1113,63 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Whatever comes from a user plane's address — every sample message, our own requests
+    /// answered, and mutations of them (bit flips, truncations, splices) — is answered, counted
+    /// or refused, never a panic, and leaves the control plane working.
+    #[test]
+    fn no_pfcp_datagram_panics_the_control_plane() {
+        let dir = tmp("fuzz");
+        let mut cp = ControlPlane::open(&params(&dir, &[1]), 0).unwrap();
+        associate(&mut cp, 0);
+        let sub = Identity { port: 0, svlan: 100, cvlan: 3, mac: [2, 0, 0, 0, 0, 3] };
+        let (_, (_, est)) = dora(&mut cp, 1, &sub, 0);
+        let mut seeds: Vec<Vec<u8>> = fastpath_pfcp::samples::all().iter().map(enc).collect();
+        seeds.push(answer(&est, 1));
+        // The sample usage report, for our session.
+        let Message::SessionEstablishmentRequest(_, r) = decode(&est).unwrap() else { panic!() };
+        let report = fastpath_pfcp::samples::all().into_iter().find(|m| m.msg_type() == 56).unwrap();
+        let Message::SessionReportRequest(h, body) = report else { panic!() };
+        seeds.push(enc(&Message::SessionReportRequest(SessionHeader { seid: r.cp_f_seid.seid, ..h }, body)));
+        seeds.push(answer_with(&cp.tick(5).unwrap().pfcp[0].1, 0, 8, false));
+        let iters: u64 = std::env::var("FUZZ_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+        let mut x: u64 = std::env::var("FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x9e37_79b9_7f4a_7c15);
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..iters {
+            let mut d = seeds[(next() % seeds.len() as u64) as usize].clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() % (d.len() as u64 + 1)) as usize;
+                match next() % 5 {
+                    0 if at < d.len() => d[at] ^= 1 << (next() % 8),
+                    1 if at < d.len() => d[at] = next() as u8,
+                    2 => d.truncate(at),
+                    3 => d.insert(at.min(d.len()), next() as u8),
+                    _ => {
+                        let other = &seeds[(next() % seeds.len() as u64) as usize];
+                        let from = (next() % (other.len() as u64)) as usize;
+                        d.splice(at.min(d.len())..at.min(d.len()), other[from..].iter().copied());
+                    }
+                }
+            }
+            let up = if next() % 8 == 0 { 2 } else { 1 };
+            cp.on_pfcp(up, &d).unwrap();
+            if next() % 64 == 0 {
+                cp.tick(next() % 1000).unwrap();
+            }
+        }
+        assert!(cp.counters.reports > 0 && cp.counters.usage_records > 0, "reports reached the store: {:?}", cp.counters);
+        // Still working: the metrics render and a lease is still served.
+        assert!(cp.metrics().unwrap().contains("fastpath_bng_pfcp_bad_total"));
+        let other = Identity { cvlan: 4, mac: [2, 0, 0, 0, 0, 4], ..sub };
+        let o = cp.on_gtpu(&gpdu(&other, MessageType::DISCOVER, None), 0).unwrap();
+        assert_eq!(reply(&o).1.options.message_type, Some(MessageType::OFFER));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn echo_and_junk() {
         let dir = tmp("junk");

@@ -630,7 +630,7 @@ impl PfcpCp {
                         _ => 0,
                     };
                     let reports: Vec<UsageRecord> = r.usage_report.iter().map(UsageRecord::of).collect();
-                    let usage = r.usage_report.first().and_then(|u| u.volume_measurement).map(|_| reports[0].volume);
+                    let usage = r.usage_report.first().filter(|u| u.volume_measurement.is_some()).map(|u| UsageRecord::of(u).volume);
                     (Outcome::Deleted { identity, usage, up_seid, reports }, None)
                 } else {
                     let request = msg_type::SESSION_DELETION_REQUEST;
