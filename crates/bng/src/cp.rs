@@ -1,36 +1,63 @@
-//! The control plane of one user plane, as `fastpath bng-cp` runs it: DHCP from the CPRi,
-//! leases in the store, sessions over PFCP. Pure apart from the store: datagrams in, datagrams
-//! out, time passed in as `now_s` (UNIX seconds, so stored expiries mean the same after a
-//! restart).
+//! The control plane of one or more user planes, as `fastpath bng-cp` runs it: DHCP from the
+//! CPRi, leases in the store, sessions over PFCP, heartbeats, restarts and accounting. Pure
+//! apart from the store: datagrams in, datagrams out, time passed in as `now_s` (UNIX seconds,
+//! so stored expiries mean the same after a restart).
 //!
 //! ```text
 //!  GTP-U G-PDU (TEID = UP << 16 | port) ─▶ cpri::parse_frame ─▶ dhcp::server ─▶ reply frame ─▶ G-PDU back
-//!                                                                  │ lease events
+//!                                                                  │ lease events (by UP: TEID >> 16)
 //!                                                                  ▼
-//!                                               store (leases) ─▶ pfcp_cp ─▶ PFCP requests to the UP
+//!                              store (leases) ─▶ pfcp_cp of that UP ─▶ PFCP requests to the UP
 //!                                                                  ▲ responses: sessions table
+//!                                                                  ▲ Session Report Requests: usage table
 //! ```
 //!
-//! **Restart.** [`ControlPlane::open`] restores the leases (the server's own restore) and, from
-//! the `pfcp_session` table of the same SQLite file, every session the user plane accepted with
-//! its CP and UP SEIDs. After the association (a user plane keeps a re-associating control
-//! plane's sessions), nothing is re-created: a session whose lease is still there is simply
-//! known again, so its later release deletes it with the right SEID. A session whose lease
-//! expired while we were down is deleted; a lease with no accepted session (we stopped between
-//! the ACK and the answer) is established.
+//! **Several user planes.** Each `[[user_plane]]` has its own [`PfcpCp`]. A subscriber's line
+//! port is the CPRi TEID it arrived with (`UP << 16 | port`), so the same port, tags and MAC
+//! behind two user planes are two subscribers, and a lease's session goes to the user plane in
+//! the TEID's high half. The `pfcp_session` table records the owner (`up_id`).
+//!
+//! **Heartbeats.** [`ControlPlane::tick`] sends each associated user plane a Heartbeat Request
+//! every `heartbeat_s`; `max_missed` unanswered in a row mark it down (logged, counted, in
+//! [`ControlPlane::user_planes`] and the metrics). Lease events for a user plane that is down
+//! wait, and go out when it answers again with the same Recovery Time Stamp.
+//!
+//! **A user plane that restarts** answers a heartbeat with another Recovery Time Stamp (or
+//! refuses a session request with cause 72): the association is set up again, and every
+//! session the store has for it is established again under its CP SEID (its UP SEID is new),
+//! with no DHCP from the clients.
+//!
+//! **A control plane that restarts** ([`ControlPlane::open`]) restores the leases and, from the
+//! `pfcp_session` table, every session with its SEIDs. Its Association Setup Request carries
+//! PFCP Session Retention Information; a user plane that kept the sessions says so (PSREI), and
+//! nothing is re-created: a session whose lease is still there is simply known again, one whose
+//! lease expired while we were down is deleted, a lease with no session (we stopped between the
+//! ACK and the answer) is established. Without PSREI the user plane has none of them: all are
+//! established again.
 //!
 //! Control thread only.
 
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::Path;
 
 use fastpath_pfcp::gtpu::{self, Gtpu, MessageType};
 use rusqlite::{params, Connection};
 
+use crate::accounting::Accounting;
 use crate::cpri::{self, NotDhcp};
 use crate::dhcp::server::{ConfigError, Event, EventKind, Identity, Outcome as Dhcp, Server, ServerConfig};
-use crate::pfcp_cp::{CpConfig, Outcome, PfcpCp};
+use crate::pfcp_cp::{CpConfig, Outcome, PfcpCp, UsageRecord};
 use crate::store::{Store, StoreError};
+
+/// A user plane the control plane drives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpParams {
+    /// Its number: the high 16 bits of its CPRi TEIDs (1 to 65535).
+    pub id: u16,
+    /// Its access ports (the TEIDs' low 16 bits); empty: any.
+    pub ports: Vec<u16>,
+}
 
 /// What the process is told.
 #[derive(Debug, Clone)]
@@ -41,10 +68,14 @@ pub struct Params {
     pub gw_mac: [u8; 6],
     /// The SQLite store.
     pub store: std::path::PathBuf,
-    /// The PFCP side (our node address, rates).
+    /// The PFCP side (our node address, rates, usage reporting period).
     pub pfcp: CpConfig,
-    /// The user plane's number in the TEID's high half.
-    pub up_id: u16,
+    /// The user planes.
+    pub user_planes: Vec<UpParams>,
+    /// Heartbeat period, seconds (0: none).
+    pub heartbeat_s: u64,
+    /// Heartbeats missed in a row that mark a user plane down.
+    pub max_missed: u32,
 }
 
 /// Why the control plane cannot start.
@@ -56,7 +87,7 @@ pub enum OpenError {
     /// The store.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The session table.
+    /// The session or usage table.
     #[error("session store: {0}")]
     Sessions(#[from] rusqlite::Error),
 }
@@ -64,15 +95,15 @@ pub enum OpenError {
 /// What to send, and what happened worth a line in the log.
 #[derive(Debug, Default)]
 pub struct Out {
-    /// GTP-U datagrams for the user plane's CPRi address.
+    /// GTP-U datagrams for the CPRi address the G-PDU came from.
     pub gtpu: Vec<Vec<u8>>,
-    /// PFCP datagrams for the user plane's PFCP address.
-    pub pfcp: Vec<Vec<u8>>,
+    /// PFCP datagrams, each for the user plane of that number.
+    pub pfcp: Vec<(u16, Vec<u8>)>,
     /// Log lines.
     pub notes: Vec<String>,
 }
 
-/// Counters, for `--stats` lines and tests.
+/// Counters, for `--stats` lines, the metrics and tests.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counters {
     /// G-PDUs taken in.
@@ -81,8 +112,10 @@ pub struct Counters {
     pub gpdu_out: u64,
     /// Datagrams that are not GTP-U, or a message type we do not take.
     pub gtpu_bad: u64,
-    /// G-PDUs with another user plane's TEID.
+    /// G-PDUs with the TEID of a user plane we do not drive.
     pub wrong_up: u64,
+    /// G-PDUs for a port that is not one of its user plane's access ports.
+    pub wrong_port: u64,
     /// Punted frames that are not a subscriber's DHCP message.
     pub not_dhcp: u64,
     /// DHCP messages the server ignored.
@@ -91,28 +124,88 @@ pub struct Counters {
     pub echo: u64,
     /// Sessions established.
     pub established: u64,
+    /// Sessions established again on a user plane that had lost them.
+    pub reestablished: u64,
     /// Sessions deleted.
     pub deleted: u64,
     /// Session requests refused.
     pub rejected: u64,
-    /// PFCP datagrams that answer nothing of ours.
+    /// PFCP datagrams that answer nothing of ours, or come from no user plane of ours.
     pub pfcp_bad: u64,
+    /// Session Report Requests taken (their usage recorded).
+    pub reports: u64,
+    /// Session Report Requests for a session we do not know.
+    pub reports_unknown: u64,
+    /// Usage records written (periodic and final reports).
+    pub usage_records: u64,
+    /// Times a user plane was marked down (heartbeats missed).
+    pub up_down: u64,
+    /// Times a user plane was found restarted.
+    pub up_restarts: u64,
 }
 
-/// The control plane of one user plane.
+/// How a user plane is, for status lines and the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpStatus {
+    /// Its number.
+    pub id: u16,
+    /// Associated with us.
+    pub associated: bool,
+    /// Marked down: `max_missed` heartbeats in a row got no answer.
+    pub down: bool,
+    /// Heartbeats unanswered in a row now.
+    pub missed: u32,
+    /// Sessions in place there.
+    pub sessions: usize,
+    /// Times marked down.
+    pub downs: u64,
+    /// Times found restarted.
+    pub restarts: u64,
+    /// Its Recovery Time Stamp (NTP seconds), once associated.
+    pub recovery_ntp: Option<u32>,
+}
+
+/// One user plane's state.
+#[derive(Debug)]
+struct UserPlane {
+    params: UpParams,
+    pfcp: PfcpCp,
+    /// Lease events waiting while it is down.
+    queued: Vec<Event>,
+    down: bool,
+    downs: u64,
+    restarts: u64,
+    last_heartbeat_s: u64,
+}
+
+impl UserPlane {
+    fn live(&self) -> bool {
+        self.pfcp.is_associated() && !self.down
+    }
+}
+
+/// The control plane of its user planes.
 #[derive(Debug)]
 pub struct ControlPlane {
     server: Server,
     store: Store,
     sessions: Connection,
-    pfcp: PfcpCp,
+    accounting: Accounting,
+    ups: BTreeMap<u16, UserPlane>,
+    /// Establishments sent whose answer we never recorded (we stopped in between): their CP
+    /// SEIDs, to ask again under the same one (the user plane answers with the session it has).
+    unanswered: HashMap<Identity, (Ipv4Addr, u64)>,
     gw_mac: [u8; 6],
     server_ip: Ipv4Addr,
-    up_id: u16,
-    /// Lease events waiting for the association.
-    queued: Vec<Event>,
+    heartbeat_s: u64,
+    max_missed: u32,
     /// Counters.
     pub counters: Counters,
+}
+
+/// The user plane a subscriber is behind: the high half of its port (the CPRi TEID).
+pub fn up_of(id: &Identity) -> u16 {
+    (id.port >> 16) as u16
 }
 
 impl ControlPlane {
@@ -126,47 +219,52 @@ impl ControlPlane {
         let snap = store.load()?;
         server.restore(&snap.leases, &snap.quarantined, now_s);
         let sessions = open_sessions(&p.store)?;
-        let mut pfcp = PfcpCp::new(p.pfcp.clone());
-        let mut queued = Vec::new();
-        let saved = load_sessions(&sessions)?;
-        for (id, ip, cp_seid, up_seid) in &saved {
-            pfcp.restore(*id, *ip, *cp_seid, *up_seid);
-            if server.lease_of(id).is_none_or(|l| l.ip != *ip) {
-                queued.push(Event { kind: EventKind::Expired, identity: *id, ip: *ip, expires_s: now_s });
+        let accounting = Accounting::open(&p.store)?;
+        let mut ups: BTreeMap<u16, UserPlane> = p
+            .user_planes
+            .iter()
+            .map(|u| {
+                let up = UserPlane {
+                    params: u.clone(),
+                    pfcp: PfcpCp::new(p.pfcp.clone()),
+                    queued: Vec::new(),
+                    down: false,
+                    downs: 0,
+                    restarts: 0,
+                    last_heartbeat_s: now_s,
+                };
+                (u.id, up)
+            })
+            .collect();
+        let mut unanswered = HashMap::new();
+        for (up_id, id, ip, cp_seid, up_seid) in load_sessions(&sessions)? {
+            // A user plane no longer in the config keeps its rows until it comes back.
+            let Some(u) = ups.get_mut(&up_id) else { continue };
+            if up_seid == 0 {
+                u.pfcp.reserve(cp_seid);
+                unanswered.insert(id, (ip, cp_seid));
+            } else {
+                u.pfcp.restore(id, ip, cp_seid, up_seid);
             }
         }
-        for l in server.leases() {
-            if pfcp.session(&l.identity).is_none() {
-                queued.push(Event { kind: EventKind::Bound, identity: l.identity, ip: l.ip, expires_s: l.expires_s });
-            }
-        }
-        let server_ip = p.server.server_id;
         Ok(ControlPlane {
             server,
             store,
             sessions,
-            pfcp,
+            accounting,
+            ups,
+            unanswered,
             gw_mac: p.gw_mac,
-            server_ip,
-            up_id: p.up_id,
-            queued,
+            server_ip: p.server.server_id,
+            heartbeat_s: p.heartbeat_s,
+            max_missed: p.max_missed.max(1),
             counters: Counters::default(),
         })
     }
 
-    /// The Association Setup Request to send first (and again until it is answered).
-    pub fn association_setup(&mut self) -> Vec<u8> {
-        self.pfcp.association_setup()
-    }
-
-    /// A Heartbeat Request.
-    pub fn heartbeat(&mut self) -> Vec<u8> {
-        self.pfcp.heartbeat()
-    }
-
-    /// True once the user plane accepted the association.
+    /// True once every user plane accepted the association.
     pub fn is_associated(&self) -> bool {
-        self.pfcp.is_associated()
+        self.ups.values().all(|u| u.pfcp.is_associated())
     }
 
     /// The DHCP server (leases, for tests and `show`).
@@ -174,9 +272,31 @@ impl ControlPlane {
         &self.server
     }
 
-    /// Sessions the user plane accepted.
+    /// Sessions the user planes accepted, all of them.
     pub fn established(&self) -> usize {
-        self.pfcp.established()
+        self.ups.values().map(|u| u.pfcp.established()).sum()
+    }
+
+    /// Every user plane's state.
+    pub fn user_planes(&self) -> Vec<UpStatus> {
+        self.ups
+            .values()
+            .map(|u| UpStatus {
+                id: u.params.id,
+                associated: u.pfcp.is_associated(),
+                down: u.down,
+                missed: u.pfcp.missed(),
+                sessions: u.pfcp.established(),
+                downs: u.downs,
+                restarts: u.restarts,
+                recovery_ntp: u.pfcp.peer_recovery(),
+            })
+            .collect()
+    }
+
+    /// The usage records (for the metrics and tests).
+    pub fn accounting(&self) -> &Accounting {
+        &self.accounting
     }
 
     /// Takes one datagram from the CPRi socket.
@@ -206,11 +326,17 @@ impl ControlPlane {
         }
         self.counters.gpdu_in += 1;
         let (up, port) = gtpu::cpri_port(g.teid);
-        if up != self.up_id {
+        let Some(u) = self.ups.get(&up) else {
             self.counters.wrong_up += 1;
             return Ok(out);
+        };
+        if !u.params.ports.is_empty() && !u.params.ports.contains(&port) {
+            self.counters.wrong_port += 1;
+            return Ok(out);
         }
-        let p = match cpri::parse_frame(g.payload, u32::from(port)) {
+        // The line's port is the whole TEID: the same port number behind two user planes is
+        // two lines.
+        let p = match cpri::parse_frame(g.payload, g.teid) {
             Ok(p) => p,
             Err(NotDhcp::Truncated | NotDhcp::NotQinQ | NotDhcp::NotDhcp | NotDhcp::Malformed) => {
                 self.counters.not_dhcp += 1;
@@ -234,95 +360,298 @@ impl ControlPlane {
         Ok(out)
     }
 
-    /// Ends leases, offers and quarantines due by `now_s` (their sessions are deleted).
+    /// Once a second: Association Setup Requests to the user planes not associated, heartbeats
+    /// (and marking down) every `heartbeat_s`, session requests unanswered for 3 s sent again,
+    /// and the end of leases, offers and quarantines due by `now_s` (their sessions are
+    /// deleted).
     ///
     /// # Errors
     /// The store failed.
     pub fn tick(&mut self, now_s: u64) -> Result<Out, StoreError> {
         let mut out = Out::default();
+        let (hb, max_missed) = (self.heartbeat_s, self.max_missed);
+        for (&id, u) in self.ups.iter_mut() {
+            if !u.pfcp.is_associated() {
+                out.pfcp.push((id, u.pfcp.association_setup()));
+                continue;
+            }
+            for r in u.pfcp.retransmit(3) {
+                out.pfcp.push((id, r));
+            }
+            if hb > 0 && now_s.saturating_sub(u.last_heartbeat_s) >= hb {
+                u.last_heartbeat_s = now_s;
+                out.pfcp.push((id, u.pfcp.heartbeat()));
+                if u.pfcp.missed() >= max_missed && !u.down {
+                    u.down = true;
+                    u.downs += 1;
+                    self.counters.up_down += 1;
+                    out.notes.push(format!("user plane {id} is down: {} heartbeats unanswered", u.pfcp.missed()));
+                }
+            }
+        }
         self.server.expire(now_s);
         self.events(&mut out)?;
         self.store.prune(now_s)?;
         Ok(out)
     }
 
-    /// Lease events: into the store (before anything is sent), then to PFCP (or the queue).
+    /// Lease events: into the store (before anything is sent), then to the PFCP of the
+    /// subscriber's user plane, or its queue while that is down. A user plane not associated
+    /// gets the leases as they are then, when it associates ([`ControlPlane::resync`]).
     fn events(&mut self, out: &mut Out) -> Result<(), StoreError> {
         let evs = self.server.drain_events();
         self.store.apply(&evs)?;
         for e in evs {
-            out.notes.push(format!("lease {:?} {} {}", e.kind, e.identity.circuit_id(), e.ip));
-            if self.pfcp.is_associated() {
-                out.pfcp.extend(self.pfcp.on_event(&e));
-            } else {
-                self.queued.push(e);
+            out.notes.push(format!("lease {:?} {} {}", e.kind, circuit(&e.identity), e.ip));
+            let up = up_of(&e.identity);
+            let Some(u) = self.ups.get_mut(&up) else { continue };
+            if u.live() {
+                send_event(&self.sessions, up, &mut u.pfcp, &e, out).map_err(StoreError::Sqlite)?;
+            } else if u.pfcp.is_associated() {
+                u.queued.push(e);
             }
         }
         Ok(())
     }
 
-    /// Takes one datagram from the PFCP socket.
+    /// After an association of user plane `up`: it kept our sessions (PSREI) ▸ delete those
+    /// whose lease ended, establish leases with no session; it did not ▸ establish every
+    /// session whose lease is still there again, under its CP SEID, and forget the others.
+    fn resync(&mut self, up: u16, out: &mut Out) -> Result<(), rusqlite::Error> {
+        let Some(u) = self.ups.get_mut(&up) else { return Ok(()) };
+        u.queued.clear();
+        u.down = false;
+        if u.pfcp.retained() {
+            for (id, ip, _, _) in u.pfcp.sessions() {
+                if self.server.lease_of(&id).is_none_or(|l| l.ip != ip) {
+                    let e = Event { kind: EventKind::Expired, identity: id, ip, expires_s: 0 };
+                    send_event(&self.sessions, up, &mut u.pfcp, &e, out)?;
+                }
+            }
+        } else {
+            let lost = u.pfcp.take_sessions();
+            if !lost.is_empty() {
+                out.notes.push(format!("user plane {up} has none of our {} sessions: establishing them again", lost.len()));
+            }
+            for (id, ip, cp_seid) in lost {
+                if self.server.lease_of(&id).is_some_and(|l| l.ip == ip) {
+                    self.counters.reestablished += 1;
+                    out.pfcp.push((up, u.pfcp.reestablish(id, ip, cp_seid)));
+                    write_session(&self.sessions, up, &id, ip, cp_seid, 0)?;
+                } else {
+                    delete_session(&self.sessions, &id)?;
+                }
+            }
+        }
+        for l in self.server.leases() {
+            if up_of(&l.identity) != up || u.pfcp.session(&l.identity).is_some() {
+                continue;
+            }
+            match self.unanswered.remove(&l.identity) {
+                // Asked before we stopped: ask again under the same CP SEID.
+                Some((ip, cp_seid)) if ip == l.ip => out.pfcp.push((up, u.pfcp.reestablish(l.identity, ip, cp_seid))),
+                _ => {
+                    let e = Event { kind: EventKind::Bound, identity: l.identity, ip: l.ip, expires_s: l.expires_s };
+                    send_event(&self.sessions, up, &mut u.pfcp, &e, out)?;
+                }
+            }
+        }
+        // Asked for leases that ended while we were stopped: the rows go (a session the user
+        // plane made of them has no lease; it is what a release would have deleted).
+        let gone: Vec<Identity> = self.unanswered.keys().filter(|id| up_of(id) == up).copied().collect();
+        for id in gone {
+            self.unanswered.remove(&id);
+            delete_session(&self.sessions, &id)?;
+        }
+        Ok(())
+    }
+
+    /// Takes one datagram from user plane `up`'s PFCP address.
     ///
     /// # Errors
-    /// The session table could not be written.
-    pub fn on_pfcp(&mut self, buf: &[u8]) -> Result<Out, rusqlite::Error> {
+    /// The session or usage table could not be written (the report is then not answered).
+    pub fn on_pfcp(&mut self, up: u16, buf: &[u8]) -> Result<Out, rusqlite::Error> {
         let mut out = Out::default();
-        let (o, next) = match self.pfcp.on_response(buf) {
+        let Some(u) = self.ups.get_mut(&up) else {
+            self.counters.pfcp_bad += 1;
+            return Ok(out);
+        };
+        let (o, next) = match u.pfcp.on_response(buf) {
             Ok(x) => x,
             Err(e) => {
                 self.counters.pfcp_bad += 1;
-                out.notes.push(format!("PFCP: {e}"));
+                out.notes.push(format!("PFCP from user plane {up}: {e}"));
                 return Ok(out);
             }
         };
-        out.pfcp.extend(next);
+        let next = next.map(|r| (up, r));
         match o {
             Outcome::Associated { cause } => {
-                out.notes.push(format!("PFCP association: cause {cause}"));
+                let kept = if u.pfcp.retained() { ", it kept our sessions" } else { "" };
+                out.notes.push(format!("PFCP association with user plane {up}: cause {cause}{kept}"));
                 if cause == 1 {
-                    for e in std::mem::take(&mut self.queued) {
-                        out.pfcp.extend(self.pfcp.on_event(&e));
-                    }
+                    self.resync(up, &mut out)?;
                 }
             }
             Outcome::Established { identity, up_seid } => {
                 self.counters.established += 1;
-                if let Some((cp_seid, ip, _)) = self.pfcp.session(&identity) {
-                    self.sessions.execute(
-                        "INSERT OR REPLACE INTO pfcp_session (port, svlan, cvlan, mac, ip, cp_seid, up_seid)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                        params![
-                            identity.port,
-                            identity.svlan,
-                            identity.cvlan,
-                            &identity.mac[..],
-                            i64::from(u32::from(ip)),
-                            cp_seid as i64,
-                            up_seid as i64
-                        ],
-                    )?;
+                if let Some((cp_seid, ip, _)) = u.pfcp.session(&identity) {
+                    write_session(&self.sessions, up, &identity, ip, cp_seid, up_seid)?;
                 }
-                out.notes.push(format!("session up {} (UP SEID {up_seid:#x})", identity.circuit_id()));
+                out.notes.push(format!("session up {} on user plane {up} (UP SEID {up_seid:#x})", circuit(&identity)));
             }
-            Outcome::Deleted { identity, usage } => {
+            Outcome::Deleted { identity, usage, up_seid, reports } => {
                 self.counters.deleted += 1;
-                self.sessions.execute(
-                    "DELETE FROM pfcp_session WHERE port = ?1 AND svlan = ?2 AND cvlan = ?3 AND mac = ?4",
-                    params![identity.port, identity.svlan, identity.cvlan, &identity.mac[..]],
-                )?;
-                out.notes.push(format!("session down {} usage {usage:?}", identity.circuit_id()));
+                let ip = load_ip(&self.sessions, &identity)?.unwrap_or(Ipv4Addr::UNSPECIFIED);
+                self.record(up, up_seid, &identity, ip, &reports)?;
+                delete_session(&self.sessions, &identity)?;
+                out.notes.push(format!("session down {} usage {usage:?}", circuit(&identity)));
+            }
+            Outcome::Report { identity, up_seid, reports } => {
+                self.counters.reports += 1;
+                let ip = u.pfcp.session(&identity).map_or(Ipv4Addr::UNSPECIFIED, |s| s.1);
+                self.record(up, up_seid, &identity, ip, &reports)?;
+            }
+            Outcome::UnknownReport { cp_seid } => {
+                self.counters.reports_unknown += 1;
+                out.notes.push(format!("usage report from user plane {up} for unknown CP SEID {cp_seid:#x}"));
             }
             Outcome::Rejected { identity, request, cause, offending_ie } => {
                 self.counters.rejected += 1;
+                if request == fastpath_pfcp::message::msg_type::SESSION_ESTABLISHMENT_REQUEST {
+                    delete_session(&self.sessions, &identity)?;
+                }
                 out.notes.push(format!(
-                    "PFCP request type {request} for {} refused: cause {cause}, offending IE {offending_ie:?}",
-                    identity.circuit_id()
+                    "PFCP request type {request} for {} refused by user plane {up}: cause {cause}, offending IE {offending_ie:?}",
+                    circuit(&identity)
                 ));
+                if cause == 72 {
+                    // It has no association with us: it restarted. Associate again (next tick).
+                    self.counters.up_restarts += 1;
+                    u.restarts += 1;
+                    u.pfcp.reset();
+                    out.notes.push(format!("user plane {up} has no association with us: associating again"));
+                }
             }
-            Outcome::Heartbeat => {}
+            Outcome::Heartbeat => {
+                if u.down {
+                    u.down = false;
+                    out.notes.push(format!("user plane {up} answers again (same Recovery Time Stamp: sessions intact)"));
+                    for e in std::mem::take(&mut u.queued) {
+                        send_event(&self.sessions, up, &mut u.pfcp, &e, &mut out)?;
+                    }
+                }
+            }
+            Outcome::PeerRestarted { recovery_ntp } => {
+                self.counters.up_restarts += 1;
+                u.restarts += 1;
+                u.down = false;
+                u.pfcp.reset();
+                out.pfcp.push((up, u.pfcp.association_setup()));
+                out.notes.push(format!("user plane {up} restarted (Recovery Time Stamp {recovery_ntp}): associating again"));
+            }
         }
+        // Answers to the user plane's own requests leave after the record is written.
+        out.pfcp.extend(next);
         Ok(out)
     }
+
+    fn record(&mut self, up: u16, up_seid: u64, id: &Identity, ip: Ipv4Addr, reports: &[UsageRecord]) -> Result<(), rusqlite::Error> {
+        self.accounting.record(up, up_seid, id, ip, reports)?;
+        self.counters.usage_records += reports.len() as u64;
+        Ok(())
+    }
+
+    /// The Prometheus text exposition (format 0.0.4): counters, each user plane's state, and
+    /// each subscriber's usage summed from the records.
+    ///
+    /// # Errors
+    /// The usage table could not be read.
+    pub fn metrics(&self) -> Result<String, rusqlite::Error> {
+        use std::fmt::Write;
+        let mut o = String::new();
+        let c = &self.counters;
+        let counters: [(&str, u64, &str); 18] = [
+            ("gpdu_in", c.gpdu_in, "G-PDUs taken from the CPRi"),
+            ("gpdu_out", c.gpdu_out, "G-PDUs sent (DHCP replies)"),
+            ("gtpu_bad", c.gtpu_bad, "CPRi datagrams that are not GTP-U we take"),
+            ("wrong_up", c.wrong_up, "G-PDUs with the TEID of a user plane we do not drive"),
+            ("wrong_port", c.wrong_port, "G-PDUs for a port that is not an access port of its user plane"),
+            ("not_dhcp", c.not_dhcp, "punted frames that are not a subscriber's DHCP"),
+            ("dhcp_ignored", c.dhcp_ignored, "DHCP messages the server ignored"),
+            ("echo", c.echo, "GTP-U echo requests answered"),
+            ("sessions_established", c.established, "PFCP sessions established"),
+            ("sessions_reestablished", c.reestablished, "sessions established again on a user plane that lost them"),
+            ("sessions_deleted", c.deleted, "PFCP sessions deleted"),
+            ("session_requests_rejected", c.rejected, "session requests a user plane refused"),
+            ("pfcp_bad", c.pfcp_bad, "PFCP datagrams that answer nothing of ours"),
+            ("usage_reports", c.reports, "Session Report Requests taken"),
+            ("usage_reports_unknown", c.reports_unknown, "Session Report Requests for an unknown session"),
+            ("usage_records", c.usage_records, "usage records written"),
+            ("user_plane_down", c.up_down, "times a user plane was marked down"),
+            ("user_plane_restarts", c.up_restarts, "times a user plane was found restarted"),
+        ];
+        for (name, v, help) in counters {
+            let _ = writeln!(
+                o,
+                "# HELP fastpath_bng_{name}_total {help}\n# TYPE fastpath_bng_{name}_total counter\nfastpath_bng_{name}_total {v}"
+            );
+        }
+        let _ = writeln!(
+            o,
+            "# HELP fastpath_bng_leases bound leases\n# TYPE fastpath_bng_leases gauge\nfastpath_bng_leases {}",
+            self.server.leases().len()
+        );
+        let ups = self.user_planes();
+        let gauges: [(&str, &str, Gauge); 5] = [
+            ("user_plane_associated", "1 when the user plane accepted our association", |u| u64::from(u.associated)),
+            ("user_plane_down", "1 when the user plane missed max_missed heartbeats in a row", |u| u64::from(u.down)),
+            ("user_plane_missed_heartbeats", "heartbeats unanswered in a row", |u| u64::from(u.missed)),
+            ("user_plane_sessions", "sessions in place on the user plane", |u| u.sessions as u64),
+            ("user_plane_recovery_time_stamp", "the user plane's Recovery Time Stamp (NTP seconds)", |u| {
+                u64::from(u.recovery_ntp.unwrap_or(0))
+            }),
+        ];
+        for (name, help, f) in gauges {
+            let _ = writeln!(o, "# HELP fastpath_bng_{name} {help}\n# TYPE fastpath_bng_{name} gauge");
+            for u in &ups {
+                let _ = writeln!(o, "fastpath_bng_{name}{{up=\"{}\"}} {}", u.id, f(u));
+            }
+        }
+        let totals = self.accounting.totals()?;
+        for (name, help, f) in [
+            (
+                "subscriber_bytes_total",
+                "bytes a subscriber sent (up) and received (down), from usage reports",
+                (|v| (v.ul_bytes, v.dl_bytes)) as fn(&crate::pfcp_cp::Volume) -> (u64, u64),
+            ),
+            ("subscriber_packets_total", "packets, likewise", |v| (v.ul_pkts, v.dl_pkts)),
+        ] {
+            let _ = writeln!(o, "# HELP fastpath_bng_{name} {help}\n# TYPE fastpath_bng_{name} counter");
+            for t in &totals {
+                let (up, down) = f(&t.volume);
+                let l = format!(
+                    "up=\"{}\",port=\"{}\",svlan=\"{}\",cvlan=\"{}\",mac=\"{}\"",
+                    t.up_id,
+                    t.identity.port & 0xffff,
+                    t.identity.svlan,
+                    t.identity.cvlan,
+                    t.identity.remote_id()
+                );
+                let _ =
+                    writeln!(o, "fastpath_bng_{name}{{{l},direction=\"up\"}} {up}\nfastpath_bng_{name}{{{l},direction=\"down\"}} {down}");
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// A user plane's gauge, read from its status.
+type Gauge = fn(&UpStatus) -> u64;
+
+/// `UP:port/S-VLAN/C-VLAN MAC`, for log lines.
+fn circuit(id: &Identity) -> String {
+    format!("{}:{}/{}/{} {}", up_of(id), id.port & 0xffff, id.svlan, id.cvlan, id.remote_id())
 }
 
 fn open_sessions(path: &Path) -> Result<Connection, rusqlite::Error> {
@@ -332,15 +661,61 @@ fn open_sessions(path: &Path) -> Result<Connection, rusqlite::Error> {
         "CREATE TABLE IF NOT EXISTS pfcp_session (
              port INTEGER NOT NULL, svlan INTEGER NOT NULL, cvlan INTEGER NOT NULL, mac BLOB NOT NULL,
              ip INTEGER NOT NULL, cp_seid INTEGER NOT NULL, up_seid INTEGER NOT NULL,
+             up_id INTEGER NOT NULL DEFAULT 1,
              PRIMARY KEY (port, svlan, cvlan, mac));",
     )?;
+    // A store from before several user planes: its sessions are user plane 1's.
+    let has_up: bool =
+        db.query_row("SELECT COUNT(*) FROM pragma_table_info('pfcp_session') WHERE name = 'up_id'", [], |r| r.get::<_, i64>(0))? > 0;
+    if !has_up {
+        db.execute_batch("ALTER TABLE pfcp_session ADD COLUMN up_id INTEGER NOT NULL DEFAULT 1;")?;
+    }
     Ok(db)
 }
 
-type Saved = (Identity, Ipv4Addr, u64, u64);
+/// The PFCP request a lease event calls for. An establishment's row (UP SEID 0 until the answer)
+/// is written before the request leaves, so a restart asks again under the same CP SEID.
+fn send_event(db: &Connection, up: u16, pfcp: &mut PfcpCp, e: &Event, out: &mut Out) -> Result<(), rusqlite::Error> {
+    let Some(req) = pfcp.on_event(e) else { return Ok(()) };
+    if e.kind == EventKind::Bound {
+        if let Some((cp_seid, ip, None)) = pfcp.session(&e.identity) {
+            write_session(db, up, &e.identity, ip, cp_seid, 0)?;
+        }
+    }
+    out.pfcp.push((up, req));
+    Ok(())
+}
+
+fn write_session(db: &Connection, up: u16, id: &Identity, ip: Ipv4Addr, cp_seid: u64, up_seid: u64) -> Result<(), rusqlite::Error> {
+    db.execute(
+        "INSERT OR REPLACE INTO pfcp_session (port, svlan, cvlan, mac, ip, cp_seid, up_seid, up_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![id.port, id.svlan, id.cvlan, &id.mac[..], i64::from(u32::from(ip)), cp_seid as i64, up_seid as i64, up],
+    )?;
+    Ok(())
+}
+
+fn delete_session(db: &Connection, id: &Identity) -> Result<(), rusqlite::Error> {
+    db.execute(
+        "DELETE FROM pfcp_session WHERE port = ?1 AND svlan = ?2 AND cvlan = ?3 AND mac = ?4",
+        params![id.port, id.svlan, id.cvlan, &id.mac[..]],
+    )?;
+    Ok(())
+}
+
+fn load_ip(db: &Connection, id: &Identity) -> Result<Option<Ipv4Addr>, rusqlite::Error> {
+    let mut st = db.prepare("SELECT ip FROM pfcp_session WHERE port = ?1 AND svlan = ?2 AND cvlan = ?3 AND mac = ?4")?;
+    let mut rows = st.query(params![id.port, id.svlan, id.cvlan, &id.mac[..]])?;
+    Ok(match rows.next()? {
+        Some(r) => u32::try_from(r.get::<_, i64>(0)?).ok().map(Ipv4Addr::from),
+        None => None,
+    })
+}
+
+type Saved = (u16, Identity, Ipv4Addr, u64, u64);
 
 fn load_sessions(db: &Connection) -> Result<Vec<Saved>, rusqlite::Error> {
-    let mut st = db.prepare("SELECT port, svlan, cvlan, mac, ip, cp_seid, up_seid FROM pfcp_session")?;
+    let mut st = db.prepare("SELECT port, svlan, cvlan, mac, ip, cp_seid, up_seid, up_id FROM pfcp_session")?;
     let rows = st.query_map([], |r| {
         Ok((
             r.get::<_, u32>(0)?,
@@ -350,14 +725,15 @@ fn load_sessions(db: &Connection) -> Result<Vec<Saved>, rusqlite::Error> {
             r.get::<_, i64>(4)?,
             r.get::<_, i64>(5)?,
             r.get::<_, i64>(6)?,
+            r.get::<_, u16>(7)?,
         ))
     })?;
     let mut v = Vec::new();
     for row in rows {
-        let (port, svlan, cvlan, mac, ip, cp, up) = row?;
+        let (port, svlan, cvlan, mac, ip, cp, up, up_id) = row?;
         // A record that does not decode is skipped: its lease (if any) is established again.
         let (Ok(mac), Ok(ip)) = (<[u8; 6]>::try_from(mac), u32::try_from(ip)) else { continue };
-        v.push((Identity { port, svlan, cvlan, mac }, Ipv4Addr::from(ip), cp as u64, up as u64));
+        v.push((up_id, Identity { port, svlan, cvlan, mac }, Ipv4Addr::from(ip), cp as u64, up as u64));
     }
     Ok(v)
 }
@@ -368,11 +744,12 @@ mod tests {
     use super::*;
     use crate::dhcp::server::PoolConfig;
     use crate::dhcp::wire::{DhcpRepr, MessageType, Op};
+    use fastpath_pfcp::group::UsageReport;
     use fastpath_pfcp::ie::*;
     use fastpath_pfcp::message::*;
     use fastpath_pfcp::{decode, encode, Message, NodeHeader, SessionHeader};
 
-    fn params(dir: &Path) -> Params {
+    fn params(dir: &Path, ups: &[u16]) -> Params {
         let gw = Ipv4Addr::new(100, 64, 0, 1);
         Params {
             server: ServerConfig {
@@ -393,8 +770,17 @@ mod tests {
             gw_mac: [2, 0xfa, 0, 0, 0, 1],
             store: dir.join("cp.db"),
             pfcp: CpConfig::new(Ipv4Addr::LOCALHOST),
-            up_id: 1,
+            user_planes: ups.iter().map(|&id| UpParams { id, ports: vec![] }).collect(),
+            heartbeat_s: 1,
+            max_missed: 3,
         }
+    }
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("fastpath-bng-cp-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     fn enc(m: &Message) -> Vec<u8> {
@@ -403,14 +789,27 @@ mod tests {
         v
     }
 
-    /// A user plane that accepts everything, with UP SEID 1000 + n.
-    fn answer(req: &[u8], n: u64) -> Vec<u8> {
+    /// A user plane that accepts everything: UP SEID 1000 + n, Recovery Time Stamp `rts`, PSREI
+    /// on an association when `kept`.
+    fn answer_with(req: &[u8], n: u64, rts: u32, kept: bool) -> Vec<u8> {
         let node_id = NodeId::Ipv4(Ipv4Addr::LOCALHOST);
         match decode(req).unwrap() {
-            Message::AssociationSetupRequest(h, _) => enc(&Message::AssociationSetupResponse(
-                NodeHeader { seq: h.seq },
-                AssociationSetupResponse { node_id, cause: Cause::REQUEST_ACCEPTED, ..Default::default() },
-            )),
+            Message::AssociationSetupRequest(h, r) => {
+                assert!(r.pfcp_session_retention_information.is_some(), "we always ask to keep our sessions");
+                enc(&Message::AssociationSetupResponse(
+                    NodeHeader { seq: h.seq },
+                    AssociationSetupResponse {
+                        node_id,
+                        cause: Cause::REQUEST_ACCEPTED,
+                        recovery_time_stamp: RecoveryTimeStamp(rts),
+                        pfcpasrsp_flags: kept.then_some(PfcpasRspFlags(PfcpasRspFlags::PSREI)),
+                        ..Default::default()
+                    },
+                ))
+            }
+            Message::HeartbeatRequest(h, _) => {
+                enc(&Message::HeartbeatResponse(h, HeartbeatResponse { recovery_time_stamp: RecoveryTimeStamp(rts), unknown: vec![] }))
+            }
             Message::SessionEstablishmentRequest(h, r) => enc(&Message::SessionEstablishmentResponse(
                 SessionHeader { seid: r.cp_f_seid.seid, seq: h.seq, priority: None },
                 SessionEstablishmentResponse {
@@ -432,7 +831,21 @@ mod tests {
         }
     }
 
-    fn gpdu(id: &Identity, ty: MessageType, req_ip: Option<Ipv4Addr>) -> Vec<u8> {
+    fn answer(req: &[u8], n: u64) -> Vec<u8> {
+        answer_with(req, n, 7, true)
+    }
+
+    /// Associates every user plane of `cp` (they keep our sessions).
+    fn associate(cp: &mut ControlPlane, now_s: u64) -> Out {
+        let mut rest = Out::default();
+        for (up, req) in cp.tick(now_s).unwrap().pfcp {
+            let o = cp.on_pfcp(up, &answer(&req, 0)).unwrap();
+            rest.pfcp.extend(o.pfcp);
+        }
+        rest
+    }
+
+    fn gpdu_on(up: u16, id: &Identity, ty: MessageType, req_ip: Option<Ipv4Addr>) -> Vec<u8> {
         let mut m = DhcpRepr::empty(Op::BOOTREQUEST);
         m.chaddr[..6].copy_from_slice(&id.mac);
         m.options.message_type = Some(ty);
@@ -446,10 +859,15 @@ mod tests {
             m.options.server_id = Some(Ipv4Addr::new(100, 64, 0, 1));
         }
         let mut d = Vec::new();
-        gtpu::emit_gpdu(gtpu::cpri_teid(1, id.port as u16), &cpri::client_frame(id, &m), &mut d).unwrap();
+        gtpu::emit_gpdu(gtpu::cpri_teid(up, id.port as u16), &cpri::client_frame(id, &m), &mut d).unwrap();
         d
     }
 
+    fn gpdu(id: &Identity, ty: MessageType, req_ip: Option<Ipv4Addr>) -> Vec<u8> {
+        gpdu_on(1, id, ty, req_ip)
+    }
+
+    /// The reply's line (port as the TEID's low half) and message.
     fn reply(out: &Out) -> (Identity, DhcpRepr) {
         let g = Gtpu::parse(&out.gtpu[0]).unwrap();
         let f = g.payload;
@@ -463,47 +881,299 @@ mod tests {
         (id, dhcp)
     }
 
-    #[test]
-    fn dora_makes_a_session_that_survives_a_restart_and_release_deletes_it() {
-        let dir = std::env::temp_dir().join(format!("fastpath-bng-cp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = params(&dir);
-        let sub = Identity { port: 3, svlan: 100, cvlan: 7, mac: [2, 0, 0, 0, 0, 9] };
-        let mut cp = ControlPlane::open(&p, 1000).unwrap();
-        let a = cp.association_setup();
-        assert!(cp.on_pfcp(&answer(&a, 0)).unwrap().pfcp.is_empty());
-        let o = cp.on_gtpu(&gpdu(&sub, MessageType::DISCOVER, None), 1000).unwrap();
+    /// DISCOVER and REQUEST on user plane `up`; returns the leased address and the PFCP
+    /// request the bound lease made (with its user plane).
+    fn dora(cp: &mut ControlPlane, up: u16, sub: &Identity, now_s: u64) -> (Ipv4Addr, (u16, Vec<u8>)) {
+        let o = cp.on_gtpu(&gpdu_on(up, sub, MessageType::DISCOVER, None), now_s).unwrap();
         let (id, offer) = reply(&o);
-        assert_eq!((id, offer.options.message_type), (sub, Some(MessageType::OFFER)));
-        let o = cp.on_gtpu(&gpdu(&sub, MessageType::REQUEST, Some(offer.yiaddr)), 1000).unwrap();
+        assert_eq!((id, offer.options.message_type), (*sub, Some(MessageType::OFFER)));
+        let mut o = cp.on_gtpu(&gpdu_on(up, sub, MessageType::REQUEST, Some(offer.yiaddr)), now_s).unwrap();
         assert_eq!(reply(&o).1.options.message_type, Some(MessageType::ACK));
         assert_eq!(o.pfcp.len(), 1, "the bound lease is an establishment");
-        cp.on_pfcp(&answer(&o.pfcp[0], 1)).unwrap();
+        (offer.yiaddr, o.pfcp.remove(0))
+    }
+
+    #[test]
+    fn dora_makes_a_session_that_survives_a_restart_and_release_deletes_it() {
+        let dir = tmp("restart");
+        let p = params(&dir, &[1]);
+        let sub = Identity { port: 3, svlan: 100, cvlan: 7, mac: [2, 0, 0, 0, 0, 9] };
+        let mut cp = ControlPlane::open(&p, 1000).unwrap();
+        assert!(associate(&mut cp, 1000).pfcp.is_empty());
+        let (ip, (up, est)) = dora(&mut cp, 1, &sub, 1000);
+        assert_eq!(up, 1);
+        cp.on_pfcp(1, &answer(&est, 1)).unwrap();
         assert_eq!(cp.established(), 1);
         drop(cp);
 
-        // Restart: the lease and the session are back; nothing is established again.
+        // Restart: the lease and the session are back; the user plane kept the session, so
+        // nothing is established again.
         let mut cp = ControlPlane::open(&p, 1010).unwrap();
-        assert_eq!(cp.server().lease_of(&sub).map(|l| l.ip), Some(offer.yiaddr));
-        let a = cp.association_setup();
-        assert!(cp.on_pfcp(&answer(&a, 0)).unwrap().pfcp.is_empty(), "no re-creation");
-        let o = cp.on_gtpu(&gpdu(&sub, MessageType::RELEASE, Some(offer.yiaddr)), 1020).unwrap();
+        let line = Identity { port: 1 << 16 | 3, ..sub };
+        assert_eq!(cp.server().lease_of(&line).map(|l| l.ip), Some(ip));
+        assert!(associate(&mut cp, 1010).pfcp.is_empty(), "no re-creation");
+        let o = cp.on_gtpu(&gpdu(&sub, MessageType::RELEASE, Some(ip)), 1020).unwrap();
         assert_eq!(o.pfcp.len(), 1, "the release is a deletion");
-        cp.on_pfcp(&answer(&o.pfcp[0], 1)).unwrap();
+        cp.on_pfcp(1, &answer(&o.pfcp[0].1, 1)).unwrap();
         assert_eq!((cp.established(), cp.counters.deleted), (0, 1));
         drop(cp);
-        let cp = ControlPlane::open(&p, 1030).unwrap();
+        let mut cp = ControlPlane::open(&p, 1030).unwrap();
         assert!(cp.server().leases().is_empty());
-        assert!(cp.queued.is_empty());
+        assert!(associate(&mut cp, 1030).pfcp.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_establishment_unanswered_when_we_stopped_is_asked_again_under_its_cp_seid() {
+        let dir = tmp("unanswered");
+        let p = params(&dir, &[1]);
+        let sub = Identity { port: 1, svlan: 100, cvlan: 5, mac: [2, 0, 0, 0, 0, 5] };
+        let mut cp = ControlPlane::open(&p, 0).unwrap();
+        associate(&mut cp, 0);
+        let (ip, (_, est)) = dora(&mut cp, 1, &sub, 0);
+        let Message::SessionEstablishmentRequest(_, first) = decode(&est).unwrap() else { panic!() };
+        // Stopped before the answer was recorded.
+        drop(cp);
+        let mut cp = ControlPlane::open(&p, 1).unwrap();
+        let again = associate(&mut cp, 1).pfcp;
+        assert_eq!(again.len(), 1);
+        let Message::SessionEstablishmentRequest(_, r) = decode(&again[0].1).unwrap() else { panic!() };
+        assert_eq!(r.cp_f_seid.seid, first.cp_f_seid.seid, "the same CP SEID: the user plane answers with what it has");
+        assert_eq!(r.create_traffic_endpoint[0].ue_ip_address[0].ipv4, Some(ip));
+        cp.on_pfcp(1, &answer(&again[0].1, 4)).unwrap();
+        assert_eq!(cp.established(), 1);
+        // A new lease does not take that CP SEID.
+        let other = Identity { cvlan: 6, mac: [2, 0, 0, 0, 0, 6], ..sub };
+        let (_, (_, est)) = dora(&mut cp, 1, &other, 1);
+        let Message::SessionEstablishmentRequest(_, r) = decode(&est).unwrap() else { panic!() };
+        assert!(r.cp_f_seid.seid > first.cp_f_seid.seid);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn each_lease_goes_to_the_user_plane_of_its_teid() {
+        let dir = tmp("two");
+        let mut cp = ControlPlane::open(&params(&dir, &[1, 2]), 0).unwrap();
+        associate(&mut cp, 0);
+        assert!(cp.is_associated());
+        // The same port, tags and MAC behind two user planes: two lines, two leases.
+        let sub = Identity { port: 0, svlan: 100, cvlan: 7, mac: [2, 0, 0, 0, 0, 7] };
+        let (ip1, (up1, est1)) = dora(&mut cp, 1, &sub, 0);
+        let (ip2, (up2, est2)) = dora(&mut cp, 2, &sub, 0);
+        assert_eq!((up1, up2), (1, 2));
+        assert_ne!(ip1, ip2);
+        // The logical port in the request is the user plane's own port number.
+        let Message::SessionEstablishmentRequest(_, r) = decode(&est2).unwrap() else { panic!() };
+        assert_eq!(r.create_traffic_endpoint[0].logical_port.as_ref().unwrap().0, b"0");
+        cp.on_pfcp(1, &answer(&est1, 1)).unwrap();
+        cp.on_pfcp(2, &answer(&est2, 2)).unwrap();
+        let st = cp.user_planes();
+        assert_eq!(st.iter().map(|u| (u.id, u.sessions)).collect::<Vec<_>>(), [(1, 1), (2, 1)]);
+        // The store says which user plane owns each session.
+        let owners: Vec<(u16, u32)> = load_sessions(&cp.sessions).unwrap().iter().map(|s| (s.0, s.1.port)).collect();
+        assert_eq!(owners.len(), 2);
+        assert!(owners.contains(&(1, 1 << 16)) && owners.contains(&(2, 2 << 16)), "{owners:?}");
+        // A TEID of a user plane we do not drive, and a port that is not an access port.
+        cp.on_gtpu(&gpdu_on(3, &sub, MessageType::DISCOVER, None), 0).unwrap();
+        assert_eq!(cp.counters.wrong_up, 1);
+        drop(cp);
+        let mut p = params(&dir, &[1, 2]);
+        p.user_planes[0].ports = vec![5];
+        let mut cp = ControlPlane::open(&p, 0).unwrap();
+        cp.on_gtpu(&gpdu_on(1, &sub, MessageType::DISCOVER, None), 0).unwrap();
+        assert_eq!(cp.counters.wrong_port, 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missed_heartbeats_mark_down_and_a_restarted_user_plane_gets_its_sessions_again() {
+        let dir = tmp("hb");
+        let mut cp = ControlPlane::open(&params(&dir, &[1]), 100).unwrap();
+        associate(&mut cp, 100);
+        let a = Identity { port: 0, svlan: 100, cvlan: 1, mac: [2, 0, 0, 0, 0, 1] };
+        let b = Identity { port: 0, svlan: 100, cvlan: 2, mac: [2, 0, 0, 0, 0, 2] };
+        let (ip_a, (_, est)) = dora(&mut cp, 1, &a, 100);
+        cp.on_pfcp(1, &answer(&est, 1)).unwrap();
+        let Message::SessionEstablishmentRequest(_, r) = decode(&est).unwrap() else { panic!() };
+        let cp_seid_a = r.cp_f_seid.seid;
+        // Heartbeats go unanswered: after three in a row the user plane is down.
+        let mut t = 100;
+        for k in 1..=4u32 {
+            t += 1;
+            let o = cp.tick(t).unwrap();
+            assert_eq!(decode(&o.pfcp[0].1).unwrap().msg_type(), 1, "a heartbeat request");
+            assert_eq!(cp.user_planes()[0].down, k >= 4, "tick {k}");
+        }
+        assert_eq!((cp.counters.up_down, cp.user_planes()[0].missed), (1, 3));
+        // A lease while it is down waits.
+        let o = cp.on_gtpu(&gpdu(&b, MessageType::DISCOVER, None), t).unwrap();
+        let offer = reply(&o).1;
+        let o = cp.on_gtpu(&gpdu(&b, MessageType::REQUEST, Some(offer.yiaddr)), t).unwrap();
+        assert!(o.pfcp.is_empty(), "queued while down");
+        // It answers with another Recovery Time Stamp: it restarted.
+        t += 1;
+        let hb = cp.tick(t).unwrap().pfcp.remove(0).1;
+        let o = cp.on_pfcp(1, &answer_with(&hb, 0, 99, false)).unwrap();
+        assert_eq!(cp.counters.up_restarts, 1);
+        assert_eq!(decode(&o.pfcp[0].1).unwrap().msg_type(), 5, "an association setup");
+        // It has none of our sessions: both leases are established, a's under its CP SEID.
+        let o = cp.on_pfcp(1, &answer_with(&o.pfcp[0].1, 0, 99, false)).unwrap();
+        assert_eq!(o.pfcp.len(), 2, "{:?}", o.notes);
+        let mut ips = Vec::new();
+        for (k, (up, req)) in o.pfcp.iter().enumerate() {
+            let Message::SessionEstablishmentRequest(_, r) = decode(req).unwrap() else { panic!() };
+            let ip = r.create_traffic_endpoint[0].ue_ip_address[0].ipv4.unwrap();
+            if ip == ip_a {
+                assert_eq!(r.cp_f_seid.seid, cp_seid_a, "the same CP SEID");
+            }
+            ips.push(ip);
+            cp.on_pfcp(*up, &answer(req, 10 + k as u64)).unwrap();
+        }
+        assert!(ips.contains(&ip_a) && ips.contains(&offer.yiaddr));
+        assert_eq!((cp.counters.reestablished, cp.established()), (1, 2));
+        assert!(!cp.user_planes()[0].down);
+        // The store has the new UP SEIDs: a restart of ours knows them.
+        drop(cp);
+        let mut cp = ControlPlane::open(&params(&dir, &[1]), t).unwrap();
+        associate(&mut cp, t);
+        assert_eq!(cp.established(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_down_user_plane_that_answers_again_with_its_old_time_stamp_gets_what_waited() {
+        let dir = tmp("blip");
+        let mut cp = ControlPlane::open(&params(&dir, &[1]), 0).unwrap();
+        associate(&mut cp, 0);
+        for t in 1..=4 {
+            cp.tick(t).unwrap();
+        }
+        assert!(cp.user_planes()[0].down);
+        let a = Identity { port: 0, svlan: 100, cvlan: 1, mac: [2, 0, 0, 0, 0, 1] };
+        let o = cp.on_gtpu(&gpdu(&a, MessageType::DISCOVER, None), 4).unwrap();
+        let ip = reply(&o).1.yiaddr;
+        assert!(cp.on_gtpu(&gpdu(&a, MessageType::REQUEST, Some(ip)), 4).unwrap().pfcp.is_empty());
+        let hb = cp.tick(5).unwrap().pfcp.remove(0).1;
+        let o = cp.on_pfcp(1, &answer_with(&hb, 0, 7, true)).unwrap();
+        assert!(!cp.user_planes()[0].down);
+        assert_eq!(o.pfcp.len(), 1, "the waiting establishment");
+        assert_eq!(decode(&o.pfcp[0].1).unwrap().msg_type(), 50);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn usage_reports_are_recorded_answered_and_exported() {
+        let dir = tmp("usage");
+        let mut cp = ControlPlane::open(&params(&dir, &[1]), 0).unwrap();
+        associate(&mut cp, 0);
+        let a = Identity { port: 2, svlan: 100, cvlan: 1, mac: [2, 0, 0, 0, 0, 1] };
+        let (_, (_, est)) = dora(&mut cp, 1, &a, 0);
+        let Message::SessionEstablishmentRequest(_, r) = decode(&est).unwrap() else { panic!() };
+        assert_eq!(r.create_urr[0].measurement_period, Some(MeasurementPeriod(300)));
+        cp.on_pfcp(1, &answer(&est, 1)).unwrap();
+        let report = |seq, seid, ul| {
+            enc(&Message::SessionReportRequest(
+                SessionHeader { seid, seq, priority: None },
+                SessionReportRequest {
+                    report_type: ReportType(ReportType::USAR),
+                    usage_report: vec![UsageReport {
+                        urr_id: UrrId(1),
+                        ur_seqn: UrSeqn(0),
+                        usage_report_trigger: Triggers(Triggers::PERIO),
+                        start_time: Some(StartTime(10)),
+                        end_time: Some(EndTime(20)),
+                        volume_measurement: Some(VolumeMeasurement {
+                            ul_bytes: Some(ul),
+                            dl_bytes: Some(5),
+                            ul_pkts: Some(2),
+                            dl_pkts: Some(1),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }],
+                    unknown: vec![],
+                },
+            ))
+        };
+        let o = cp.on_pfcp(1, &report(40, r.cp_f_seid.seid, 1400)).unwrap();
+        let Message::SessionReportResponse(h, resp) = decode(&o.pfcp[0].1).unwrap() else { panic!() };
+        assert_eq!((h.seid, h.seq, resp.cause), (1001, 40, Cause::REQUEST_ACCEPTED));
+        // Sent again, grown (its answer lost): replaces the record.
+        cp.on_pfcp(1, &report(41, r.cp_f_seid.seid, 2800)).unwrap();
+        // Unknown session: cause 65, nothing recorded.
+        let o = cp.on_pfcp(1, &report(42, 999, 1)).unwrap();
+        let Message::SessionReportResponse(_, resp) = decode(&o.pfcp[0].1).unwrap() else { panic!() };
+        assert_eq!(resp.cause, Cause::SESSION_CONTEXT_NOT_FOUND);
+        assert_eq!((cp.counters.reports, cp.counters.reports_unknown, cp.accounting().records().unwrap()), (2, 1, 1));
+        let m = cp.metrics().unwrap();
+        let line = "fastpath_bng_subscriber_bytes_total{up=\"1\",port=\"2\",svlan=\"100\",cvlan=\"1\",mac=\"02:00:00:00:00:01\",direction=\"up\"} 2800";
+        assert!(m.contains(line), "{m}");
+        assert!(m.contains("fastpath_bng_user_plane_sessions{up=\"1\"} 1"), "{m}");
+        assert!(m.contains("fastpath_bng_usage_reports_total 2"), "{m}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Whatever comes from a user plane's address — every sample message, our own requests
+    /// answered, and mutations of them (bit flips, truncations, splices) — is answered, counted
+    /// or refused, never a panic, and leaves the control plane working.
+    #[test]
+    fn no_pfcp_datagram_panics_the_control_plane() {
+        let dir = tmp("fuzz");
+        let mut cp = ControlPlane::open(&params(&dir, &[1]), 0).unwrap();
+        associate(&mut cp, 0);
+        let sub = Identity { port: 0, svlan: 100, cvlan: 3, mac: [2, 0, 0, 0, 0, 3] };
+        let (_, (_, est)) = dora(&mut cp, 1, &sub, 0);
+        let mut seeds: Vec<Vec<u8>> = fastpath_pfcp::samples::all().iter().map(enc).collect();
+        seeds.push(answer(&est, 1));
+        // The sample usage report, for our session.
+        let Message::SessionEstablishmentRequest(_, r) = decode(&est).unwrap() else { panic!() };
+        let report = fastpath_pfcp::samples::all().into_iter().find(|m| m.msg_type() == 56).unwrap();
+        let Message::SessionReportRequest(h, body) = report else { panic!() };
+        seeds.push(enc(&Message::SessionReportRequest(SessionHeader { seid: r.cp_f_seid.seid, ..h }, body)));
+        seeds.push(answer_with(&cp.tick(5).unwrap().pfcp[0].1, 0, 8, false));
+        let iters: u64 = std::env::var("FUZZ_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+        let mut x: u64 = std::env::var("FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x9e37_79b9_7f4a_7c15);
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..iters {
+            let mut d = seeds[(next() % seeds.len() as u64) as usize].clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() % (d.len() as u64 + 1)) as usize;
+                match next() % 5 {
+                    0 if at < d.len() => d[at] ^= 1 << (next() % 8),
+                    1 if at < d.len() => d[at] = next() as u8,
+                    2 => d.truncate(at),
+                    3 => d.insert(at.min(d.len()), next() as u8),
+                    _ => {
+                        let other = &seeds[(next() % seeds.len() as u64) as usize];
+                        let from = (next() % (other.len() as u64)) as usize;
+                        d.splice(at.min(d.len())..at.min(d.len()), other[from..].iter().copied());
+                    }
+                }
+            }
+            let up = if next() % 8 == 0 { 2 } else { 1 };
+            cp.on_pfcp(up, &d).unwrap();
+            if next() % 64 == 0 {
+                cp.tick(next() % 1000).unwrap();
+            }
+        }
+        assert!(cp.counters.reports > 0 && cp.counters.usage_records > 0, "reports reached the store: {:?}", cp.counters);
+        // Still working: the metrics render and a lease is still served.
+        assert!(cp.metrics().unwrap().contains("fastpath_bng_pfcp_bad_total"));
+        let other = Identity { cvlan: 4, mac: [2, 0, 0, 0, 0, 4], ..sub };
+        let o = cp.on_gtpu(&gpdu(&other, MessageType::DISCOVER, None), 0).unwrap();
+        assert_eq!(reply(&o).1.options.message_type, Some(MessageType::OFFER));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn echo_and_junk() {
-        let dir = std::env::temp_dir().join(format!("fastpath-bng-cp-junk-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut cp = ControlPlane::open(&params(&dir), 0).unwrap();
+        let dir = tmp("junk");
+        let mut cp = ControlPlane::open(&params(&dir, &[1]), 0).unwrap();
         let o = cp.on_gtpu(&gtpu::echo_request(5), 0).unwrap();
         assert_eq!(Gtpu::parse(&o.gtpu[0]).unwrap().seq, Some(5));
         assert!(cp.on_gtpu(&[1, 2, 3], 0).unwrap().gtpu.is_empty());
@@ -514,6 +1184,10 @@ mod tests {
         gtpu::emit_gpdu(gtpu::cpri_teid(1, 1), &[0; 60], &mut d).unwrap();
         cp.on_gtpu(&d, 0).unwrap();
         assert_eq!((cp.counters.echo, cp.counters.gtpu_bad, cp.counters.wrong_up, cp.counters.not_dhcp), (1, 1, 1, 1));
+        // PFCP from no user plane of ours, and junk from one.
+        cp.on_pfcp(9, &[0x20, 1, 0, 4, 0, 0, 1, 0]).unwrap();
+        cp.on_pfcp(1, &[1, 2, 3]).unwrap();
+        assert_eq!(cp.counters.pfcp_bad, 2);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

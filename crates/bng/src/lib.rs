@@ -3,8 +3,9 @@
 //! Owns the subscriber-facing protocols and state that sit beside the `vbng` user plane: today
 //! the DHCPv4 server ([`dhcp::server`]) or relay ([`dhcp::relay`]) with their message codec
 //! ([`dhcp::wire`]) and the lease store ([`store`]); the PFCP client ([`pfcp_cp`]); the CPRi's
-//! frames ([`cpri`]) and the control plane of one user plane that ties them together ([`cp`],
-//! run by `fastpath bng-cp`); later several user planes and accounting (docs/bng.md). Depends on
+//! frames ([`cpri`]) and the control plane that ties them together ([`cp`],
+//! run by `fastpath bng-cp`, one or more user planes) and the usage records
+//! ([`accounting`]; docs/bng.md). Depends on
 //! `fastpath-packet` for wire types only; never on ports, threads or the pipeline.
 //!
 //! Invariants: decoding never panics on any bytes; the server and the relay are pure (time is
@@ -45,6 +46,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod accounting;
 pub mod cp;
 pub mod cpri;
 pub mod dhcp;

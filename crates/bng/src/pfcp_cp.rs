@@ -3,16 +3,23 @@
 //! becomes a Session Establishment Request, one that is released, expires or is declined a
 //! Session Deletion Request.
 //!
-//! Pure, like the DHCP server: lease [`Event`]s in, encoded requests out; responses in,
-//! [`Outcome`]s out. The caller owns the socket, the clock and retransmission (a request's
-//! bytes can be sent again as they are: the user plane answers a repeat with its first
-//! answer).
+//! Pure, like the DHCP server: lease [`Event`]s in, encoded requests out; responses (and the
+//! user plane's Session Report Requests) in, [`Outcome`]s out. The caller owns the socket and
+//! the clock; [`PfcpCp::retransmit`] gives the session requests still unanswered, whose bytes
+//! can be sent again as they are (the user plane answers a repeat with its first answer).
+//!
+//! **Restarts.** Every Association Setup Request carries PFCP Session Retention Information
+//! (TS 29.244 clause 6.2.6.2.2): a user plane that still holds our sessions keeps them and says
+//! so with PSREI ([`PfcpCp::retained`]). A user plane whose Recovery Time Stamp changes in a
+//! heartbeat has restarted ([`Outcome::PeerRestarted`]): [`PfcpCp::reset`] forgets the
+//! association, and after the next one [`PfcpCp::take_sessions`] hands back every session, to
+//! be established again with [`PfcpCp::reestablish`] under the same CP SEID.
 //!
 //! What a session carries (the user plane's mapping is in docs/pfcp.md):
 //!
 //! | lease | PFCP |
 //! |---|---|
-//! | access port | Create Traffic Endpoint: BBF Logical Port, the port number in decimal |
+//! | access port | Create Traffic Endpoint: BBF Logical Port, the port number in decimal (the low half of the line's CPRi TEID) |
 //! | S-VLAN, C-VLAN | S-TAG, C-TAG (VID) |
 //! | MAC | MAC address (source) |
 //! | address | UE IP address (IPv4), also in both PDRs |
@@ -84,6 +91,42 @@ pub struct Volume {
     pub dl_pkts: u64,
 }
 
+/// One Usage Report, as the control plane records it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsageRecord {
+    /// URR ID.
+    pub urr_id: u32,
+    /// UR-SEQN: a report sent again under the same number replaces the first.
+    pub ur_seqn: u32,
+    /// Usage Report Trigger (`Triggers::PERIO`, `Triggers::TERMR`, …).
+    pub trigger: u32,
+    /// Start and end of the measurement (NTP seconds; 0 when absent).
+    pub start_ntp: u32,
+    /// End of the measurement.
+    pub end_ntp: u32,
+    /// The volume.
+    pub volume: Volume,
+}
+
+impl UsageRecord {
+    fn of(u: &UsageReport) -> UsageRecord {
+        let v = u.volume_measurement.unwrap_or_default();
+        UsageRecord {
+            urr_id: u.urr_id.0,
+            ur_seqn: u.ur_seqn.0,
+            trigger: u.usage_report_trigger.0,
+            start_ntp: u.start_time.map_or(0, |t| t.0),
+            end_ntp: u.end_time.map_or(0, |t| t.0),
+            volume: Volume {
+                ul_bytes: v.ul_bytes.unwrap_or(0),
+                dl_bytes: v.dl_bytes.unwrap_or(0),
+                ul_pkts: v.ul_pkts.unwrap_or(0),
+                dl_pkts: v.dl_pkts.unwrap_or(0),
+            },
+        }
+    }
+}
+
 /// What a response meant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -105,6 +148,31 @@ pub enum Outcome {
         identity: Identity,
         /// Its usage, when the user plane reported it.
         usage: Option<Volume>,
+        /// The user plane's SEID it had.
+        up_seid: u64,
+        /// The final usage reports (trigger TERMR).
+        reports: Vec<UsageRecord>,
+    },
+    /// The user plane reported usage (a Session Report Request, answered by the request the
+    /// call returns next to this).
+    Report {
+        /// The subscriber.
+        identity: Identity,
+        /// The user plane's SEID.
+        up_seid: u64,
+        /// The reports.
+        reports: Vec<UsageRecord>,
+    },
+    /// A Session Report Request for a CP SEID we do not know (answered with cause 65).
+    UnknownReport {
+        /// The SEID it named.
+        cp_seid: u64,
+    },
+    /// A heartbeat answer with another Recovery Time Stamp than the association's: the user
+    /// plane restarted and lost our sessions; call [`PfcpCp::reset`].
+    PeerRestarted {
+        /// Its new Recovery Time Stamp.
+        recovery_ntp: u32,
     },
     /// The user plane refused a session request.
     Rejected {
@@ -146,7 +214,7 @@ impl std::fmt::Display for CpError {
 
 impl std::error::Error for CpError {}
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pending {
     Association,
     Heartbeat,
@@ -172,21 +240,133 @@ struct Sub {
     state: State,
 }
 
+/// A request sent and not answered: what it was, its bytes and how many ticks it has waited.
+#[derive(Debug, Clone)]
+struct Sent {
+    what: Pending,
+    bytes: Vec<u8>,
+    ticks: u32,
+}
+
 /// The control plane's PFCP state towards one user plane. Control thread only.
 #[derive(Debug)]
 pub struct PfcpCp {
     cfg: CpConfig,
     seq: u32,
     next_seid: u64,
-    pending: HashMap<u32, Pending>,
+    pending: HashMap<u32, Sent>,
     subs: HashMap<Identity, Sub>,
     associated: bool,
+    /// The user plane's Recovery Time Stamp from its Association Setup Response.
+    peer_recovery_ntp: Option<u32>,
+    /// It kept our former sessions (PSREI).
+    retained: bool,
+    /// Heartbeats sent in a row without an answer.
+    missed: u32,
 }
 
 impl PfcpCp {
     /// No association, no session.
     pub fn new(cfg: CpConfig) -> PfcpCp {
-        PfcpCp { cfg, seq: 0, next_seid: 1, pending: HashMap::new(), subs: HashMap::new(), associated: false }
+        PfcpCp {
+            cfg,
+            seq: 0,
+            next_seid: 1,
+            pending: HashMap::new(),
+            subs: HashMap::new(),
+            associated: false,
+            peer_recovery_ntp: None,
+            retained: false,
+            missed: 0,
+        }
+    }
+
+    /// Heartbeats sent in a row that got no answer (0 after any answer).
+    pub fn missed(&self) -> u32 {
+        self.missed
+    }
+
+    /// The user plane's Recovery Time Stamp, once associated.
+    pub fn peer_recovery(&self) -> Option<u32> {
+        self.peer_recovery_ntp
+    }
+
+    /// The last association kept the sessions we had there (the user plane set PSREI).
+    pub fn retained(&self) -> bool {
+        self.retained
+    }
+
+    /// Every session this control plane knows on this user plane: identity, address, CP SEID
+    /// and UP SEID (0 while establishing).
+    pub fn sessions(&self) -> Vec<(Identity, Ipv4Addr, u64, u64)> {
+        let mut v: Vec<_> = self
+            .subs
+            .iter()
+            .map(|(id, s)| {
+                let up = match s.state {
+                    State::Established { up_seid } => up_seid,
+                    State::Establishing { .. } => 0,
+                };
+                (*id, s.ip, s.cp_seid, up)
+            })
+            .collect();
+        v.sort_by_key(|x| x.2);
+        v
+    }
+
+    /// The user plane lost our association (it restarted): the association and every request
+    /// in flight are forgotten. The sessions stay known until the next association says
+    /// whether the user plane kept them ([`PfcpCp::retained`], else [`PfcpCp::take_sessions`]).
+    pub fn reset(&mut self) {
+        self.associated = false;
+        self.retained = false;
+        self.peer_recovery_ntp = None;
+        self.pending.clear();
+        self.missed = 0;
+    }
+
+    /// Hands back every session (identity, address, CP SEID, in CP SEID order) and forgets
+    /// them: for [`PfcpCp::reestablish`], or for the store to drop.
+    pub fn take_sessions(&mut self) -> Vec<(Identity, Ipv4Addr, u64)> {
+        let mut v: Vec<_> = self.subs.drain().map(|(id, s)| (id, s.ip, s.cp_seid)).collect();
+        v.sort_by_key(|x| x.2);
+        v
+    }
+
+    /// A Session Establishment Request for a session the user plane lost, under its CP SEID.
+    pub fn reestablish(&mut self, id: Identity, ip: Ipv4Addr, cp_seid: u64) -> Vec<u8> {
+        self.next_seid = self.next_seid.max(cp_seid.saturating_add(1));
+        self.subs.insert(id, Sub { cp_seid, ip, state: State::Establishing { delete_after: false } });
+        let m = self.establishment(cp_seid, &id, ip);
+        self.send(Pending::Establish(id), m)
+    }
+
+    /// Keeps CP SEIDs up to `cp_seid` from new sessions (one whose establishment may be on the
+    /// user plane without our record of its answer, to be asked again under it).
+    pub fn reserve(&mut self, cp_seid: u64) {
+        self.next_seid = self.next_seid.max(cp_seid.saturating_add(1));
+    }
+
+    /// Forgets a session without telling the user plane (it does not hold it).
+    pub fn forget(&mut self, id: &Identity) {
+        self.subs.remove(id);
+    }
+
+    /// Session requests unanswered for `ticks` calls of this function or more, to send again
+    /// (the same bytes: the user plane answers a repeat with its first answer).
+    pub fn retransmit(&mut self, ticks: u32) -> Vec<Vec<u8>> {
+        let mut v: Vec<(u32, Vec<u8>)> = Vec::new();
+        for (seq, p) in self.pending.iter_mut() {
+            if matches!(p.what, Pending::Establish(_) | Pending::Delete(_)) {
+                p.ticks += 1;
+                if p.ticks >= ticks {
+                    p.ticks = 0;
+                    v.push((*seq, p.bytes.clone()));
+                }
+            }
+        }
+        v.sort_by_key(|x| x.0);
+        v.into_iter().map(|x| x.1).collect()
     }
 
     /// Requests sent and not answered.
@@ -230,10 +410,12 @@ impl PfcpCp {
 
     fn send(&mut self, p: Pending, m: impl FnOnce(u32) -> Message) -> Vec<u8> {
         self.seq = (self.seq + 1) & 0x00ff_ffff;
-        self.pending.insert(self.seq, p);
         let mut out = Vec::new();
         // Our messages are a few hundred bytes: far from the 64 KiB an IE or message may hold.
         let _ = encode(&m(self.seq), &mut out);
+        // Only session requests are sent again; node requests are re-made by the caller.
+        let bytes = if matches!(p, Pending::Establish(_) | Pending::Delete(_)) { out.clone() } else { Vec::new() };
+        self.pending.insert(self.seq, Sent { what: p, bytes, ticks: 0 });
         out
     }
 
@@ -247,14 +429,21 @@ impl PfcpCp {
                     node_id,
                     recovery_time_stamp: rts,
                     cp_function_features: Some(CpFunctionFeatures(vec![0])),
+                    // Keep what we had there, if the user plane still has it (clause 6.2.6.2.2).
+                    pfcp_session_retention_information: Some(PfcpSessionRetentionInformation::default()),
                     ..Default::default()
                 },
             )
         })
     }
 
-    /// A Heartbeat Request.
+    /// A Heartbeat Request. A heartbeat still unanswered counts as missed ([`PfcpCp::missed`]).
     pub fn heartbeat(&mut self) -> Vec<u8> {
+        let before = self.pending.len();
+        self.pending.retain(|_, p| p.what != Pending::Heartbeat);
+        if self.pending.len() < before {
+            self.missed += 1;
+        }
         let rts = RecoveryTimeStamp(self.cfg.recovery_ntp);
         self.send(Pending::Heartbeat, |seq| {
             Message::HeartbeatRequest(NodeHeader { seq }, HeartbeatRequest { recovery_time_stamp: rts, unknown: vec![] })
@@ -298,7 +487,9 @@ impl PfcpCp {
     }
 
     fn establishment(&self, cp_seid: u64, id: &Identity, ip: Ipv4Addr) -> impl FnOnce(u32) -> Message {
-        let port = Some(LogicalPort(id.port.to_string().into_bytes()));
+        // The line's port is the CPRi TEID (user plane << 16 | port): the user plane knows its own
+        // port number, the low half.
+        let port = Some(LogicalPort((id.port & 0xffff).to_string().into_bytes()));
         let tag = |vid| Some(VlanTag { pcp: None, dei: None, vid: Some(vid) });
         let ue = vec![UeIpAddress { ipv4: Some(ip), ..Default::default() }];
         let ue_dst = vec![UeIpAddress { ipv4: Some(ip), destination: true, ..Default::default() }];
@@ -382,7 +573,10 @@ impl PfcpCp {
         let msg = decode(buf).map_err(CpError::Undecodable)?;
         let seq = msg.seq();
         let unexpected = CpError::Unexpected { seq, msg_type: msg.msg_type() };
-        let p = *self.pending.get(&seq).ok_or(unexpected.clone())?;
+        if let Message::SessionReportRequest(h, r) = &msg {
+            return Ok(self.report(h, r));
+        }
+        let p = self.pending.get(&seq).ok_or(unexpected.clone())?.what;
         // An accepted session response is addressed to the session's CP SEID.
         if let (Pending::Establish(id) | Pending::Delete(id), Ok(h)) = (p, msg.header()) {
             let accepted = match &msg {
@@ -397,9 +591,21 @@ impl PfcpCp {
         let out = match (p, msg) {
             (Pending::Association, Message::AssociationSetupResponse(_, r)) => {
                 self.associated = r.cause == Cause::REQUEST_ACCEPTED;
+                if self.associated {
+                    self.peer_recovery_ntp = Some(r.recovery_time_stamp.0);
+                    self.retained = r.pfcpasrsp_flags.is_some_and(|f| f.0 & PfcpasRspFlags::PSREI != 0);
+                }
                 (Outcome::Associated { cause: r.cause.0 }, None)
             }
-            (Pending::Heartbeat, Message::HeartbeatResponse(..)) => (Outcome::Heartbeat, None),
+            (Pending::Heartbeat, Message::HeartbeatResponse(_, r)) => {
+                self.missed = 0;
+                match self.peer_recovery_ntp {
+                    Some(known) if known != r.recovery_time_stamp.0 => {
+                        (Outcome::PeerRestarted { recovery_ntp: r.recovery_time_stamp.0 }, None)
+                    }
+                    _ => (Outcome::Heartbeat, None),
+                }
+            }
             (Pending::Establish(identity), Message::SessionEstablishmentResponse(_, r)) => {
                 let up_seid = r.up_f_seid.map(|f| f.seid).filter(|_| r.cause == Cause::REQUEST_ACCEPTED);
                 match (up_seid, self.subs.get_mut(&identity)) {
@@ -419,14 +625,13 @@ impl PfcpCp {
             }
             (Pending::Delete(identity), Message::SessionDeletionResponse(_, r)) => {
                 if r.cause == Cause::REQUEST_ACCEPTED || r.cause == Cause::SESSION_CONTEXT_NOT_FOUND {
-                    self.subs.remove(&identity);
-                    let usage = r.usage_report.first().and_then(|u| u.volume_measurement).map(|v| Volume {
-                        ul_bytes: v.ul_bytes.unwrap_or(0),
-                        dl_bytes: v.dl_bytes.unwrap_or(0),
-                        ul_pkts: v.ul_pkts.unwrap_or(0),
-                        dl_pkts: v.dl_pkts.unwrap_or(0),
-                    });
-                    (Outcome::Deleted { identity, usage }, None)
+                    let up_seid = match self.subs.remove(&identity).map(|s| s.state) {
+                        Some(State::Established { up_seid }) => up_seid,
+                        _ => 0,
+                    };
+                    let reports: Vec<UsageRecord> = r.usage_report.iter().map(UsageRecord::of).collect();
+                    let usage = r.usage_report.first().filter(|u| u.volume_measurement.is_some()).map(|u| UsageRecord::of(u).volume);
+                    (Outcome::Deleted { identity, usage, up_seid, reports }, None)
                 } else {
                     let request = msg_type::SESSION_DELETION_REQUEST;
                     (Outcome::Rejected { identity, request, cause: r.cause.0, offending_ie: r.offending_ie.map(|o| o.0) }, None)
@@ -436,6 +641,26 @@ impl PfcpCp {
         };
         self.pending.remove(&seq);
         Ok(out)
+    }
+
+    /// A Session Report Request from the user plane: its usage reports, and the response
+    /// (cause 1, or 65 for a CP SEID we do not know: the caller records the reports first).
+    fn report(&mut self, h: &SessionHeader, r: &SessionReportRequest) -> (Outcome, Option<Vec<u8>>) {
+        let found = self.subs.iter().find(|(_, s)| s.cp_seid == h.seid).map(|(id, s)| (*id, s.state));
+        let (cause, up_seid, outcome) = match found {
+            Some((identity, State::Established { up_seid })) => {
+                let reports = r.usage_report.iter().map(UsageRecord::of).collect();
+                (Cause::REQUEST_ACCEPTED, up_seid, Some(Outcome::Report { identity, up_seid, reports }))
+            }
+            _ => (Cause::SESSION_CONTEXT_NOT_FOUND, 0, None),
+        };
+        let m = Message::SessionReportResponse(
+            SessionHeader { seid: up_seid, seq: h.seq, priority: None },
+            SessionReportResponse { cause, offending_ie: None, unknown: vec![] },
+        );
+        let mut out = Vec::new();
+        let _ = encode(&m, &mut out);
+        (outcome.unwrap_or(Outcome::UnknownReport { cp_seid: h.seid }), Some(out))
     }
 }
 
@@ -510,7 +735,9 @@ mod tests {
             },
         ));
         let (o, _) = cp.on_response(&resp).unwrap();
-        assert_eq!(o, Outcome::Deleted { identity: id(7), usage: Some(Volume { ul_bytes: 5, dl_bytes: 6, ul_pkts: 0, dl_pkts: 0 }) });
+        let Outcome::Deleted { identity, usage, up_seid, reports } = o else { panic!("{o:?}") };
+        assert_eq!((identity, usage, up_seid), (id(7), Some(Volume { ul_bytes: 5, dl_bytes: 6, ul_pkts: 0, dl_pkts: 0 }), 0x99));
+        assert_eq!(reports.len(), 1);
         assert_eq!(cp.established(), 0);
         // The same answer again answers nothing.
         assert!(matches!(cp.on_response(&resp), Err(CpError::Unexpected { .. })));

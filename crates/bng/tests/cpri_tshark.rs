@@ -11,7 +11,7 @@
 use std::net::Ipv4Addr;
 use std::process::Command;
 
-use fastpath_bng::cp::{ControlPlane, Params};
+use fastpath_bng::cp::{ControlPlane, Params, UpParams};
 use fastpath_bng::cpri::client_frame;
 use fastpath_bng::dhcp::server::{Identity, PoolConfig, ServerConfig};
 use fastpath_bng::dhcp::wire::{DhcpRepr, MessageType, Op};
@@ -46,7 +46,9 @@ fn offer_and_ack_g_pdus_decode_in_tshark() {
         gw_mac: [2, 0xfa, 0, 0, 0, 1],
         store: dir.join("cp.db"),
         pfcp: CpConfig::new(Ipv4Addr::LOCALHOST),
-        up_id: 1,
+        user_planes: vec![UpParams { id: 1, ports: vec![3] }],
+        heartbeat_s: 10,
+        max_missed: 3,
     };
     let mut cp = ControlPlane::open(&params, 1_700_000_000).unwrap();
     let sub = Identity { port: 3, svlan: 100, cvlan: 200, mac: [2, 0, 0, 0, 0x12, 0x34] };

@@ -39,12 +39,12 @@ use fastpath_pfcp::ie::{ie_type as t, *};
 use fastpath_pfcp::message::*;
 use fastpath_pfcp::{decode, encode, DecodeError, ErrorKind, Message, NodeHeader, SessionHeader};
 use fastpath_pipeline::Program;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Responses kept for answering retransmitted requests (TS 29.244 clause 6.4).
 const CACHE_LEN: usize = 4096;
@@ -197,6 +197,22 @@ pub struct Stats {
     pub version_not_supported: u64,
     /// Association Setup Requests from a control plane that was associated already.
     pub reassociations: u64,
+    /// Control planes seen to restart: an Association Setup Request or a Heartbeat Request
+    /// with another Recovery Time Stamp than the association's.
+    pub cp_restarts: u64,
+    /// Sessions kept across a restarted control plane's new association (it sent PFCP
+    /// Session Retention Information).
+    pub sessions_retained: u64,
+    /// Sessions deleted because a restarted control plane associated without asking to keep
+    /// them (TS 29.244 clause 6.2.6.2.2).
+    pub sessions_dropped: u64,
+    /// Session Establishment Requests for a session we have (same control plane, CP SEID and
+    /// subscriber), answered with it.
+    pub reestablished: u64,
+    /// Session Report Requests sent (periodic usage reports).
+    pub reports_sent: u64,
+    /// Session Report Responses that accepted a report.
+    pub reports_acked: u64,
     /// Responses sent, by cause.
     pub causes: BTreeMap<u8, u64>,
 }
@@ -214,6 +230,12 @@ impl Stats {
             ("retransmitted", self.retransmitted),
             ("version_not_supported", self.version_not_supported),
             ("reassociations", self.reassociations),
+            ("cp_restarts", self.cp_restarts),
+            ("sessions_retained", self.sessions_retained),
+            ("sessions_dropped", self.sessions_dropped),
+            ("reestablished", self.reestablished),
+            ("reports_sent", self.reports_sent),
+            ("reports_acked", self.reports_acked),
         ] {
             o.push_str(&format!("pfcp/{k} {v}\n"));
         }
@@ -304,7 +326,31 @@ struct PfcpSession {
     te_id: u8,
     qers: Vec<Qer>,
     urrs: Vec<u32>,
-    start_ntp: u32,
+    /// Periodic reporting: the URR and its period (seconds), from a Create URR with PERIO.
+    periodic: Option<(u32, u32)>,
+    /// When the next periodic report is due (NTP seconds).
+    next_report_ntp: u32,
+    /// The session's counters as far as a report has been acknowledged (or, with none yet,
+    /// at its start): each report carries the usage since then.
+    acked: Usage,
+    /// Start of the usage not yet acknowledged (NTP seconds).
+    acked_ntp: u32,
+    /// UR-SEQN of the next report; it advances only when a report is acknowledged, so a report
+    /// sent again (its answer lost) keeps its number and the control plane replaces it.
+    ur_seqn: u32,
+    /// The report in flight: its sequence number, the counters and the time it covers up to.
+    in_flight: Option<(u32, Usage, u32)>,
+}
+
+/// A control plane's association.
+#[derive(Clone, Copy, Debug)]
+struct Assoc {
+    /// Its Recovery Time Stamp, as its last Association Setup Request said.
+    recovery_ntp: u32,
+    /// Where its requests came from: Session Report Requests go there.
+    peer: SocketAddr,
+    /// The Recovery Time Stamp its heartbeats last gave (a restart is counted once).
+    heartbeat_ntp: u32,
 }
 
 /// Session ids: fresh ones from 1 upwards, then the freed ones.
@@ -382,13 +428,17 @@ pub struct Endpoint {
     cfg: Config,
     node_id: NodeId,
     /// The control planes associated, by Node ID.
-    assocs: HashSet<NodeId>,
+    assocs: HashMap<NodeId, Assoc>,
     sessions: HashMap<u64, PfcpSession>,
     by_cp: HashMap<(NodeId, u64), u64>,
     ids: IdPool,
     /// Counters of a freed id when it was freed: the next session's usage starts there.
     base: HashMap<u32, Usage>,
     generation: u32,
+    /// Sequence numbers of our own requests (Session Report Requests).
+    seq: u32,
+    /// Session Report Requests in flight: sequence number ▸ our SEID.
+    reports: HashMap<u32, u64>,
     cache: Cache,
     stats: Stats,
 }
@@ -404,12 +454,14 @@ impl Endpoint {
         Endpoint {
             cfg,
             node_id,
-            assocs: HashSet::new(),
+            assocs: HashMap::new(),
             sessions: HashMap::new(),
             by_cp: HashMap::new(),
             ids,
             base: HashMap::new(),
             generation: 0,
+            seq: 0,
+            reports: HashMap::new(),
             cache: Cache::default(),
             stats: Stats::default(),
         }
@@ -569,19 +621,18 @@ impl Endpoint {
     /// Handles one decoded message from `peer` and returns the response, if any (responses
     /// and messages a user plane does not take get none). `now_ntp` is the time in NTP
     /// seconds. Retransmissions are [`Endpoint::handle_datagram`]'s business.
-    pub fn handle(&mut self, _peer: SocketAddr, msg: &Message, now_ntp: u32, up: &mut impl UserPlane) -> Option<Message> {
+    pub fn handle(&mut self, peer: SocketAddr, msg: &Message, now_ntp: u32, up: &mut impl UserPlane) -> Option<Message> {
         let node_id = self.node_id.clone();
         let m = match msg {
-            Message::HeartbeatRequest(h, _) => Message::HeartbeatResponse(
-                *h,
-                HeartbeatResponse { recovery_time_stamp: RecoveryTimeStamp(self.cfg.recovery_ntp), unknown: vec![] },
-            ),
+            Message::HeartbeatRequest(h, r) => {
+                self.heartbeat_from(peer, r.recovery_time_stamp.0);
+                Message::HeartbeatResponse(
+                    *h,
+                    HeartbeatResponse { recovery_time_stamp: RecoveryTimeStamp(self.cfg.recovery_ntp), unknown: vec![] },
+                )
+            }
             Message::AssociationSetupRequest(h, r) => {
-                if !self.assocs.insert(r.node_id.clone()) {
-                    // A control plane that restarted or repeats itself: its sessions stay, so
-                    // subscribers keep forwarding while it resynchronises.
-                    self.stats.reassociations += 1;
-                }
+                let retained = self.associate(peer, r, up);
                 Message::AssociationSetupResponse(
                     *h,
                     AssociationSetupResponse {
@@ -592,12 +643,13 @@ impl Endpoint {
                         up_function_features: Some(UpFunctionFeatures(vec![0, 0])),
                         cp_function_features: None,
                         bbf_up_function_features: Some(BbfUpFunctionFeatures(BbfUpFunctionFeatures::IPOE)),
+                        pfcpasrsp_flags: retained.then_some(PfcpasRspFlags(PfcpasRspFlags::PSREI)),
                         unknown: vec![],
                     },
                 )
             }
             Message::AssociationUpdateRequest(h, r) => {
-                let cause = if self.assocs.contains(&r.node_id) { Cause::REQUEST_ACCEPTED } else { Cause::NO_ESTABLISHED_ASSOCIATION };
+                let cause = if self.assocs.contains_key(&r.node_id) { Cause::REQUEST_ACCEPTED } else { Cause::NO_ESTABLISHED_ASSOCIATION };
                 Message::AssociationUpdateResponse(*h, AssociationUpdateResponse { node_id, cause, ..Default::default() })
             }
             Message::AssociationReleaseRequest(h, r) => {
@@ -650,8 +702,12 @@ impl Endpoint {
                     SessionReportResponse { cause: Cause::REQUEST_REJECTED, offending_ie: None, unknown: vec![] },
                 )
             }
+            Message::SessionReportResponse(h, r) => {
+                self.report_answered(h.seq, r.cause);
+                return None;
+            }
             _ => {
-                // A response: we send no requests, so nothing waits for it.
+                // Another response: we send no other requests, so nothing waits for it.
                 self.stats.discarded += 1;
                 return None;
             }
@@ -763,13 +819,10 @@ impl Endpoint {
     }
 
     fn establish(&mut self, r: &SessionEstablishmentRequest, now_ntp: u32, up: &mut impl UserPlane) -> Result<u64, Reject> {
-        if !self.assocs.contains(&r.node_id) {
+        if !self.assocs.contains_key(&r.node_id) {
             return Err(Reject::cause(Cause::NO_ESTABLISHED_ASSOCIATION, None));
         }
         let cp_key = (r.node_id.clone(), r.cp_f_seid.seid);
-        if self.by_cp.contains_key(&cp_key) {
-            return Err(Reject::cause(Cause::REQUEST_REJECTED, Some(t::F_SEID)));
-        }
         let te = match r.create_traffic_endpoint.as_slice() {
             [] => return Err(Reject::missing(t::CREATE_TRAFFIC_ENDPOINT)),
             [te] => te,
@@ -798,6 +851,20 @@ impl Endpoint {
         )?;
         let qers: Vec<Qer> = r.create_qer.iter().map(Qer::of).collect();
         (sub.up, sub.tier) = self.rates(&qers)?;
+        if let Some(&seid) = self.by_cp.get(&cp_key) {
+            // The same CP F-SEID again. For the same subscriber it is a control plane that
+            // restarted between our answer and its record of it, asking again: the session we
+            // have is the answer. Anything else reuses a CP SEID: refused.
+            let same = self.sessions.get(&seid).is_some_and(|s| {
+                let (a, b) = (&s.sub, &sub);
+                (a.port, a.svlan, a.cvlan, a.mac, a.ip) == (b.port, b.svlan, b.cvlan, b.mac, b.ip)
+            });
+            if same {
+                self.stats.reestablished += 1;
+                return Ok(seid);
+            }
+            return Err(Reject::cause(Cause::REQUEST_REJECTED, Some(t::F_SEID)));
+        }
         loop {
             let id = self.ids.alloc().ok_or(Reject::cause(Cause::NO_RESOURCES_AVAILABLE, None))?;
             sub.id = id;
@@ -816,14 +883,24 @@ impl Endpoint {
         }
         self.generation = self.generation.wrapping_add(1);
         let seid = u64::from(self.generation) << 32 | u64::from(sub.id);
+        let periodic = r
+            .create_urr
+            .iter()
+            .filter(|u| u.reporting_triggers.0 & Triggers::PERIO != 0)
+            .find_map(|u| u.measurement_period.filter(|p| p.0 > 0).map(|p| (u.urr_id.0, p.0)));
         let s = PfcpSession {
             node: r.node_id.clone(),
             cp_seid: r.cp_f_seid.seid,
-            sub,
             te_id: te.traffic_endpoint_id.0,
             qers,
             urrs: r.create_urr.iter().map(|u| u.urr_id.0).collect(),
-            start_ntp: now_ntp,
+            periodic,
+            next_report_ntp: now_ntp.wrapping_add(periodic.map_or(0, |p| p.1)),
+            acked: self.base.get(&sub.id).copied().unwrap_or_default(),
+            acked_ntp: now_ntp,
+            ur_seqn: 0,
+            in_flight: None,
+            sub,
         };
         self.sessions.insert(seid, s);
         self.by_cp.insert(cp_key, seid);
@@ -924,39 +1001,140 @@ impl Endpoint {
     fn final_usage(&mut self, s: &PfcpSession, now_ntp: u32, up: &mut impl UserPlane) -> Vec<UsageReport> {
         let id = s.sub.id;
         let now = up.usage(id);
-        let base = self.base.remove(&id).unwrap_or_default();
+        self.base.remove(&id);
         if let Some(n) = now {
             self.base.insert(id, n);
         }
         self.ids.release(id);
-        let Some(u) = now.map(|n| n.since(base)) else { return Vec::new() };
-        let volume = VolumeMeasurement {
-            total_bytes: Some(u.up_bytes.saturating_add(u.down_bytes)),
-            ul_bytes: Some(u.up_bytes),
-            dl_bytes: Some(u.down_bytes),
-            total_pkts: Some(u.up_pkts.saturating_add(u.down_pkts)),
-            ul_pkts: Some(u.up_pkts),
-            dl_pkts: Some(u.down_pkts),
-        };
-        s.urrs
+        if let Some((seq, ..)) = s.in_flight {
+            self.reports.remove(&seq);
+        }
+        let Some(u) = now.map(|n| n.since(s.acked)) else { return Vec::new() };
+        s.urrs.iter().map(|&urr| usage_report(urr, s.ur_seqn, Triggers::TERMR, s.acked_ntp, now_ntp, u)).collect()
+    }
+
+    /// A Heartbeat Request from `peer`: a control plane whose association came from the same
+    /// address and that now gives another Recovery Time Stamp has restarted. Its sessions
+    /// stay until it associates again (clause 6.2.6.2.2 decides then).
+    fn heartbeat_from(&mut self, peer: SocketAddr, recovery_ntp: u32) {
+        for a in self.assocs.values_mut() {
+            if a.peer.ip() == peer.ip() && a.heartbeat_ntp != recovery_ntp {
+                self.stats.cp_restarts += 1;
+                a.heartbeat_ntp = recovery_ntp;
+            }
+        }
+    }
+
+    /// An Association Setup Request; true when the sessions of a former association were
+    /// kept (PSREI in the response): at the control plane's request, or because it did not
+    /// restart (the same Recovery Time Stamp: a repeat).
+    ///
+    /// TS 29.244 clause 6.2.6.2.2: a request from a Node ID already associated replaces the
+    /// association; when the control plane restarted (another Recovery Time Stamp), the UP
+    /// function keeps the former association's sessions if the request carries PFCP Session
+    /// Retention Information, and deletes them otherwise. A repeat with the same Recovery Time
+    /// Stamp changes nothing.
+    fn associate(&mut self, peer: SocketAddr, r: &AssociationSetupRequest, up: &mut impl UserPlane) -> bool {
+        let rts = r.recovery_time_stamp.0;
+        let new = Assoc { recovery_ntp: rts, peer, heartbeat_ntp: rts };
+        let Some(old) = self.assocs.insert(r.node_id.clone(), new) else { return false };
+        self.stats.reassociations += 1;
+        let mine: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.node == r.node_id).map(|(k, _)| *k).collect();
+        if old.recovery_ntp == rts && old.peer == peer {
+            // A repeat: everything stays, and PSREI says so (a control plane that sees no
+            // PSREI would establish its sessions again).
+            return !mine.is_empty();
+        }
+        if old.heartbeat_ntp != rts {
+            // Not counted yet by a heartbeat.
+            self.stats.cp_restarts += 1;
+        }
+        if r.pfcp_session_retention_information.is_some() || old.recovery_ntp == rts {
+            self.stats.sessions_retained += mine.len() as u64;
+            return !mine.is_empty();
+        }
+        for k in mine {
+            let cmd = self.sessions.get(&k).map(|s| SessionCmd::Del(s.sub.id));
+            if let Some(cmd) = cmd {
+                if let Err(Refusal::Failed(_)) = up.apply(&[cmd]) {
+                    continue;
+                }
+            }
+            if let Some(s) = self.sessions.remove(&k) {
+                self.by_cp.remove(&(s.node.clone(), s.cp_seid));
+                self.final_usage(&s, 0, up);
+                self.stats.sessions_dropped += 1;
+            }
+        }
+        false
+    }
+
+    /// Session Report Requests that are due at `now_ntp`: one per session whose periodic URR's
+    /// period has passed, with the usage since the last acknowledged report, to the address
+    /// its control plane's association came from. A report not acknowledged by the next period
+    /// is replaced by one covering both (same UR-SEQN). Call it about once a second.
+    pub fn poll(&mut self, now_ntp: u32, up: &mut impl UserPlane) -> Vec<(SocketAddr, Vec<u8>)> {
+        let due: Vec<u64> = self
+            .sessions
             .iter()
-            .map(|&urr| UsageReport {
-                urr_id: UrrId(urr),
-                ur_seqn: UrSeqn(0),
-                usage_report_trigger: Triggers(Triggers::TERMR),
-                start_time: Some(StartTime(s.start_ntp)),
-                end_time: Some(EndTime(now_ntp)),
-                volume_measurement: Some(volume),
-                duration_measurement: Some(DurationMeasurement(now_ntp.wrapping_sub(s.start_ntp))),
-                unknown: vec![],
-            })
-            .collect()
+            .filter(|(_, s)| s.periodic.is_some() && now_ntp.wrapping_sub(s.next_report_ntp) < 1 << 31)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut out = Vec::new();
+        for seid in due {
+            let Some(s) = self.sessions.get(&seid) else { continue };
+            let (Some((urr, period)), Some(a)) = (s.periodic, self.assocs.get(&s.node)) else { continue };
+            let peer = a.peer;
+            let Some(now) = up.usage(s.sub.id) else { continue };
+            self.seq = (self.seq + 1) & 0x00ff_ffff;
+            let seq = self.seq;
+            let report = usage_report(urr, s.ur_seqn, Triggers::PERIO, s.acked_ntp, now_ntp, now.since(s.acked));
+            let m = Message::SessionReportRequest(
+                SessionHeader { seid: s.cp_seid, seq, priority: None },
+                SessionReportRequest { report_type: ReportType(ReportType::USAR), usage_report: vec![report], unknown: vec![] },
+            );
+            let mut bytes = Vec::new();
+            if encode(&m, &mut bytes).is_err() {
+                continue;
+            }
+            let Some(s) = self.sessions.get_mut(&seid) else { continue };
+            if let Some((old, ..)) = s.in_flight.replace((seq, now, now_ntp)) {
+                self.reports.remove(&old);
+            }
+            // Due again a period after this one was, so reports stay on their grid.
+            while now_ntp.wrapping_sub(s.next_report_ntp) < 1 << 31 {
+                s.next_report_ntp = s.next_report_ntp.wrapping_add(period.max(1));
+            }
+            self.reports.insert(seq, seid);
+            self.stats.reports_sent += 1;
+            out.push((peer, bytes));
+        }
+        out
+    }
+
+    /// A Session Report Response: an accepted report moves the session's baseline on.
+    fn report_answered(&mut self, seq: u32, cause: Cause) {
+        let Some(seid) = self.reports.remove(&seq) else {
+            self.stats.discarded += 1;
+            return;
+        };
+        let Some(s) = self.sessions.get_mut(&seid) else { return };
+        match s.in_flight {
+            Some((q, usage, end)) if q == seq && cause == Cause::REQUEST_ACCEPTED => {
+                s.acked = usage;
+                s.acked_ntp = end;
+                s.ur_seqn = s.ur_seqn.wrapping_add(1);
+                s.in_flight = None;
+                self.stats.reports_acked += 1;
+            }
+            _ => s.in_flight = None,
+        }
     }
 
     /// Association Release (TS 29.244 clause 6.2.8.3: the user plane deletes the sessions of
     /// the association locally).
     fn release(&mut self, node: &NodeId, up: &mut impl UserPlane) -> Cause {
-        if !self.assocs.contains(node) {
+        if !self.assocs.contains_key(node) {
             return Cause::NO_ESTABLISHED_ASSOCIATION;
         }
         let seids: Vec<u64> = self.sessions.iter().filter(|(_, s)| s.node == *node).map(|(k, _)| *k).collect();
@@ -981,6 +1159,28 @@ impl Endpoint {
         }
         self.assocs.remove(node);
         Cause::REQUEST_ACCEPTED
+    }
+}
+
+/// One Usage Report: `u` between `start_ntp` and `end_ntp`, for `trigger`.
+fn usage_report(urr: u32, seqn: u32, trigger: u32, start_ntp: u32, end_ntp: u32, u: Usage) -> UsageReport {
+    let volume = VolumeMeasurement {
+        total_bytes: Some(u.up_bytes.saturating_add(u.down_bytes)),
+        ul_bytes: Some(u.up_bytes),
+        dl_bytes: Some(u.down_bytes),
+        total_pkts: Some(u.up_pkts.saturating_add(u.down_pkts)),
+        ul_pkts: Some(u.up_pkts),
+        dl_pkts: Some(u.down_pkts),
+    };
+    UsageReport {
+        urr_id: UrrId(urr),
+        ur_seqn: UrSeqn(seqn),
+        usage_report_trigger: Triggers(trigger),
+        start_time: Some(StartTime(start_ntp)),
+        end_time: Some(EndTime(end_ntp)),
+        volume_measurement: Some(volume),
+        duration_measurement: Some(DurationMeasurement(end_ntp.wrapping_sub(start_ntp))),
+        unknown: vec![],
     }
 }
 
@@ -1021,7 +1221,18 @@ impl PfcpServer {
     pub fn serve_with(&mut self, up: &mut impl UserPlane, stop: &AtomicBool) {
         let mut buf = vec![0u8; 65_536];
         let mut last_err = None;
+        let mut last_poll = Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            if last_poll.elapsed() >= Duration::from_millis(250) {
+                last_poll = Instant::now();
+                for (to, r) in self.endpoint.poll(ntp_now(), up) {
+                    if let Err(e) = self.sock.send_to(&r, to) {
+                        if last_err.replace(e.kind()) != Some(e.kind()) {
+                            eprintln!("fastpath: PFCP: sending a usage report to {to}: {e}");
+                        }
+                    }
+                }
+            }
             match self.sock.recv_from(&mut buf) {
                 Ok((n, peer)) => {
                     let msg = buf.get(..n).unwrap_or_default();
@@ -1402,6 +1613,156 @@ mod tests {
 
     /// Every truncation of every sample, and 20 random byte flips of each: no panic, and no id
     /// outlives its session.
+    /// An Association Setup Request from the samples' control plane with Recovery Time Stamp
+    /// `rts`, asking to keep its sessions when `retain`.
+    fn setup_req(rts: u32, retain: bool) -> Message {
+        let Message::AssociationSetupRequest(h, mut r) = sample(2) else { panic!() };
+        r.recovery_time_stamp = RecoveryTimeStamp(rts);
+        if !retain {
+            r.pfcp_session_retention_information = None;
+        }
+        Message::AssociationSetupRequest(h, r)
+    }
+
+    fn psrei(e: &mut Endpoint, up: &mut Up, m: &Message) -> bool {
+        let Some(Message::AssociationSetupResponse(_, r)) = e.handle(PEER, m, 1, up) else { panic!() };
+        assert_eq!(r.cause, Cause::REQUEST_ACCEPTED);
+        r.pfcpasrsp_flags.is_some_and(|f| f.0 & PfcpasRspFlags::PSREI != 0)
+    }
+
+    #[test]
+    fn a_restarted_control_plane_keeps_its_sessions_only_when_it_asks() {
+        let (mut e, mut up) = setup();
+        assert!(!psrei(&mut e, &mut up, &setup_req(10, true)), "a first association keeps nothing");
+        let first = establish(&mut e, &mut up, &est(0x1000, |_| {}));
+        assert_eq!(first.cause, Cause::REQUEST_ACCEPTED);
+        // A repeat (same Recovery Time Stamp) changes nothing.
+        assert!(psrei(&mut e, &mut up, &setup_req(10, false)));
+        assert_eq!((e.len(), e.stats().cp_restarts), (1, 0));
+        // A heartbeat with another time stamp: a restart, counted once; the sessions stay.
+        let hb = |rts| {
+            Message::HeartbeatRequest(
+                NodeHeader { seq: 9 },
+                HeartbeatRequest { recovery_time_stamp: RecoveryTimeStamp(rts), unknown: vec![] },
+            )
+        };
+        e.handle(PEER, &hb(20), 1, &mut up).unwrap();
+        e.handle(PEER, &hb(20), 1, &mut up).unwrap();
+        assert_eq!((e.len(), e.stats().cp_restarts), (1, 1));
+        // The restarted control plane associates asking to keep them: kept, PSREI.
+        assert!(psrei(&mut e, &mut up, &setup_req(20, true)));
+        assert_eq!((e.len(), e.stats().cp_restarts, e.stats().sessions_retained), (1, 1, 1));
+        assert!(up.c.sessions().unwrap().get(1).is_some());
+        // The same establishment again, under a new sequence number (a control plane that
+        // restarted before it recorded our answer): the session we have is the answer.
+        let again = establish(&mut e, &mut up, &est(0x1000, |_| {}));
+        assert_eq!((again.cause, again.up_f_seid), (Cause::REQUEST_ACCEPTED, first.up_f_seid));
+        assert_eq!((e.len(), e.ids_in_use(), e.stats().reestablished), (1, 1, 1));
+        // Restarted again, not asking: its sessions go (TS 29.244 clause 6.2.6.2.2).
+        assert!(!psrei(&mut e, &mut up, &setup_req(30, false)));
+        assert_eq!((e.len(), e.ids_in_use(), e.stats().cp_restarts, e.stats().sessions_dropped), (0, 0, 2, 1));
+        assert!(up.c.sessions().unwrap().get(1).is_none());
+    }
+
+    #[test]
+    fn periodic_reports_carry_the_usage_since_the_last_acknowledged_one() {
+        let (mut e, mut up) = setup();
+        associate(&mut e, &mut up);
+        let m = est(0x1000, |r| r.create_urr[0].measurement_period = Some(MeasurementPeriod(10)));
+        let Some(Message::SessionEstablishmentResponse(_, r)) = e.handle(PEER, &m, 100, &mut up) else { panic!() };
+        let seid = r.up_f_seid.unwrap().seid;
+        let id = e.session(seid).unwrap().id;
+        let set = |up: &mut Up, b| {
+            up.usage.insert(id, Usage { up_pkts: b / 100, up_bytes: b, down_pkts: 1, down_bytes: 60 });
+        };
+        set(&mut up, 300);
+        assert!(e.poll(109, &mut up).is_empty(), "not due yet");
+        let report = |out: &[(SocketAddr, Vec<u8>)]| {
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].0, PEER, "to the control plane's address");
+            let Ok(Message::SessionReportRequest(h, r)) = decode(&out[0].1) else { panic!() };
+            assert_eq!((h.seid, r.report_type), (0x1000, ReportType(ReportType::USAR)));
+            let u = &r.usage_report[0];
+            let v = u.volume_measurement.unwrap();
+            (h.seq, u.ur_seqn.0, u.usage_report_trigger.0, u.start_time.unwrap().0, u.end_time.unwrap().0, v.ul_bytes.unwrap())
+        };
+        let first = e.poll(110, &mut up);
+        let (seq, seqn, trig, start, end, ul) = report(&first);
+        assert_eq!((seqn, trig, start, end, ul), (0, Triggers::PERIO, 100, 110, 300));
+        // Not acknowledged: the next one covers both, under the same UR-SEQN and start.
+        set(&mut up, 500);
+        let (seq2, seqn, _, start, end, ul) = report(&e.poll(120, &mut up));
+        assert_eq!((seqn, start, end, ul), (0, 100, 120, 500));
+        // The late answer to the first is stale; the answer to the second moves the baseline.
+        let ack = |seq| {
+            Message::SessionReportResponse(
+                SessionHeader { seid, seq, priority: None },
+                SessionReportResponse { cause: Cause::REQUEST_ACCEPTED, offending_ie: None, unknown: vec![] },
+            )
+        };
+        assert!(e.handle(PEER, &ack(seq), 121, &mut up).is_none());
+        assert!(e.handle(PEER, &ack(seq2), 121, &mut up).is_none());
+        assert_eq!((e.stats().reports_sent, e.stats().reports_acked), (2, 1));
+        set(&mut up, 800);
+        let third = e.poll(130, &mut up);
+        let (_, seqn, _, start, _, ul) = report(&third);
+        assert_eq!((seqn, start, ul), (1, 120, 300));
+        // The deletion's final report: since the last acknowledged one, TERMR.
+        let del = Message::SessionDeletionRequest(SessionHeader { seid, seq: 77, priority: None }, SessionDeletionRequest::default());
+        let Some(Message::SessionDeletionResponse(_, r)) = e.handle(PEER, &del, 131, &mut up) else { panic!() };
+        let u = &r.usage_report[0];
+        assert_eq!(
+            (u.ur_seqn.0, u.usage_report_trigger.0, u.start_time, u.volume_measurement.unwrap().ul_bytes),
+            (1, Triggers::TERMR, Some(StartTime(120)), Some(300))
+        );
+        assert!(e.poll(200, &mut up).is_empty(), "no session, no report");
+
+        // tshark reads the reports we send (Session Report Request, Usage Report with its
+        // volume, trigger, times and UR-SEQN) with no warning.
+        use fastpath_packet::testutil::{assert_field, tshark_check, tshark_or_skip, tshark_problems, write_pcap, EXPERT_WARN};
+        if !tshark_or_skip("periodic_reports tshark") {
+            return;
+        }
+        let frames: Vec<Vec<u8>> = [&first[0].1, &third[0].1]
+            .iter()
+            .map(|p| {
+                fastpath_packet::build::FrameBuilder::eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+                    .ipv4(samples::UP_ADDR, samples::CP_ADDR)
+                    .udp(8805, 8805)
+                    .payload(p)
+                    .build()
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("fastpath-pfcp-up-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pcap = dir.join("reports.pcap");
+        write_pcap(&pcap, &frames).unwrap();
+        let fields = [
+            "pfcp.msg_type",
+            "pfcp.seid",
+            "pfcp.report_type.usar",
+            "pfcp.urr_id",
+            "pfcp.ur_seqn",
+            "pfcp.usage_report_trigger_flags.perio",
+            "pfcp.volume_measurement.ulvol",
+            "pfcp.volume_measurement.dlvol",
+        ];
+        let (rows, problems) = tshark_check(&pcap, &fields).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(tshark_problems(&pcap, EXPERT_WARN).unwrap().is_empty());
+        assert_field(&rows, 0, "pfcp.msg_type", &["56"]);
+        assert_field(&rows, 0, "pfcp.seid", &["0x0000000000001000"]);
+        assert_field(&rows, 0, "pfcp.report_type.usar", &["1"]);
+        assert_field(&rows, 0, "pfcp.urr_id", &["1"]);
+        assert_field(&rows, 0, "pfcp.ur_seqn", &["0"]);
+        assert_field(&rows, 0, "pfcp.usage_report_trigger_flags.perio", &["1"]);
+        assert_field(&rows, 0, "pfcp.volume_measurement.ulvol", &["300"]);
+        assert_field(&rows, 1, "pfcp.ur_seqn", &["1"]);
+        assert_field(&rows, 1, "pfcp.volume_measurement.ulvol", &["300"]);
+        assert_field(&rows, 1, "pfcp.volume_measurement.dlvol", &["0"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn no_input_panics_or_leaks() {
         let (mut e, mut up) = setup();

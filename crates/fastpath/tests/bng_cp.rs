@@ -165,9 +165,10 @@ fn dhcp_over_cpri_makes_a_session_on_the_user_plane() {
             wait_for("the session on the user plane", || tables().0.len() == 1);
             let (down, ups) = tables();
             assert_eq!((down[0], ups), (Match::Exact(u128::from(u32::from(leased))), 1));
+            wait_for("the establishment's answer", || std::fs::read_to_string(&log1).unwrap_or_default().contains("session up"));
             drop(cp);
             let log = std::fs::read_to_string(&log1).unwrap();
-            assert!(log.contains("session up 1/100/7"), "{log}");
+            assert!(log.contains("session up 1:1/100/7"), "{log}");
 
             // Restart on the same store.
             let log2 = dir.join("cp2.log");
@@ -183,11 +184,14 @@ fn dhcp_over_cpri_makes_a_session_on_the_user_plane() {
             });
             up.send_to(&release, cpri).unwrap();
             wait_for("the session to leave the user plane", || tables() == (vec![], 0));
+            // The tables change before the user plane answers (it reads the final counters
+            // first): wait for the answer to reach the control plane's log.
+            wait_for("the deletion's answer", || std::fs::read_to_string(&log2).unwrap_or_default().contains("session down"));
             drop(cp);
             let log = std::fs::read_to_string(&log2).unwrap();
             assert!(log.contains("1 leases restored"), "{log}");
             assert!(!log.contains("session up") && !log.contains("refused"), "re-created after the restart: {log}");
-            assert!(log.contains("session down 1/100/7"), "{log}");
+            assert!(log.contains("session down 1:1/100/7"), "{log}");
         }));
         stop.store(true, Ordering::Relaxed);
         if let Err(e) = result {
@@ -222,6 +226,13 @@ mask = "255.255.255.0"
         ("127.0.0.1:8805", "127.0.0.1", r#"pfcp.user_plane = "127.0.0.1": not an address:port"#),
         ("name = \"p\"", "name = \"p\"\nsvlans = [5000]", r#"dhcp.pool[0].svlans = "5000": an S-VLAN is 1 to 4094"#),
         ("[cpri]", "[cpri]\nlisen = 1", "unknown field `lisen`"),
+        ("[dhcp]", "[[user_plane]]\nid = 2\npfcp = \"127.0.0.1:8806\"\n[dhcp]", "not both"),
+        (
+            "user_plane = \"127.0.0.1:8805\"",
+            "[[user_plane]]\nid = 2\npfcp = \"127.0.0.1:8806\"\n[[user_plane]]\nid = 2\npfcp = \"127.0.0.1:8807\"",
+            r#"user_plane[1].id = "2": another user plane has this id"#,
+        ),
+        ("user_plane = \"127.0.0.1:8805\"", "", "no user plane"),
     ] {
         std::fs::write(&config, good.replace(from, to)).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_fastpath")).args(["bng-cp", "--config"]).arg(&config).output().unwrap();

@@ -91,6 +91,15 @@ ies! {
 }
 
 ies! {
+    /// PFCP Session Retention Information (TS 29.244 Table 7.4.4.1-2), in an Association Setup
+    /// Request: the CP function asks the UP function to keep the PFCP sessions of the former
+    /// association with this Node ID (clause 6.2.6.2.2). Its only IE, CP PFCP Entity IP
+    /// Address (optional), is kept raw.
+    pub struct PfcpSessionRetentionInformation {
+    }
+}
+
+ies! {
     /// Remove PDR (TS 29.244 Table 7.5.4.6-1).
     pub struct RemovePdr {
         /// PDR ID (M).
@@ -315,6 +324,7 @@ ies! {
 }
 
 grouped!(
+    PfcpSessionRetentionInformation,
     Pdi,
     EthernetPacketFilter,
     CreatePdr,

@@ -84,6 +84,9 @@ ies! {
         cp_function_features: Option<CpFunctionFeatures> = k(t::CP_FUNCTION_FEATURES),
         /// BBF UP Function Features.
         bbf_up_function_features: Option<BbfUpFunctionFeatures> = b(bt::UP_FUNCTION_FEATURES),
+        /// PFCP Session Retention Information (O: sent by a CP function that wants the sessions
+        /// of its former association kept).
+        pfcp_session_retention_information: Option<PfcpSessionRetentionInformation> = k(t::PFCP_SESSION_RETENTION_INFORMATION),
     }
 }
 
@@ -102,6 +105,8 @@ ies! {
         cp_function_features: Option<CpFunctionFeatures> = k(t::CP_FUNCTION_FEATURES),
         /// BBF UP Function Features.
         bbf_up_function_features: Option<BbfUpFunctionFeatures> = b(bt::UP_FUNCTION_FEATURES),
+        /// PFCPASRsp-Flags (O: PSREI when the UP function kept the former association's sessions).
+        pfcpasrsp_flags: Option<PfcpasRspFlags> = k(t::PFCPASRSP_FLAGS),
     }
 }
 

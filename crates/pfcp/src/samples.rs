@@ -221,6 +221,10 @@ pub fn all() -> Vec<Message> {
                 up_function_features: Some(UpFunctionFeatures(vec![0x10, 0x00])),
                 cp_function_features: None,
                 bbf_up_function_features: bbf,
+                // CP PFCP Entity IP Address (clause 8.2.150): V4 flag, 192.0.2.1.
+                pfcp_session_retention_information: Some(PfcpSessionRetentionInformation {
+                    unknown: vec![RawIe { ie_type: 185, value: vec![0x02, 192, 0, 2, 1] }],
+                }),
                 unknown: vec![],
             },
         ),
@@ -233,6 +237,7 @@ pub fn all() -> Vec<Message> {
                 up_function_features: None,
                 cp_function_features: Some(CpFunctionFeatures(vec![0x01])),
                 bbf_up_function_features: None,
+                pfcpasrsp_flags: Some(PfcpasRspFlags(PfcpasRspFlags::PSREI)),
                 unknown: vec![],
             },
         ),

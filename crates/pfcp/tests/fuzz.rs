@@ -274,6 +274,7 @@ fn message() -> impl Strategy<Value = Message> {
                 up_function_features: up,
                 cp_function_features: cp,
                 bbf_up_function_features: bbf,
+                pfcp_session_retention_information: (r % 2 == 0).then(PfcpSessionRetentionInformation::default),
                 unknown: u,
             },
         )

@@ -474,6 +474,11 @@ fn expect(m: &Message) -> Expect {
             up_features(&mut e, &b.up_function_features);
             cp_features(&mut e, &b.cp_function_features);
             bbf_features(&mut e, &b.bbf_up_function_features);
+            if let Some(r) = &b.pfcp_session_retention_information {
+                for ip in r.unknown.iter().filter(|r| r.ie_type == 185).filter_map(|r| r.value.get(1..5)) {
+                    e.push("pfcp.cp_pfcp_entity_ip_address.ipv4", format!("{}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3]));
+                }
+            }
         }
         Message::AssociationSetupResponse(_, b) => {
             node_id(&mut e, &b.node_id);
@@ -482,6 +487,7 @@ fn expect(m: &Message) -> Expect {
             up_features(&mut e, &b.up_function_features);
             cp_features(&mut e, &b.cp_function_features);
             bbf_features(&mut e, &b.bbf_up_function_features);
+            e.opt("pfcp.asrsp_flags.flags.psrei", b.pfcpasrsp_flags.map(|f| f.0 & fastpath_pfcp::ie::PfcpasRspFlags::PSREI));
         }
         Message::AssociationUpdateRequest(_, b) => {
             node_id(&mut e, &b.node_id);

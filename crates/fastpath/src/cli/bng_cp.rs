@@ -1,4 +1,4 @@
-//! `fastpath bng-cp --config cp.toml`: the broadband control plane of one user plane.
+//! `fastpath bng-cp --config cp.toml`: the broadband control plane of one or more user planes.
 //!
 //! ```text
 //!  user plane (fastpath run --pfcp … --cpri CP)                       this process
@@ -6,44 +6,64 @@
 //!   out of that port  ◀──G-PDU, same TEID, the reply frame──── (reply to the G-PDU's source)   │ lease events
 //!   sessions table    ◀──PFCP (association, establishment, deletion)── [pfcp] user_plane ◀──────┘
 //! ```
-//! Three threads: one reads the CPRi socket, one the PFCP socket, and the main one (re)sends
-//! the association until it is accepted, sends heartbeats and runs lease expiry each second.
+//! Three threads (four with `--metrics`): one reads the CPRi socket, one the PFCP socket (one
+//! socket for every user plane: a datagram's source address names its user plane), and the
+//! main one runs `ControlPlane::tick` each second (associations, heartbeats, retransmissions,
+//! lease expiry).
 //! They share the `fastpath_bng::cp::ControlPlane` behind a mutex. The store is written before
 //! any reply or PFCP request leaves, so a kill at any moment loses no acknowledged lease.
 
 use clap::Args;
-use fastpath_bng::cp::{ControlPlane, Out, Params};
+use fastpath_bng::cp::{ControlPlane, Out, Params, UpParams};
 use fastpath_bng::dhcp::server::{PoolConfig, ServerConfig};
 use fastpath_bng::pfcp_cp::CpConfig;
 use serde::Deserialize;
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const AFTER_HELP: &str = "\
-The control plane receives the DHCP frames a user plane punts (GTP-U G-PDUs on UDP 2152, each
+The control plane receives the DHCP frames its user planes punt (GTP-U G-PDUs on UDP 2152, each
 a whole Q-in-Q Ethernet frame; TEID = user-plane number << 16 | access port), serves them from
 the pools of its config, and sends each reply back in a G-PDU with the same TEID: the user plane
 transmits it out of that port, tagged with the subscriber's S-VLAN and C-VLAN, from the gateway
-MAC. A subscriber is (port, S-VLAN, C-VLAN, MAC). Every lease is written to the SQLite store;
-a bound lease becomes a PFCP session on the user plane, and release, decline or expiry deletes
-it. Restarted on the same store, it gets every lease and session back and re-creates nothing.
+MAC. A subscriber is (user plane, port, S-VLAN, C-VLAN, MAC). Every lease is written to the
+SQLite store; a bound lease becomes a PFCP session on the user plane it came from, and release,
+decline or expiry deletes it. Each session reports its usage every urr_period_s (records in the
+store, sums in --metrics).
+
+Heartbeats go to each user plane every heartbeat_s; max_missed unanswered in a row mark it down
+(logged, counted, in --metrics). A user plane that restarted (another Recovery Time Stamp) is
+associated again and gets every session of the store back, without DHCP from the clients.
+Restarted on the same store, the control plane gets every lease and session back and asks the
+user planes to keep theirs (PFCP Session Retention Information): nothing is re-created and no
+subscriber stops forwarding.
 
 Example cp.toml:
 
   store = \"/var/lib/fastpath/cp.db\"
 
   [cpri]
-  listen = \"0.0.0.0:2152\"        # GTP-U from the user plane (its --cpri ADDR)
-  up_id = 1                        # the TEID's high 16 bits
+  listen = \"0.0.0.0:2152\"        # GTP-U from the user planes (their --cpri ADDR)
 
   [pfcp]
-  user_plane = \"192.0.2.2:8805\"  # the user plane's --pfcp ADDR
-  local = \"192.0.2.1:0\"          # our socket; its address is our Node ID
+  local = \"192.0.2.1:8805\"       # our socket; its address is our Node ID
   ul_kbps = 20000                  # each session's upstream rate
   dl_kbps = 100000                 # downstream: picks the user plane's tier of this rate
   heartbeat_s = 10
+  max_missed = 3                   # heartbeats unanswered before a user plane is down
+  urr_period_s = 300               # usage reporting period
+
+  [[user_plane]]
+  id = 1                           # its --cpri-up N: the TEID's high 16 bits
+  pfcp = \"192.0.2.2:8805\"        # its --pfcp ADDR
+  ports = [0]                      # its access ports (none: any)
+
+  [[user_plane]]
+  id = 2
+  pfcp = \"192.0.2.3:8805\"
 
   [dhcp]
   gateway = \"100.64.0.1\"          # server identifier, router option, source of replies
@@ -58,6 +78,7 @@ Example cp.toml:
   last = \"100.64.255.250\"
   mask = \"255.255.0.0\"
 
+One user plane can also be given as pfcp.user_plane = \"ADDR\" with cpri.up_id = N (default 1).
 See docs/bng.md.";
 
 /// `fastpath bng-cp`.
@@ -67,9 +88,13 @@ pub struct BngCpArgs {
     /// The control plane's TOML config (see below).
     #[arg(long)]
     pub config: PathBuf,
-    /// Print a counter line every N seconds (0: never).
+    /// Print a counter line and each user plane's state every N seconds (0: never).
     #[arg(long, default_value_t = 0)]
     pub stats_s: u64,
+    /// Serve Prometheus metrics (counters, user planes, per-subscriber usage) at
+    /// http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// The config file.
@@ -80,10 +105,26 @@ pub struct CpFile {
     pub store: PathBuf,
     /// The CPRi.
     pub cpri: CpriSection,
-    /// PFCP towards the user plane.
+    /// PFCP towards the user planes.
     pub pfcp: PfcpSection,
+    /// The user planes (or `pfcp.user_plane` for one).
+    #[serde(default)]
+    pub user_plane: Vec<UserPlaneSection>,
     /// The DHCP server.
     pub dhcp: DhcpSection,
+}
+
+/// `[[user_plane]]`.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct UserPlaneSection {
+    /// Its number (TEID high half).
+    pub id: u16,
+    /// Its PFCP address.
+    pub pfcp: String,
+    /// Its access ports (none: any).
+    #[serde(default)]
+    pub ports: Vec<u16>,
 }
 
 /// `[cpri]`.
@@ -92,17 +133,16 @@ pub struct CpFile {
 pub struct CpriSection {
     /// Our GTP-U socket.
     pub listen: String,
-    /// The user plane's number (TEID high half).
-    #[serde(default = "one")]
-    pub up_id: u16,
+    /// The user plane's number (TEID high half), with `pfcp.user_plane`.
+    pub up_id: Option<u16>,
 }
 
 /// `[pfcp]`.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct PfcpSection {
-    /// The user plane's PFCP address.
-    pub user_plane: String,
+    /// The user plane's PFCP address (one user plane; else `[[user_plane]]`).
+    pub user_plane: Option<String>,
     /// Our socket.
     #[serde(default = "any_local")]
     pub local: String,
@@ -115,6 +155,12 @@ pub struct PfcpSection {
     /// Heartbeat period, seconds (0: none).
     #[serde(default = "hb")]
     pub heartbeat_s: u64,
+    /// Heartbeats missed in a row that mark a user plane down.
+    #[serde(default = "missed")]
+    pub max_missed: u32,
+    /// Usage reporting period, seconds.
+    #[serde(default = "period")]
+    pub urr_period_s: u32,
 }
 
 /// `[dhcp]`.
@@ -160,8 +206,11 @@ pub struct PoolSection {
     pub lease_time_s: Option<u32>,
 }
 
-fn one() -> u16 {
-    1
+fn missed() -> u32 {
+    3
+}
+fn period() -> u32 {
+    300
 }
 fn any_local() -> String {
     "0.0.0.0:0".into()
@@ -192,12 +241,10 @@ pub struct Settings {
     pub params: Params,
     /// CPRi socket.
     pub cpri_listen: SocketAddr,
-    /// PFCP peer.
-    pub pfcp_peer: SocketAddr,
+    /// Each user plane's PFCP address, by its number.
+    pub pfcp_peers: Vec<(u16, SocketAddr)>,
     /// PFCP socket.
     pub pfcp_local: SocketAddr,
-    /// Heartbeat period.
-    pub heartbeat_s: u64,
 }
 
 fn bad(file: &Path, key: &str, value: &str, why: &str) -> String {
@@ -260,30 +307,74 @@ pub fn load(file: &Path) -> Result<Settings, String> {
         ServerConfig { server_id: gateway, pools, offer_hold_s: c.dhcp.offer_hold_s, decline_quarantine_s: c.dhcp.decline_quarantine_s };
     // The DHCP server's own checks (ranges, masks, overlaps), named by pool.
     server.build().map_err(|e| format!("{}: [[dhcp.pool]]: {e:?}", file.display()))?;
-    if c.cpri.up_id == 0 {
-        return Err(bad(file, "cpri.up_id", "0", "1 to 65535 (TEID 0 is the echo's)"));
+    // The user planes: `[[user_plane]]` entries, or the one of `pfcp.user_plane`.
+    let mut ups: Vec<(String, u16, String, Vec<u16>)> = Vec::new();
+    match (&c.pfcp.user_plane, c.user_plane.is_empty()) {
+        (Some(a), true) => ups.push(("pfcp.user_plane".into(), c.cpri.up_id.unwrap_or(1), a.clone(), Vec::new())),
+        (None, false) => {
+            if let Some(n) = c.cpri.up_id {
+                return Err(bad(file, "cpri.up_id", &n.to_string(), "with [[user_plane]] entries, each names its own id"));
+            }
+            for (i, u) in c.user_plane.iter().enumerate() {
+                ups.push((format!("user_plane[{i}]"), u.id, u.pfcp.clone(), u.ports.clone()));
+            }
+        }
+        (Some(a), false) => return Err(bad(file, "pfcp.user_plane", a, "give the user planes either here or as [[user_plane]], not both")),
+        (None, true) => return Err(format!("{}: no user plane: add [[user_plane]] entries (or pfcp.user_plane)", file.display())),
+    }
+    let mut user_planes = Vec::new();
+    let mut pfcp_peers: Vec<(u16, SocketAddr)> = Vec::new();
+    for (key, id, addr, ports) in ups {
+        let id_key = if key == "pfcp.user_plane" { "cpri.up_id".to_string() } else { format!("{key}.id") };
+        if id == 0 {
+            return Err(bad(file, &id_key, "0", "1 to 65535 (TEID 0 is the echo's)"));
+        }
+        if pfcp_peers.iter().any(|p| p.0 == id) {
+            return Err(bad(file, &id_key, &id.to_string(), "another user plane has this id"));
+        }
+        let pfcp_key = if key == "pfcp.user_plane" { key.clone() } else { format!("{key}.pfcp") };
+        let a = sock(file, &pfcp_key, &addr)?;
+        if !a.is_ipv4() {
+            return Err(bad(file, &pfcp_key, &addr, "PFCP over IPv4 only"));
+        }
+        if pfcp_peers.iter().any(|p| p.1 == a) {
+            return Err(bad(file, &pfcp_key, &addr, "another user plane has this address"));
+        }
+        pfcp_peers.push((id, a));
+        user_planes.push(UpParams { id, ports });
     }
     let pfcp_local = sock(file, "pfcp.local", &c.pfcp.local)?;
-    let pfcp_peer = sock(file, "pfcp.user_plane", &c.pfcp.user_plane)?;
-    let node = match (pfcp_local, pfcp_peer) {
-        (SocketAddr::V4(l), _) if !l.ip().is_unspecified() => *l.ip(),
-        (_, SocketAddr::V4(p)) if p.ip().is_loopback() => Ipv4Addr::LOCALHOST,
-        (SocketAddr::V4(_), SocketAddr::V4(_)) => {
-            return Err(bad(file, "pfcp.local", &c.pfcp.local, "name our address (it is our PFCP Node ID and F-SEID)"))
-        }
-        _ => return Err(bad(file, "pfcp.user_plane", &c.pfcp.user_plane, "PFCP over IPv4 only")),
+    let node = match pfcp_local {
+        SocketAddr::V4(l) if !l.ip().is_unspecified() => *l.ip(),
+        SocketAddr::V4(_) if pfcp_peers.iter().all(|p| p.1.ip().is_loopback()) => Ipv4Addr::LOCALHOST,
+        SocketAddr::V4(_) => return Err(bad(file, "pfcp.local", &c.pfcp.local, "name our address (it is our PFCP Node ID and F-SEID)")),
+        SocketAddr::V6(_) => return Err(bad(file, "pfcp.local", &c.pfcp.local, "PFCP over IPv4 only")),
     };
+    if c.pfcp.max_missed == 0 {
+        return Err(bad(file, "pfcp.max_missed", "0", "at least 1"));
+    }
+    if c.pfcp.urr_period_s == 0 {
+        return Err(bad(file, "pfcp.urr_period_s", "0", "at least 1 second"));
+    }
     let mut pfcp = CpConfig::new(node);
     pfcp.ul_kbps = c.pfcp.ul_kbps;
     pfcp.dl_kbps = c.pfcp.dl_kbps;
+    pfcp.urr_period_s = c.pfcp.urr_period_s;
     pfcp.recovery_ntp = fastpath_control::pfcp_up::ntp_now();
     let store = if c.store.is_relative() { file.parent().unwrap_or(Path::new(".")).join(&c.store) } else { c.store.clone() };
     Ok(Settings {
-        params: Params { server, gw_mac: mac(file, "dhcp.gateway_mac", &c.dhcp.gateway_mac)?, store, pfcp, up_id: c.cpri.up_id },
+        params: Params {
+            server,
+            gw_mac: mac(file, "dhcp.gateway_mac", &c.dhcp.gateway_mac)?,
+            store,
+            pfcp,
+            user_planes,
+            heartbeat_s: c.pfcp.heartbeat_s,
+            max_missed: c.pfcp.max_missed,
+        },
         cpri_listen: sock(file, "cpri.listen", &c.cpri.listen)?,
-        pfcp_peer,
+        pfcp_peers,
         pfcp_local,
-        heartbeat_s: c.pfcp.heartbeat_s,
     })
 }
 
@@ -291,7 +382,7 @@ fn now_s() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-fn send_all(out: Out, cpri: &UdpSocket, to: Option<SocketAddr>, pfcp: &UdpSocket) {
+fn send_all(out: Out, cpri: &UdpSocket, to: Option<SocketAddr>, pfcp: &UdpSocket, peers: &[(u16, SocketAddr)]) {
     for n in out.notes {
         eprintln!("bng-cp: {n}");
     }
@@ -302,10 +393,42 @@ fn send_all(out: Out, cpri: &UdpSocket, to: Option<SocketAddr>, pfcp: &UdpSocket
             }
         }
     }
-    for d in out.pfcp {
-        if let Err(e) = pfcp.send(&d) {
-            eprintln!("bng-cp: PFCP send: {e}");
+    for (up, d) in out.pfcp {
+        let Some(&(_, addr)) = peers.iter().find(|p| p.0 == up) else { continue };
+        // A user plane that is down refuses nothing we need to hear about: heartbeats count it.
+        let _ = pfcp.send_to(&d, addr);
+    }
+}
+
+/// `--metrics ADDR`: answers `GET /metrics` with the exposition, one connection at a time
+/// (a request head of at most 8 KiB, read within 2 s).
+fn serve_metrics(listener: &TcpListener, cp: &Mutex<ControlPlane>) {
+    for conn in listener.incoming() {
+        let Ok(mut c) = conn else { continue };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = c.set_write_timeout(Some(Duration::from_secs(2)));
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while head.len() < 8192 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(buf.get(..n).unwrap_or_default()),
+            }
         }
+        let line = String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_string();
+        let mut parts = line.split(' ');
+        let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+        let (status, ctype, body) = match (method, path) {
+            ("GET", "/metrics") => match cp.lock().map_err(|e| e.to_string()).and_then(|g| g.metrics().map_err(|e| e.to_string())) {
+                Ok(b) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", b),
+                Err(e) => ("503 Service Unavailable", "text/plain; charset=utf-8", format!("{e}\n")),
+            },
+            ("GET", "/") => ("200 OK", "text/plain; charset=utf-8", "fastpath bng-cp: see /metrics\n".to_string()),
+            ("GET", _) => ("404 Not Found", "text/plain; charset=utf-8", format!("{path}: not found (try /metrics)\n")),
+            _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "GET only\n".to_string()),
+        };
+        let _ =
+            write!(c, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
     }
 }
 
@@ -319,25 +442,33 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
     let cp = ControlPlane::open(&s.params, now_s()).map_err(|e| format!("{}: {e}", s.params.store.display()))?;
     let cpri = UdpSocket::bind(s.cpri_listen).map_err(|e| format!("cpri.listen {}: {e}", s.cpri_listen))?;
     let pfcp = UdpSocket::bind(s.pfcp_local).map_err(|e| format!("pfcp.local {}: {e}", s.pfcp_local))?;
-    pfcp.connect(s.pfcp_peer).map_err(|e| format!("pfcp.user_plane {}: {e}", s.pfcp_peer))?;
+    let metrics = a.metrics.map(|m| TcpListener::bind(m).map_err(|e| format!("--metrics {m}: {e}"))).transpose()?;
+    let peers = s.pfcp_peers.clone();
     eprintln!(
-        "bng-cp: CPRi (GTP-U) on {}, PFCP {} ▸ {}, store {}, {} leases restored",
+        "bng-cp: CPRi (GTP-U) on {}, PFCP from {} to user planes {}, store {}, {} leases restored",
         cpri.local_addr().map_or(s.cpri_listen, |a| a),
         pfcp.local_addr().map_or(s.pfcp_local, |a| a),
-        s.pfcp_peer,
+        peers.iter().map(|(id, a)| format!("{id} at {a}")).collect::<Vec<_>>().join(", "),
         s.params.store.display(),
         cp.server().leases().len()
     );
+    if let Some(m) = &metrics {
+        eprintln!("bng-cp: Prometheus metrics at http://{}/metrics", m.local_addr().map_or(String::from("?"), |a| a.to_string()));
+    }
     let cp = Mutex::new(cp);
     let failed = Mutex::new(None::<String>);
     std::thread::scope(|sc| {
+        if let Some(m) = &metrics {
+            let cp = &cp;
+            sc.spawn(move || serve_metrics(m, cp));
+        }
         sc.spawn(|| {
             let mut buf = vec![0u8; 65_536];
             loop {
                 let Ok((n, from)) = cpri.recv_from(&mut buf) else { continue };
                 let Ok(mut g) = cp.lock() else { return };
                 match g.on_gtpu(buf.get(..n).unwrap_or_default(), now_s()) {
-                    Ok(out) => send_all(out, &cpri, Some(from), &pfcp),
+                    Ok(out) => send_all(out, &cpri, Some(from), &pfcp, &peers),
                     Err(e) => {
                         if let Ok(mut f) = failed.lock() {
                             *f = Some(e.to_string());
@@ -350,14 +481,15 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
         sc.spawn(|| {
             let mut buf = vec![0u8; 65_536];
             loop {
-                let Ok(n) = pfcp.recv(&mut buf) else {
-                    // ECONNREFUSED while the user plane is not up yet: retry.
+                let Ok((n, from)) = pfcp.recv_from(&mut buf) else {
                     std::thread::sleep(Duration::from_millis(100));
                     continue;
                 };
+                // A datagram from no user plane of ours is counted as stray (number 0).
+                let up = peers.iter().find(|p| p.1 == from).map_or(0, |p| p.0);
                 let Ok(mut g) = cp.lock() else { return };
-                match g.on_pfcp(buf.get(..n).unwrap_or_default()) {
-                    Ok(out) => send_all(out, &cpri, None, &pfcp),
+                match g.on_pfcp(up, buf.get(..n).unwrap_or_default()) {
+                    Ok(out) => send_all(out, &cpri, None, &pfcp, &peers),
                     Err(e) => {
                         if let Ok(mut f) = failed.lock() {
                             *f = Some(format!("session store: {e}"));
@@ -367,7 +499,7 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
                 }
             }
         });
-        let (mut last_hb, mut last_stats) = (Instant::now(), Instant::now());
+        let mut last_stats = Instant::now();
         loop {
             if let Some(e) = failed.lock().ok().and_then(|f| f.clone()) {
                 eprintln!("bng-cp: stopping: {e}");
@@ -375,16 +507,8 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
             }
             {
                 let Ok(mut g) = cp.lock() else { std::process::exit(1) };
-                if !g.is_associated() {
-                    let req = g.association_setup();
-                    let _ = pfcp.send(&req);
-                } else if s.heartbeat_s > 0 && last_hb.elapsed() >= Duration::from_secs(s.heartbeat_s) {
-                    last_hb = Instant::now();
-                    let req = g.heartbeat();
-                    let _ = pfcp.send(&req);
-                }
                 match g.tick(now_s()) {
-                    Ok(out) => send_all(out, &cpri, None, &pfcp),
+                    Ok(out) => send_all(out, &cpri, None, &pfcp, &peers),
                     Err(e) => {
                         eprintln!("bng-cp: stopping: {e}");
                         std::process::exit(1);
@@ -393,6 +517,9 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
                 if a.stats_s > 0 && last_stats.elapsed() >= Duration::from_secs(a.stats_s) {
                     last_stats = Instant::now();
                     eprintln!("bng-cp: {:?}, {} sessions", g.counters, g.established());
+                    for u in g.user_planes() {
+                        eprintln!("bng-cp: user plane {}: {u:?}", u.id);
+                    }
                 }
             }
             std::thread::sleep(Duration::from_secs(1));

@@ -85,6 +85,9 @@ pub mod ie_type {
     pub const ETHERTYPE: u16 = 136;
     pub const ETHERNET_FILTER_ID: u16 = 138;
     pub const ETHERNET_FILTER_PROPERTIES: u16 = 139;
+    pub const PFCP_SESSION_RETENTION_INFORMATION: u16 = 183;
+    pub const PFCPASRSP_FLAGS: u16 = 184;
+    pub const CP_PFCP_ENTITY_IP_ADDRESS: u16 = 185;
 }
 
 pub(crate) const fn k(t: u16) -> IeKey {
@@ -224,6 +227,15 @@ impl ReportType {
     pub const ERIR: u8 = 0x04;
     /// User Plane Inactivity Report.
     pub const UPIR: u8 = 0x08;
+}
+number_ie!(
+    /// PFCPASRsp-Flags (clause 8.2.149): [`PfcpasRspFlags::PSREI`] in an Association Setup
+    /// Response says the UP function kept the sessions of the former association.
+    PfcpasRspFlags(u8) via u8 / u8
+);
+impl PfcpasRspFlags {
+    /// PFCP Session Retained Indication.
+    pub const PSREI: u8 = 0x01;
 }
 number_ie!(
     /// PFCP Association Release Request (clause 8.2.77), the IE:
