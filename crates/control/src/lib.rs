@@ -99,5 +99,5 @@ pub use conn::Limits;
 pub use http::{MetricsServer, Site};
 pub use mailbox::{mailbox, ControlEnd, WorkerEnd};
 pub use metrics::{Counters, LoopCounters, PortCounters, WorkerSnapshot};
-pub use server::{default_socket_path, request, running_sockets, Access, Server};
-pub use state::Control;
+pub use server::{bind_socket, default_socket_path, request, running_sockets, Access, Server};
+pub use state::{op_text, Control, TableInfo};
