@@ -28,6 +28,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
     ("fastpath-bng", &["fastpath-packet", "fastpath-pfcp"]),
     ("fastpath-pfcp", &[]),
+    // P4Runtime: a front end of the control plane; the workers' exception path (io) for
+    // packet-in and packet-out.
+    ("fastpath-p4rt", &["fastpath-control", "fastpath-pipeline", "fastpath-io"]),
     (
         "fastpath",
         &[
@@ -41,6 +44,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fastpath-xdp",
             "fastpath-bng",
             "fastpath-pfcp",
+            "fastpath-p4rt",
         ],
     ),
 ];
