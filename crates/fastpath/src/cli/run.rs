@@ -148,6 +148,18 @@ pub struct RunArgs {
     /// This user plane's number on the CPRi (the high 16 bits of its TEIDs).
     #[arg(long = "cpri-up", value_name = "N", default_value_t = 1)]
     pub(super) cpri_up: u16,
+    /// Serve P4Runtime over gRPC (live ports) at ADDR: a unix socket, unix:PATH or a path (mode
+    /// 0600, 0660 with --ctl-group, whatever the umask), or TCP IP:PORT, e.g. 127.0.0.1:9559.
+    /// Device id 1; the device config is the spec file's text; what the pipeline punts goes to
+    /// the primary controller as packet-in (unless --punt or --cpri take it). docs/control.md.
+    #[arg(long, value_name = "ADDR")]
+    pub(super) p4rt: Option<String>,
+    /// TLS certificate chain (PEM) for a TCP --p4rt listener; needs --p4rt-key.
+    #[arg(long = "p4rt-cert", value_name = "PEM", requires_all = ["p4rt", "p4rt_key"])]
+    p4rt_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for a TCP --p4rt listener; needs --p4rt-cert.
+    #[arg(long = "p4rt-key", value_name = "PEM", requires_all = ["p4rt", "p4rt_cert"])]
+    p4rt_key: Option<PathBuf>,
 }
 
 /// XDP attach mode on the command line.
@@ -454,9 +466,10 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
-    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() || a.web.is_some() || a.pfcp.is_some() || a.cpri.is_some() {
+    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() || a.web.is_some() || a.pfcp.is_some() || a.cpri.is_some() || a.p4rt.is_some()
+    {
         return Err(
-            "--ctl, --ctl-group, --metrics, --web, --pfcp and --cpri serve live runs only (a capture run ends when its files are read)"
+            "--ctl, --ctl-group, --metrics, --web, --pfcp, --cpri and --p4rt serve live runs only (a capture run ends when its files are read)"
                 .into(),
         );
     }
@@ -556,7 +569,16 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     let metrics = a.metrics.as_deref().map(MetricsServer::bind).transpose()?;
     let web = a.web.as_deref().map(MetricsServer::bind_web).transpose()?;
     let mut pfcp = a.pfcp.as_deref().map(|addr| pfcp_server(addr, &shadow, ports)).transpose()?;
-    let has_control = server.is_some() || metrics.is_some() || web.is_some() || pfcp.is_some();
+    let p4rt = match a.p4rt.as_deref() {
+        Some(addr) => {
+            let listen = fastpath_p4rt::Listen::parse(addr)?;
+            let text = std::fs::read_to_string(&a.spec).map_err(|e| format!("{}: {e}", a.spec.display()))?;
+            let server = fastpath_p4rt::Server::bind(&listen, &access, a.p4rt_cert.clone().zip(a.p4rt_key.clone()))?;
+            Some((server, fastpath_p4rt::Config { device_id: 1, spec_text: text, ports: ports.len() }, fastpath_p4rt::PacketIo::new()))
+        }
+        None => None,
+    };
+    let has_control = server.is_some() || metrics.is_some() || web.is_some() || pfcp.is_some() || p4rt.is_some();
     let (ends, mail): (Vec<ControlEnd>, Vec<Mutex<Option<WorkerEnd>>>) = if has_control {
         (0..a.workers).map(|_| fastpath_control::mailbox()).map(|(c, w)| (c, Mutex::new(Some(w)))).unzip()
     } else {
@@ -638,6 +660,20 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
                 eprintln!("fastpath: no web thread: {e}");
             }
         }
+        if let (Some((ps, cfg, io)), Some(ctl)) = (&p4rt, control.as_ref()) {
+            let tls = if ps.is_tls() { " (TLS)" } else { "" };
+            eprintln!("fastpath: P4Runtime at {}{tls}, device id {}", ps.client_addr(), cfg.device_id);
+            let (done, cfg) = (&done, cfg.clone());
+            let serve = move || {
+                if let Err(e) = ps.serve_until(cfg, io, ctl, done) {
+                    eprintln!("fastpath: {e}");
+                }
+                eprintln!("{}", io.stats().render());
+            };
+            if let Err(e) = std::thread::Builder::new().name("fp-p4rt".into()).spawn_scoped(s, serve) {
+                eprintln!("fastpath: no P4Runtime thread: {e}");
+            }
+        }
         let rt = s.spawn(|| {
             let r = multi::run(
                 &mcfg,
@@ -655,7 +691,10 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
                                 .map_err(|e| format!("--cpri {addr}: no socket: {e}"))?;
                             worker.with_exception(Box::new(end))
                         }
-                        (None, None) => worker,
+                        (None, None) => match &p4rt {
+                            Some((_, _, io)) => worker.with_exception(io.exception(w)),
+                            None => worker,
+                        },
                     })
                 },
                 |_, w| WorkerSnapshot::of(&w.processor().inner.0),
