@@ -7,7 +7,7 @@
 //!
 //! | object | top byte | low 24 bits |
 //! |---|---|---|
-//! | action (built-ins first: `forward`, `drop`, `no_action`, `to_control`, then the spec's) | `0x01` | position in `Program::actions` + 1 |
+//! | action (built-ins first: `no_action`, `drop`, `forward`, `to_control`; then the spec's) | `0x01` | position in `Program::actions` + 1 |
 //! | table | `0x02` | position in `Program::tables` + 1 |
 //! | controller header `packet_in` / `packet_out` | `0x04` | 1 / 2 |
 //! | counter array | `0x12` | position in `Program::counters` + 1 |
