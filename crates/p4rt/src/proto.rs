@@ -1,9 +1,9 @@
 //! The P4Runtime v1 messages fastpath speaks, written from the public specification as prost
 //! messages (no `.proto` file, no `protoc`): `p4/v1/p4runtime.proto` (package `p4.v1`),
 //! `p4/config/v1/p4info.proto` (package `p4.config.v1`), `google/rpc/status.proto` and
-//! `google/protobuf/any.proto`. Field numbers and types are those of P4Runtime 1.4; the test
-//! `tests/descriptors.rs` checks every one of them against the descriptors the PyPI `p4runtime`
-//! package carries, when it is installed.
+//! `google/protobuf/any.proto`. Field numbers and types are those of P4Runtime 1.4.1, checked
+//! against the message descriptors of the PyPI `p4runtime` 1.4.1 package when they were written,
+//! and exercised against p4runtime-shell by `crates/fastpath/tests/live_p4rt.rs`.
 //!
 //! Only the messages fastpath uses are declared. Entities it does not support (action profiles,
 //! registers, digests, value sets, the packet replication engine, direct counters and meters)
