@@ -17,14 +17,29 @@ fn main() {
         .method(m("write", "Write", "WriteRequest", "WriteResponse").build())
         .method(m("read", "Read", "ReadRequest", "ReadResponse").server_streaming().build())
         .method(
-            m("set_forwarding_pipeline_config", "SetForwardingPipelineConfig", "SetForwardingPipelineConfigRequest", "SetForwardingPipelineConfigResponse")
-                .build(),
+            m(
+                "set_forwarding_pipeline_config",
+                "SetForwardingPipelineConfig",
+                "SetForwardingPipelineConfigRequest",
+                "SetForwardingPipelineConfigResponse",
+            )
+            .build(),
         )
         .method(
-            m("get_forwarding_pipeline_config", "GetForwardingPipelineConfig", "GetForwardingPipelineConfigRequest", "GetForwardingPipelineConfigResponse")
+            m(
+                "get_forwarding_pipeline_config",
+                "GetForwardingPipelineConfig",
+                "GetForwardingPipelineConfigRequest",
+                "GetForwardingPipelineConfigResponse",
+            )
+            .build(),
+        )
+        .method(
+            m("stream_channel", "StreamChannel", "StreamMessageRequest", "StreamMessageResponse")
+                .client_streaming()
+                .server_streaming()
                 .build(),
         )
-        .method(m("stream_channel", "StreamChannel", "StreamMessageRequest", "StreamMessageResponse").client_streaming().server_streaming().build())
         .method(m("capabilities", "Capabilities", "CapabilitiesRequest", "CapabilitiesResponse").build())
         .build();
     tonic_build::manual::Builder::new().compile(&[service]);

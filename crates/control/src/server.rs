@@ -147,10 +147,7 @@ pub fn bind_socket(path: &Path, access: &Access) -> Result<UnixListener, String>
     let staging = dir.join(format!(".{}.{}", name.to_string_lossy(), std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
     let err = |e: String| format!("control socket {}: {e}", path.display());
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&staging)
-        .map_err(|e| err(format!("staging directory {}: {e}", staging.display())))?;
+    std::fs::DirBuilder::new().mode(0o700).create(&staging).map_err(|e| err(format!("staging directory {}: {e}", staging.display())))?;
     let bound = (|| {
         std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
         let tmp = staging.join("s");

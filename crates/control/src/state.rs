@@ -317,7 +317,10 @@ impl<'a> Control<'a> {
             Err(Refusal::Worker { worker, op, msg }) => {
                 // The shadow accepted it, so a worker refusing it is a bug: say so loudly.
                 let l = blame(op);
-                Err(CtlError::Worker { worker, msg: format!("refused line {} ({}) that the control replica accepted: {msg}", l.no, l.text) })
+                Err(CtlError::Worker {
+                    worker,
+                    msg: format!("refused line {} ({}) that the control replica accepted: {msg}", l.no, l.text),
+                })
             }
             Err(Refusal::Ctl(e)) => Err(e),
         }
@@ -364,7 +367,10 @@ impl<'a> Control<'a> {
     /// [`CtlError::Protocol`] naming the table index when the program has no such table.
     pub fn read(&self, table: usize, key: Option<&[Match]>) -> Result<Vec<EntryView>, CtlError> {
         let Some(def) = self.shadow.program().tables.get(table) else {
-            return Err(CtlError::Protocol(format!("no table with index {table} (the program has {})", self.shadow.program().tables.len())));
+            return Err(CtlError::Protocol(format!(
+                "no table with index {table} (the program has {})",
+                self.shadow.program().tables.len()
+            )));
         };
         let mut all = self.shadow.table_entries(table).unwrap_or_default();
         if let Some(k) = key {
@@ -400,14 +406,20 @@ impl<'a> Control<'a> {
     /// [`CtlError::Protocol`] when there is no such array or index.
     pub fn meter(&self, bank: usize, index: usize) -> Result<Option<MeterRates>, CtlError> {
         let b = self.shadow.objects().meters.get(bank).ok_or_else(|| CtlError::Protocol(format!("no meter array with index {bank}")))?;
-        let m = b.meters.get(index).ok_or_else(|| {
-            CtlError::Protocol(format!("meter index {index} out of range (\"{}\" has {})", b.name, b.meters.len()))
-        })?;
+        let m = b
+            .meters
+            .get(index)
+            .ok_or_else(|| CtlError::Protocol(format!("meter index {index} out of range (\"{}\" has {})", b.name, b.meters.len())))?;
         Ok(match m {
             Meter::Unset => None,
             Meter::Sr(s) => {
                 let c = s.config();
-                Some(MeterRates { cir_bytes_per_s: c.cir_bytes_per_s, cbs_bytes: c.cbs_bytes, ebs_or_pbs_bytes: c.ebs_bytes, pir_bytes_per_s: 0 })
+                Some(MeterRates {
+                    cir_bytes_per_s: c.cir_bytes_per_s,
+                    cbs_bytes: c.cbs_bytes,
+                    ebs_or_pbs_bytes: c.ebs_bytes,
+                    pir_bytes_per_s: 0,
+                })
             }
             Meter::Tr(t) => {
                 let c = t.config();
@@ -907,10 +919,10 @@ mod tests {
             assert!(ee.msg.contains("no entry"), "{e}");
             assert_eq!(c.apply(&[]).unwrap(), 0);
             let all = c.read(0, None).unwrap();
-            assert_eq!(all.iter().map(|e| (e.key.clone(), e.args[0])).collect::<Vec<_>>(), [
-                (vec![Match::Exact(1)], 4),
-                (vec![Match::Exact(2)], 5)
-            ]);
+            assert_eq!(
+                all.iter().map(|e| (e.key.clone(), e.args[0])).collect::<Vec<_>>(),
+                [(vec![Match::Exact(1)], 4), (vec![Match::Exact(2)], 5)]
+            );
             let one = c.read(0, Some(&[Match::Exact(2)])).unwrap();
             assert_eq!(one.len(), 1);
             assert!(c.read(0, Some(&[Match::Exact(3)])).unwrap().is_empty());
@@ -925,7 +937,10 @@ mod tests {
         });
         assert_eq!(r, 1);
         for v in finals {
-            assert_eq!((v[1], v[2], v[3]), (Verdict::Tx(4), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute)));
+            assert_eq!(
+                (v[1], v[2], v[3]),
+                (Verdict::Tx(4), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute))
+            );
         }
     }
 

@@ -212,7 +212,11 @@ fn ours(f: &[u8]) -> bool {
 }
 
 fn udp_to(dst: Ipv4Addr, seq: u16) -> Vec<u8> {
-    FrameBuilder::eth([2, 0, 0, 0, 0, 0xfe], [2, 0, 0, 0, 0, 0xaa]).ipv4(Ipv4Addr::new(198, 18, 0, 2), dst).udp(40000, seq).frame_len(100).build()
+    FrameBuilder::eth([2, 0, 0, 0, 0, 0xfe], [2, 0, 0, 0, 0, 0xaa])
+        .ipv4(Ipv4Addr::new(198, 18, 0, 2), dst)
+        .udp(40000, seq)
+        .frame_len(100)
+        .build()
 }
 
 /// The two namespaces, their veths, and fastpath running `spec` with `extra` arguments.

@@ -243,7 +243,9 @@ pub fn priority_of(prog: &Program, t: usize, p: i32) -> Result<u32, Refused> {
     let name = prog.tables.get(t).map_or("?", |d| d.name.as_str());
     match (has_priority(prog, t), p) {
         (true, p) if p > 0 => Ok((i32::MAX - p) as u32),
-        (true, p) => Err(Refused::invalid(format!("table \"{name}\" has ternary or range fields: its entries need a priority > 0 (got {p})"))),
+        (true, p) => {
+            Err(Refused::invalid(format!("table \"{name}\" has ternary or range fields: its entries need a priority > 0 (got {p})")))
+        }
         (false, 0) => Ok(u32::MAX / 2),
         (false, p) => Err(Refused::invalid(format!("table \"{name}\" has only exact and lpm fields: priority must be 0 (got {p})"))),
     }
@@ -303,7 +305,12 @@ pub fn action_of(prog: &Program, t: usize, a: Option<&proto::TableAction>) -> Re
         args[pi] = decode(&p.value, kind.width(), &what)?;
     }
     if let Some(missing) = adef.params.iter().zip(seen).position(|(_, s)| !s) {
-        return Err(Refused::invalid(format!("action \"{}\": parameter \"{}\" (id {}) missing", adef.name, adef.params[missing].0, missing + 1)));
+        return Err(Refused::invalid(format!(
+            "action \"{}\": parameter \"{}\" (id {}) missing",
+            adef.name,
+            adef.params[missing].0,
+            missing + 1
+        )));
     }
     Ok((ai, args))
 }
@@ -313,8 +320,12 @@ pub fn action_of(prog: &Program, t: usize, a: Option<&proto::TableAction>) -> Re
 /// # Errors
 /// `NOT_FOUND` naming the id.
 pub fn table_of(prog: &Program, table_id: u32) -> Result<usize, Refused> {
-    p4info::index(p4info::TABLE, table_id, prog.tables.len())
-        .ok_or_else(|| Refused::not_found(format!("no table with id 0x{table_id:08x} (tables have ids 0x02000001..=0x{:08x})", p4info::id(p4info::TABLE, prog.tables.len().saturating_sub(1)))))
+    p4info::index(p4info::TABLE, table_id, prog.tables.len()).ok_or_else(|| {
+        Refused::not_found(format!(
+            "no table with id 0x{table_id:08x} (tables have ids 0x02000001..=0x{:08x})",
+            p4info::id(p4info::TABLE, prog.tables.len().saturating_sub(1))
+        ))
+    })
 }
 
 /// What an `Update` of a table entry asks for, checked against `prog`.
@@ -383,9 +394,15 @@ pub fn table_entry(prog: &Program, t: usize, e: &EntryView) -> proto::TableEntry
         let ty = match canon(kd.kind, w, m) {
             Some(Match::Exact(v)) => Some(FieldMatchType::Exact(proto::field_match::Exact { value: encode(v, w) })),
             Some(Match::Prefix(_, 0)) | Some(Match::Any) => None,
-            Some(Match::Prefix(v, l)) => Some(FieldMatchType::Lpm(proto::field_match::Lpm { value: encode(v, w), prefix_len: i32::from(l) })),
-            Some(Match::Masked(v, mk)) => Some(FieldMatchType::Ternary(proto::field_match::Ternary { value: encode(v, w), mask: encode(mk, w) })),
-            Some(Match::Range(lo, hi)) => Some(FieldMatchType::Range(proto::field_match::Range { low: encode(lo, w), high: encode(hi, w) })),
+            Some(Match::Prefix(v, l)) => {
+                Some(FieldMatchType::Lpm(proto::field_match::Lpm { value: encode(v, w), prefix_len: i32::from(l) }))
+            }
+            Some(Match::Masked(v, mk)) => {
+                Some(FieldMatchType::Ternary(proto::field_match::Ternary { value: encode(v, w), mask: encode(mk, w) }))
+            }
+            Some(Match::Range(lo, hi)) => {
+                Some(FieldMatchType::Range(proto::field_match::Range { low: encode(lo, w), high: encode(hi, w) }))
+            }
             None => None,
         };
         if let Some(ty) = ty {
@@ -462,7 +479,10 @@ mod tests {
         let p = prog("router");
         let te = proto::TableEntry {
             table_id: 0x0200_0001,
-            r#match: vec![proto::FieldMatch { field_id: 1, field_match_type: Some(FieldMatchType::Lpm(fm::Lpm { value: vec![198, 18, 0, 0], prefix_len: 15 })) }],
+            r#match: vec![proto::FieldMatch {
+                field_id: 1,
+                field_match_type: Some(FieldMatchType::Lpm(fm::Lpm { value: vec![198, 18, 0, 0], prefix_len: 15 })),
+            }],
             action: Some(action(&p, "nexthop", &[&[1], &[2, 0, 0, 0, 1, 1], &[2, 0, 0, 0, 0, 1]])),
             ..Default::default()
         };
@@ -477,8 +497,16 @@ mod tests {
     #[test]
     fn refusals_name_the_offending_field() {
         let p = prog("router");
-        let lpm = |v: Vec<u8>, l: i32| proto::FieldMatch { field_id: 1, field_match_type: Some(FieldMatchType::Lpm(fm::Lpm { value: v, prefix_len: l })) };
-        let te = |m: Vec<proto::FieldMatch>, a: Option<proto::TableAction>| proto::TableEntry { table_id: 0x0200_0001, r#match: m, action: a, ..Default::default() };
+        let lpm = |v: Vec<u8>, l: i32| proto::FieldMatch {
+            field_id: 1,
+            field_match_type: Some(FieldMatchType::Lpm(fm::Lpm { value: v, prefix_len: l })),
+        };
+        let te = |m: Vec<proto::FieldMatch>, a: Option<proto::TableAction>| proto::TableEntry {
+            table_id: 0x0200_0001,
+            r#match: m,
+            action: a,
+            ..Default::default()
+        };
         let drop = Some(action(&p, "drop", &[]));
         let cases: Vec<(proto::TableEntry, &str)> = vec![
             (te(vec![lpm(vec![10, 0, 0, 1], 8)], drop.clone()), "bits set beyond its /8"),
@@ -486,10 +514,19 @@ mod tests {
             (te(vec![lpm(vec![1, 10, 0, 0, 0], 8)], drop.clone()), "does not fit 32 bits"),
             (te(vec![lpm(vec![10, 0, 0, 0], 8), lpm(vec![10, 0, 0, 0], 8)], drop.clone()), "given twice"),
             (te(vec![proto::FieldMatch { field_id: 2, field_match_type: None }], drop.clone()), "no match field with id 2"),
-            (te(vec![proto::FieldMatch { field_id: 1, field_match_type: Some(FieldMatchType::Exact(fm::Exact { value: vec![1] })) }], drop.clone()), "a exact match given for a lpm field"),
+            (
+                te(
+                    vec![proto::FieldMatch { field_id: 1, field_match_type: Some(FieldMatchType::Exact(fm::Exact { value: vec![1] })) }],
+                    drop.clone(),
+                ),
+                "a exact match given for a lpm field",
+            ),
             (te(vec![lpm(vec![10, 0, 0, 0], 8)], None), "has no action"),
             (te(vec![lpm(vec![10, 0, 0, 0], 8)], Some(action(&p, "nexthop", &[&[1], &[2]]))), "parameter \"smac\" (id 3) missing"),
-            (te(vec![lpm(vec![10, 0, 0, 0], 8)], Some(action(&p, "forward", &[&[1]]))), "action \"forward\" is not allowed here (allowed: nexthop, drop)"),
+            (
+                te(vec![lpm(vec![10, 0, 0, 0], 8)], Some(action(&p, "forward", &[&[1]]))),
+                "action \"forward\" is not allowed here (allowed: nexthop, drop)",
+            ),
             (proto::TableEntry { table_id: 0x0200_0009, ..Default::default() }, "no table with id 0x02000009"),
             (proto::TableEntry { table_id: 0x0200_0001, priority: 5, ..Default::default() }, "priority must be 0"),
         ];
@@ -503,12 +540,18 @@ mod tests {
     fn acl_entries_omit_dont_care_fields_and_flip_priorities() {
         let p = prog("switch-acl");
         let t = p.table_index("acl").unwrap();
-        let tern = |id: u32, v: Vec<u8>, m: Vec<u8>| proto::FieldMatch { field_id: id, field_match_type: Some(FieldMatchType::Ternary(fm::Ternary { value: v, mask: m })) };
+        let tern = |id: u32, v: Vec<u8>, m: Vec<u8>| proto::FieldMatch {
+            field_id: id,
+            field_match_type: Some(FieldMatchType::Ternary(fm::Ternary { value: v, mask: m })),
+        };
         let te = proto::TableEntry {
             table_id: p4info::id(p4info::TABLE, t),
             r#match: vec![
                 tern(3, vec![10, 0, 0, 0], vec![255, 0, 0, 0]),
-                proto::FieldMatch { field_id: 5, field_match_type: Some(FieldMatchType::Range(fm::Range { low: vec![23], high: vec![23] })) },
+                proto::FieldMatch {
+                    field_id: 5,
+                    field_match_type: Some(FieldMatchType::Range(fm::Range { low: vec![23], high: vec![23] })),
+                },
             ],
             action: Some(action(&p, "deny", &[])),
             priority: 10,
@@ -518,7 +561,12 @@ mod tests {
         assert_eq!(e.key, [Match::Any, Match::Any, Match::Masked(0x0a00_0000, 0xff00_0000), Match::Any, Match::Range(23, 23)]);
         assert_eq!(e.priority, (i32::MAX - 10) as u32);
         // What the classifier reads back (a prefix for the address) maps to the same message.
-        let view = EntryView { key: vec![Match::Any, Match::Any, Match::Prefix(0x0a00_0000, 8), Match::Any, Match::Exact(23)], priority: e.priority, action: e.action, args: e.args };
+        let view = EntryView {
+            key: vec![Match::Any, Match::Any, Match::Prefix(0x0a00_0000, 8), Match::Any, Match::Exact(23)],
+            priority: e.priority,
+            action: e.action,
+            args: e.args,
+        };
         assert_eq!(table_entry(&p, t, &view), te);
         let no_prio = proto::TableEntry { priority: 0, ..te.clone() };
         assert!(table_update(&p, proto::update_type::INSERT, &no_prio).unwrap_err().msg.contains("need a priority > 0"));

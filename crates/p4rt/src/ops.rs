@@ -40,9 +40,9 @@ impl KeyCache {
     }
 
     fn table(&mut self, ctl: &Control<'_>, prog: &Program, t: usize) -> &mut BTreeSet<Vec<Match>> {
-        self.tables.entry(t).or_insert_with(|| {
-            ctl.read(t, None).unwrap_or_default().iter().filter_map(|e| entry::canon_key(prog, t, &e.key)).collect()
-        })
+        self.tables
+            .entry(t)
+            .or_insert_with(|| ctl.read(t, None).unwrap_or_default().iter().filter_map(|e| entry::canon_key(prog, t, &e.key)).collect())
     }
 }
 
@@ -58,19 +58,32 @@ fn meter_update(prog: &Program, ty: i32, m: &proto::MeterEntry) -> Result<EntryO
     if ty != proto::update_type::MODIFY {
         return Err(Refused::invalid(format!("meter \"{}\": meters are only MODIFYed (update type {ty})", def.name)));
     }
-    let index = index_in(m.index, def.size, &def.name)?
-        .ok_or_else(|| Refused::unimplemented(format!("meter \"{}\": a write needs an index (wildcard writes are not supported)", def.name)))?;
+    let index = index_in(m.index, def.size, &def.name)?.ok_or_else(|| {
+        Refused::unimplemented(format!("meter \"{}\": a write needs an index (wildcard writes are not supported)", def.name))
+    })?;
     let Some(c) = m.config else {
         return Err(Refused::unimplemented(format!("meter \"{}\" {index}: resetting a meter to unconfigured is not supported", def.name)));
     };
-    let nonneg = |v: i64, what: &str| u64::try_from(v).map_err(|_| Refused::invalid(format!("meter \"{}\" {index}: {what} {v} is negative", def.name)));
+    let nonneg = |v: i64, what: &str| {
+        u64::try_from(v).map_err(|_| Refused::invalid(format!("meter \"{}\" {index}: {what} {v} is negative", def.name)))
+    };
     let rates = if def.two_rate {
-        MeterRates { cir_bytes_per_s: nonneg(c.cir, "cir")?, cbs_bytes: nonneg(c.cburst, "cburst")?, pir_bytes_per_s: nonneg(c.pir, "pir")?, ebs_or_pbs_bytes: nonneg(c.pburst, "pburst")? }
+        MeterRates {
+            cir_bytes_per_s: nonneg(c.cir, "cir")?,
+            cbs_bytes: nonneg(c.cburst, "cburst")?,
+            pir_bytes_per_s: nonneg(c.pir, "pir")?,
+            ebs_or_pbs_bytes: nonneg(c.pburst, "pburst")?,
+        }
     } else {
         // srTCM (RFC 2697): CIR, CBS and EBS; EBS from `eburst`, or `pburst` from clients that
         // predate `eburst`.
         let ebs = if c.eburst != 0 { c.eburst } else { c.pburst };
-        MeterRates { cir_bytes_per_s: nonneg(c.cir, "cir")?, cbs_bytes: nonneg(c.cburst, "cburst")?, pir_bytes_per_s: 0, ebs_or_pbs_bytes: nonneg(ebs, "eburst")? }
+        MeterRates {
+            cir_bytes_per_s: nonneg(c.cir, "cir")?,
+            cbs_bytes: nonneg(c.cburst, "cburst")?,
+            pir_bytes_per_s: 0,
+            ebs_or_pbs_bytes: nonneg(ebs, "eburst")?,
+        }
     };
     Ok(EntryOp::Meter { bank: def.name.clone(), index, rates })
 }
@@ -149,7 +162,10 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
                 };
                 let name = &prog.tables[t].name;
                 let refused = match (&tu, present) {
-                    (TableUpdate::Insert(_), true) => Some(Refused { code: Code::AlreadyExists, msg: format!("table \"{name}\": an entry with this match exists (MODIFY it)") }),
+                    (TableUpdate::Insert(_), true) => Some(Refused {
+                        code: Code::AlreadyExists,
+                        msg: format!("table \"{name}\": an entry with this match exists (MODIFY it)"),
+                    }),
                     (TableUpdate::Modify(_) | TableUpdate::Delete { .. }, false) => {
                         Some(Refused::not_found(format!("table \"{name}\": no entry with this match")))
                     }
@@ -242,7 +258,8 @@ pub fn read(ctl: &mut Control<'_>, req: &proto::ReadRequest) -> Result<Vec<proto
     for ent in &req.entities {
         match ent.entity.as_ref() {
             Some(E::TableEntry(te)) => {
-                let tables: Vec<usize> = if te.table_id == 0 { (0..prog.tables.len()).collect() } else { vec![entry::table_of(&prog, te.table_id)?] };
+                let tables: Vec<usize> =
+                    if te.table_id == 0 { (0..prog.tables.len()).collect() } else { vec![entry::table_of(&prog, te.table_id)?] };
                 for t in tables {
                     if te.is_default_action {
                         out.push(wrap(E::TableEntry(entry::default_entry(&prog, t))));
@@ -272,7 +289,8 @@ pub fn read(ctl: &mut Control<'_>, req: &proto::ReadRequest) -> Result<Vec<proto
                         None => (0..def.size).collect(),
                     };
                     for i in indices {
-                        let (pkts, bytes) = ctl.read_counter(&def.name, i).map_err(|e| Refused { code: Code::Unavailable, msg: e.to_string() })?;
+                        let (pkts, bytes) =
+                            ctl.read_counter(&def.name, i).map_err(|e| Refused { code: Code::Unavailable, msg: e.to_string() })?;
                         out.push(wrap(E::CounterEntry(proto::CounterEntry {
                             counter_id: p4info::id(p4info::COUNTER, b),
                             index: Some(proto::Index { index: i as i64 }),
@@ -299,16 +317,34 @@ pub fn read(ctl: &mut Control<'_>, req: &proto::ReadRequest) -> Result<Vec<proto
                         let config = rates.map(|r| {
                             let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
                             if def.two_rate {
-                                proto::MeterConfig { cir: as_i64(r.cir_bytes_per_s), cburst: as_i64(r.cbs_bytes), pir: as_i64(r.pir_bytes_per_s), pburst: as_i64(r.ebs_or_pbs_bytes), eburst: 0 }
+                                proto::MeterConfig {
+                                    cir: as_i64(r.cir_bytes_per_s),
+                                    cburst: as_i64(r.cbs_bytes),
+                                    pir: as_i64(r.pir_bytes_per_s),
+                                    pburst: as_i64(r.ebs_or_pbs_bytes),
+                                    eburst: 0,
+                                }
                             } else {
-                                proto::MeterConfig { cir: as_i64(r.cir_bytes_per_s), cburst: as_i64(r.cbs_bytes), pir: 0, pburst: 0, eburst: as_i64(r.ebs_or_pbs_bytes) }
+                                proto::MeterConfig {
+                                    cir: as_i64(r.cir_bytes_per_s),
+                                    cburst: as_i64(r.cbs_bytes),
+                                    pir: 0,
+                                    pburst: 0,
+                                    eburst: as_i64(r.ebs_or_pbs_bytes),
+                                }
                             }
                         });
-                        out.push(wrap(E::MeterEntry(proto::MeterEntry { meter_id: p4info::id(p4info::METER, b), index: Some(proto::Index { index: i as i64 }), config })));
+                        out.push(wrap(E::MeterEntry(proto::MeterEntry {
+                            meter_id: p4info::id(p4info::METER, b),
+                            index: Some(proto::Index { index: i as i64 }),
+                            config,
+                        })));
                     }
                 }
             }
-            Some(other) => return Err(Refused::unimplemented(format!("reading {} entities is not supported by fastpath", entity_kind(other)))),
+            Some(other) => {
+                return Err(Refused::unimplemented(format!("reading {} entities is not supported by fastpath", entity_kind(other))))
+            }
             None => return Err(Refused::invalid("read of an empty entity")),
         }
     }

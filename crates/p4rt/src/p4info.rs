@@ -72,7 +72,9 @@ pub fn match_type(k: MatchKind) -> i32 {
 /// True when entries of this table carry a priority (P4Runtime: a table with a ternary, range
 /// or optional field; ours: the tables that compile to the classifier).
 pub fn has_priority(prog: &Program, table: usize) -> bool {
-    prog.tables.get(table).is_some_and(|t| t.imp == TableImpl::Acl || t.key.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range)))
+    prog.tables
+        .get(table)
+        .is_some_and(|t| t.imp == TableImpl::Acl || t.key.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range)))
 }
 
 /// The P4Info of `prog`.
@@ -162,7 +164,10 @@ pub fn p4info(prog: &Program, description: &str) -> proto::P4Info {
             preamble: Some(preamble(PACKET_IN_ID, "packet_in")),
             metadata: vec![field(META_INGRESS_PORT, "ingress_port"), field(META_PUNT_REASON, "punt_reason")],
         },
-        proto::ControllerPacketMetadata { preamble: Some(preamble(PACKET_OUT_ID, "packet_out")), metadata: vec![field(META_EGRESS_PORT, "egress_port")] },
+        proto::ControllerPacketMetadata {
+            preamble: Some(preamble(PACKET_OUT_ID, "packet_out")),
+            metadata: vec![field(META_EGRESS_PORT, "egress_port")],
+        },
     ];
     proto::P4Info {
         pkg_info: Some(proto::PkgInfo {

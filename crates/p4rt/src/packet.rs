@@ -69,13 +69,16 @@ impl PacketStats {
     }
 }
 
+/// A packet-out: the port and the frame.
+pub type Out = (u16, Vec<u8>);
+
 /// Both ends of the exception path, shared by the workers (which take their [`Exception`]s)
 /// and the server (which takes the other ends once, [`PacketIo::server_end`]).
 pub struct PacketIo {
     punt_tx: tokio::sync::mpsc::Sender<PuntedFrame>,
     punt_rx: Mutex<Option<tokio::sync::mpsc::Receiver<PuntedFrame>>>,
-    out_tx: SyncSender<(u16, Vec<u8>)>,
-    out_rx: Mutex<Option<Receiver<(u16, Vec<u8>)>>>,
+    out_tx: SyncSender<Out>,
+    out_rx: Mutex<Option<Receiver<Out>>>,
     stats: Arc<PacketStats>,
 }
 
@@ -84,7 +87,7 @@ pub struct ServerEnd {
     /// Punted frames from every worker.
     pub punts: tokio::sync::mpsc::Receiver<PuntedFrame>,
     /// Packet-outs to worker 0.
-    pub out: SyncSender<(u16, Vec<u8>)>,
+    pub out: SyncSender<Out>,
     /// The shared counters.
     pub stats: Arc<PacketStats>,
 }
@@ -125,7 +128,7 @@ impl PacketIo {
 /// One worker's exception path.
 struct WorkerException {
     punts: tokio::sync::mpsc::Sender<PuntedFrame>,
-    out: Option<Receiver<(u16, Vec<u8>)>>,
+    out: Option<Receiver<Out>>,
     stats: Arc<PacketStats>,
 }
 
@@ -159,7 +162,7 @@ impl Exception for WorkerException {
 ///
 /// # Errors
 /// The queue is full (`true`) or the workers are gone (`false`).
-pub fn queue_out(out: &SyncSender<(u16, Vec<u8>)>, stats: &PacketStats, port: u16, frame: Vec<u8>) -> Result<(), bool> {
+pub fn queue_out(out: &SyncSender<Out>, stats: &PacketStats, port: u16, frame: Vec<u8>) -> Result<(), bool> {
     match out.try_send((port, frame)) {
         Ok(()) => {
             stats.packet_outs.fetch_add(1, Ordering::Relaxed);
@@ -198,7 +201,14 @@ mod tests {
         });
         assert_eq!(sent, [(1, 60), (7, 60)]);
         let s = io.stats();
-        assert_eq!((s.packet_outs.load(Ordering::Relaxed), s.packet_outs_sent.load(Ordering::Relaxed), s.packet_outs_failed.load(Ordering::Relaxed)), (2, 1, 1));
+        assert_eq!(
+            (
+                s.packet_outs.load(Ordering::Relaxed),
+                s.packet_outs_sent.load(Ordering::Relaxed),
+                s.packet_outs_failed.load(Ordering::Relaxed)
+            ),
+            (2, 1, 1)
+        );
     }
 
     #[test]

@@ -70,7 +70,9 @@ impl Listen {
         if addr.contains('/') {
             return Ok(Listen::Unix(addr.into()));
         }
-        Err(format!("--p4rt {addr}: expected a unix socket (unix:PATH, or a path with a '/') or a TCP address IP:PORT, e.g. 127.0.0.1:9559"))
+        Err(format!(
+            "--p4rt {addr}: expected a unix socket (unix:PATH, or a path with a '/') or a TCP address IP:PORT, e.g. 127.0.0.1:9559"
+        ))
     }
 
     /// The address as gRPC clients write it (`unix:PATH`, `IP:PORT`).
@@ -195,7 +197,8 @@ impl Server {
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let mut builder = tonic::transport::Server::builder();
         if let Some(id) = &self.tls {
-            builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(id.clone())).map_err(|e| format!("p4rt: TLS: {e}"))?;
+            builder =
+                builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(id.clone())).map_err(|e| format!("p4rt: TLS: {e}"))?;
         }
         let router = builder.add_service(svc);
         let signal = async {
@@ -271,7 +274,10 @@ struct State {
 
 impl Shared {
     /// Runs `f` on the control thread with the control plane locked.
-    async fn on_control<R: Send + 'static>(&self, f: impl for<'c> FnOnce(&mut Control<'c>, &mut KeyCache) -> R + Send + 'static) -> Result<R, Status> {
+    async fn on_control<R: Send + 'static>(
+        &self,
+        f: impl for<'c> FnOnce(&mut Control<'c>, &mut KeyCache) -> R + Send + 'static,
+    ) -> Result<R, Status> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |c, k| {
             let _ = tx.send(f(c, k));
@@ -318,9 +324,18 @@ impl Shared {
                 let status = if v.is_primary {
                     proto::RpcStatus { code: Code::Ok as i32, message: "you are the primary".into(), details: Vec::new() }
                 } else {
-                    proto::RpcStatus { code: Code::AlreadyExists as i32, message: "another controller is the primary".into(), details: Vec::new() }
+                    proto::RpcStatus {
+                        code: Code::AlreadyExists as i32,
+                        message: "another controller is the primary".into(),
+                        details: Vec::new(),
+                    }
                 };
-                let m = proto::MasterArbitrationUpdate { device_id: self.cfg.device_id, role: None, election_id: Some(v.primary_election), status: Some(status) };
+                let m = proto::MasterArbitrationUpdate {
+                    device_id: self.cfg.device_id,
+                    role: None,
+                    election_id: Some(v.primary_election),
+                    status: Some(status),
+                };
                 let _ = tx.try_send(Ok(proto::StreamMessageResponse { update: Some(Out::Arbitration(m)) }));
             }
         }
@@ -334,7 +349,10 @@ async fn forward_punts(shared: Arc<Shared>, mut punts: mpsc::Receiver<PuntedFram
             update: Some(Out::Packet(proto::PacketIn {
                 payload: p.frame,
                 metadata: vec![
-                    proto::PacketMetadata { metadata_id: p4info::META_INGRESS_PORT, value: crate::entry::encode(u128::from(p.in_port), 16) },
+                    proto::PacketMetadata {
+                        metadata_id: p4info::META_INGRESS_PORT,
+                        value: crate::entry::encode(u128::from(p.in_port), 16),
+                    },
                     proto::PacketMetadata { metadata_id: p4info::META_PUNT_REASON, value: crate::entry::encode(u128::from(p.reason), 16) },
                 ],
             })),
@@ -364,7 +382,8 @@ fn write_status(outcomes: &[ops::Outcome]) -> Status {
             proto::to_any("p4.v1.Error", &e)
         })
         .collect();
-    let failed: Vec<String> = outcomes.iter().enumerate().filter_map(|(k, o)| o.as_ref().map(|r| format!("update {k}: {}", r.msg))).collect();
+    let failed: Vec<String> =
+        outcomes.iter().enumerate().filter_map(|(k, o)| o.as_ref().map(|r| format!("update {k}: {}", r.msg))).collect();
     let n = failed.len();
     let first = failed.into_iter().next().unwrap_or_default();
     let message = if n > 1 { format!("{n} of {} updates failed; first: {first}", outcomes.len()) } else { first };
@@ -467,7 +486,10 @@ impl P4Runtime for Service {
 
     type StreamChannelStream = BoxStream<proto::StreamMessageResponse>;
 
-    async fn stream_channel(&self, request: Request<Streaming<proto::StreamMessageRequest>>) -> Result<Response<Self::StreamChannelStream>, Status> {
+    async fn stream_channel(
+        &self,
+        request: Request<Streaming<proto::StreamMessageRequest>>,
+    ) -> Result<Response<Self::StreamChannelStream>, Status> {
         let mut inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(packet::IN_QUEUE);
         let shared = self.shared.clone();
@@ -505,7 +527,8 @@ fn check_config(s: &Shared, cfg: &proto::ForwardingPipelineConfig) -> Result<(),
         if cfg.p4_device_config == s.cfg.spec_text.as_bytes() {
             return Ok(());
         }
-        let text = std::str::from_utf8(&cfg.p4_device_config).map_err(|_| Status::invalid_argument("p4_device_config: not UTF-8 text (it is a fastpath spec file)"))?;
+        let text = std::str::from_utf8(&cfg.p4_device_config)
+            .map_err(|_| Status::invalid_argument("p4_device_config: not UTF-8 text (it is a fastpath spec file)"))?;
         return match fastpath_pipeline::compile("p4_device_config", text) {
             Err(e) => Err(Status::invalid_argument(format!("p4_device_config does not compile:\n{e}"))),
             Ok(p) => Err(Status::unimplemented(format!(
@@ -537,7 +560,10 @@ fn on_stream_message(s: &Shared, id: StreamId, tx: &StreamTx, msg: proto::Stream
             match st.arbiter.arbitrate(id, e) {
                 Ok(v) => s.tell(&st, &v),
                 Err(Clash::InUse(_)) => {
-                    return Err(Status::invalid_argument(format!("election id (high {}, low {}) is held by another controller", e.high, e.low)));
+                    return Err(Status::invalid_argument(format!(
+                        "election id (high {}, low {}) is held by another controller",
+                        e.high, e.low
+                    )));
                 }
             }
             Ok(())

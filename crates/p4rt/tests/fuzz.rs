@@ -68,7 +68,9 @@ fn random_entry(r: &mut Rng, prog: &fastpath_pipeline::Program) -> proto::TableE
     let action = (r.below(8) != 0).then(|| proto::TableAction {
         r#type: Some(proto::table_action::Type::Action(proto::Action {
             action_id: if r.below(8) == 0 { r.next() as u32 } else { p4info::id(p4info::ACTION, a) },
-            params: (0..r.below(nparams as u64 + 2)).map(|_| proto::ActionParam { param_id: r.below(nparams as u64 + 2) as u32, value: r.bytes(18) }).collect(),
+            params: (0..r.below(nparams as u64 + 2))
+                .map(|_| proto::ActionParam { param_id: r.below(nparams as u64 + 2) as u32, value: r.bytes(18) })
+                .collect(),
         })),
     });
     proto::TableEntry {
@@ -121,12 +123,17 @@ fn valid_entry(r: &mut Rng, prog: &fastpath_pipeline::Program) -> proto::TableEn
         .params
         .iter()
         .enumerate()
-        .map(|(i, (_, kind))| proto::ActionParam { param_id: i as u32 + 1, value: entry::encode(u128::from(r.below(3)) & ((1u128 << kind.width().min(127)) - 1), 0) })
+        .map(|(i, (_, kind))| proto::ActionParam {
+            param_id: i as u32 + 1,
+            value: entry::encode(u128::from(r.below(3)) & ((1u128 << kind.width().min(127)) - 1), 0),
+        })
         .collect();
     proto::TableEntry {
         table_id: p4info::id(p4info::TABLE, t),
         r#match: matches,
-        action: Some(proto::TableAction { r#type: Some(proto::table_action::Type::Action(proto::Action { action_id: p4info::id(p4info::ACTION, a), params })) }),
+        action: Some(proto::TableAction {
+            r#type: Some(proto::table_action::Type::Action(proto::Action { action_id: p4info::id(p4info::ACTION, a), params })),
+        }),
         priority: if p4info::has_priority(prog, t) { 1 + r.below(3) as i32 } else { 0 },
         ..Default::default()
     }

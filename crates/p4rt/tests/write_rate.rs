@@ -15,7 +15,7 @@ use fastpath_packet::{Batch, Pool, Verdict};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -53,7 +53,10 @@ fn route(prog: &fastpath_pipeline::Program, k: usize) -> proto::Update {
         }),
         ..Default::default()
     };
-    proto::Update { r#type: proto::update_type::INSERT, entity: Some(proto::Entity { entity: Some(proto::entity::Entity::TableEntry(te)) }) }
+    proto::Update {
+        r#type: proto::update_type::INSERT,
+        entity: Some(proto::Entity { entity: Some(proto::entity::Entity::TableEntry(te)) }),
+    }
 }
 
 #[test]
@@ -103,14 +106,20 @@ fn batched_writes_reach_a_forwarding_worker_and_the_rate_is_printed() {
             let mut client = P4RuntimeClient::new(channel);
             // Arbitrate on a stream that stays open for the whole run.
             let (tx, rx) = tokio::sync::mpsc::channel(4);
-            let arb = proto::MasterArbitrationUpdate { device_id: 1, role: None, election_id: Some(proto::Uint128 { high: 0, low: 1 }), status: None };
+            let arb = proto::MasterArbitrationUpdate {
+                device_id: 1,
+                role: None,
+                election_id: Some(proto::Uint128 { high: 0, low: 1 }),
+                status: None,
+            };
             tx.send(proto::StreamMessageRequest { update: Some(proto::stream_message_request::Update::Arbitration(arb)) }).await.unwrap();
             let mut stream = client.stream_channel(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
             let first = stream.message().await.unwrap().unwrap();
             let Some(proto::stream_message_response::Update::Arbitration(a)) = first.update else { panic!("{first:?}") };
             assert_eq!(a.status.unwrap().code, 0, "primary");
             // A write without the primary's election id is refused.
-            let denied = client.write(proto::WriteRequest { device_id: 1, updates: vec![route(&prog, 0)], ..Default::default() }).await.unwrap_err();
+            let denied =
+                client.write(proto::WriteRequest { device_id: 1, updates: vec![route(&prog, 0)], ..Default::default() }).await.unwrap_err();
             assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied}");
             let fwd0 = forwarded.load(Ordering::Relaxed);
             let t0 = Instant::now();
@@ -130,13 +139,21 @@ fn batched_writes_reach_a_forwarding_worker_and_the_rate_is_printed() {
             let fwd = forwarded.load(Ordering::Relaxed) - fwd0;
             // A duplicate INSERT names the update and the reason in a p4.v1.Error.
             let dup = client
-                .write(proto::WriteRequest { device_id: 1, election_id: Some(proto::Uint128 { high: 0, low: 1 }), updates: vec![route(&prog, 0)], ..Default::default() })
+                .write(proto::WriteRequest {
+                    device_id: 1,
+                    election_id: Some(proto::Uint128 { high: 0, low: 1 }),
+                    updates: vec![route(&prog, 0)],
+                    ..Default::default()
+                })
                 .await
                 .unwrap_err();
             assert_eq!(dup.code(), tonic::Code::Unknown);
             let details = <proto::RpcStatus as prost::Message>::decode(dup.details()).unwrap();
             let e = <proto::Error as prost::Message>::decode(&details.details[0].value[..]).unwrap();
-            assert_eq!((details.details[0].type_url.as_str(), e.canonical_code), ("type.googleapis.com/p4.v1.Error", tonic::Code::AlreadyExists as i32));
+            assert_eq!(
+                (details.details[0].type_url.as_str(), e.canonical_code),
+                ("type.googleapis.com/p4.v1.Error", tonic::Code::AlreadyExists as i32)
+            );
             assert!(e.message.contains("table \"fib4\""), "{}", e.message);
             drop(tx);
             (secs, fwd)

@@ -466,7 +466,13 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
-    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() || a.web.is_some() || a.pfcp.is_some() || a.cpri.is_some() || a.p4rt.is_some()
+    if a.ctl.is_some()
+        || a.ctl_group.is_some()
+        || a.metrics.is_some()
+        || a.web.is_some()
+        || a.pfcp.is_some()
+        || a.cpri.is_some()
+        || a.p4rt.is_some()
     {
         return Err(
             "--ctl, --ctl-group, --metrics, --web, --pfcp, --cpri and --p4rt serve live runs only (a capture run ends when its files are read)"
