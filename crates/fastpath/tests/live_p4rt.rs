@@ -11,7 +11,8 @@
 //!    refused a second INSERT (ALREADY_EXISTS) and a MODIFY of a missing route (NOT_FOUND);
 //!    traffic to the route is forwarded with the next hop's MACs and TTL − 1; after a MODIFY
 //!    it carries the new MAC; after a DELETE it is dropped again.
-//! 2. `switch_acl`: pipelines/switch-acl.toml over TCP: an ACL deny INSERTed with a priority
+//! 2. `switch_acl`: pipelines/switch-acl.toml over TCP with TLS (a self-signed certificate from
+//!    `openssl req`, the client's root): an ACL deny INSERTed with a priority
 //!    stops the flooded traffic it matches; read back with its priority and ternary mask; a
 //!    DELETE lets it through again.
 //! 3. `packet_io`: examples/p4rt_l2_learn.toml: a packet-out leaves the port it names (seen on
@@ -52,8 +53,9 @@ fn python() -> Option<PathBuf> {
 
 /// The Python side: one phase per run, chosen by argv[2]; prints `KEY value` lines.
 const DRIVER: &str = r#"
-import sys, time, grpc
+import os, sys, time, grpc
 import p4runtime_sh.shell as sh
+from p4runtime_sh.p4runtime import SSLOptions
 from p4runtime_sh.context import P4Type
 from p4runtime_sh.p4runtime import P4RuntimeWriteException
 
@@ -64,7 +66,10 @@ if addr.startswith("unix:"):
     plain = grpc.insecure_channel
     grpc.insecure_channel = lambda t, options=None, compression=None: plain(
         t, options=list(options or []) + [("grpc.default_authority", "localhost")], compression=compression)
-sh.setup(device_id=1, grpc_addr=addr, election_id=(0, 1), verbose=False)
+# With TLS (P4RT_CACERT: the server's self-signed certificate, trusted as the root).
+cacert = os.environ.get("P4RT_CACERT")
+ssl = SSLOptions(False, cacert) if cacert else None
+sh.setup(device_id=1, grpc_addr=addr, election_id=(0, 1), ssl_options=ssl, verbose=False)
 
 def code(f):
     try:
@@ -143,11 +148,17 @@ finally:
 
 /// Runs one driver phase inside `dut`; returns its `KEY rest` lines.
 fn phase(py: &Path, script: &Path, dut: &Netns, addr: &str, name: &str) -> Vec<(String, String)> {
+    phase_env(py, script, dut, addr, name, &[])
+}
+
+/// [`phase`] with environment variables for the driver.
+fn phase_env(py: &Path, script: &Path, dut: &Netns, addr: &str, name: &str, env: &[(&str, &Path)]) -> Vec<(String, String)> {
     let out = Command::new("ip")
         .args(["netns", "exec", dut.name()])
         .arg(py)
         .arg(script)
         .args([addr, name])
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -315,7 +326,7 @@ fn router_routes_through_p4runtime_shell() {
 }
 
 #[test]
-fn switch_acl_entries_through_p4runtime_shell_over_tcp() {
+fn switch_acl_entries_through_p4runtime_shell_over_tls() {
     if !root_or_skip() {
         return;
     }
@@ -325,24 +336,38 @@ fn switch_acl_entries_through_p4runtime_shell_over_tcp() {
     let script = tmp.0.join("driver.py");
     std::fs::write(&script, DRIVER).unwrap();
     let addr = "127.0.0.1:9559";
-    let mut rig = start("a", &spec("pipelines/switch-acl.toml"), &["--p4rt", addr], &tmp.0);
+    // A self-signed certificate for 127.0.0.1: the server's identity and the client's root.
+    let (cert, key) = (tmp.0.join("cert.pem"), tmp.0.join("key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=fastpath-test"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    assert!(made.is_ok_and(|s| s.success()), "openssl req (Debian's openssl) made no certificate");
+    let (c, k) = (cert.display().to_string(), key.display().to_string());
+    let mut rig = start("a", &spec("pipelines/switch-acl.toml"), &["--p4rt", addr, "--p4rt-cert", &c, "--p4rt-key", &k], &tmp.0);
+    let tls = [("P4RT_CACERT", cert.as_path())];
     // Flooded (unknown unicast) to h1 until the ACL denies 198.19.0.0/16.
     let flood = || (0..20).map(|k| udp_to(Ipv4Addr::new(198, 19, 0, 2), k)).collect::<Vec<_>>();
     wait_for("flooded frames reach h1", Duration::from_secs(10), || (probe(&rig.peer, flood(), ours).len() == 20).then_some(()));
 
-    let ins = phase(&py, &script, &rig.dut, addr, "acl_deny");
+    let ins = phase_env(&py, &script, &rig.dut, addr, "acl_deny", &tls);
     assert_eq!(get(&ins, "INSERT"), ["OK"]);
     // Priority 10 and field 3 (ipv4.dst) ternary c6130000 / ffff0000, the others omitted.
     assert_eq!(get(&ins, "ENTRY"), ["10 3=ternary:0a04c61300001204ffff0000 ACTION deny "]);
     assert!(probe(&rig.peer, flood(), ours).is_empty(), "the deny rule drops them");
 
-    let del = phase(&py, &script, &rig.dut, addr, "acl_delete");
+    let del = phase_env(&py, &script, &rig.dut, addr, "acl_delete", &tls);
     assert_eq!(get(&del, "DELETE"), ["OK"]);
     assert!(get(&del, "ENTRY").is_empty());
     assert_eq!(probe(&rig.peer, flood(), ours).len(), 20, "flooded again");
     let (status, out, err) = rig.fastpath.stop(true);
     assert!(status.success(), "{status}\n{out}\n{err}");
-    assert!(err.contains("P4Runtime at 127.0.0.1:9559"), "{err}");
+    assert!(err.contains("P4Runtime at 127.0.0.1:9559 (TLS)"), "{err}");
 }
 
 /// A frame from `src` to `dst` (MAC addresses), from our UDP port.
