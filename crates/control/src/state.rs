@@ -1,6 +1,13 @@
 //! The control thread's state: a shadow replica of the pipeline that decides whether a change
 //! is accepted, the log of accepted changes, and one mailbox per worker.
 //!
+//! Its typed surface is what every front end calls: [`Control::apply`] (a list of
+//! [`EntryOp`]s as one all-or-nothing transaction), [`Control::read`], [`Control::tables`],
+//! [`Control::pipeline_info`], [`Control::meter`], [`Control::read_counter`] and
+//! [`Control::counters`]; the text protocol ([`Control::execute`]) parses lines into the same
+//! ops and commits them through the same transaction, P4Runtime (`fastpath-p4rt`) maps its
+//! requests onto them.
+//!
 //! ```text
 //!  request ─▶ parse every line (api) ─▶ changes, in order ─▶ shadow.apply_ops ──refused──▶ error,
 //!                                                                  │ ok         shadow restored
