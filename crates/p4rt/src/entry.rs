@@ -238,13 +238,20 @@ fn kind_name(k: MatchKind) -> &'static str {
 /// The fastpath priority of P4Runtime priority `p` for table `t`.
 ///
 /// # Errors
-/// A priority on a table without ternary or range fields, or none (0) on one with them.
-pub fn priority_of(prog: &Program, t: usize, p: i32) -> Result<u32, Refused> {
+/// A priority on a table without ternary or range fields, or none (0) on one with them. A
+/// classifier table of exact and lpm fields orders its entries by prefix length (`key`).
+pub fn priority_of(prog: &Program, t: usize, p: i32, key: &[Match]) -> Result<u32, Refused> {
     let name = prog.tables.get(t).map_or("?", |d| d.name.as_str());
     match (has_priority(prog, t), p) {
         (true, p) if p > 0 => Ok((i32::MAX - p) as u32),
         (true, p) => {
             Err(Refused::invalid(format!("table \"{name}\" has ternary or range fields: its entries need a priority > 0 (got {p})")))
+        }
+        // A classifier table of exact and lpm fields: the longest prefix wins (P4Runtime's
+        // rule for LPM), as the smaller classifier priority.
+        (false, 0) if p4info::is_classifier(prog, t) => {
+            let len: u32 = key.iter().map(|m| if let Match::Prefix(_, l) = m { u32::from(*l) } else { 0 }).sum();
+            Ok(u32::MAX / 2 - len)
         }
         (false, 0) => Ok(u32::MAX / 2),
         (false, p) => Err(Refused::invalid(format!("table \"{name}\" has only exact and lpm fields: priority must be 0 (got {p})"))),
@@ -371,7 +378,7 @@ pub fn table_update(prog: &Program, ty: i32, te: &proto::TableEntry) -> Result<T
         )));
     }
     let key = key_of(prog, t, &te.r#match)?;
-    let priority = priority_of(prog, t, te.priority)?;
+    let priority = priority_of(prog, t, te.priority, &key)?;
     use proto::update_type as u;
     match ty {
         u::INSERT | u::MODIFY => {
@@ -534,6 +541,31 @@ mod tests {
             let r = table_update(&p, proto::update_type::INSERT, &e).unwrap_err();
             assert!(r.msg.contains(want), "{e:?}: {r:?}");
         }
+    }
+
+    /// An exact + lpm table compiles to the classifier: without P4Runtime priorities, the
+    /// longer prefix gets the smaller (winning) classifier priority.
+    #[test]
+    fn exact_and_lpm_classifier_entries_order_by_prefix_length() {
+        let spec = r#"
+name = "vrf"
+[parser]
+headers = ["eth", "ipv4"]
+[[table]]
+name = "vrf_fib"
+key = [{ field = "meta.in_port", match = "exact" }, { field = "ipv4.dst", match = "lpm" }]
+actions = ["forward", "drop"]
+size = 16
+default = "drop"
+[control]
+ingress = "apply vrf_fib"
+"#;
+        let p = fastpath_pipeline::compile("vrf.toml", spec).unwrap();
+        assert!(p4info::is_classifier(&p, 0) && !has_priority(&p, 0));
+        let prio = |len: u8| priority_of(&p, 0, 0, &[Match::Exact(1), Match::Prefix(0x0a00_0000, len)]).unwrap();
+        assert!(prio(16) < prio(8));
+        assert!(priority_of(&p, 0, 3, &[]).unwrap_err().msg.contains("priority must be 0"));
+        assert_eq!(p4_priority(&p, 0, prio(16)), 0);
     }
 
     #[test]

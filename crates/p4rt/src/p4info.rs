@@ -70,11 +70,15 @@ pub fn match_type(k: MatchKind) -> i32 {
 }
 
 /// True when entries of this table carry a priority (P4Runtime: a table with a ternary, range
-/// or optional field; ours: the tables that compile to the classifier).
+/// or optional field).
 pub fn has_priority(prog: &Program, table: usize) -> bool {
-    prog.tables
-        .get(table)
-        .is_some_and(|t| t.imp == TableImpl::Acl || t.key.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range)))
+    prog.tables.get(table).is_some_and(|t| t.key.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range)))
+}
+
+/// True when the table compiles to the classifier, whose rules are ordered by priority (an
+/// exact + lpm table of several fields does too, without P4Runtime priorities).
+pub fn is_classifier(prog: &Program, table: usize) -> bool {
+    prog.tables.get(table).is_some_and(|t| t.imp == TableImpl::Acl)
 }
 
 /// The P4Info of `prog`.
