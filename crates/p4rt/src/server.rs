@@ -162,6 +162,12 @@ impl Server {
         self.tls.is_some()
     }
 
+    /// A warning for a plaintext TCP listener reachable from other hosts: whoever can connect
+    /// can rewrite the tables.
+    pub fn exposure(&self) -> Option<String> {
+        exposure(&self.listen, self.tls.is_some())
+    }
+
     /// Serves P4Runtime over `control` until `stop` is set, on this thread (control jobs) and a
     /// one-thread tokio runtime it starts (the gRPC connections). Packet-ins come from `io`'s
     /// workers. Control thread (never a worker).
@@ -244,6 +250,16 @@ impl Server {
             Ok(Err(e)) => Err(format!("p4rt server: {e}")),
             Err(e) => Err(format!("p4rt server task: {e}")),
         }
+    }
+}
+
+/// See [`Server::exposure`].
+fn exposure(listen: &Listen, tls: bool) -> Option<String> {
+    match listen {
+        Listen::Tcp(a) if !tls && !a.ip().is_loopback() => Some(format!(
+            "P4Runtime on {a} without TLS: anyone who can reach it can rewrite the tables (give --p4rt-cert and --p4rt-key, or listen on a unix socket or loopback)"
+        )),
+        _ => None,
     }
 }
 
@@ -629,5 +645,17 @@ mod tests {
         assert!(Listen::parse("localhost").unwrap_err().contains("expected a unix socket"));
         assert!(Listen::parse("unix:").unwrap_err().contains("needs a path"));
         assert_eq!(Listen::parse("[::1]:9559").unwrap().client_addr(), "[::1]:9559");
+    }
+
+    #[test]
+    fn plaintext_tcp_beyond_loopback_is_flagged() {
+        let tcp = |a: &str| Listen::Tcp(a.parse().unwrap());
+        assert!(exposure(&tcp("0.0.0.0:9559"), false).unwrap().contains("without TLS"));
+        assert_eq!(exposure(&tcp("0.0.0.0:9559"), true), None);
+        assert_eq!(exposure(&tcp("127.0.0.1:9559"), false), None);
+        let local = Server::bind(&tcp("127.0.0.1:0"), &Access::default(), None).unwrap();
+        assert_eq!(local.exposure(), None);
+        let e = Server::bind(&Listen::Unix("/tmp/x.sock".into()), &Access::default(), Some(("c".into(), "k".into())));
+        assert!(e.err().unwrap().contains("--p4rt-cert"), "TLS on a unix socket is refused");
     }
 }

@@ -669,6 +669,9 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         if let (Some((ps, cfg, io)), Some(ctl)) = (&p4rt, control.as_ref()) {
             let tls = if ps.is_tls() { " (TLS)" } else { "" };
             eprintln!("fastpath: P4Runtime at {}{tls}, device id {}", ps.client_addr(), cfg.device_id);
+            if let Some(w) = ps.exposure() {
+                eprintln!("fastpath: warning: {w}");
+            }
             if a.punt.is_some() || a.cpri.is_some() {
                 eprintln!("fastpath: punts go to --punt/--cpri, not to P4Runtime packet-ins");
             }
