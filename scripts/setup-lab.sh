@@ -15,6 +15,7 @@
 # when something is missing. Noninteractive. Needs root. A package that cannot be installed is
 # reported and skipped (the lab then skips the DUT that needs it, with a message).
 set -u
+bash "$(dirname "$0")/setup-python.sh" || echo "setup-lab: scripts/setup-python.sh failed (the P4Runtime tests need its packages)" >&2
 
 # dpdk-testpmd ships in dpdk-dev on Debian 12; its AF_XDP/AF_PACKET drivers are separate packages.
 want=(iproute2 ethtool iperf3 iperf dpdk dpdk-dev librte-net-af-xdp23 librte-net-af-packet23

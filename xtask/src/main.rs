@@ -29,6 +29,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-bng", &["fastpath-packet", "fastpath-pfcp"]),
     ("fastpath-pfcp", &[]),
     ("fastpath-runtime", &["fastpath-packet", "fastpath-pipeline", "fastpath-io", "fastpath-control"]),
+    // P4Runtime: a front end of the control plane; the workers' exception path (io) for
+    // packet-in and packet-out.
+    ("fastpath-p4rt", &["fastpath-control", "fastpath-pipeline", "fastpath-io"]),
     (
         "fastpath",
         &[
@@ -43,6 +46,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fastpath-bng",
             "fastpath-pfcp",
             "fastpath-runtime",
+            "fastpath-p4rt",
         ],
     ),
 ];

@@ -1,6 +1,7 @@
 //! fastpath-control: the runtime control API of a running data plane — add, modify, delete
 //! and clear table entries, configure meters, read counters, tables, meters and conntrack
-//! occupancy — and its front ends: the unix-socket protocol `fastpath ctl` speaks ([`server`]),
+//! occupancy, as a typed surface ([`Control::apply`], [`Control::read`], [`Control::tables`],
+//! [`Control::pipeline_info`]; P4Runtime in `fastpath-p4rt` is built on it) — and its front ends: the unix-socket protocol `fastpath ctl` speaks ([`server`]),
 //! Prometheus metrics and a live page over HTTP ([`prom`], [`web`], [`http`]), which serve their
 //! clients the same way ([`conn`]: a thread per connection, a request read in full before it takes the
 //! [`Control`]). Uses `pipeline` (and the `packet` and `tm` types it exposes); knows nothing of
@@ -99,5 +100,5 @@ pub use conn::Limits;
 pub use http::{MetricsServer, Site};
 pub use mailbox::{mailbox, ControlEnd, WorkerEnd};
 pub use metrics::{Counters, LoopCounters, PortCounters, WorkerSnapshot};
-pub use server::{default_socket_path, request, running_sockets, Access, Server};
-pub use state::Control;
+pub use server::{bind_socket, default_socket_path, request, running_sockets, Access, Server};
+pub use state::{op_text, Control, TableInfo};

@@ -170,7 +170,7 @@ impl UserPlane for Control<'_> {
 /// The shared control plane of `fastpath run`: locked for each call only.
 impl UserPlane for &Mutex<Control<'_>> {
     fn apply(&mut self, cmds: &[SessionCmd]) -> Result<(), Refusal> {
-        self.lock().unwrap_or_else(PoisonError::into_inner).apply(cmds)
+        UserPlane::apply(&mut *self.lock().unwrap_or_else(PoisonError::into_inner), cmds)
     }
 
     fn usage(&mut self, id: u32) -> Option<Usage> {
@@ -1284,7 +1284,7 @@ mod tests {
             if self.fail {
                 return Err(Refusal::Failed("worker 0: has stopped".into()));
             }
-            self.c.apply(cmds)
+            UserPlane::apply(&mut self.c, cmds)
         }
         fn usage(&mut self, id: u32) -> Option<Usage> {
             Some(self.usage.get(&id).copied().unwrap_or_default())

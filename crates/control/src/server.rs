@@ -117,6 +117,49 @@ pub struct Server {
     limits: Limits,
 }
 
+/// Binds a unix stream socket at `path` with the modes of `access` whatever the umask (the
+/// module docs: staged in a private directory, given its mode and group, then renamed into
+/// place), creating its directory. A stale socket file nobody listens on is replaced; a live one
+/// is an error. Shared by every front end that listens on a unix socket (the ctl socket,
+/// P4Runtime). The listener is blocking.
+///
+/// # Errors
+/// When the directory cannot be created, the socket cannot be bound, or its mode or group
+/// cannot be set; the message names the path.
+pub fn bind_socket(path: &Path, access: &Access) -> Result<UnixListener, String> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| format!("control socket {}: not a file name", path.display()))?;
+    let dir_err = |e: String| format!("control socket directory {}: {e}", dir.display());
+    if !dir.exists() {
+        std::fs::DirBuilder::new().recursive(true).mode(access.dir_mode()).create(dir).map_err(|e| dir_err(e.to_string()))?;
+        access.apply(dir, access.dir_mode()).map_err(dir_err)?;
+    } else if dir == Path::new(SOCKET_DIR) {
+        // Ours: an earlier run (or another umask) may have left it open.
+        access.apply(dir, access.dir_mode()).map_err(dir_err)?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!("control socket {}: another fastpath is listening there (give --ctl another path)", path.display()));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    // Bind where nobody else can reach it, set mode and group, then move it into place.
+    let staging = dir.join(format!(".{}.{}", name.to_string_lossy(), std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    let err = |e: String| format!("control socket {}: {e}", path.display());
+    std::fs::DirBuilder::new().mode(0o700).create(&staging).map_err(|e| err(format!("staging directory {}: {e}", staging.display())))?;
+    let bound = (|| {
+        std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
+        let tmp = staging.join("s");
+        let listener = UnixListener::bind(&tmp).map_err(|e| e.to_string())?;
+        access.apply(&tmp, access.socket_mode())?;
+        std::fs::rename(&tmp, path).map_err(|e| e.to_string())?;
+        Ok::<_, String>(listener)
+    })();
+    let _ = std::fs::remove_dir_all(&staging);
+    bound.map_err(err)
+}
+
 impl Server {
     /// Binds `path` for the owner only (see [`Server::bind_with`]).
     ///
@@ -133,41 +176,8 @@ impl Server {
     /// When the directory cannot be created, the socket cannot be bound, or its mode or group
     /// cannot be set.
     pub fn bind_with(path: &Path, access: &Access) -> Result<Server, String> {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let name = path.file_name().ok_or_else(|| format!("control socket {}: not a file name", path.display()))?;
-        let dir_err = |e: String| format!("control socket directory {}: {e}", dir.display());
-        if !dir.exists() {
-            std::fs::DirBuilder::new().recursive(true).mode(access.dir_mode()).create(dir).map_err(|e| dir_err(e.to_string()))?;
-            access.apply(dir, access.dir_mode()).map_err(dir_err)?;
-        } else if dir == Path::new(SOCKET_DIR) {
-            // Ours: an earlier run (or another umask) may have left it open.
-            access.apply(dir, access.dir_mode()).map_err(dir_err)?;
-        }
-        if path.exists() {
-            if UnixStream::connect(path).is_ok() {
-                return Err(format!("control socket {}: another fastpath is listening there (give --ctl another path)", path.display()));
-            }
-            let _ = std::fs::remove_file(path);
-        }
-        // Bind where nobody else can reach it, set mode and group, then move it into place.
-        let staging = dir.join(format!(".{}.{}", name.to_string_lossy(), std::process::id()));
-        let _ = std::fs::remove_dir_all(&staging);
-        let err = |e: String| format!("control socket {}: {e}", path.display());
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&staging)
-            .map_err(|e| err(format!("staging directory {}: {e}", staging.display())))?;
-        let bound = (|| {
-            std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
-            let tmp = staging.join("s");
-            let listener = UnixListener::bind(&tmp).map_err(|e| e.to_string())?;
-            access.apply(&tmp, access.socket_mode())?;
-            std::fs::rename(&tmp, path).map_err(|e| e.to_string())?;
-            Ok::<_, String>(listener)
-        })();
-        let _ = std::fs::remove_dir_all(&staging);
-        let listener = bound.map_err(err)?;
-        listener.set_nonblocking(true).map_err(|e| err(e.to_string()))?;
+        let listener = bind_socket(path, access)?;
+        listener.set_nonblocking(true).map_err(|e| format!("control socket {}: {e}", path.display()))?;
         let limits = Limits { max_conns: MAX_CONNECTIONS, max_request_bytes: MAX_REQUEST_BYTES, timeout: REQUEST_TIMEOUT };
         Ok(Server { listener, path: path.to_path_buf(), limits })
     }

@@ -1,6 +1,13 @@
 //! The control thread's state: a shadow replica of the pipeline that decides whether a change
 //! is accepted, the log of accepted changes, and one mailbox per worker.
 //!
+//! Its typed surface is what every front end calls: [`Control::apply`] (a list of
+//! [`EntryOp`]s as one all-or-nothing transaction), [`Control::read`], [`Control::tables`],
+//! [`Control::pipeline_info`], [`Control::meter`], [`Control::read_counter`] and
+//! [`Control::counters`]; the text protocol ([`Control::execute`]) parses lines into the same
+//! ops and commits them through the same transaction, P4Runtime (`fastpath-p4rt`) maps its
+//! requests onto them.
+//!
 //! ```text
 //!  request ─▶ parse every line (api) ─▶ changes, in order ─▶ shadow.apply_ops ──refused──▶ error,
 //!                                                                  │ ok         shadow restored
@@ -23,7 +30,10 @@ use crate::mailbox::{ControlEnd, FromWorker, MailError, ToWorker};
 use crate::metrics::{Counters, WorkerSnapshot};
 use crate::session::{SessionCmd, Sessions};
 use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
-use fastpath_pipeline::ir::TableImpl;
+use fastpath_pipeline::ir::{Program, TableImpl};
+use fastpath_pipeline::objects::{Meter, MeterRates};
+use fastpath_pipeline::table::EntryView;
+use fastpath_pipeline::value::Match;
 use fastpath_pipeline::Pipeline;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -111,6 +121,82 @@ impl ChangeLog {
 
     fn iter(&self) -> impl Iterator<Item = &Arc<[EntryOp]>> {
         self.ops.iter()
+    }
+}
+
+/// One table of the program, for [`Control::tables`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableInfo {
+    /// Index into the program's tables (what [`EntryOp`]s and [`Control::read`] name).
+    pub index: usize,
+    /// Name from the spec.
+    pub name: String,
+    /// The engine it compiled to.
+    pub imp: TableImpl,
+    /// Entries now.
+    pub entries: usize,
+    /// Capacity.
+    pub size: usize,
+}
+
+/// Why a transaction was refused.
+enum Refusal {
+    /// The shadow refused op `k` (nothing applied anywhere).
+    Op(usize, String),
+    /// A worker refused an op the shadow accepted (a bug).
+    Worker { worker: usize, op: usize, msg: String },
+    /// A worker did not answer, or the shadow could not be restored.
+    Ctl(CtlError),
+}
+
+/// `op` written as the entries command that parses to it (`table T add KEY… => ACTION(ARGS)`),
+/// for error messages.
+pub fn op_text(prog: &Program, op: &EntryOp) -> String {
+    let table = |t: usize| prog.tables.get(t);
+    let key_text = |t: usize, key: &[Match]| -> String {
+        let kinds = table(t).map(|d| d.key.iter().map(|k| k.field.kind).collect::<Vec<_>>()).unwrap_or_default();
+        key.iter()
+            .enumerate()
+            .map(|(i, m)| m.format(kinds.get(i).copied().unwrap_or(fastpath_pipeline::ir::ValueKind::Int(128))))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let name = |t: usize| table(t).map_or_else(|| format!("#{t}"), |d| d.name.clone());
+    match op {
+        EntryOp::Add(e) | EntryOp::Modify(e) => {
+            let verb = if matches!(op, EntryOp::Add(_)) { "add" } else { "modify" };
+            let mut l = format!("table {} {verb} {}", name(e.table), key_text(e.table, &e.key));
+            if table(e.table).is_some_and(|d| d.imp == TableImpl::Acl) {
+                let _ = write!(l, " priority {}", e.priority);
+            }
+            match prog.actions.get(e.action) {
+                Some(a) if a.params.is_empty() => {
+                    let _ = write!(l, " => {}", a.name);
+                }
+                Some(a) => {
+                    let args: Vec<String> = a.params.iter().zip(&e.args).map(|((_, kind), &v)| kind.format(v)).collect();
+                    let _ = write!(l, " => {}({})", a.name, args.join(", "));
+                }
+                None => {
+                    let _ = write!(l, " => action #{}", e.action);
+                }
+            }
+            l
+        }
+        EntryOp::Del { table, key } => format!("table {} del {}", name(*table), key_text(*table, key)),
+        EntryOp::Clear { table } => format!("table {} clear", name(*table)),
+        EntryOp::Meter { bank, index, rates } => {
+            let two_rate = prog.meters.iter().find(|m| &m.name == bank).is_some_and(|m| m.two_rate);
+            if two_rate {
+                format!(
+                    "meter {bank} {index} cir {} cbs {} pir {} pbs {}",
+                    rates.cir_bytes_per_s, rates.cbs_bytes, rates.pir_bytes_per_s, rates.ebs_or_pbs_bytes
+                )
+            } else {
+                format!("meter {bank} {index} cir {} cbs {} ebs {}", rates.cir_bytes_per_s, rates.cbs_bytes, rates.ebs_or_pbs_bytes)
+            }
+        }
+        EntryOp::Pipe { port, pipe, profile } => format!("tm pipe {port} {pipe} profile {profile}"),
     }
 }
 
@@ -225,31 +311,158 @@ impl<'a> Control<'a> {
         if lines.is_empty() {
             return Ok(0);
         }
-        if let Err((k, msg)) = self.shadow.apply_ops(&ops) {
-            if let Some(s) = self.sessions.as_mut() {
-                s.undo(undo);
+        let blame = |k: usize| lines[k.min(lines.len() - 1)].clone();
+        match self.transact(ops) {
+            Ok(n) => Ok(n),
+            Err(Refusal::Op(k, msg)) => {
+                if let Some(s) = self.sessions.as_mut() {
+                    s.undo(undo);
+                }
+                let l = blame(k);
+                Err(CtlError::Rejected(EntryError { file: "ctl".into(), line: l.no, col: 0, input: l.text, msg }))
             }
+            Err(Refusal::Worker { worker, op, msg }) => {
+                // The shadow accepted it, so a worker refusing it is a bug: say so loudly.
+                let l = blame(op);
+                Err(CtlError::Worker {
+                    worker,
+                    msg: format!("refused line {} ({}) that the control replica accepted: {msg}", l.no, l.text),
+                })
+            }
+            Err(Refusal::Ctl(e)) => Err(e),
+        }
+    }
+
+    /// Applies `ops` as one transaction, all or nothing: the shadow replica first; when it
+    /// accepts every op, one `Apply` to each worker, which switches to the new tables between
+    /// two batches (a batch sees the tables entirely before or entirely after the call). Returns
+    /// the number of ops applied, once every worker has confirmed. This is the typed surface the
+    /// front ends share (the text protocol's changes and P4Runtime's `Write` both end here).
+    /// Control thread only.
+    ///
+    /// # Errors
+    /// [`CtlError::Rejected`] when an op is refused (full table, no such key to modify or
+    /// delete, a classifier build failure, a table or action the program does not have): its
+    /// `line` is the op's 1-based position in `ops`, its `input` the op written as an entry
+    /// command, and nothing of `ops` is applied anywhere. [`CtlError::Worker`] when a worker
+    /// did not answer.
+    pub fn apply(&mut self, ops: &[EntryOp]) -> Result<usize, CtlError> {
+        if ops.is_empty() {
+            return Ok(0);
+        }
+        let shared: Arc<[EntryOp]> = ops.into();
+        let result = self.transact(shared);
+        let what = |k: usize| ops.get(k).map_or_else(String::new, |op| op_text(self.shadow.program(), op));
+        match result {
+            Ok(n) => Ok(n),
+            Err(Refusal::Op(k, msg)) => {
+                Err(CtlError::Rejected(EntryError { file: "apply".into(), line: k + 1, col: 0, input: what(k), msg }))
+            }
+            Err(Refusal::Worker { worker, op, msg }) => Err(CtlError::Worker {
+                worker,
+                msg: format!("refused op {} ({}) that the control replica accepted: {msg}", op + 1, what(op)),
+            }),
+            Err(Refusal::Ctl(e)) => Err(e),
+        }
+    }
+
+    /// The entries of table `table` (index into the program's tables), sorted by priority and
+    /// key, as every worker holds them (read from the shadow replica): all of them, or only the
+    /// one whose key is `key`. Control thread only.
+    ///
+    /// # Errors
+    /// [`CtlError::Protocol`] naming the table index when the program has no such table.
+    pub fn read(&self, table: usize, key: Option<&[Match]>) -> Result<Vec<EntryView>, CtlError> {
+        let Some(def) = self.shadow.program().tables.get(table) else {
+            return Err(CtlError::Protocol(format!(
+                "no table with index {table} (the program has {})",
+                self.shadow.program().tables.len()
+            )));
+        };
+        let mut all = self.shadow.table_entries(table).unwrap_or_default();
+        if let Some(k) = key {
+            if k.len() != def.key.len() {
+                return Err(CtlError::Protocol(format!("table \"{}\" has {} key field(s), {} given", def.name, def.key.len(), k.len())));
+            }
+            all.retain(|e| e.key == k);
+        }
+        Ok(all)
+    }
+
+    /// Every table of the program: name, engine, entries now and capacity, in program order.
+    pub fn tables(&self) -> Vec<TableInfo> {
+        let prog = self.shadow.program();
+        prog.tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| TableInfo { index: i, name: t.name.clone(), imp: t.imp, entries: self.shadow.table_len(i), size: t.size })
+            .collect()
+    }
+
+    /// The compiled program every replica runs (tables with their key fields, match kinds and
+    /// widths; actions and their parameters; meters; counters): what a front end describes to
+    /// its clients (P4Runtime's P4Info).
+    pub fn pipeline_info(&self) -> &Program {
+        self.shadow.program()
+    }
+
+    /// The rates meter `index` of array `bank` is configured with, `None` while unconfigured
+    /// (it passes everything green). Read from the shadow replica.
+    ///
+    /// # Errors
+    /// [`CtlError::Protocol`] when there is no such array or index.
+    pub fn meter(&self, bank: usize, index: usize) -> Result<Option<MeterRates>, CtlError> {
+        let b = self.shadow.objects().meters.get(bank).ok_or_else(|| CtlError::Protocol(format!("no meter array with index {bank}")))?;
+        let m = b
+            .meters
+            .get(index)
+            .ok_or_else(|| CtlError::Protocol(format!("meter index {index} out of range (\"{}\" has {})", b.name, b.meters.len())))?;
+        Ok(match m {
+            Meter::Unset => None,
+            Meter::Sr(s) => {
+                let c = s.config();
+                Some(MeterRates {
+                    cir_bytes_per_s: c.cir_bytes_per_s,
+                    cbs_bytes: c.cbs_bytes,
+                    ebs_or_pbs_bytes: c.ebs_bytes,
+                    pir_bytes_per_s: 0,
+                })
+            }
+            Meter::Tr(t) => {
+                let c = t.config();
+                Some(MeterRates {
+                    cir_bytes_per_s: c.cir_bytes_per_s,
+                    cbs_bytes: c.cbs_bytes,
+                    ebs_or_pbs_bytes: c.pbs_bytes,
+                    pir_bytes_per_s: c.pir_bytes_per_s,
+                })
+            }
+        })
+    }
+
+    /// Workers this control plane drives.
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// The transaction behind [`Control::apply`] and the text protocol's changes.
+    fn transact(&mut self, ops: Arc<[EntryOp]>) -> Result<usize, Refusal> {
+        if let Err((k, msg)) = self.shadow.apply_ops(&ops) {
             let dirty_classifier =
                 ops.iter().filter_map(EntryOp::table).any(|t| self.shadow.program().tables.get(t).is_some_and(|d| d.imp == TableImpl::Acl));
             if k > 0 || dirty_classifier {
-                self.restore_shadow()?;
+                self.restore_shadow().map_err(Refusal::Ctl)?;
             }
-            let l = &lines[k.min(lines.len() - 1)];
-            return Err(CtlError::Rejected(EntryError { file: "ctl".into(), line: l.no, col: 0, input: l.text.clone(), msg }));
+            return Err(Refusal::Op(k.min(ops.len().saturating_sub(1)), msg));
         }
         self.accepted += ops.len();
         self.log.push(ops.clone(), &self.shadow);
         // Classifiers are built once, here; workers adopt the result.
         let prebuilt: Arc<[_]> = self.shadow.built_classifiers(&ops).into();
         let seq = self.next_seq();
-        for r in self.broadcast(|| ToWorker::Apply { seq, ops: ops.clone(), prebuilt: prebuilt.clone() }, seq)? {
-            if let (w, FromWorker::Applied { result: Err((k, msg)), .. }) = r {
-                // The shadow accepted it, so a worker refusing it is a bug: say so loudly.
-                let l = &lines[k.min(lines.len() - 1)];
-                return Err(CtlError::Worker {
-                    worker: w,
-                    msg: format!("refused line {} ({}) that the control replica accepted: {msg}", l.no, l.text),
-                });
+        for r in self.broadcast(|| ToWorker::Apply { seq, ops: ops.clone(), prebuilt: prebuilt.clone() }, seq).map_err(Refusal::Ctl)? {
+            if let (worker, FromWorker::Applied { result: Err((op, msg)), .. }) = r {
+                return Err(Refusal::Worker { worker, op, msg });
             }
         }
         Ok(ops.len())
@@ -693,6 +906,74 @@ mod tests {
         for v in finals {
             assert_eq!((v[2], v[3], v[4]), (Verdict::Tx(5), Verdict::Tx(6), Verdict::Drop(fastpath_packet::DropReason::NoRoute)));
         }
+    }
+
+    /// The typed surface: one `apply` is all or nothing, a refused op is named by its position
+    /// and its text, and `read`, `tables` and `pipeline_info` show what every worker holds.
+    #[test]
+    fn apply_is_all_or_nothing_and_read_shows_the_entries() {
+        let (r, finals) = with_workers(2, |c| {
+            let prog = c.pipeline_info().clone();
+            let op = |t: &str| prog.parse_entry(t).unwrap_or_else(|e| panic!("{t}: {}", e.msg));
+            assert_eq!(c.apply(&[op("table port_map add 1 => forward(4)"), op("table port_map add 2 => forward(5)")]).unwrap(), 2);
+            // The third op deletes a key that is not there: nothing of the call is applied.
+            let e = c
+                .apply(&[op("table port_map add 3 => forward(6)"), op("table port_map modify 1 => drop"), op("table port_map del 7")])
+                .unwrap_err();
+            assert_eq!(e.code(), "rejected");
+            let CtlError::Rejected(ee) = &e else { panic!("{e}") };
+            assert_eq!((ee.line, ee.input.as_str()), (3, "table port_map del 7"), "{e}");
+            assert!(ee.msg.contains("no entry"), "{e}");
+            assert_eq!(c.apply(&[]).unwrap(), 0);
+            let all = c.read(0, None).unwrap();
+            assert_eq!(
+                all.iter().map(|e| (e.key.clone(), e.args[0])).collect::<Vec<_>>(),
+                [(vec![Match::Exact(1)], 4), (vec![Match::Exact(2)], 5)]
+            );
+            let one = c.read(0, Some(&[Match::Exact(2)])).unwrap();
+            assert_eq!(one.len(), 1);
+            assert!(c.read(0, Some(&[Match::Exact(3)])).unwrap().is_empty());
+            assert!(c.read(5, None).unwrap_err().to_string().contains("no table with index 5"));
+            assert!(c.read(0, Some(&[])).unwrap_err().to_string().contains("1 key field(s), 0 given"));
+            let t = c.tables();
+            assert_eq!(t, [TableInfo { index: 0, name: "port_map".into(), imp: TableImpl::Direct, entries: 2, size: 6 }]);
+            assert_eq!(c.pipeline_info().tables[0].key[0].name, "meta.in_port");
+            // The text path goes through the same transaction.
+            c.execute("table port_map del 2").unwrap();
+            c.read(0, None).unwrap().len()
+        });
+        assert_eq!(r, 1);
+        for v in finals {
+            assert_eq!(
+                (v[1], v[2], v[3]),
+                (Verdict::Tx(4), Verdict::Drop(fastpath_packet::DropReason::NoRoute), Verdict::Drop(fastpath_packet::DropReason::NoRoute))
+            );
+        }
+    }
+
+    #[test]
+    fn meters_read_back_their_rates_and_ops_print_as_commands() {
+        const METERED: &str = r#"
+name = "m"
+[parser]
+headers = ["eth"]
+[[meter]]
+name = "pol"
+kind = "trtcm"
+size = 2
+[control]
+ingress = "forward 1"
+"#;
+        let make = || fastpath_pipeline::compile("m.toml", METERED).unwrap_or_else(|e| panic!("{e}")).instantiate();
+        let mut c = Control::new(make(), Box::new(move || Ok(make())), Vec::new());
+        assert_eq!(c.meter(0, 1).unwrap(), None);
+        let op = c.pipeline_info().parse_entry("meter pol 1 cir 1000 cbs 100 pir 2000 pbs 200").unwrap();
+        assert_eq!(op_text(c.pipeline_info(), &op), "meter pol 1 cir 1000 cbs 100 pir 2000 pbs 200");
+        c.apply(&[op]).unwrap();
+        let r = c.meter(0, 1).unwrap().unwrap();
+        assert_eq!((r.cir_bytes_per_s, r.cbs_bytes, r.pir_bytes_per_s, r.ebs_or_pbs_bytes), (1000, 100, 2000, 200));
+        assert!(c.meter(0, 2).unwrap_err().to_string().contains("out of range"));
+        assert!(c.meter(1, 0).is_err());
     }
 
     #[test]

@@ -147,6 +147,18 @@ pub struct RunArgs {
     /// This user plane's number on the CPRi (the high 16 bits of its TEIDs).
     #[arg(long = "cpri-up", value_name = "N", default_value_t = 1)]
     pub(super) cpri_up: u16,
+    /// Serve P4Runtime over gRPC (live ports) at ADDR: a unix socket, unix:PATH or a path (mode
+    /// 0600, 0660 with --ctl-group, whatever the umask), or TCP IP:PORT, e.g. 127.0.0.1:9559.
+    /// Device id 1; the device config is the spec file's text; what the pipeline punts goes to
+    /// the primary controller as packet-in (unless --punt or --cpri take it). docs/control.md.
+    #[arg(long, value_name = "ADDR")]
+    pub(super) p4rt: Option<String>,
+    /// TLS certificate chain (PEM) for a TCP --p4rt listener; needs --p4rt-key.
+    #[arg(long = "p4rt-cert", value_name = "PEM", requires_all = ["p4rt", "p4rt_key"])]
+    p4rt_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for a TCP --p4rt listener; needs --p4rt-cert.
+    #[arg(long = "p4rt-key", value_name = "PEM", requires_all = ["p4rt", "p4rt_cert"])]
+    p4rt_key: Option<PathBuf>,
 }
 
 /// XDP attach mode on the command line.
@@ -290,9 +302,16 @@ fn run_pcap(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if a.workers != 1 {
         return Err("capture ports run on one worker (drop --workers)".into());
     }
-    if a.ctl.is_some() || a.ctl_group.is_some() || a.metrics.is_some() || a.web.is_some() || a.pfcp.is_some() || a.cpri.is_some() {
+    if a.ctl.is_some()
+        || a.ctl_group.is_some()
+        || a.metrics.is_some()
+        || a.web.is_some()
+        || a.pfcp.is_some()
+        || a.cpri.is_some()
+        || a.p4rt.is_some()
+    {
         return Err(
-            "--ctl, --ctl-group, --metrics, --web, --pfcp and --cpri serve live runs only (a capture run ends when its files are read)"
+            "--ctl, --ctl-group, --metrics, --web, --pfcp, --cpri and --p4rt serve live runs only (a capture run ends when its files are read)"
                 .into(),
         );
     }
@@ -393,6 +412,19 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     let web = a.web.as_deref().map(MetricsServer::bind_web).transpose()?;
     let pfcp = a.pfcp.as_deref().map(|addr| pfcp_server(addr, &shadow, ports)).transpose()?;
     drop(shadow);
+    let p4rt = match a.p4rt.as_deref() {
+        Some(addr) => {
+            let listen = fastpath_p4rt::Listen::parse(addr)?;
+            let text = std::fs::read_to_string(&a.spec).map_err(|e| format!("{}: {e}", a.spec.display()))?;
+            let server = fastpath_p4rt::Server::bind(&listen, &access, a.p4rt_cert.clone().zip(a.p4rt_key.clone()))?;
+            Some((
+                server,
+                fastpath_p4rt::Config { device_id: 1, spec_text: text, ports: ports.len() },
+                Arc::new(fastpath_p4rt::PacketIo::new()),
+            ))
+        }
+        None => None,
+    };
     let xdp = XdpConfig {
         mode: match a.mode {
             Mode::Auto => XdpMode::Auto,
@@ -418,6 +450,11 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
                 Ok(Box::new(end) as Box<dyn fastpath_io::worker::Exception>)
             }))
         }
+        // Without --punt or --cpri, punts go to the P4Runtime controller as packet-ins.
+        (None, None) => p4rt.as_ref().map(|(_, _, io)| {
+            let io = io.clone();
+            Arc::new(move |w| Ok(io.exception(w))) as ExceptionFactory
+        }),
         _ => None,
     };
     let opts = Options {
@@ -428,7 +465,7 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         pool: a.pool,
         xdp,
         packet: AfPacketConfig::default(),
-        control: server.is_some() || metrics.is_some() || web.is_some() || pfcp.is_some(),
+        control: server.is_some() || metrics.is_some() || web.is_some() || pfcp.is_some() || p4rt.is_some(),
         punt_port: a.punt.as_deref().map(|n| punt_port(n, ports)).transpose()?,
         exception,
     };
@@ -467,6 +504,22 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if let Some(ws) = web {
         eprintln!("fastpath: live page at http://{}/", ws.local_addr());
         dp.serve("web", move |ctl, done| ws.serve_until(ctl, done))?;
+    }
+    if let Some((ps, cfg, io)) = p4rt {
+        let tls = if ps.is_tls() { " (TLS)" } else { "" };
+        eprintln!("fastpath: P4Runtime at {}{tls}, device id {}", ps.client_addr(), cfg.device_id);
+        if let Some(w) = ps.exposure() {
+            eprintln!("fastpath: warning: {w}");
+        }
+        if a.punt.is_some() || a.cpri.is_some() {
+            eprintln!("fastpath: punts go to --punt/--cpri, not to P4Runtime packet-ins");
+        }
+        dp.serve("p4rt", move |ctl, done| {
+            if let Err(e) = ps.serve_until(cfg, &io, ctl, done) {
+                eprintln!("fastpath: {e}");
+            }
+            eprintln!("{}", io.stats().render());
+        })?;
     }
     let tty = std::io::stdout().is_terminal();
     let mut ended_by = "signal";

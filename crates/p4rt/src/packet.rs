@@ -1,0 +1,228 @@
+//! Packet-in and packet-out between the workers and the P4Runtime server.
+//!
+//! ```text
+//!  worker w: pipeline punts (to_control) ─▶ Exception::punt ─▶ bounded channel ─▶ server ─▶ primary's StreamChannel (PacketIn)
+//!  primary's PacketOut ─▶ server ─▶ bounded channel ─▶ worker 0: Exception::packet_out ─▶ tx_burst on the named port
+//! ```
+//! Each worker gets an [`Exception`] ([`PacketIo::exception`]). A punt copies the frame into
+//! the channel (the exception path, not the forwarding path: one copy per punted packet) and
+//! never blocks: when the channel is full the packet-in is counted lost. Packet-outs are sent by
+//! worker 0 (every worker owns a socket on every port), at most [`OUT_PER_POLL`] per poll, out
+//! of the port they name, as they are: they do not go through the pipeline.
+
+use fastpath_io::worker::{Exception, Punted};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Packet-ins waiting for the server, at most.
+pub const IN_QUEUE: usize = 4096;
+/// Packet-outs waiting for worker 0, at most.
+pub const OUT_QUEUE: usize = 1024;
+/// Packet-outs a worker sends per poll, at most (so a burst cannot stall forwarding).
+pub const OUT_PER_POLL: usize = 64;
+
+/// A punted packet on its way to the controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PuntedFrame {
+    /// The frame as the pipeline left it.
+    pub frame: Vec<u8>,
+    /// The port it came in on.
+    pub in_port: u16,
+    /// Why (`fastpath_packet::PuntReason`: 0 an action's `to_control`).
+    pub reason: u16,
+}
+
+/// Counters of the exception path.
+#[derive(Debug, Default)]
+pub struct PacketStats {
+    /// Punts handed to the server.
+    pub punted: AtomicU64,
+    /// Punts lost because the channel to the server was full.
+    pub punt_lost: AtomicU64,
+    /// Packet-ins sent to the primary.
+    pub packet_ins: AtomicU64,
+    /// Packet-ins dropped: no primary, or its stream was full.
+    pub packet_in_dropped: AtomicU64,
+    /// Packet-outs handed to worker 0.
+    pub packet_outs: AtomicU64,
+    /// Packet-outs the port took.
+    pub packet_outs_sent: AtomicU64,
+    /// Packet-outs the port refused (full ring, or no such port).
+    pub packet_outs_failed: AtomicU64,
+}
+
+impl PacketStats {
+    /// One line for the run's final report.
+    pub fn render(&self) -> String {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        format!(
+            "p4rt: {} punts ({} lost, queue full), {} packet-ins sent to the primary ({} dropped: no primary or its stream full), {} packet-outs ({} sent, {} refused by the port)",
+            g(&self.punted),
+            g(&self.punt_lost),
+            g(&self.packet_ins),
+            g(&self.packet_in_dropped),
+            g(&self.packet_outs),
+            g(&self.packet_outs_sent),
+            g(&self.packet_outs_failed)
+        )
+    }
+}
+
+/// A packet-out: the port and the frame.
+pub type Out = (u16, Vec<u8>);
+
+/// Both ends of the exception path, shared by the workers (which take their [`Exception`]s)
+/// and the server (which takes the other ends once, [`PacketIo::server_end`]).
+pub struct PacketIo {
+    punt_tx: tokio::sync::mpsc::Sender<PuntedFrame>,
+    punt_rx: Mutex<Option<tokio::sync::mpsc::Receiver<PuntedFrame>>>,
+    out_tx: SyncSender<Out>,
+    out_rx: Mutex<Option<Receiver<Out>>>,
+    stats: Arc<PacketStats>,
+}
+
+/// The server's end: punts to forward, and where packet-outs go.
+pub struct ServerEnd {
+    /// Punted frames from every worker.
+    pub punts: tokio::sync::mpsc::Receiver<PuntedFrame>,
+    /// Packet-outs to worker 0.
+    pub out: SyncSender<Out>,
+    /// The shared counters.
+    pub stats: Arc<PacketStats>,
+}
+
+impl Default for PacketIo {
+    fn default() -> Self {
+        PacketIo::new()
+    }
+}
+
+impl PacketIo {
+    /// Empty channels.
+    pub fn new() -> PacketIo {
+        let (punt_tx, punt_rx) = tokio::sync::mpsc::channel(IN_QUEUE);
+        let (out_tx, out_rx) = std::sync::mpsc::sync_channel(OUT_QUEUE);
+        PacketIo { punt_tx, punt_rx: Mutex::new(Some(punt_rx)), out_tx, out_rx: Mutex::new(Some(out_rx)), stats: Arc::default() }
+    }
+
+    /// The exception path of worker `w`: its punts go to the server; worker 0 (the first to ask)
+    /// also sends the packet-outs.
+    pub fn exception(&self, w: usize) -> Box<dyn Exception> {
+        let out = if w == 0 { self.out_rx.lock().unwrap_or_else(PoisonError::into_inner).take() } else { None };
+        Box::new(WorkerException { punts: self.punt_tx.clone(), out, stats: self.stats.clone() })
+    }
+
+    /// The server's end (once; `None` afterwards).
+    pub fn server_end(&self) -> Option<ServerEnd> {
+        let punts = self.punt_rx.lock().unwrap_or_else(PoisonError::into_inner).take()?;
+        Some(ServerEnd { punts, out: self.out_tx.clone(), stats: self.stats.clone() })
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &PacketStats {
+        &self.stats
+    }
+}
+
+/// One worker's exception path.
+struct WorkerException {
+    punts: tokio::sync::mpsc::Sender<PuntedFrame>,
+    out: Option<Receiver<Out>>,
+    stats: Arc<PacketStats>,
+}
+
+impl Exception for WorkerException {
+    fn punt(&mut self, frame: &[u8], p: &Punted) {
+        let f = PuntedFrame { frame: frame.to_vec(), in_port: p.in_port, reason: p.reason.0 };
+        match self.punts.try_send(f) {
+            Ok(()) => self.stats.punted.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.stats.punt_lost.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    fn packet_out(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        let Some(rx) = &self.out else { return };
+        for _ in 0..OUT_PER_POLL {
+            match rx.try_recv() {
+                Ok((port, frame)) => {
+                    if send(port, &frame) {
+                        self.stats.packet_outs_sent.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        self.stats.packet_outs_failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
+            }
+        }
+    }
+}
+
+/// Queues a packet-out for worker 0.
+///
+/// # Errors
+/// The queue is full (`true`) or the workers are gone (`false`).
+pub fn queue_out(out: &SyncSender<Out>, stats: &PacketStats, port: u16, frame: Vec<u8>) -> Result<(), bool> {
+    match out.try_send((port, frame)) {
+        Ok(()) => {
+            stats.packet_outs.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(TrySendError::Full(_)) => Err(true),
+        Err(TrySendError::Disconnected(_)) => Err(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastpath_packet::{PktId, PuntReason};
+
+    #[test]
+    fn punts_reach_the_server_and_packet_outs_reach_worker_zero_only() {
+        let io = PacketIo::new();
+        let mut w0 = io.exception(0);
+        let mut w1 = io.exception(1);
+        let mut end = io.server_end().expect("first take");
+        assert!(io.server_end().is_none());
+        w1.punt(&[1, 2, 3], &Punted { pkt: PktId(0), reason: PuntReason::ACTION, in_port: 4 });
+        assert_eq!(end.punts.try_recv().unwrap(), PuntedFrame { frame: vec![1, 2, 3], in_port: 4, reason: 0 });
+        queue_out(&end.out, &end.stats, 1, vec![9; 60]).unwrap();
+        queue_out(&end.out, &end.stats, 7, vec![8; 60]).unwrap();
+        let mut sent = Vec::new();
+        w1.packet_out(&mut |p, f| {
+            sent.push((p, f.len()));
+            true
+        });
+        assert!(sent.is_empty(), "only worker 0 sends packet-outs");
+        w0.packet_out(&mut |p, f| {
+            sent.push((p, f.len()));
+            p == 1
+        });
+        assert_eq!(sent, [(1, 60), (7, 60)]);
+        let s = io.stats();
+        assert_eq!(
+            (
+                s.packet_outs.load(Ordering::Relaxed),
+                s.packet_outs_sent.load(Ordering::Relaxed),
+                s.packet_outs_failed.load(Ordering::Relaxed)
+            ),
+            (2, 1, 1)
+        );
+    }
+
+    #[test]
+    fn a_full_channel_loses_punts_without_blocking() {
+        let io = PacketIo::new();
+        let mut w = io.exception(1);
+        for _ in 0..IN_QUEUE + 5 {
+            w.punt(&[0; 60], &Punted { pkt: PktId(0), reason: PuntReason::ACTION, in_port: 0 });
+        }
+        assert_eq!(io.stats().punt_lost.load(Ordering::Relaxed), 5);
+        let end = io.server_end().unwrap();
+        for _ in 0..OUT_QUEUE {
+            queue_out(&end.out, &end.stats, 0, vec![0; 60]).unwrap();
+        }
+        assert_eq!(queue_out(&end.out, &end.stats, 0, vec![0; 60]), Err(true));
+    }
+}

@@ -1,0 +1,661 @@
+//! The gRPC server: tonic on a tokio runtime of its own, next to the control thread.
+//!
+//! ```text
+//!  P4Runtime clients ──unix socket / TCP (TLS)──▶ tokio runtime (1 thread): decode, arbitration
+//!                                                   │ jobs (a closure and a reply channel)
+//!                                                   ▼
+//!                   the p4rt thread: takes the Mutex<Control> for each job (Write, Read, …)
+//! ```
+//! The handlers never hold the [`Control`]: they send a job to the p4rt thread, which runs it
+//! under the shared `Mutex<Control>` (the lock `fastpath ctl`, the metrics and the web page
+//! take too) and answers through a oneshot channel. So a slow or idle client holds nothing.
+
+use crate::arbitration::{Arbiter, Clash, StreamId};
+use crate::ops::{self, KeyCache};
+use crate::packet::{self, PacketIo, PuntedFrame};
+use crate::proto::{self, stream_message_request::Update as In, stream_message_response::Update as Out};
+use crate::{p4info, P4RUNTIME_VERSION};
+use fastpath_control::{Access, Control};
+use fastpath_pipeline::Program;
+use prost::Message as _;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Code, Request, Response, Status, Streaming};
+
+/// The generated service (tonic-build's manual builder, `build.rs`).
+pub mod generated {
+    include!(concat!(env!("OUT_DIR"), "/p4.v1.P4Runtime.rs"));
+}
+
+use generated::p4_runtime_server::{P4Runtime, P4RuntimeServer};
+
+/// Largest request accepted (a batch of some 100k updates).
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// Entities per `ReadResponse` message of a `Read` stream.
+const READ_CHUNK: usize = 4096;
+
+/// Where the server listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    /// A unix socket (mode 0600, or 0660 with a group, whatever the umask).
+    Unix(PathBuf),
+    /// TCP, e.g. `127.0.0.1:9559`.
+    Tcp(std::net::SocketAddr),
+}
+
+impl Listen {
+    /// Parses `--p4rt ADDR`: `unix:PATH` or a path (with a `/`) for a unix socket, `IP:PORT` for
+    /// TCP.
+    ///
+    /// # Errors
+    /// Anything else, with the forms expected.
+    pub fn parse(addr: &str) -> Result<Listen, String> {
+        if let Some(p) = addr.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err(format!("--p4rt {addr}: unix: needs a path, e.g. unix:/run/fastpath/p4rt.sock"));
+            }
+            return Ok(Listen::Unix(p.into()));
+        }
+        if let Ok(sa) = addr.parse() {
+            return Ok(Listen::Tcp(sa));
+        }
+        if addr.contains('/') {
+            return Ok(Listen::Unix(addr.into()));
+        }
+        Err(format!(
+            "--p4rt {addr}: expected a unix socket (unix:PATH, or a path with a '/') or a TCP address IP:PORT, e.g. 127.0.0.1:9559"
+        ))
+    }
+
+    /// The address as gRPC clients write it (`unix:PATH`, `IP:PORT`).
+    pub fn client_addr(&self) -> String {
+        match self {
+            Listen::Unix(p) => format!("unix:{}", p.display()),
+            Listen::Tcp(a) => a.to_string(),
+        }
+    }
+}
+
+/// What the server serves.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The device id clients must name (p4runtime-shell's default is 1).
+    pub device_id: u64,
+    /// The spec file's text: the device config (`p4_device_config`).
+    pub spec_text: String,
+    /// Number of ports (packet-outs to others are refused).
+    pub ports: usize,
+}
+
+/// A bound listener, before serving.
+enum Bound {
+    Unix(std::os::unix::net::UnixListener, PathBuf),
+    Tcp(std::net::TcpListener),
+}
+
+/// A bound P4Runtime server; the unix socket is removed when it is dropped.
+pub struct Server {
+    bound: Bound,
+    tls: Option<tonic::transport::Identity>,
+    listen: Listen,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Bound::Unix(_, p) = &self.bound {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Server {
+    /// Binds `listen` (a unix socket with `access`'s modes; TCP with TLS when `tls` names a
+    /// PEM certificate chain and key).
+    ///
+    /// # Errors
+    /// The socket cannot be bound, or the certificate or key cannot be read; TLS on a unix
+    /// socket.
+    pub fn bind(listen: &Listen, access: &Access, tls: Option<(PathBuf, PathBuf)>) -> Result<Server, String> {
+        let tls = match tls {
+            None => None,
+            Some((cert, key)) => {
+                if matches!(listen, Listen::Unix(_)) {
+                    return Err("--p4rt-cert/--p4rt-key: TLS is for TCP listeners; a unix socket is protected by its mode".into());
+                }
+                let read = |p: &PathBuf, what: &str| std::fs::read(p).map_err(|e| format!("--p4rt-{what} {}: {e}", p.display()));
+                Some(tonic::transport::Identity::from_pem(read(&cert, "cert")?, read(&key, "key")?))
+            }
+        };
+        let bound = match listen {
+            Listen::Unix(p) => {
+                let l = fastpath_control::bind_socket(p, access).map_err(|e| format!("--p4rt: {e}"))?;
+                l.set_nonblocking(true).map_err(|e| format!("--p4rt {}: {e}", p.display()))?;
+                Bound::Unix(l, p.clone())
+            }
+            Listen::Tcp(a) => {
+                let l = std::net::TcpListener::bind(a).map_err(|e| format!("--p4rt {a}: {e}"))?;
+                l.set_nonblocking(true).map_err(|e| format!("--p4rt {a}: {e}"))?;
+                Bound::Tcp(l)
+            }
+        };
+        Ok(Server { bound, tls, listen: listen.clone() })
+    }
+
+    /// Where it listens, as clients write it (a TCP port 0 resolved).
+    pub fn client_addr(&self) -> String {
+        match &self.bound {
+            Bound::Tcp(l) => l.local_addr().map_or_else(|_| self.listen.client_addr(), |a| a.to_string()),
+            Bound::Unix(..) => self.listen.client_addr(),
+        }
+    }
+
+    /// True when it serves TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// A warning for a plaintext TCP listener reachable from other hosts: whoever can connect
+    /// can rewrite the tables.
+    pub fn exposure(&self) -> Option<String> {
+        exposure(&self.listen, self.tls.is_some())
+    }
+
+    /// Serves P4Runtime over `control` until `stop` is set, on this thread (control jobs) and a
+    /// one-thread tokio runtime it starts (the gRPC connections). Packet-ins come from `io`'s
+    /// workers. Control thread (never a worker).
+    ///
+    /// # Errors
+    /// The runtime could not start, or the server failed.
+    pub fn serve_until(&self, cfg: Config, io: &PacketIo, control: &Mutex<Control<'_>>, stop: &AtomicBool) -> Result<(), String> {
+        let (prog, description) = {
+            let c = control.lock().unwrap_or_else(PoisonError::into_inner);
+            (c.pipeline_info().clone(), String::new())
+        };
+        let info = p4info::p4info(&prog, &description);
+        let (jobs_tx, jobs_rx) = std::sync::mpsc::channel::<Job>();
+        let end = io.server_end().ok_or("the packet-in channel was taken already")?;
+        let shared = Arc::new(Shared {
+            cfg,
+            prog,
+            p4info: info,
+            jobs: jobs_tx,
+            state: Mutex::new(State::default()),
+            out: end.out,
+            stats: end.stats,
+        });
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("fp-p4rt-io")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("p4rt: tokio runtime: {e}"))?;
+        let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+        let svc = P4RuntimeServer::new(Service { shared: shared.clone() })
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(id) = &self.tls {
+            builder =
+                builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(id.clone())).map_err(|e| format!("p4rt: TLS: {e}"))?;
+        }
+        let router = builder.add_service(svc);
+        let signal = async {
+            let _ = shutdown_rx.await;
+        };
+        let server = {
+            let _guard = rt.enter();
+            match &self.bound {
+                Bound::Unix(l, _) => {
+                    let l = l.try_clone().map_err(|e| e.to_string())?;
+                    let l = tokio::net::UnixListener::from_std(l).map_err(|e| format!("p4rt: {e}"))?;
+                    rt.spawn(router.serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(l), signal))
+                }
+                Bound::Tcp(l) => {
+                    let l = l.try_clone().map_err(|e| e.to_string())?;
+                    let l = tokio::net::TcpListener::from_std(l).map_err(|e| format!("p4rt: {e}"))?;
+                    rt.spawn(router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(l), signal))
+                }
+            }
+        };
+        rt.spawn(forward_punts(shared.clone(), end.punts));
+        // The control jobs, on this thread, until stopped.
+        let mut cache = KeyCache::default();
+        while !stop.load(Ordering::Relaxed) {
+            match jobs_rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(job) => {
+                    let mut c = control.lock().unwrap_or_else(PoisonError::into_inner);
+                    job(&mut c, &mut cache);
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if server.is_finished() {
+                break;
+            }
+        }
+        let _ = shutdown_tx.send(());
+        // Streams still open end with the runtime.
+        let result = if server.is_finished() { rt.block_on(server) } else { Ok(Ok(())) };
+        rt.shutdown_timeout(Duration::from_secs(1));
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("p4rt server: {e}")),
+            Err(e) => Err(format!("p4rt server task: {e}")),
+        }
+    }
+}
+
+/// See [`Server::exposure`].
+fn exposure(listen: &Listen, tls: bool) -> Option<String> {
+    match listen {
+        Listen::Tcp(a) if !tls && !a.ip().is_loopback() => Some(format!(
+            "P4Runtime on {a} without TLS: anyone who can reach it can rewrite the tables (give --p4rt-cert and --p4rt-key, or listen on a unix socket or loopback)"
+        )),
+        _ => None,
+    }
+}
+
+/// Work for the control thread: runs with the control plane locked.
+type Job = Box<dyn for<'c> FnOnce(&mut Control<'c>, &mut KeyCache) + Send>;
+
+/// What the handlers share.
+struct Shared {
+    cfg: Config,
+    prog: Program,
+    p4info: proto::P4Info,
+    jobs: std::sync::mpsc::Sender<Job>,
+    state: Mutex<State>,
+    out: std::sync::mpsc::SyncSender<(u16, Vec<u8>)>,
+    stats: Arc<packet::PacketStats>,
+}
+
+type StreamTx = mpsc::Sender<Result<proto::StreamMessageResponse, Status>>;
+
+/// Arbitration and the open streams.
+#[derive(Default)]
+struct State {
+    arbiter: Arbiter,
+    streams: HashMap<StreamId, StreamTx>,
+    next: StreamId,
+    cookie: Option<u64>,
+}
+
+impl Shared {
+    /// Runs `f` on the control thread with the control plane locked.
+    async fn on_control<R: Send + 'static>(
+        &self,
+        f: impl for<'c> FnOnce(&mut Control<'c>, &mut KeyCache) -> R + Send + 'static,
+    ) -> Result<R, Status> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |c, k| {
+            let _ = tx.send(f(c, k));
+        });
+        self.jobs.send(job).map_err(|_| Status::unavailable("the data plane is stopping"))?;
+        rx.await.map_err(|_| Status::unavailable("the data plane is stopping"))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check_device(&self, id: u64) -> Result<(), Status> {
+        if id != self.cfg.device_id {
+            return Err(Status::not_found(format!("no device {id}: this is device {}", self.cfg.device_id)));
+        }
+        Ok(())
+    }
+
+    fn check_role(&self, role: &str, role_id: u64) -> Result<(), Status> {
+        if !role.is_empty() || role_id != 0 {
+            return Err(Status::unimplemented(format!("roles are not supported (got role \"{role}\" id {role_id}); use the default role")));
+        }
+        Ok(())
+    }
+
+    fn check_primary(&self, election: Option<proto::Uint128>) -> Result<(), Status> {
+        let st = self.state();
+        if st.arbiter.is_primary_election(election) {
+            return Ok(());
+        }
+        let show = |e: Option<proto::Uint128>| e.map_or("none".to_string(), |e| format!("(high {}, low {})", e.high, e.low));
+        Err(Status::permission_denied(format!(
+            "not the primary: election id {} is not the primary's, {} (open a StreamChannel and arbitrate with a higher one)",
+            show(election),
+            show(st.arbiter.primary().map(|p| p.1))
+        )))
+    }
+
+    /// Tells streams about an arbitration change.
+    fn tell(&self, st: &State, verdicts: &[crate::arbitration::Verdict]) {
+        for v in verdicts {
+            if let Some(tx) = st.streams.get(&v.stream) {
+                let status = if v.is_primary {
+                    proto::RpcStatus { code: Code::Ok as i32, message: "you are the primary".into(), details: Vec::new() }
+                } else {
+                    proto::RpcStatus {
+                        code: Code::AlreadyExists as i32,
+                        message: "another controller is the primary".into(),
+                        details: Vec::new(),
+                    }
+                };
+                let m = proto::MasterArbitrationUpdate {
+                    device_id: self.cfg.device_id,
+                    role: None,
+                    election_id: Some(v.primary_election),
+                    status: Some(status),
+                };
+                let _ = tx.try_send(Ok(proto::StreamMessageResponse { update: Some(Out::Arbitration(m)) }));
+            }
+        }
+    }
+}
+
+/// Sends punted frames to the primary as packet-ins.
+async fn forward_punts(shared: Arc<Shared>, mut punts: mpsc::Receiver<PuntedFrame>) {
+    while let Some(p) = punts.recv().await {
+        let msg = proto::StreamMessageResponse {
+            update: Some(Out::Packet(proto::PacketIn {
+                payload: p.frame,
+                metadata: vec![
+                    proto::PacketMetadata {
+                        metadata_id: p4info::META_INGRESS_PORT,
+                        value: crate::entry::encode(u128::from(p.in_port), 16),
+                    },
+                    proto::PacketMetadata { metadata_id: p4info::META_PUNT_REASON, value: crate::entry::encode(u128::from(p.reason), 16) },
+                ],
+            })),
+        };
+        let tx = {
+            let st = shared.state();
+            st.arbiter.primary().and_then(|(s, _)| st.streams.get(&s).cloned())
+        };
+        let sent = match tx {
+            Some(tx) => tx.try_send(Ok(msg)).is_ok(),
+            None => false,
+        };
+        let c = if sent { &shared.stats.packet_ins } else { &shared.stats.packet_in_dropped };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A `grpc-status-details-bin` status for a failed Write: one `p4.v1.Error` per update.
+fn write_status(outcomes: &[ops::Outcome]) -> Status {
+    let details: Vec<proto::Any> = outcomes
+        .iter()
+        .map(|o| {
+            let e = match o {
+                None => proto::Error { canonical_code: Code::Ok as i32, ..Default::default() },
+                Some(r) => proto::Error { canonical_code: r.code as i32, message: r.msg.clone(), ..Default::default() },
+            };
+            proto::to_any("p4.v1.Error", &e)
+        })
+        .collect();
+    let failed: Vec<String> =
+        outcomes.iter().enumerate().filter_map(|(k, o)| o.as_ref().map(|r| format!("update {k}: {}", r.msg))).collect();
+    let n = failed.len();
+    let first = failed.into_iter().next().unwrap_or_default();
+    let message = if n > 1 { format!("{n} of {} updates failed; first: {first}", outcomes.len()) } else { first };
+    let st = proto::RpcStatus { code: Code::Unknown as i32, message: message.clone(), details };
+    Status::with_details(Code::Unknown, message, st.encode_to_vec().into())
+}
+
+/// The P4Runtime service.
+struct Service {
+    shared: Arc<Shared>,
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl P4Runtime for Service {
+    async fn write(&self, request: Request<proto::WriteRequest>) -> Result<Response<proto::WriteResponse>, Status> {
+        let req = request.into_inner();
+        let s = &self.shared;
+        s.check_device(req.device_id)?;
+        s.check_role(&req.role, req.role_id)?;
+        s.check_primary(req.election_id)?;
+        if req.updates.is_empty() {
+            return Ok(Response::new(proto::WriteResponse {}));
+        }
+        match s.on_control(move |c, cache| ops::write(c, cache, &req)).await? {
+            Ok(_) => Ok(Response::new(proto::WriteResponse {})),
+            Err(outcomes) => Err(write_status(&outcomes)),
+        }
+    }
+
+    type ReadStream = BoxStream<proto::ReadResponse>;
+
+    async fn read(&self, request: Request<proto::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
+        let req = request.into_inner();
+        self.shared.check_device(req.device_id)?;
+        self.shared.check_role(&req.role, 0)?;
+        let entities = self.shared.on_control(move |c, _| ops::read(c, &req)).await?.map_err(|r| Status::new(r.code, r.msg))?;
+        let mut chunks: Vec<Result<proto::ReadResponse, Status>> =
+            entities.chunks(READ_CHUNK).map(|c| Ok(proto::ReadResponse { entities: c.to_vec() })).collect();
+        if chunks.is_empty() {
+            chunks.push(Ok(proto::ReadResponse { entities: Vec::new() }));
+        }
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+    }
+
+    async fn set_forwarding_pipeline_config(
+        &self,
+        request: Request<proto::SetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<proto::SetForwardingPipelineConfigResponse>, Status> {
+        let req = request.into_inner();
+        let s = &self.shared;
+        s.check_device(req.device_id)?;
+        s.check_role(&req.role, req.role_id)?;
+        use proto::set_action as a;
+        let verify_only = req.action == a::VERIFY;
+        if !verify_only {
+            s.check_primary(req.election_id)?;
+        }
+        match req.action {
+            a::VERIFY | a::VERIFY_AND_SAVE | a::VERIFY_AND_COMMIT | a::RECONCILE_AND_COMMIT => {
+                let cfg = req.config.ok_or_else(|| Status::invalid_argument("action needs a config"))?;
+                check_config(s, &cfg)?;
+                if !verify_only {
+                    s.state().cookie = cfg.cookie.map(|c| c.cookie);
+                }
+                Ok(Response::new(proto::SetForwardingPipelineConfigResponse {}))
+            }
+            // The running pipeline is the one saved: committing it changes nothing.
+            a::COMMIT => Ok(Response::new(proto::SetForwardingPipelineConfigResponse {})),
+            other => Err(Status::invalid_argument(format!(
+                "action {other} (expected VERIFY 1, VERIFY_AND_SAVE 2, VERIFY_AND_COMMIT 3, COMMIT 4 or RECONCILE_AND_COMMIT 5)"
+            ))),
+        }
+    }
+
+    async fn get_forwarding_pipeline_config(
+        &self,
+        request: Request<proto::GetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<proto::GetForwardingPipelineConfigResponse>, Status> {
+        let req = request.into_inner();
+        let s = &self.shared;
+        s.check_device(req.device_id)?;
+        use proto::response_type as r;
+        let cookie = s.state().cookie.map(|c| proto::Cookie { cookie: c });
+        let (info, dev) = match req.response_type {
+            r::ALL => (true, true),
+            r::COOKIE_ONLY => (false, false),
+            r::P4INFO_AND_COOKIE => (true, false),
+            r::DEVICE_CONFIG_AND_COOKIE => (false, true),
+            other => return Err(Status::invalid_argument(format!("response type {other} (expected 0..=3)"))),
+        };
+        let config = proto::ForwardingPipelineConfig {
+            p4info: info.then(|| s.p4info.clone()),
+            p4_device_config: if dev { s.cfg.spec_text.as_bytes().to_vec() } else { Vec::new() },
+            cookie,
+        };
+        Ok(Response::new(proto::GetForwardingPipelineConfigResponse { config: Some(config) }))
+    }
+
+    type StreamChannelStream = BoxStream<proto::StreamMessageResponse>;
+
+    async fn stream_channel(
+        &self,
+        request: Request<Streaming<proto::StreamMessageRequest>>,
+    ) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(packet::IN_QUEUE);
+        let shared = self.shared.clone();
+        let id = {
+            let mut st = shared.state();
+            st.next += 1;
+            let id = st.next;
+            st.streams.insert(id, tx.clone());
+            id
+        };
+        tokio::spawn(async move {
+            while let Some(msg) = inbound.next().await {
+                let Ok(msg) = msg else { break };
+                if let Err(status) = on_stream_message(&shared, id, &tx, msg) {
+                    let _ = tx.send(Err(status)).await;
+                    break;
+                }
+            }
+            let mut st = shared.state();
+            st.streams.remove(&id);
+            let v = st.arbiter.leave(id);
+            shared.tell(&st, &v);
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn capabilities(&self, _request: Request<proto::CapabilitiesRequest>) -> Result<Response<proto::CapabilitiesResponse>, Status> {
+        Ok(Response::new(proto::CapabilitiesResponse { p4runtime_api_version: P4RUNTIME_VERSION.into() }))
+    }
+}
+
+/// The device config must be the running spec: fastpath does not swap pipelines at run time.
+fn check_config(s: &Shared, cfg: &proto::ForwardingPipelineConfig) -> Result<(), Status> {
+    if !cfg.p4_device_config.is_empty() {
+        if cfg.p4_device_config == s.cfg.spec_text.as_bytes() {
+            return Ok(());
+        }
+        let text = std::str::from_utf8(&cfg.p4_device_config)
+            .map_err(|_| Status::invalid_argument("p4_device_config: not UTF-8 text (it is a fastpath spec file)"))?;
+        return match fastpath_pipeline::compile("p4_device_config", text) {
+            Err(e) => Err(Status::invalid_argument(format!("p4_device_config does not compile:\n{e}"))),
+            Ok(p) => Err(Status::unimplemented(format!(
+                "p4_device_config is a different pipeline (\"{}\") from the running one (\"{}\"): changing the pipeline of a running fastpath is not supported; restart it with the new spec",
+                p.name, s.prog.name
+            ))),
+        };
+    }
+    match &cfg.p4info {
+        Some(i) if *i == s.p4info => Ok(()),
+        Some(_) => Err(Status::unimplemented("the P4Info differs from the running pipeline's, and no p4_device_config (spec text) was given: changing the pipeline at run time is not supported")),
+        None => Err(Status::invalid_argument("the config has neither a p4_device_config nor a P4Info")),
+    }
+}
+
+/// Handles one stream message.
+///
+/// # Errors
+/// A status that ends the stream (wrong device, clashing election id, a role).
+fn on_stream_message(s: &Shared, id: StreamId, tx: &StreamTx, msg: proto::StreamMessageRequest) -> Result<(), Status> {
+    match msg.update {
+        Some(In::Arbitration(a)) => {
+            s.check_device(a.device_id)?;
+            if let Some(r) = &a.role {
+                s.check_role(&r.name, r.id)?;
+            }
+            let e = a.election_id.unwrap_or_default();
+            let mut st = s.state();
+            match st.arbiter.arbitrate(id, e) {
+                Ok(v) => s.tell(&st, &v),
+                Err(Clash::InUse(_)) => {
+                    return Err(Status::invalid_argument(format!(
+                        "election id (high {}, low {}) is held by another controller",
+                        e.high, e.low
+                    )));
+                }
+            }
+            Ok(())
+        }
+        Some(In::Packet(p)) => {
+            let err = |code: Code, msg: String| {
+                let e = proto::StreamError {
+                    canonical_code: code as i32,
+                    message: msg,
+                    space: String::new(),
+                    code: 0,
+                    details: Some(proto::stream_error::Details::PacketOut(proto::PacketOutError { packet_out: Some(p.clone()) })),
+                };
+                let _ = tx.try_send(Ok(proto::StreamMessageResponse { update: Some(Out::Error(e)) }));
+            };
+            let primary = s.state().arbiter.primary().map(|x| x.0);
+            if primary != Some(id) {
+                err(Code::PermissionDenied, "packet-out from a controller that is not the primary".into());
+                return Ok(());
+            }
+            match packet_out_port(s, &p) {
+                Err(m) => err(Code::InvalidArgument, m),
+                Ok(port) => match packet::queue_out(&s.out, &s.stats, port, p.payload.clone()) {
+                    Ok(()) => {}
+                    Err(true) => err(Code::ResourceExhausted, "the packet-out queue is full".into()),
+                    Err(false) => err(Code::Unavailable, "the workers have stopped".into()),
+                },
+            }
+            Ok(())
+        }
+        Some(In::DigestAck(_)) | Some(In::Other(_)) | None => Ok(()),
+    }
+}
+
+/// The egress port of a packet-out.
+fn packet_out_port(s: &Shared, p: &proto::PacketOut) -> Result<u16, String> {
+    if p.payload.is_empty() {
+        return Err("packet-out with an empty payload".into());
+    }
+    let mut port = None;
+    for m in &p.metadata {
+        if m.metadata_id != p4info::META_EGRESS_PORT {
+            return Err(format!("packet-out metadata id {} unknown (egress_port is {})", m.metadata_id, p4info::META_EGRESS_PORT));
+        }
+        port = Some(crate::entry::decode(&m.value, 16, "packet_out egress_port").map_err(|r| r.msg)? as u16);
+    }
+    let port = port.ok_or("packet-out without egress_port metadata (id 1)")?;
+    if usize::from(port) >= s.cfg.ports {
+        return Err(format!("packet-out to port {port}: there are {} ports (0..{})", s.cfg.ports, s.cfg.ports));
+    }
+    Ok(port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_parse() {
+        assert_eq!(Listen::parse("unix:/run/p.sock").unwrap(), Listen::Unix("/run/p.sock".into()));
+        assert_eq!(Listen::parse("/tmp/x/p.sock").unwrap(), Listen::Unix("/tmp/x/p.sock".into()));
+        assert_eq!(Listen::parse("127.0.0.1:9559").unwrap(), Listen::Tcp("127.0.0.1:9559".parse().unwrap()));
+        assert!(Listen::parse("localhost").unwrap_err().contains("expected a unix socket"));
+        assert!(Listen::parse("unix:").unwrap_err().contains("needs a path"));
+        assert_eq!(Listen::parse("[::1]:9559").unwrap().client_addr(), "[::1]:9559");
+    }
+
+    #[test]
+    fn plaintext_tcp_beyond_loopback_is_flagged() {
+        let tcp = |a: &str| Listen::Tcp(a.parse().unwrap());
+        assert!(exposure(&tcp("0.0.0.0:9559"), false).unwrap().contains("without TLS"));
+        assert_eq!(exposure(&tcp("0.0.0.0:9559"), true), None);
+        assert_eq!(exposure(&tcp("127.0.0.1:9559"), false), None);
+        let local = Server::bind(&tcp("127.0.0.1:0"), &Access::default(), None).unwrap();
+        assert_eq!(local.exposure(), None);
+        let e = Server::bind(&Listen::Unix("/tmp/x.sock".into()), &Access::default(), Some(("c".into(), "k".into())));
+        assert!(e.err().unwrap().contains("--p4rt-cert"), "TLS on a unix socket is refused");
+    }
+}
