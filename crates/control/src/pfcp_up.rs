@@ -1400,8 +1400,9 @@ mod tests {
         };
         type Edit = Box<dyn Fn(&mut SessionEstablishmentRequest)>;
         let cases: Vec<(Edit, (u8, Option<u16>))> = vec![
-            // The same CP F-SEID again.
-            (Box::new(|r| r.cp_f_seid.seid = 1), (64, Some(t::F_SEID))),
+            // The same CP F-SEID again for another subscriber (for the same one it is a control
+            // plane asking again: `a_repeated_establishment_is_answered_with_the_session_we_have`).
+            (Box::new(move |r| (other(r), r.cp_f_seid.seid = 1).1), (64, Some(t::F_SEID))),
             // The same identity (port, tags, MAC) with another address; the same address.
             (Box::new(|r| r.create_traffic_endpoint[0].ue_ip_address[0].ipv4 = Some(Ipv4Addr::new(100, 64, 0, 9))), (64, Some(127))),
             (
@@ -1565,10 +1566,27 @@ mod tests {
         let c = decode(&e.handle_datagram(PEER, &again, 1, &mut up).unwrap()).unwrap();
         let Message::SessionEstablishmentResponse(_, r) = c else { panic!() };
         assert_eq!(r.cause, Cause::REQUEST_REJECTED);
-        // From another peer it is not a retransmission either.
+        // From another peer it is not a retransmission: it is handled again, and found to be a
+        // repeat of the session we have (same CP F-SEID, same subscriber), which is the answer.
         let other = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9)), 8805);
-        assert_ne!(e.handle_datagram(other, &req, 1, &mut up).unwrap(), a);
-        assert_eq!(e.stats().retransmitted, 1);
+        assert_eq!(e.handle_datagram(other, &req, 1, &mut up).unwrap(), a);
+        assert_eq!((e.stats().retransmitted, e.stats().reestablished), (1, 1));
+        assert_eq!((e.len(), up.c.sessions().unwrap().len()), (1, 1));
+    }
+
+    #[test]
+    fn a_repeated_establishment_is_answered_with_the_session_we_have() {
+        let (mut e, mut up) = setup();
+        e.handle(PEER, &sample(2), 1, &mut up).unwrap();
+        let first = establish(&mut e, &mut up, &est(1, |_| {}));
+        assert_eq!(first.cause, Cause(1));
+        // A control plane that restarted before it recorded our answer asks again (a new
+        // sequence number): the same session, nothing created twice.
+        let Message::SessionEstablishmentRequest(mut h, r) = est(1, |_| {}) else { panic!() };
+        h.seq += 1;
+        let again = establish(&mut e, &mut up, &Message::SessionEstablishmentRequest(h, r));
+        assert_eq!((again.cause, again.up_f_seid), (Cause(1), first.up_f_seid));
+        assert_eq!((e.len(), e.ids_in_use(), up.c.sessions().unwrap().len(), e.stats().reestablished), (1, 1, 1, 1));
     }
 
     #[test]
