@@ -127,6 +127,10 @@ def run():
         te.priority = 10
         print("DELETE", code(te.delete))
         show("acl")
+    elif phase == "inject":
+        # Into the pipeline as if it arrived on port 0: routed like a frame from the wire.
+        sh.PacketOut(payload=bytes.fromhex(sys.argv[3]), egress_port="0", submit_to_ingress="1").send()
+        print("SENT", 1)
     elif phase == "packet_io":
         sh.PacketOut(payload=bytes.fromhex(sys.argv[3]), egress_port="1").send()
         print("READY", flush=True)
@@ -153,11 +157,29 @@ fn phase(py: &Path, script: &Path, dut: &Netns, addr: &str, name: &str) -> Vec<(
 
 /// [`phase`] with environment variables for the driver.
 fn phase_env(py: &Path, script: &Path, dut: &Netns, addr: &str, name: &str, env: &[(&str, &Path)]) -> Vec<(String, String)> {
+    phase_full(py, script, dut, addr, name, &[], env)
+}
+
+/// [`phase`] with more arguments for the driver (`sys.argv[3:]`).
+fn phase_args(py: &Path, script: &Path, dut: &Netns, addr: &str, name: &str, args: &[&str]) -> Vec<(String, String)> {
+    phase_full(py, script, dut, addr, name, args, &[])
+}
+
+fn phase_full(
+    py: &Path,
+    script: &Path,
+    dut: &Netns,
+    addr: &str,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> Vec<(String, String)> {
     let out = Command::new("ip")
         .args(["netns", "exec", dut.name()])
         .arg(py)
         .arg(script)
         .args([addr, name])
+        .args(args)
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -313,6 +335,35 @@ fn router_routes_through_p4runtime_shell() {
     let got = probe(&rig.peer, to_route(), ours);
     assert_eq!(got.len(), 20);
     assert!(got.iter().all(|f| f[0..6] == [2, 0, 0, 0, 1, 2]), "the modified next hop");
+
+    // A packet-out submitted to ingress is routed by the pipeline and leaves through port 1
+    // with the next hop's MACs and its TTL decremented; nothing leaves through port 0.
+    let frame = udp_to(Ipv4Addr::new(198, 18, 1, 5), 7);
+    let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
+    let got = std::thread::scope(|sc| {
+        let rx = sc.spawn(|| {
+            rig.peer
+                .run(|| {
+                    let rx = RawSocket::open("h1").unwrap();
+                    let (mut got, mut buf, t0) = (Vec::new(), [0u8; 2048], Instant::now());
+                    while t0.elapsed() < Duration::from_secs(8) && got.is_empty() {
+                        if let Some(n) = rx.recv(&mut buf, 100).unwrap() {
+                            if ours(&buf[..n]) {
+                                got.push(buf[..n].to_vec());
+                            }
+                        }
+                    }
+                    got
+                })
+                .unwrap()
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = phase_args(&py, &script, &rig.dut, &addr, "inject", &[&hex]);
+        assert_eq!(get(&sent, "SENT"), ["1"]);
+        rx.join().unwrap()
+    });
+    assert_eq!(got.len(), 1, "the injected frame was routed out of port 1");
+    assert_eq!((&got[0][0..6], got[0][14 + 8]), (&[2u8, 0, 0, 0, 1, 2][..], 63), "next hop MAC, TTL − 1");
 
     let del = phase(&py, &script, &rig.dut, &addr, "delete");
     assert_eq!(get(&del, "DELETE"), ["OK"]);

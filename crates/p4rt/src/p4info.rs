@@ -39,8 +39,11 @@ pub const PACKET_OUT_ID: u32 = CONTROLLER_HEADER << 24 | 2;
 pub const META_INGRESS_PORT: u32 = 1;
 /// `packet_in` metadata: why it was punted (0 an action's `to_control`, 1 a new flow, 2 TTL expired).
 pub const META_PUNT_REASON: u32 = 2;
-/// `packet_out` metadata: the port to send the packet out of.
+/// `packet_out` metadata: the port to send the packet out of (with `submit_to_ingress` 1: the
+/// port it enters the pipeline as arriving on).
 pub const META_EGRESS_PORT: u32 = 1;
+/// `packet_out` metadata, 1 bit: run the packet through the pipeline instead of sending it.
+pub const META_SUBMIT_TO_INGRESS: u32 = 2;
 /// Width of port numbers and punt reasons in the controller headers.
 pub const PORT_BITS: i32 = 16;
 
@@ -170,7 +173,10 @@ pub fn p4info(prog: &Program, description: &str) -> proto::P4Info {
         },
         proto::ControllerPacketMetadata {
             preamble: Some(preamble(PACKET_OUT_ID, "packet_out")),
-            metadata: vec![field(META_EGRESS_PORT, "egress_port")],
+            metadata: vec![
+                field(META_EGRESS_PORT, "egress_port"),
+                proto::ControllerPacketMetadataField { id: META_SUBMIT_TO_INGRESS, name: "submit_to_ingress".into(), bitwidth: 1 },
+            ],
         },
     ];
     proto::P4Info {

@@ -3,12 +3,16 @@
 //! ```text
 //!  worker w: pipeline punts (to_control) ─▶ Exception::punt ─▶ bounded channel ─▶ server ─▶ primary's StreamChannel (PacketIn)
 //!  primary's PacketOut ─▶ server ─▶ bounded channel ─▶ worker 0: Exception::packet_out ─▶ tx_burst on the named port
+//!                                                              └▶ submit_to_ingress: Exception::packet_in_pipeline ─▶ the pipeline
 //! ```
 //! Each worker gets an [`Exception`] ([`PacketIo::exception`]). A punt copies the frame into
 //! the channel (the exception path, not the forwarding path: one copy per punted packet) and
 //! never blocks: when the channel is full the packet-in is counted lost. Packet-outs are sent by
 //! worker 0 (every worker owns a socket on every port), at most [`OUT_PER_POLL`] per poll, out
-//! of the port they name, as they are: they do not go through the pipeline.
+//! of the port they name, as they are: they do not go through the pipeline — unless the
+//! packet-out sets `submit_to_ingress`: then worker 0 runs it through the pipeline as if it had
+//! arrived on the port it names (`Exception::packet_in_pipeline`), the switch-server's "process
+//! on the CPU, then return to the data plane".
 
 use fastpath_io::worker::{Exception, Punted};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,6 +54,8 @@ pub struct PacketStats {
     pub packet_outs_sent: AtomicU64,
     /// Packet-outs the port refused (full ring, or no such port).
     pub packet_outs_failed: AtomicU64,
+    /// Packet-outs run through the pipeline (`submit_to_ingress`).
+    pub packet_outs_injected: AtomicU64,
 }
 
 impl PacketStats {
@@ -57,20 +63,22 @@ impl PacketStats {
     pub fn render(&self) -> String {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         format!(
-            "p4rt: {} punts ({} lost, queue full), {} packet-ins sent to the primary ({} dropped: no primary or its stream full), {} packet-outs ({} sent, {} refused by the port)",
+            "p4rt: {} punts ({} lost, queue full), {} packet-ins sent to the primary ({} dropped: no primary or its stream full), {} packet-outs ({} sent, {} refused by the port, {} into the pipeline)",
             g(&self.punted),
             g(&self.punt_lost),
             g(&self.packet_ins),
             g(&self.packet_in_dropped),
             g(&self.packet_outs),
             g(&self.packet_outs_sent),
-            g(&self.packet_outs_failed)
+            g(&self.packet_outs_failed),
+            g(&self.packet_outs_injected)
         )
     }
 }
 
-/// A packet-out: the port and the frame.
-pub type Out = (u16, Vec<u8>);
+/// A packet-out: the port, whether it enters the pipeline (as arriving on that port) rather
+/// than leaving through it, and the frame.
+pub type Out = (u16, bool, Vec<u8>);
 
 /// Both ends of the exception path, shared by the workers (which take their [`Exception`]s)
 /// and the server (which takes the other ends once, [`PacketIo::server_end`]).
@@ -110,7 +118,7 @@ impl PacketIo {
     /// also sends the packet-outs.
     pub fn exception(&self, w: usize) -> Box<dyn Exception> {
         let out = if w == 0 { self.out_rx.lock().unwrap_or_else(PoisonError::into_inner).take() } else { None };
-        Box::new(WorkerException { punts: self.punt_tx.clone(), out, stats: self.stats.clone() })
+        Box::new(WorkerException { punts: self.punt_tx.clone(), out, inject: Vec::with_capacity(OUT_PER_POLL), stats: self.stats.clone() })
     }
 
     /// The server's end (once; `None` afterwards).
@@ -129,6 +137,10 @@ impl PacketIo {
 struct WorkerException {
     punts: tokio::sync::mpsc::Sender<PuntedFrame>,
     out: Option<Receiver<Out>>,
+    /// Packet-outs for the pipeline, taken off the channel by `packet_out` and handed over by
+    /// `packet_in_pipeline` (called right after it in the same poll; what the batch had no
+    /// room for waits for the next poll). Holds at most [`OUT_PER_POLL`] once full.
+    inject: Vec<(u16, Vec<u8>)>,
     stats: Arc<PacketStats>,
 }
 
@@ -144,8 +156,12 @@ impl Exception for WorkerException {
     fn packet_out(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
         let Some(rx) = &self.out else { return };
         for _ in 0..OUT_PER_POLL {
+            if self.inject.len() >= OUT_PER_POLL {
+                return;
+            }
             match rx.try_recv() {
-                Ok((port, frame)) => {
+                Ok((port, true, frame)) => self.inject.push((port, frame)),
+                Ok((port, false, frame)) => {
                     if send(port, &frame) {
                         self.stats.packet_outs_sent.fetch_add(1, Ordering::Relaxed);
                     } else {
@@ -156,14 +172,26 @@ impl Exception for WorkerException {
             }
         }
     }
+
+    fn packet_in_pipeline(&mut self, inject: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        let mut taken = 0;
+        for (port, frame) in &self.inject {
+            if !inject(*port, frame) {
+                break;
+            }
+            taken += 1;
+        }
+        self.inject.drain(..taken);
+        self.stats.packet_outs_injected.fetch_add(taken as u64, Ordering::Relaxed);
+    }
 }
 
 /// Queues a packet-out for worker 0.
 ///
 /// # Errors
 /// The queue is full (`true`) or the workers are gone (`false`).
-pub fn queue_out(out: &SyncSender<Out>, stats: &PacketStats, port: u16, frame: Vec<u8>) -> Result<(), bool> {
-    match out.try_send((port, frame)) {
+pub fn queue_out(out: &SyncSender<Out>, stats: &PacketStats, port: u16, to_pipeline: bool, frame: Vec<u8>) -> Result<(), bool> {
+    match out.try_send((port, to_pipeline, frame)) {
         Ok(()) => {
             stats.packet_outs.fetch_add(1, Ordering::Relaxed);
             Ok(())
@@ -179,6 +207,40 @@ mod tests {
     use fastpath_packet::{PktId, PuntReason};
 
     #[test]
+    fn packet_outs_submitted_to_ingress_enter_the_pipeline_in_order_and_wait_when_it_is_full() {
+        let io = PacketIo::new();
+        let mut w0 = io.exception(0);
+        let end = io.server_end().unwrap();
+        queue_out(&end.out, &end.stats, 1, true, vec![1; 60]).unwrap();
+        queue_out(&end.out, &end.stats, 0, false, vec![2; 60]).unwrap();
+        queue_out(&end.out, &end.stats, 1, true, vec![3; 60]).unwrap();
+        let mut wire = Vec::new();
+        w0.packet_out(&mut |p, f| {
+            wire.push((p, f[0]));
+            true
+        });
+        assert_eq!(wire, [(0, 2)], "only the plain packet-out leaves through a port");
+        // The pipeline has room for one now, the other at the next poll.
+        let mut into = Vec::new();
+        w0.packet_in_pipeline(&mut |p, f| {
+            if into.is_empty() {
+                into.push((p, f[0]));
+                true
+            } else {
+                false
+            }
+        });
+        assert_eq!(into, [(1, 1)]);
+        w0.packet_out(&mut |_, _| true);
+        w0.packet_in_pipeline(&mut |p, f| {
+            into.push((p, f[0]));
+            true
+        });
+        assert_eq!(into, [(1, 1), (1, 3)]);
+        assert_eq!(end.stats.packet_outs_injected.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
     fn punts_reach_the_server_and_packet_outs_reach_worker_zero_only() {
         let io = PacketIo::new();
         let mut w0 = io.exception(0);
@@ -187,8 +249,8 @@ mod tests {
         assert!(io.server_end().is_none());
         w1.punt(&[1, 2, 3], &Punted { pkt: PktId(0), reason: PuntReason::ACTION, in_port: 4 });
         assert_eq!(end.punts.try_recv().unwrap(), PuntedFrame { frame: vec![1, 2, 3], in_port: 4, reason: 0 });
-        queue_out(&end.out, &end.stats, 1, vec![9; 60]).unwrap();
-        queue_out(&end.out, &end.stats, 7, vec![8; 60]).unwrap();
+        queue_out(&end.out, &end.stats, 1, false, vec![9; 60]).unwrap();
+        queue_out(&end.out, &end.stats, 7, false, vec![8; 60]).unwrap();
         let mut sent = Vec::new();
         w1.packet_out(&mut |p, f| {
             sent.push((p, f.len()));
@@ -221,8 +283,8 @@ mod tests {
         assert_eq!(io.stats().punt_lost.load(Ordering::Relaxed), 5);
         let end = io.server_end().unwrap();
         for _ in 0..OUT_QUEUE {
-            queue_out(&end.out, &end.stats, 0, vec![0; 60]).unwrap();
+            queue_out(&end.out, &end.stats, 0, false, vec![0; 60]).unwrap();
         }
-        assert_eq!(queue_out(&end.out, &end.stats, 0, vec![0; 60]), Err(true));
+        assert_eq!(queue_out(&end.out, &end.stats, 0, false, vec![0; 60]), Err(true));
     }
 }

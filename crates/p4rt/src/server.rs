@@ -273,7 +273,7 @@ struct Shared {
     p4info: proto::P4Info,
     jobs: std::sync::mpsc::Sender<Job>,
     state: Mutex<State>,
-    out: std::sync::mpsc::SyncSender<(u16, Vec<u8>)>,
+    out: std::sync::mpsc::SyncSender<packet::Out>,
     stats: Arc<packet::PacketStats>,
 }
 
@@ -602,7 +602,7 @@ fn on_stream_message(s: &Shared, id: StreamId, tx: &StreamTx, msg: proto::Stream
             }
             match packet_out_port(s, &p) {
                 Err(m) => err(Code::InvalidArgument, m),
-                Ok(port) => match packet::queue_out(&s.out, &s.stats, port, p.payload.clone()) {
+                Ok((port, to_pipeline)) => match packet::queue_out(&s.out, &s.stats, port, to_pipeline, p.payload.clone()) {
                     Ok(()) => {}
                     Err(true) => err(Code::ResourceExhausted, "the packet-out queue is full".into()),
                     Err(false) => err(Code::Unavailable, "the workers have stopped".into()),
@@ -614,23 +614,34 @@ fn on_stream_message(s: &Shared, id: StreamId, tx: &StreamTx, msg: proto::Stream
     }
 }
 
-/// The egress port of a packet-out.
-fn packet_out_port(s: &Shared, p: &proto::PacketOut) -> Result<u16, String> {
+/// The port of a packet-out, and whether it enters the pipeline (`submit_to_ingress`).
+fn packet_out_port(s: &Shared, p: &proto::PacketOut) -> Result<(u16, bool), String> {
     if p.payload.is_empty() {
         return Err("packet-out with an empty payload".into());
     }
-    let mut port = None;
+    let (mut port, mut to_pipeline) = (None, false);
     for m in &p.metadata {
-        if m.metadata_id != p4info::META_EGRESS_PORT {
-            return Err(format!("packet-out metadata id {} unknown (egress_port is {})", m.metadata_id, p4info::META_EGRESS_PORT));
+        match m.metadata_id {
+            p4info::META_EGRESS_PORT => {
+                port = Some(crate::entry::decode(&m.value, 16, "packet_out egress_port").map_err(|r| r.msg)? as u16);
+            }
+            p4info::META_SUBMIT_TO_INGRESS => {
+                to_pipeline = crate::entry::decode(&m.value, 1, "packet_out submit_to_ingress").map_err(|r| r.msg)? == 1;
+            }
+            id => {
+                return Err(format!(
+                    "packet-out metadata id {id} unknown (egress_port is {}, submit_to_ingress {})",
+                    p4info::META_EGRESS_PORT,
+                    p4info::META_SUBMIT_TO_INGRESS
+                ))
+            }
         }
-        port = Some(crate::entry::decode(&m.value, 16, "packet_out egress_port").map_err(|r| r.msg)? as u16);
     }
     let port = port.ok_or("packet-out without egress_port metadata (id 1)")?;
     if usize::from(port) >= s.cfg.ports {
         return Err(format!("packet-out to port {port}: there are {} ports (0..{})", s.cfg.ports, s.cfg.ports));
     }
-    Ok(port)
+    Ok((port, to_pipeline))
 }
 
 #[cfg(test)]

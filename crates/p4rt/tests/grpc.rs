@@ -254,6 +254,35 @@ fn arbitration_config_meters_counters_and_packet_io_over_grpc() {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             assert_eq!(sent, [(1, 60)]);
+            // With submit_to_ingress it enters the pipeline as arriving on the port it names,
+            // and leaves through no port.
+            tx5.send(proto::StreamMessageRequest {
+                update: Some(In::Packet(proto::PacketOut {
+                    payload: vec![2; 64],
+                    metadata: vec![
+                        proto::PacketMetadata { metadata_id: 1, value: vec![0] },
+                        proto::PacketMetadata { metadata_id: 2, value: vec![1] },
+                    ],
+                })),
+            })
+            .await
+            .unwrap();
+            let mut injected = Vec::new();
+            for _ in 0..100 {
+                exception.packet_out(&mut |port, f| {
+                    sent.push((port, f.len()));
+                    true
+                });
+                exception.packet_in_pipeline(&mut |port, f| {
+                    injected.push((port, f.len()));
+                    true
+                });
+                if !injected.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!((injected, sent.len()), (vec![(0, 64)], 1));
 
             // The primary leaves: the backup is told it is primary now.
             drop(tx5);
