@@ -184,8 +184,13 @@ pub struct TransferRow {
     pub bytes: u64,
     /// Each pair's completion time at its receiver, seconds (iperf3's own clock).
     pub completion_s: Vec<f64>,
-    /// Until the last pair finished, seconds.
+    /// Until the last pair finished, seconds (iperf3's receiver clock: from the first byte to
+    /// the sender's end of the test, which it signals once it has written the last byte into
+    /// its socket; at most a socket buffer, a few MB, is still in flight then).
     pub all_done_s: f64,
+    /// Wall clock from starting the iperf3 servers until the last client exited, seconds: an
+    /// upper bound that adds start-up, connecting and iperf3's result exchange.
+    pub wall_s: f64,
     /// All pairs' bytes over `all_done_s`, Gbit/s.
     pub gbps: f64,
     /// Retransmitted segments, all pairs.
@@ -329,9 +334,14 @@ pub fn dut_setup(dc: &DutConfig, offloads: bool) -> (DutConfig, String) {
             if !c.fastpath_cmd.iter().any(|a| a == "--multi-buffer") {
                 c.fastpath_cmd.push("--multi-buffer".into());
             }
-            "AF_XDP ports with multi-buffer receive (--multi-buffer): each 64 KB GSO segment arrives as a chain of \
-             buffers and is cut into MTU-sized segments with full checksums in the port (software GSO; the pipeline \
-             sees each segment); partial checksums of short segments are completed"
+            // Generic XDP under the sockets: a native program on a veth turns the peer's TSO off
+            // (`veth_fix_features`), and the sender would segment in software itself.
+            if !c.fastpath_cmd.iter().any(|a| a.starts_with("--mode")) {
+                c.fastpath_cmd.extend(["--mode".into(), "skb".into()]);
+            }
+            "AF_XDP ports in skb mode with multi-buffer receive (--multi-buffer --mode skb): each 64 KB GSO segment \
+             arrives as a chain of buffers and is cut into MTU-sized segments with full checksums in the port \
+             (software GSO; the pipeline sees each segment); partial checksums of short segments are completed"
                 .to_owned()
         }
         (DutKind::FastpathXdp, true) => {
@@ -423,8 +433,11 @@ struct ClientOut {
     retransmits: u64,
     /// Seconds the transfer took at the receiver (iperf3).
     seconds: f64,
-    /// Bytes received (iperf3).
+    /// Bytes the receiver had counted when the sender's end of the test reached it (iperf3;
+    /// with `-n`, what was still in flight then arrives after and is not counted).
     bytes: u64,
+    /// Bytes the sender wrote (iperf3).
+    sent: u64,
 }
 
 /// Stops and reaps the iperf servers on every exit path.
@@ -554,7 +567,8 @@ fn run_iperf(
         let out = match tool {
             TcpTool::Iperf3 => parse_iperf3_full(&text).map_err(|e| {
                 let err = String::from_utf8_lossy(&o.stderr);
-                LabError::Io(format!("iperf3 to {} (exit {}): {e} {}", j.ip, o.status, err.trim()))
+                let err = if err.trim().is_empty() { String::new() } else { format!(" ({})", err.trim()) };
+                LabError::Io(format!("iperf3 to {} ({}): {e}{err}", j.ip, o.status))
             })?,
             TcpTool::Iperf2 => {
                 let (series, gbps) = parse_iperf2(&text, f64::from(interval_s.max(1)));
@@ -648,8 +662,12 @@ fn dut_if_drops(t: &PairsTopo) -> u64 {
 }
 
 /// The probe transfer through pair 0 (captured and read with tshark when `capture`): tells
-/// whether the DUT carries offloaded TCP, and with what.
-fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloads: bool) -> Result<CheckRow, LabError> {
+/// whether the DUT carries offloaded TCP (`Ok(Ok(row))`) or not (`Ok(Err(why))`, with the
+/// counters that say why).
+///
+/// # Errors
+/// The lab's own failures: a capture that tshark cannot take or read, [`LabError::Interrupted`].
+fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloads: bool) -> Result<Result<CheckRow, String>, LabError> {
     let p = &t.pairs[0];
     let (rns, rif, sip) = (&p.receiver.ns, &p.receiver.ifname, p.sender.ip.to_string());
     let csum0 = ns_snmp(rns, "Tcp", "InCsumErrors");
@@ -666,18 +684,28 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
         }
         // Bounded: at most 200,000 frames and the transfer's own limit.
         let dur = format!("duration:{}", client_limit_s(Load::Bytes(bytes)));
+        let errf = std::fs::File::create(dir.join("tshark.err"))?;
         let c = Command::new("ip")
-            .args(["netns", "exec", rns, "tshark", "-q", "-i", rif, "-c", "200000", "-a", &dur, "-w", &pcap_s, "-f", "tcp"])
+            .args(["netns", "exec", rns, "tshark", "-q", "-i", rif, "-B", "64", "-c", "200000", "-a", &dur, "-w", &pcap_s, "-f", "tcp"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(errf)
             .spawn()
             .map_err(|e| LabError::Cmd { cmd: "tshark".into(), status: -1, stderr: e.to_string() })?;
-        shark = Some(Servers(vec![c]));
-        let end = Instant::now() + Duration::from_secs(10);
-        while !pcap.exists() && Instant::now() < end {
+        let mut guard = Servers(vec![c]);
+        // tshark creates its file once it captures; on a loaded machine its start takes seconds.
+        let end = Instant::now() + Duration::from_secs(60);
+        while !pcap.exists() && Instant::now() < end && matches!(guard.0[0].try_wait(), Ok(None)) {
             std::thread::sleep(Duration::from_millis(50));
         }
+        if !pcap.exists() {
+            drop(guard);
+            let err = std::fs::read_to_string(dir.join("tshark.err")).unwrap_or_default();
+            let _ = std::fs::remove_dir_all(&dir);
+            let _ = ns_exec(rns, &["ethtool", "-K", rif, "gro", if offloads { "on" } else { "off" }]);
+            return Err(LabError::Io(format!("tshark did not start capturing on {rif} within 60 s: {}", err.trim())));
+        }
+        shark = Some(guard);
         std::thread::sleep(Duration::from_millis(300));
     }
     let jobs = vec![jobs_of(t).remove(0)];
@@ -701,9 +729,11 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
     let err = match r {
         Ok((outs, _)) => {
             let o = outs.first().cloned().unwrap_or_default();
-            row.completed = o.bytes >= bytes;
+            // iperf3 ended without an error once the sender had written every byte and the
+            // receiver confirmed the end of the test.
+            row.completed = o.sent >= bytes;
             row.seconds = o.seconds;
-            (!row.completed).then(|| format!("{} of {bytes} bytes arrived", o.bytes))
+            (!row.completed).then(|| format!("iperf3 sent {} of {bytes} bytes", o.sent))
         }
         Err(LabError::Interrupted) => return Err(LabError::Interrupted),
         Err(e) => Some(e.to_string()),
@@ -743,7 +773,7 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
             .find(|l| l.starts_with("tcp-segmentation-offload"))
             .map(|l| l.trim().to_owned())
             .unwrap_or_default();
-        return Err(LabError::Io(format!(
+        return Ok(Err(format!(
             "the probe transfer of {} did not complete: {e}; the receiver's stack dropped {} segment(s) on a bad checksum \
              (TcpInCsumErrors), the DUT's interfaces dropped {} frame(s), the sender retransmitted {} segment(s); sender {tso}",
             size_text(bytes),
@@ -752,7 +782,7 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
             row.sender_retrans_segs
         )));
     }
-    Ok(row)
+    Ok(Ok(row))
 }
 
 /// Runs the TCP test: for every DUT, a probe transfer, then every tool and stream count for
@@ -815,7 +845,7 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
         progress(&format!("{name}: DUT namespace {}, {} pair(s), DUT interfaces at MTU {mtu}", t.dut_ns, cfg.pairs));
         progress(&format!("{name}: {how}"));
         out.setups.push((name.clone(), how));
-        match probe(&t, &dut, &name, cfg.probe_bytes, cfg.check, cfg.offloads) {
+        match probe(&t, &dut, &name, cfg.probe_bytes, cfg.check, cfg.offloads)? {
             Ok(c) => {
                 progress(&format!(
                     "{name}: probe of {} done in {:.2} s{}",
@@ -834,7 +864,6 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                     out.checks.push(c);
                 }
             }
-            Err(LabError::Interrupted) => return Err(LabError::Interrupted),
             Err(e) => {
                 let why = format!("cannot carry {}TCP: {e}", if cfg.offloads { "offloaded " } else { "" });
                 progress(&format!("{name}: {why}"));
@@ -920,6 +949,7 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                 gbps: if all_done_s > 0.0 { outs.iter().map(|o| o.bytes).sum::<u64>() as f64 * 8.0 / all_done_s / 1e9 } else { 0.0 },
                 completion_s,
                 all_done_s,
+                wall_s: wall,
                 retransmits: outs.iter().map(|o| o.retransmits).sum(),
                 machine_cpu_pct: m.machine_cpu_pct,
                 dut_cpu_pct: m.dut_cpu_pct,
@@ -959,6 +989,7 @@ fn parse_iperf3_full(json: &str) -> Result<ClientOut, LabError> {
         retransmits: tx["retransmits"].as_u64().unwrap_or(0),
         seconds,
         bytes: rx["bytes"].as_u64().unwrap_or(0),
+        sent: tx["bytes"].as_u64().unwrap_or(0),
     })
 }
 
@@ -1348,7 +1379,10 @@ mod tests {
         let (c, note) = dut_setup(&fp, true);
         assert_eq!(c.fastpath_cmd.iter().filter(|a| *a == "--multi-buffer").count(), 1, "{:?}", c.fastpath_cmd);
         assert!(note.contains("multi-buffer"), "{note}");
+        assert!(c.fastpath_cmd.windows(2).any(|w| w[0] == "--mode" && w[1] == "skb"), "{:?}", c.fastpath_cmd);
         fp.fastpath_cmd.push("--multi-buffer".into());
+        fp.fastpath_cmd.push("--mode=native".into());
+        assert!(!dut_setup(&fp, true).0.fastpath_cmd.contains(&"skb".to_owned()), "a --mode given stays");
         assert_eq!(dut_setup(&fp, true).0.fastpath_cmd.iter().filter(|a| *a == "--multi-buffer").count(), 1, "not twice");
         assert!(!dut_setup(&DutConfig::new(DutKind::Fastpath), false).0.fastpath_cmd.contains(&"--multi-buffer".to_owned()));
         let (x, note) = dut_setup(&DutConfig::new(DutKind::FastpathXdp), true);
