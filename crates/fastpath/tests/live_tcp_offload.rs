@@ -38,7 +38,10 @@ fn tcp_with_offloads_on_through_both_fastpath_datapaths_is_clean() {
     let unsupported: Vec<&serde_json::Value> = rows.iter().filter(|r| r["measurement"] == "unsupported").collect();
     assert!(unsupported.is_empty(), "a fastpath DUT could not carry offloaded TCP: {unsupported:?}\n{stderr}");
     for dut in ["fastpath", "fastpath-xdp"] {
-        let check = rows.iter().find(|r| r["measurement"] == "check" && r["dut"] == dut).unwrap_or_else(|| panic!("no check row for {dut}:\n{stdout}"));
+        let check = rows
+            .iter()
+            .find(|r| r["measurement"] == "check" && r["dut"] == dut)
+            .unwrap_or_else(|| panic!("no check row for {dut}:\n{stdout}"));
         let n = |k: &str| check[k].as_u64().unwrap_or_else(|| panic!("{k} missing: {check}"));
         assert_eq!(check["completed"], true, "{check}");
         assert!(n("frames") > 100, "the capture holds the transfer: {check}");

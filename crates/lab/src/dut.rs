@@ -188,10 +188,9 @@ pub fn fastpath_argv(template: &[String], site: &DutSite, extra_entries: &Path) 
     let mut argv: Vec<String> = template.iter().map(|a| a.replace("{in}", a0).replace("{out}", b0)).collect();
     if site.pairs.len() > 1 {
         // "p0=afxdp:{in}" -> "afxdp:"
-        let kind = template
-            .iter()
-            .find_map(|a| a.split_once('=').and_then(|(_, v)| v.strip_suffix("{in}")))
-            .ok_or_else(|| LabError::Config(format!("{} pairs need a `NAME=KIND:{{in}}` port in the fastpath command", site.pairs.len())))?;
+        let kind = template.iter().find_map(|a| a.split_once('=').and_then(|(_, v)| v.strip_suffix("{in}"))).ok_or_else(|| {
+            LabError::Config(format!("{} pairs need a `NAME=KIND:{{in}}` port in the fastpath command", site.pairs.len()))
+        })?;
         for (i, (a, b)) in site.pairs.iter().enumerate().skip(1) {
             argv.extend(["--port".into(), format!("p{}={kind}{a}", 2 * i), "--port".into(), format!("p{}={kind}{b}", 2 * i + 1)]);
         }
@@ -203,7 +202,11 @@ pub fn fastpath_argv(template: &[String], site: &DutSite, extra_entries: &Path) 
 /// The l2fwd `port_pair` entries of pairs 1.. of `pairs` (pair 0's, ports 0 and 1, are the lab's
 /// usual entries file): port `2i` forwards to `2i + 1` and back.
 pub fn extra_pair_entries(pairs: usize) -> String {
-    (1..pairs).map(|i| format!("table port_pair add {} => forward({})\ntable port_pair add {} => forward({})\n", 2 * i, 2 * i + 1, 2 * i + 1, 2 * i)).collect()
+    (1..pairs)
+        .map(|i| {
+            format!("table port_pair add {} => forward({})\ntable port_pair add {} => forward({})\n", 2 * i, 2 * i + 1, 2 * i + 1, 2 * i)
+        })
+        .collect()
 }
 
 /// A running DUT. Stopped (processes killed by PID, temp files removed) on drop.

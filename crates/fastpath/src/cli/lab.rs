@@ -419,7 +419,9 @@ fn tcp_row(v: &serde_json::Value) -> Option<String> {
     let s = |k: &str| v[k].as_str().unwrap_or("").to_owned();
     let u = |k: &str| v[k].as_u64().unwrap_or(0);
     let nums = |k: &str| -> String {
-        v[k].as_array().map(|a| a.iter().map(|x| format!("{:.2}", x.as_f64().unwrap_or(f64::NAN))).collect::<Vec<_>>().join(" / ")).unwrap_or_default()
+        v[k].as_array()
+            .map(|a| a.iter().map(|x| format!("{:.2}", x.as_f64().unwrap_or(f64::NAN))).collect::<Vec<_>>().join(" / "))
+            .unwrap_or_default()
     };
     Some(match v.get("measurement").and_then(serde_json::Value::as_str) {
         Some("transfer") => format!(
@@ -1073,7 +1075,10 @@ mod tests {
         let t = table(l);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 4, "{t}");
-        assert!(lines[0].contains("× 2 pair(s)") && lines[0].contains("9.50 Gbit/s (5.00 + 4.50)") && lines[0].contains("machine 20.0"), "{t}");
+        assert!(
+            lines[0].contains("× 2 pair(s)") && lines[0].contains("9.50 Gbit/s (5.00 + 4.50)") && lines[0].contains("machine 20.0"),
+            "{t}"
+        );
         assert!(lines[1].contains("done in 0.90 / 1.10 s") && lines[1].contains("15.60 Gbit/s"), "{t}");
         assert!(lines[2].contains("2900 frames (largest 1514 B)") && lines[2].contains("TcpInCsumErrors 0"), "{t}");
         assert!(lines[3].starts_with("ovs-afxdp") && lines[3].contains("cannot carry"), "{t}");

@@ -513,7 +513,9 @@ fn run_iperf(
         a.extend(&pre);
         a.extend(["timeout", "-k", "5", &limit]);
         match tool {
-            TcpTool::Iperf3 => a.extend(["iperf3", "-c", &j.ip, &amount[0], &amount[1], "-P", &n_s, "-i", &i_s, "-J", "--connect-timeout", "5000"]),
+            TcpTool::Iperf3 => {
+                a.extend(["iperf3", "-c", &j.ip, &amount[0], &amount[1], "-P", &n_s, "-i", &i_s, "-J", "--connect-timeout", "5000"])
+            }
             TcpTool::Iperf2 => a.extend(["iperf", "-c", &j.ip, &amount[0], &amount[1], "-P", &n_s, "-i", &i_s, "-y", "C"]),
         }
         let c = Command::new("ip")
@@ -536,8 +538,9 @@ fn run_iperf(
         let all_done = clients.iter_mut().all(|c| matches!(c.try_wait(), Ok(Some(_)) | Err(_)));
         let now = Instant::now();
         if now >= next || all_done {
-            // A last partial interval shorter than half an interval says little: not sampled.
-            if !all_done || now.duration_since(t_last) >= iv / 2 {
+            // A last partial interval shorter than half an interval says little: not sampled,
+            // unless it is the only one (a transfer shorter than the interval).
+            if !all_done || now.duration_since(t_last) >= iv / 2 || samples.is_empty() {
                 let s = sampler.sample();
                 let rx: Vec<u64> = jobs.iter().map(|j| if_counter(&j.server_ns, &j.server_if, "rx_bytes").unwrap_or(0)).collect();
                 let bytes: u64 = rx.iter().zip(&rx_last).map(|(a, b)| a.saturating_sub(*b)).sum();
@@ -744,7 +747,11 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
         row.frames = all.len() as u64;
         row.largest_frame = all.iter().filter_map(|l| l.trim().parse().ok()).max().unwrap_or(0);
         row.bad_ip_checksums = tshark_fields(&pcap_s, &format!("{from} && ip.checksum.status == 0"), &["frame.number"])?.len() as u64;
-        let bad = tshark_fields(&pcap_s, &format!("{from} && tcp.checksum.status == 0"), &["ip.src", "ip.dst", "ip.len", "ip.hdr_len", "tcp.checksum"])?;
+        let bad = tshark_fields(
+            &pcap_s,
+            &format!("{from} && tcp.checksum.status == 0"),
+            &["ip.src", "ip.dst", "ip.len", "ip.hdr_len", "tcp.checksum"],
+        )?;
         for l in &bad {
             let f: Vec<&str> = l.split(',').collect();
             let partial = (|| {
@@ -761,9 +768,12 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
                 row.bad_tcp_checksums += 1;
             }
         }
-        row.retransmissions =
-            tshark_fields(&pcap_s, &format!("{from} && (tcp.analysis.retransmission || tcp.analysis.fast_retransmission)"), &["frame.number"])?
-                .len() as u64;
+        row.retransmissions = tshark_fields(
+            &pcap_s,
+            &format!("{from} && (tcp.analysis.retransmission || tcp.analysis.fast_retransmission)"),
+            &["frame.number"],
+        )?
+        .len() as u64;
         let _ = std::fs::remove_dir_all(&dir);
     }
     if let Some(e) = err {
@@ -818,7 +828,10 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
         if run_cmd("sh", &["-c", &format!("command -v {prog}")]).is_err() {
             return Err(LabError::Unavailable {
                 dut: "tcp".into(),
-                why: format!("`{prog}` is not installed (run scripts/setup-lab.sh as root{})", if prog == "tshark" { "; tshark: apt-get install tshark" } else { "" }),
+                why: format!(
+                    "`{prog}` is not installed (run scripts/setup-lab.sh as root{})",
+                    if prog == "tshark" { "; tshark: apt-get install tshark" } else { "" }
+                ),
             });
         }
     }
@@ -1143,7 +1156,8 @@ impl TcpResults {
             c = c.series(label(r), r.m.dut_cpu_over_time.clone());
         }
         report.line_chart(c);
-        let per = |f: fn(&TcpRow) -> Option<f64>| self.rows.iter().map(move |r| (format!("{} ×{}", r.tool, r.streams), f(r).unwrap_or(0.0)));
+        let per =
+            |f: fn(&TcpRow) -> Option<f64>| self.rows.iter().map(move |r| (format!("{} ×{}", r.tool, r.streams), f(r).unwrap_or(0.0)));
         let mut by_dut: Vec<(String, Vec<(String, f64)>)> = Vec::new();
         for (r, b) in self.rows.iter().zip(per(|r| r.machine_cpu_pct_per_gbps)) {
             match by_dut.iter_mut().find(|(d, _)| *d == r.dut) {
@@ -1178,7 +1192,16 @@ impl TcpResults {
                 })
                 .collect();
             report.table(
-                &["DUT", "size per pair", "completion s per pair", "all done s", "Gbit/s (all pairs)", "retransmits", "DUT CPU %", "machine CPU %"],
+                &[
+                    "DUT",
+                    "size per pair",
+                    "completion s per pair",
+                    "all done s",
+                    "Gbit/s (all pairs)",
+                    "retransmits",
+                    "DUT CPU %",
+                    "machine CPU %",
+                ],
                 rows,
             );
             let mut c = Chart::new("File transfer completion time").x_label("size per pair").y_label("seconds until all pairs finished");
@@ -1389,7 +1412,10 @@ mod tests {
         assert!(x.fastpath_cmd.windows(2).any(|w| w[0] == "--mode" && w[1] == "skb"), "{:?}", x.fastpath_cmd);
         assert!(note.contains("65535"), "{note}");
         assert_eq!((dut_mtu(DutKind::FastpathXdp, true), dut_mtu(DutKind::FastpathXdp, false)), (65535, 1500));
-        assert_eq!((dut_mtu(DutKind::Fastpath, true), dut_mtu(DutKind::LinuxBridge, true), dut_mtu(DutKind::OvsAfXdp, true)), (1500, 1500, 1500));
+        assert_eq!(
+            (dut_mtu(DutKind::Fastpath, true), dut_mtu(DutKind::LinuxBridge, true), dut_mtu(DutKind::OvsAfXdp, true)),
+            (1500, 1500, 1500)
+        );
         let mut nat = DutConfig::new(DutKind::FastpathXdp);
         nat.fastpath_cmd.push("--mode=native".into());
         assert!(dut_setup(&nat, true).1.contains("native"));

@@ -162,7 +162,10 @@ impl PairsTopo {
 
     /// The DUT's site: its namespace and one port pair per sender ▸ receiver pair.
     pub fn site(&self) -> DutSite {
-        DutSite { ns: self.dut_ns.clone(), pairs: self.pairs.iter().map(|p| (p.sender.dut_if.clone(), p.receiver.dut_if.clone())).collect() }
+        DutSite {
+            ns: self.dut_ns.clone(),
+            pairs: self.pairs.iter().map(|p| (p.sender.dut_if.clone(), p.receiver.dut_if.clone())).collect(),
+        }
     }
 
     /// The namespaces this topology created and still owns.
