@@ -238,6 +238,13 @@ pub struct CheckRow {
     /// Frames tshark marks as retransmissions (`tcp.analysis.retransmission` or
     /// `tcp.analysis.fast_retransmission`).
     pub retransmissions: u64,
+    /// Of those, the spurious ones (`tcp.analysis.spurious_retransmission`): data the receiver
+    /// had already received and acknowledged, resent by a sender timer (a tail-loss probe, a
+    /// timeout) while an acknowledgement was on its way; the DUT lost nothing.
+    pub spurious_retransmissions: u64,
+    /// Frames after a gap in the sequence (`tcp.analysis.lost_segment`): data that never reached
+    /// the receiver's interface (lost in the sender, the DUT, or by the capture itself).
+    pub lost_segments: u64,
     /// The receiver's `Tcp: InCsumErrors` over the transfer (segments its stack dropped).
     pub receiver_csum_errors: u64,
     /// The sender's `Tcp: RetransSegs` over the transfer.
@@ -302,7 +309,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// `1G`, `512M`, `1048576`: the shortest exact binary-multiple spelling of `bytes`.
 pub fn size_text(bytes: u64) -> String {
     for (shift, u) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{u}", bytes >> shift);
         }
     }
@@ -774,6 +781,9 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
             &["frame.number"],
         )?
         .len() as u64;
+        row.spurious_retransmissions =
+            tshark_fields(&pcap_s, &format!("{from} && tcp.analysis.spurious_retransmission"), &["frame.number"])?.len() as u64;
+        row.lost_segments = tshark_fields(&pcap_s, &format!("{from} && tcp.analysis.lost_segment"), &["frame.number"])?.len() as u64;
         let _ = std::fs::remove_dir_all(&dir);
     }
     if let Some(e) = err {
@@ -866,8 +876,17 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                     c.seconds,
                     if cfg.check {
                         format!(
-                            "; capture: {} frames (largest {} B), bad IP/TCP checksums {}/{}, partial {}, retransmissions {}; receiver TcpInCsumErrors {}",
-                            c.frames, c.largest_frame, c.bad_ip_checksums, c.bad_tcp_checksums, c.partial_tcp_checksums, c.retransmissions, c.receiver_csum_errors
+                            "; capture: {} frames (largest {} B), bad IP/TCP checksums {}/{}, partial {}, retransmissions {} ({} spurious), \
+                             segments lost before the receiver {}; receiver TcpInCsumErrors {}",
+                            c.frames,
+                            c.largest_frame,
+                            c.bad_ip_checksums,
+                            c.bad_tcp_checksums,
+                            c.partial_tcp_checksums,
+                            c.retransmissions,
+                            c.spurious_retransmissions,
+                            c.lost_segments,
+                            c.receiver_csum_errors
                         )
                     } else {
                         String::new()
@@ -1237,7 +1256,8 @@ impl TcpResults {
                         c.bad_ip_checksums.to_string(),
                         c.bad_tcp_checksums.to_string(),
                         c.partial_tcp_checksums.to_string(),
-                        c.retransmissions.to_string(),
+                        format!("{} ({} spurious)", c.retransmissions, c.spurious_retransmissions),
+                        c.lost_segments.to_string(),
                         c.receiver_csum_errors.to_string(),
                         c.dut_if_drops.to_string(),
                     ]
@@ -1254,6 +1274,7 @@ impl TcpResults {
                     "bad TCP csum",
                     "partial TCP csum",
                     "retransmissions",
+                    "lost before the receiver",
                     "TcpInCsumErrors",
                     "DUT if drops",
                 ],
