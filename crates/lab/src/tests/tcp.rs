@@ -1450,6 +1450,23 @@ mod tests {
         assert_eq!(client_limit_s(Load::Bytes(16 << 30)), (16u64 << 30) * 8 / 100_000_000 + 30);
     }
 
+    proptest::proptest! {
+        /// What iperf, /proc and the command line hand the parsers is never trusted: any text
+        /// gives a value or an error, never a panic.
+        #[test]
+        fn parsers_never_panic_on_any_text(text in ".{0,400}", lines in proptest::collection::vec("[-0-9a-z:,. ]{0,60}", 0..8)) {
+            let joined = lines.join("\n");
+            for t in [text.as_str(), joined.as_str()] {
+                let _ = parse_iperf3_full(t);
+                let _ = parse_iperf2(t, 1.0);
+                let _ = parse_size(t);
+                let _ = snmp_counter(t, "Tcp", "InCsumErrors");
+                let _ = super::super::tcp_cpu::parse_proc_stat(t);
+                let _ = super::super::tcp_cpu::parse_task_stat(t);
+            }
+        }
+    }
+
     #[test]
     fn bad_configs_are_refused_before_anything_starts() {
         let base = TcpConfig { duts: vec![DutConfig::new(DutKind::LinuxBridge)], ..TcpConfig::default() };
