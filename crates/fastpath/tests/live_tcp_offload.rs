@@ -7,8 +7,9 @@
 //! What must hold for each DUT: the transfer completes; tshark sees no bad IPv4 header checksum,
 //! no TCP checksum that is wrong (a checksum that holds the sender's pseudo-header sum is the
 //! offload's partial one, which the receiver's stack trusts on veth and which only a DUT that
-//! passes the sender's skb on can deliver), no gap in the sequence and no retransmission but
-//! spurious ones (data the receiver already had); the receiver's stack counted
+//! passes the sender's skb on can deliver), no retransmission that filled a gap (the sender's
+//! RetransSegs against the receiver's D-SACKs), nothing dropped by the DUT's interfaces, and no
+//! more tshark retransmissions than were sent or reordered; the receiver's stack counted
 //! no checksum error (`TcpInCsumErrors`, the authority when a capture cannot verify). The AF_XDP
 //! DUT copies frames, so it must deliver MTU-sized frames with full checksums (it cut the
 //! sender's 64 KB segments); the XDP datapath must deliver the sender's GSO segments whole
@@ -45,14 +46,23 @@ fn tcp_with_offloads_on_through_both_fastpath_datapaths_is_clean() {
             .unwrap_or_else(|| panic!("no check row for {dut}:\n{stdout}"));
         let n = |k: &str| check[k].as_u64().unwrap_or_else(|| panic!("{k} missing: {check}"));
         assert_eq!(check["completed"], true, "{check}");
-        assert!(n("frames") > 100, "the capture holds the transfer: {check}");
+        // ~2.9 MB on the wire: ~2,000 MTU frames, or ~45 GSO segments of 64 KB.
+        assert!(n("frames") >= 20, "the capture holds the transfer: {check}");
         assert_eq!(n("bad_ip_checksums"), 0, "{check}");
         assert_eq!(n("bad_tcp_checksums"), 0, "{check}");
-        // A retransmission the DUT caused fills a gap: its original never reached the receiver.
-        // A spurious one (a tail-loss probe or timeout while the receiver's ACK was on its way,
-        // as when a busy machine holds the DUT's thread back) resends data the receiver had.
-        assert_eq!(n("lost_segments"), 0, "{check}");
-        assert_eq!(n("retransmissions") - n("spurious_retransmissions"), 0, "retransmissions that were not spurious: {check}");
+        // A retransmission the DUT caused fills a gap at the receiver: sent twice by the sender
+        // (its RetransSegs) and not reported back as a duplicate (D-SACK). tshark's own
+        // retransmission label is not used for this: on veth a segment the sender's ACK-driven
+        // softirq sends from the other CPU can overtake one in flight, and tshark then labels
+        // the late original a retransmission although nothing was sent twice (seen: tshark 1,
+        // the sender's RetransSegs 0).
+        let lost = n("sender_retrans_segs").saturating_sub(n("receiver_duplicates"));
+        assert_eq!(lost, 0, "retransmissions that filled a gap: {check}");
+        assert!(
+            n("retransmissions") <= n("sender_retrans_segs") + n("lost_segments"),
+            "tshark saw more retransmissions than were sent or reordered: {check}"
+        );
+        assert_eq!(n("dut_if_drops"), 0, "{check}");
         assert_eq!(n("receiver_csum_errors"), 0, "{check}");
         if dut == "fastpath" {
             assert!(n("largest_frame") <= 1514, "the AF_XDP DUT cuts 64 KB segments to the MTU: {check}");

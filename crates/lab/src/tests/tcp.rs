@@ -245,10 +245,18 @@ pub struct CheckRow {
     /// Frames after a gap in the sequence (`tcp.analysis.lost_segment`): data that never reached
     /// the receiver's interface (lost in the sender, the DUT, or by the capture itself).
     pub lost_segments: u64,
+    /// Frames the capture itself dropped (tshark's "N packets dropped from IFACE", the packet
+    /// socket's overruns on a busy machine): when not 0, a gap may be the capture's.
+    pub capture_dropped: u64,
     /// The receiver's `Tcp: InCsumErrors` over the transfer (segments its stack dropped).
     pub receiver_csum_errors: u64,
-    /// The sender's `Tcp: RetransSegs` over the transfer.
+    /// The sender's `Tcp: RetransSegs` over the transfer: what was really sent twice (tshark
+    /// also labels an original that arrives late, overtaken on veth by a segment the sender's
+    /// ACK-driven softirq sent from the other CPU, a retransmission).
     pub sender_retrans_segs: u64,
+    /// Duplicates the receiver reported back (`TcpExt: TCPDSACKOldSent + TCPDSACKOfoSent`):
+    /// retransmitted data it already had. `sender_retrans_segs` above this filled real gaps.
+    pub receiver_duplicates: u64,
     /// Frames the DUT's interfaces counted as dropped (rx + tx) over the transfer.
     pub dut_if_drops: u64,
 }
@@ -386,6 +394,13 @@ fn ns_snmp(ns: &str, proto: &str, name: &str) -> u64 {
     ns_exec(ns, &["cat", "/proc/net/snmp"]).ok().and_then(|t| snmp_counter(&t, proto, name)).unwrap_or(0)
 }
 
+/// D-SACKs a host sent (`/proc/net/netstat`, same layout as `/proc/net/snmp`): duplicates it
+/// received, old or out of order.
+fn ns_dsacks(ns: &str) -> u64 {
+    let t = ns_exec(ns, &["cat", "/proc/net/netstat"]).unwrap_or_default();
+    ["TCPDSACKOldSent", "TCPDSACKOfoSent"].iter().filter_map(|k| snmp_counter(&t, "TcpExt", k)).sum()
+}
+
 /// The folded 16-bit one's-complement sum of the IPv4 TCP pseudo-header (source, destination,
 /// protocol 6, TCP length): what a sender with checksum offload leaves in the TCP checksum
 /// field (`CHECKSUM_PARTIAL`, `__tcp_v4_send_check`).
@@ -400,6 +415,11 @@ pub fn partial_tcp_csum(src: std::net::Ipv4Addr, dst: std::net::Ipv4Addr, tcp_le
         sum = (sum & 0xffff) + (sum >> 16);
     }
     sum as u16
+}
+
+/// The frames a capture dropped, from tshark's closing lines (`12 packets dropped from rcv0`).
+pub fn capture_drops(stderr: &str) -> u64 {
+    stderr.lines().filter(|l| l.contains("dropped")).filter_map(|l| l.split_whitespace().find_map(|w| w.parse::<u64>().ok())).sum()
 }
 
 /// Counts the lines of tshark's `-T fields` output for `filter` over `pcap`, with IP and TCP
@@ -682,6 +702,7 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
     let (rns, rif, sip) = (&p.receiver.ns, &p.receiver.ifname, p.sender.ip.to_string());
     let csum0 = ns_snmp(rns, "Tcp", "InCsumErrors");
     let retr0 = ns_snmp(&p.sender.ns, "Tcp", "RetransSegs");
+    let dup0 = ns_dsacks(rns);
     let drops0 = dut_if_drops(t);
     let dir = std::env::temp_dir().join(format!("fp-tcpcheck-{}-{name}", std::process::id()));
     let pcap = dir.join("rcv.pcap");
@@ -733,6 +754,7 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
         bytes,
         receiver_csum_errors: ns_snmp(rns, "Tcp", "InCsumErrors").saturating_sub(csum0),
         sender_retrans_segs: ns_snmp(&p.sender.ns, "Tcp", "RetransSegs").saturating_sub(retr0),
+        receiver_duplicates: ns_dsacks(rns).saturating_sub(dup0),
         dut_if_drops: dut_if_drops(t).saturating_sub(drops0),
         ..CheckRow::default()
     };
@@ -784,6 +806,7 @@ fn probe(t: &PairsTopo, dut: &Dut, name: &str, bytes: u64, capture: bool, offloa
         row.spurious_retransmissions =
             tshark_fields(&pcap_s, &format!("{from} && tcp.analysis.spurious_retransmission"), &["frame.number"])?.len() as u64;
         row.lost_segments = tshark_fields(&pcap_s, &format!("{from} && tcp.analysis.lost_segment"), &["frame.number"])?.len() as u64;
+        row.capture_dropped = capture_drops(&std::fs::read_to_string(dir.join("tshark.err")).unwrap_or_default());
         let _ = std::fs::remove_dir_all(&dir);
     }
     if let Some(e) = err {
@@ -876,10 +899,11 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                     c.seconds,
                     if cfg.check {
                         format!(
-                            "; capture: {} frames (largest {} B), bad IP/TCP checksums {}/{}, partial {}, retransmissions {} ({} spurious), \
-                             segments lost before the receiver {}; receiver TcpInCsumErrors {}",
+                            "; capture: {} frames (largest {} B, {} dropped by the capture), bad IP/TCP checksums {}/{}, partial {}, \
+                             retransmissions {} ({} spurious), segments lost before the receiver {}; receiver TcpInCsumErrors {}",
                             c.frames,
                             c.largest_frame,
+                            c.capture_dropped,
                             c.bad_ip_checksums,
                             c.bad_tcp_checksums,
                             c.partial_tcp_checksums,
@@ -1379,6 +1403,13 @@ mod tests {
         }
         assert_eq!(size_text(4 << 20), "4M");
         assert_eq!(size_text(1536), "1536");
+    }
+
+    #[test]
+    fn capture_drops_from_tsharks_closing_lines() {
+        let err = "Capturing on 'rcv0'\n ** (tshark:3399) [Main MESSAGE] -- Capture started.\ntshark: \n2049 packets captured\n12 packets dropped from rcv0\n";
+        assert_eq!(capture_drops(err), 12);
+        assert_eq!(capture_drops("Capturing on 'rcv0'\n0 packets captured\n"), 0);
     }
 
     #[test]
