@@ -436,7 +436,7 @@ fn tcp_row(v: &serde_json::Value) -> Option<String> {
             f("machine_cpu_pct")
         ),
         Some("check") => format!(
-            "{:<13} check    {} B in {:.2} s: {} frames (largest {} B), bad IP/TCP checksums {}/{}, partial {}, retransmissions {} ({} spurious), lost before the receiver {}, receiver TcpInCsumErrors {}\n",
+            "{:<13} check    {} B in {:.2} s: {} frames (largest {} B), bad IP/TCP checksums {}/{}, partial {}, retransmissions {} ({} spurious), lost before the receiver {}, sender RetransSegs {} / receiver D-SACKs {}, receiver TcpInCsumErrors {}\n",
             s("dut"),
             u("bytes"),
             f("seconds"),
@@ -448,6 +448,8 @@ fn tcp_row(v: &serde_json::Value) -> Option<String> {
             u("retransmissions"),
             u("spurious_retransmissions"),
             u("lost_segments"),
+            u("sender_retrans_segs"),
+            u("receiver_duplicates"),
             u("receiver_csum_errors")
         ),
         Some("unsupported") => format!("{:<13} {}\n", s("dut"), s("why")),

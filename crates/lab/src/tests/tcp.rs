@@ -900,7 +900,8 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                     if cfg.check {
                         format!(
                             "; capture: {} frames (largest {} B, {} dropped by the capture), bad IP/TCP checksums {}/{}, partial {}, \
-                             retransmissions {} ({} spurious), segments lost before the receiver {}; receiver TcpInCsumErrors {}",
+                             retransmissions {} ({} spurious), segments lost before the receiver {}; sender RetransSegs {}, receiver \
+                             D-SACKs {}, TcpInCsumErrors {}",
                             c.frames,
                             c.largest_frame,
                             c.capture_dropped,
@@ -910,6 +911,8 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                             c.retransmissions,
                             c.spurious_retransmissions,
                             c.lost_segments,
+                            c.sender_retrans_segs,
+                            c.receiver_duplicates,
                             c.receiver_csum_errors
                         )
                     } else {
@@ -1130,90 +1133,97 @@ impl TcpResults {
         for (d, why) in &self.skipped {
             report.para(format!("{d} skipped: {why}"));
         }
-        let f1 = |x: Option<f64>| x.map_or("–".to_owned(), |v| format!("{v:.1}"));
-        let rows = self
-            .rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.dut.clone(),
-                    r.tool.to_owned(),
-                    r.streams.to_string(),
-                    format!("{:.2}", r.m.gbps),
-                    r.per_pair.iter().map(|p| format!("{:.2}", p.gbps)).collect::<Vec<_>>().join(" / "),
-                    r.retransmits.to_string(),
-                    format!("{:.0}", r.m.dut_cpu_pct),
-                    format!("{:.0}", r.m.machine_cpu_pct),
-                    r.core_cpu_pct.iter().zip(&r.core_softirq_pct).map(|(c, s)| format!("{c:.0} ({s:.0})")).collect::<Vec<_>>().join(" / "),
-                    f1(r.dut_cpu_pct_per_gbps),
-                    f1(r.machine_cpu_pct_per_gbps),
-                ]
-            })
-            .collect();
-        report.table(
-            &[
-                "DUT",
-                "tool",
-                "streams per pair",
-                "Gbit/s (sum)",
-                "Gbit/s per pair",
-                "retransmits",
-                "DUT CPU %",
-                "machine CPU %",
-                "per core % (softirq)",
-                "DUT CPU % per Gbit/s",
-                "machine CPU % per Gbit/s",
-            ],
-            rows,
-        );
-        let label = |r: &TcpRow| format!("{} {} ×{}", r.dut, r.tool, r.streams);
-        let mut c = Chart::new("TCP throughput over time").x_label("time (s)").y_label("throughput (Gbit/s)");
-        for r in &self.rows {
-            let sum = if r.pairs > 1 { " sum" } else { "" };
-            c = c.series(format!("{}{sum}", label(r)), r.m.gbps_over_time.clone());
-            if r.pairs > 1 {
-                for p in &r.per_pair {
-                    c = c.series(format!("{} pair {}", label(r), p.pair), p.gbps_over_time.clone());
+        if !self.rows.is_empty() {
+            let f1 = |x: Option<f64>| x.map_or("–".to_owned(), |v| format!("{v:.1}"));
+            let rows = self
+                .rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.dut.clone(),
+                        r.tool.to_owned(),
+                        r.streams.to_string(),
+                        format!("{:.2}", r.m.gbps),
+                        r.per_pair.iter().map(|p| format!("{:.2}", p.gbps)).collect::<Vec<_>>().join(" / "),
+                        r.retransmits.to_string(),
+                        format!("{:.0}", r.m.dut_cpu_pct),
+                        format!("{:.0}", r.m.machine_cpu_pct),
+                        r.core_cpu_pct
+                            .iter()
+                            .zip(&r.core_softirq_pct)
+                            .map(|(c, s)| format!("{c:.0} ({s:.0})"))
+                            .collect::<Vec<_>>()
+                            .join(" / "),
+                        f1(r.dut_cpu_pct_per_gbps),
+                        f1(r.machine_cpu_pct_per_gbps),
+                    ]
+                })
+                .collect();
+            report.table(
+                &[
+                    "DUT",
+                    "tool",
+                    "streams per pair",
+                    "Gbit/s (sum)",
+                    "Gbit/s per pair",
+                    "retransmits",
+                    "DUT CPU %",
+                    "machine CPU %",
+                    "per core % (softirq)",
+                    "DUT CPU % per Gbit/s",
+                    "machine CPU % per Gbit/s",
+                ],
+                rows,
+            );
+            let label = |r: &TcpRow| format!("{} {} ×{}", r.dut, r.tool, r.streams);
+            let mut c = Chart::new("TCP throughput over time").x_label("time (s)").y_label("throughput (Gbit/s)");
+            for r in &self.rows {
+                let sum = if r.pairs > 1 { " sum" } else { "" };
+                c = c.series(format!("{}{sum}", label(r)), r.m.gbps_over_time.clone());
+                if r.pairs > 1 {
+                    for p in &r.per_pair {
+                        c = c.series(format!("{} pair {}", label(r), p.pair), p.gbps_over_time.clone());
+                    }
                 }
             }
-        }
-        report.line_chart(c);
-        let mut c = Chart::new("Machine CPU over time").x_label("time (s)").y_label("CPU busy (% of one core)");
-        for r in &self.rows {
-            c = c.series(label(r), r.m.machine_cpu_over_time.clone());
-        }
-        report.line_chart(c);
-        let mut c = Chart::new("CPU per core over time").x_label("time (s)").y_label("core busy (%)");
-        for r in &self.rows {
-            let ncores = r.cpu.iter().map(|s| s.core_pct.len()).max().unwrap_or(0);
-            for k in 0..ncores {
-                c = c.series(
-                    format!("{} core {k}", label(r)),
-                    r.cpu.iter().filter_map(|s| s.core_pct.get(k).map(|&v| (s.t_s, v))).collect(),
-                );
+            report.line_chart(c);
+            let mut c = Chart::new("Machine CPU over time").x_label("time (s)").y_label("CPU busy (% of one core)");
+            for r in &self.rows {
+                c = c.series(label(r), r.m.machine_cpu_over_time.clone());
             }
-        }
-        report.line_chart(c);
-        let mut c = Chart::new("DUT CPU over time").x_label("time (s)").y_label("CPU of the DUT's threads (% of one core)");
-        for r in &self.rows {
-            c = c.series(label(r), r.m.dut_cpu_over_time.clone());
-        }
-        report.line_chart(c);
-        let per =
-            |f: fn(&TcpRow) -> Option<f64>| self.rows.iter().map(move |r| (format!("{} ×{}", r.tool, r.streams), f(r).unwrap_or(0.0)));
-        let mut by_dut: Vec<(String, Vec<(String, f64)>)> = Vec::new();
-        for (r, b) in self.rows.iter().zip(per(|r| r.machine_cpu_pct_per_gbps)) {
-            match by_dut.iter_mut().find(|(d, _)| *d == r.dut) {
-                Some((_, v)) => v.push(b),
-                None => by_dut.push((r.dut.clone(), vec![b])),
+            report.line_chart(c);
+            let mut c = Chart::new("CPU per core over time").x_label("time (s)").y_label("core busy (%)");
+            for r in &self.rows {
+                let ncores = r.cpu.iter().map(|s| s.core_pct.len()).max().unwrap_or(0);
+                for k in 0..ncores {
+                    c = c.series(
+                        format!("{} core {k}", label(r)),
+                        r.cpu.iter().filter_map(|s| s.core_pct.get(k).map(|&v| (s.t_s, v))).collect(),
+                    );
+                }
             }
-        }
-        if !by_dut.is_empty() {
-            let mut c = Chart::new("Machine CPU per Gbit/s").x_label("run").y_label("% of one core per Gbit/s (lower is better)");
-            for (d, bars) in by_dut {
-                c = c.bars(d, bars);
+            report.line_chart(c);
+            let mut c = Chart::new("DUT CPU over time").x_label("time (s)").y_label("CPU of the DUT's threads (% of one core)");
+            for r in &self.rows {
+                c = c.series(label(r), r.m.dut_cpu_over_time.clone());
             }
-            report.bar_chart(c);
+            report.line_chart(c);
+            let per =
+                |f: fn(&TcpRow) -> Option<f64>| self.rows.iter().map(move |r| (format!("{} ×{}", r.tool, r.streams), f(r).unwrap_or(0.0)));
+            let mut by_dut: Vec<(String, Vec<(String, f64)>)> = Vec::new();
+            for (r, b) in self.rows.iter().zip(per(|r| r.machine_cpu_pct_per_gbps)) {
+                match by_dut.iter_mut().find(|(d, _)| *d == r.dut) {
+                    Some((_, v)) => v.push(b),
+                    None => by_dut.push((r.dut.clone(), vec![b])),
+                }
+            }
+            if !by_dut.is_empty() {
+                let mut c = Chart::new("Machine CPU per Gbit/s").x_label("run").y_label("% of one core per Gbit/s (lower is better)");
+                for (d, bars) in by_dut {
+                    c = c.bars(d, bars);
+                }
+                report.bar_chart(c);
+            }
         }
         if !self.transfers.is_empty() {
             report.heading("File transfers");
@@ -1282,6 +1292,7 @@ impl TcpResults {
                         c.partial_tcp_checksums.to_string(),
                         format!("{} ({} spurious)", c.retransmissions, c.spurious_retransmissions),
                         c.lost_segments.to_string(),
+                        format!("{} / {}", c.sender_retrans_segs, c.receiver_duplicates),
                         c.receiver_csum_errors.to_string(),
                         c.dut_if_drops.to_string(),
                     ]
@@ -1299,6 +1310,7 @@ impl TcpResults {
                     "partial TCP csum",
                     "retransmissions",
                     "lost before the receiver",
+                    "sender RetransSegs / receiver D-SACKs",
                     "TcpInCsumErrors",
                     "DUT if drops",
                 ],
@@ -1403,6 +1415,56 @@ mod tests {
         }
         assert_eq!(size_text(4 << 20), "4M");
         assert_eq!(size_text(1536), "1536");
+    }
+
+    #[test]
+    fn report_draws_what_was_measured() {
+        let check = CheckRow { test: "tcp", measurement: "check", dut: "fastpath".into(), frames: 2068, ..CheckRow::default() };
+        let only_check = TcpResults { checks: vec![check.clone()], pairs: 1, ..TcpResults::default() };
+        let mut r = Report::new("t");
+        only_check.add_to(&mut r);
+        let html = r.to_html();
+        assert!(html.contains("What the receiver saw") && html.contains("2068"), "the check table");
+        assert!(!html.contains("TCP throughput over time") && !html.contains("File transfer completion time"), "no empty charts");
+        let row = TcpRow {
+            test: "tcp",
+            dut: "linux-bridge".into(),
+            tool: "iperf3",
+            streams: 1,
+            pairs: 2,
+            m: TcpMeasure { gbps: 10.0, gbps_over_time: vec![(5.0, 10.0)], ..TcpMeasure::default() },
+            per_pair: vec![
+                PairMeasure { pair: 0, gbps: 5.0, gbps_over_time: vec![(5.0, 5.0)], retransmits: 0 },
+                PairMeasure { pair: 1, gbps: 5.0, gbps_over_time: vec![(5.0, 5.0)], retransmits: 0 },
+            ],
+            machine_cpu_pct_per_gbps: Some(20.0),
+            ..TcpRow::default()
+        };
+        let transfer = TransferRow {
+            test: "tcp",
+            measurement: "transfer",
+            dut: "linux-bridge".into(),
+            bytes: 1 << 30,
+            all_done_s: 1.2,
+            ..TransferRow::default()
+        };
+        let all = TcpResults { rows: vec![row], transfers: vec![transfer], checks: vec![check], pairs: 2, ..TcpResults::default() };
+        let mut r = Report::new("t");
+        all.add_to(&mut r);
+        let html = r.to_html();
+        for want in [
+            "TCP throughput over time",
+            "linux-bridge iperf3 ×1 sum",
+            "linux-bridge iperf3 ×1 pair 1",
+            "Machine CPU per Gbit/s",
+            "File transfer completion time",
+            "1G",
+        ] {
+            assert!(html.contains(want), "{want} missing");
+        }
+        let lines = all.json_lines();
+        assert_eq!(lines.lines().count(), 3);
+        assert!(lines.contains("\"measurement\":\"transfer\"") && lines.contains("\"per_pair\""));
     }
 
     #[test]
