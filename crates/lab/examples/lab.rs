@@ -67,7 +67,7 @@ fn main() -> Result<(), LabError> {
             r.json_lines()
         }
         "tcp" => {
-            let cfg = TcpConfig { duts, streams, duration_s: seconds, tools };
+            let cfg = TcpConfig { duts, streams, duration_s: seconds, tools, ..TcpConfig::default() };
             let r = tcp::run(&cfg, &mut progress)?;
             r.add_to(&mut report);
             r.json_lines()

@@ -10,6 +10,12 @@
 //! | `fastpath` | a configurable command line (`{in}`/`{out}` replaced by the interface names): l2fwd on AF_XDP ports | an XDP program is attached to `dut0`, or 2 s alive |
 //! | `fastpath-xdp` | the same command line with `xdp:` ports: l2fwd compiled to an XDP program that forwards in the kernel's receive path | as above |
 //!
+//! A DUT forwards between the port pairs of a [`DutSite`]: one pair (`dut0` ▸ `dut1`) in the
+//! lab's [`Topology`], or several (the TCP test's `--pairs N`): the bridges get one bridge per
+//! pair (`br0`, `br1`, …), OVS one learning bridge with every port, testpmd its default paired
+//! port topology (0 ↔ 1, 2 ↔ 3, …), and fastpath one `--port` per interface (`p0`, `p1`, …) with
+//! the l2fwd `port_pair` entries of the extra pairs in a second `--entries` file.
+//!
 //! Processes are started with `ip netns exec` (which execs the program, so the child's PID is the
 //! program's), stopped with SIGTERM then SIGKILL by that PID, and a DUT whose program is not
 //! installed fails with [`LabError::Unavailable`] naming the setup script. Stopping runs on drop.
@@ -147,6 +153,62 @@ impl DutConfig {
     }
 }
 
+/// Where a DUT runs: its namespace and the port pairs it forwards between (what enters the
+/// first interface of a pair leaves by the second, and back).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DutSite {
+    /// The DUT's network namespace.
+    pub ns: String,
+    /// (in, out) interface pairs, in port order: pair `i` is ports `2i` and `2i + 1`.
+    pub pairs: Vec<(String, String)>,
+}
+
+impl DutSite {
+    /// The one pair (`dut_in`, `dut_out`) of the lab's topology.
+    pub fn of(t: &Topology) -> DutSite {
+        DutSite { ns: t.dut_ns.clone(), pairs: vec![(t.dut_in.to_owned(), t.dut_out.to_owned())] }
+    }
+
+    /// Every interface, in port order.
+    pub fn ports(&self) -> Vec<&str> {
+        self.pairs.iter().flat_map(|(a, b)| [a.as_str(), b.as_str()]).collect()
+    }
+}
+
+/// The `fastpath run` command of a multi-pair site: `template` (one pair, `{in}`/`{out}`) with
+/// the first pair's interfaces put in, then a `--port` for each further interface (`p2`, `p3`,
+/// … of the template's port kind) and `--entries extra_entries`, where the caller writes
+/// [`extra_pair_entries`]. One pair: the template with its placeholders replaced.
+///
+/// # Errors
+/// [`LabError::Config`] when the site has several pairs and the template has no `…={in}` port
+/// to take the port kind from.
+pub fn fastpath_argv(template: &[String], site: &DutSite, extra_entries: &Path) -> Result<Vec<String>, LabError> {
+    let (a0, b0) = site.pairs.first().map(|(a, b)| (a.as_str(), b.as_str())).unwrap_or(("", ""));
+    let mut argv: Vec<String> = template.iter().map(|a| a.replace("{in}", a0).replace("{out}", b0)).collect();
+    if site.pairs.len() > 1 {
+        // "p0=afxdp:{in}" -> "afxdp:"
+        let kind = template.iter().find_map(|a| a.split_once('=').and_then(|(_, v)| v.strip_suffix("{in}"))).ok_or_else(|| {
+            LabError::Config(format!("{} pairs need a `NAME=KIND:{{in}}` port in the fastpath command", site.pairs.len()))
+        })?;
+        for (i, (a, b)) in site.pairs.iter().enumerate().skip(1) {
+            argv.extend(["--port".into(), format!("p{}={kind}{a}", 2 * i), "--port".into(), format!("p{}={kind}{b}", 2 * i + 1)]);
+        }
+        argv.extend(["--entries".into(), extra_entries.to_string_lossy().into_owned()]);
+    }
+    Ok(argv)
+}
+
+/// The l2fwd `port_pair` entries of pairs 1.. of `pairs` (pair 0's, ports 0 and 1, are the lab's
+/// usual entries file): port `2i` forwards to `2i + 1` and back.
+pub fn extra_pair_entries(pairs: usize) -> String {
+    (1..pairs)
+        .map(|i| {
+            format!("table port_pair add {} => forward({})\ntable port_pair add {} => forward({})\n", 2 * i, 2 * i + 1, 2 * i + 1, 2 * i)
+        })
+        .collect()
+}
+
 /// A running DUT. Stopped (processes killed by PID, temp files removed) on drop.
 #[derive(Debug)]
 pub struct Dut {
@@ -155,6 +217,7 @@ pub struct Dut {
     children: Vec<(String, Child)>,
     tmp: Option<PathBuf>,
     napi_pids: Vec<u32>,
+    bridges: Vec<String>,
 }
 
 fn have(prog: &str) -> bool {
@@ -204,14 +267,26 @@ impl Dut {
     /// [`LabError::Unavailable`] when its program is not installed; [`LabError::Cmd`] or
     /// [`LabError::Io`] when it fails to start or to become ready (its log is in the message).
     pub fn start(t: &Topology, cfg: &DutConfig) -> Result<Dut, LabError> {
-        let mut d = Dut { kind: cfg.kind, ns: t.dut_ns.clone(), children: Vec::new(), tmp: None, napi_pids: Vec::new() };
+        Dut::start_at(&DutSite::of(t), cfg)
+    }
+
+    /// [`Dut::start`] on any site: in `site.ns`, forwarding between each of its port pairs.
+    ///
+    /// # Errors
+    /// As [`Dut::start`]; [`LabError::Config`] for a site without pairs.
+    pub fn start_at(site: &DutSite, cfg: &DutConfig) -> Result<Dut, LabError> {
+        if site.pairs.is_empty() {
+            return Err(LabError::Config(format!("{}: a DUT needs at least one port pair", cfg.name())));
+        }
+        let mut d =
+            Dut { kind: cfg.kind, ns: site.ns.clone(), children: Vec::new(), tmp: None, napi_pids: Vec::new(), bridges: Vec::new() };
         // From here on the lab's own threads stay off the DUT's core (lifted again by `stop`).
         topo::reserve_dut_core(Some(cfg.core));
         match cfg.kind {
-            DutKind::LinuxBridge | DutKind::LinuxBridgeTuned => d.bridge(t, cfg)?,
-            DutKind::TestpmdAfXdp | DutKind::TestpmdAfPacket => d.testpmd(t, cfg)?,
-            DutKind::OvsAfXdp => d.ovs(t, cfg)?,
-            DutKind::Fastpath | DutKind::FastpathXdp => d.fastpath(t, cfg)?,
+            DutKind::LinuxBridge | DutKind::LinuxBridgeTuned => d.bridge(site, cfg)?,
+            DutKind::TestpmdAfXdp | DutKind::TestpmdAfPacket => d.testpmd(site, cfg)?,
+            DutKind::OvsAfXdp => d.ovs(site, cfg)?,
+            DutKind::Fastpath | DutKind::FastpathXdp => d.fastpath(site, cfg)?,
         }
         if let Some(n) = cfg.nice {
             d.renice(n)?;
@@ -258,13 +333,18 @@ impl Dut {
         run_cmd("renice", &args).map(|_| ())
     }
 
-    fn bridge(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
-        let ns = &t.dut_ns;
-        ns_exec(ns, &["ip", "link", "add", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0"])?;
-        for p in [t.dut_in, t.dut_out] {
-            ns_exec(ns, &["ip", "link", "set", p, "master", "br0"])?;
+    fn bridge(&mut self, site: &DutSite, cfg: &DutConfig) -> Result<(), LabError> {
+        let ns = &site.ns;
+        // One bridge per pair: each pair its own L2 segment, as fastpath's port_pair table makes it.
+        for (i, (a, b)) in site.pairs.iter().enumerate() {
+            let br = format!("br{i}");
+            ns_exec(ns, &["ip", "link", "add", &br, "type", "bridge", "forward_delay", "0", "stp_state", "0"])?;
+            self.bridges.push(br.clone());
+            for p in [a, b] {
+                ns_exec(ns, &["ip", "link", "set", p, "master", &br])?;
+            }
+            ns_exec(ns, &["ip", "link", "set", &br, "up"])?;
         }
-        ns_exec(ns, &["ip", "link", "set", "br0", "up"])?;
         if cfg.kind == DutKind::LinuxBridgeTuned {
             // Netfilter calls off (the sysctls exist only with br_netfilter loaded).
             for k in ["iptables", "ip6tables", "arptables"] {
@@ -272,14 +352,15 @@ impl Dut {
             }
             // Threaded NAPI: receive processing moves from the sender's softirq to kernel threads,
             // which we pin to the DUT core.
-            for p in [t.dut_in, t.dut_out] {
+            for p in site.ports() {
                 self.napi_pids.extend(thread_napi(ns, p, &[cfg.core])?);
             }
         }
         let kind = cfg.kind;
+        let want = 2 * site.pairs.len();
         wait_for(kind, cfg.ready_timeout, "bridge ports forwarding", || {
             let out = ns_exec(ns, &["bridge", "link", "show"])?;
-            Ok(out.matches("state forwarding").count() >= 2)
+            Ok(out.matches("state forwarding").count() >= want)
         })
     }
 
@@ -316,19 +397,23 @@ impl Dut {
         Ok(())
     }
 
-    fn testpmd(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
+    fn testpmd(&mut self, site: &DutSite, cfg: &DutConfig) -> Result<(), LabError> {
         need(cfg.kind, "dpdk-testpmd")?;
         let tmp = tmp_dir("testpmd")?;
         self.tmp = Some(tmp.clone());
-        let (a, b) = (t.dut_in, t.dut_out);
-        let vdevs = if cfg.kind == DutKind::TestpmdAfXdp {
-            [format!("net_af_xdp0,iface={a},start_queue=0,queue_count=1"), format!("net_af_xdp1,iface={b},start_queue=0,queue_count=1")]
-        } else {
-            [
-                format!("net_af_packet0,iface={a},qpairs=1,qdisc_bypass=1,blocksz=4096,framesz=2048,framecnt=512"),
-                format!("net_af_packet1,iface={b},qpairs=1,qdisc_bypass=1,blocksz=4096,framesz=2048,framecnt=512"),
-            ]
-        };
+        // testpmd's default port topology pairs ports 0 and 1, 2 and 3, …: the site's pairs.
+        let vdevs: Vec<String> = site
+            .ports()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                if cfg.kind == DutKind::TestpmdAfXdp {
+                    format!("net_af_xdp{i},iface={p},start_queue=0,queue_count=1")
+                } else {
+                    format!("net_af_packet{i},iface={p},qpairs=1,qdisc_bypass=1,blocksz=4096,framesz=2048,framecnt=512")
+                }
+            })
+            .collect();
         let main_core = if cfg.core == 0 { 1 } else { 0 };
         let prefix = tmp.file_name().and_then(|s| s.to_str()).unwrap_or("fp-testpmd").to_owned();
         // stdbuf: testpmd's stdout goes to a file, where it would be block-buffered and the
@@ -356,7 +441,7 @@ impl Dut {
             ["--", "--forward-mode=io", "--nb-cores=1", "--auto-start", "--rxq=1", "--txq=1", "--total-num-mbufs=16384"].map(String::from),
         );
         let log = tmp.join("testpmd.log");
-        self.spawn("dpdk-testpmd", Some(&t.dut_ns), &argv, &log)?;
+        self.spawn("dpdk-testpmd", Some(&site.ns), &argv, &log)?;
         let kind = cfg.kind;
         let logp = log.clone();
         let r = wait_for(kind, cfg.ready_timeout, "testpmd forwarding", || {
@@ -366,7 +451,7 @@ impl Dut {
         r.map_err(|e| with_log(e, &log))
     }
 
-    fn ovs(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
+    fn ovs(&mut self, site: &DutSite, cfg: &DutConfig) -> Result<(), LabError> {
         for p in ["ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl"] {
             need(cfg.kind, p)?;
         }
@@ -389,7 +474,7 @@ impl Dut {
         ];
         // Inside the DUT namespace too (its unix socket is a file, reachable from anywhere), so
         // the topology's teardown finds it even if this process dies before stopping it.
-        self.spawn("ovsdb-server", Some(&t.dut_ns), &server, &tmp.join("ovsdb.log"))?;
+        self.spawn("ovsdb-server", Some(&site.ns), &server, &tmp.join("ovsdb.log"))?;
         let vsctl = |args: &[&str]| -> Result<String, LabError> {
             let mut a = vec!["--db", sock.as_str(), "--timeout=10"];
             a.extend_from_slice(args);
@@ -406,15 +491,16 @@ impl Dut {
             format!("--pidfile={}", p("vswitchd.pid")),
         ];
         let log = tmp.join("vswitchd.log");
-        self.spawn("ovs-vswitchd", Some(&t.dut_ns), &vswitchd, &log)?;
+        self.spawn("ovs-vswitchd", Some(&site.ns), &vswitchd, &log)?;
         vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]).map_err(|e| with_log(e, &log))?;
-        for port in [t.dut_in, t.dut_out] {
+        let ports = site.ports();
+        for &port in &ports {
             vsctl(&["add-port", "br0", port, "--", "set", "interface", port, "type=afxdp"]).map_err(|e| with_log(e, &log))?;
         }
         let r = wait_for(kind, cfg.ready_timeout, "afxdp ports up", || {
             self.alive()?;
             let mut ok = true;
-            for port in [t.dut_in, t.dut_out] {
+            for &port in &ports {
                 let ofport = vsctl(&["get", "interface", port, "ofport"])?;
                 let err = vsctl(&["get", "interface", port, "error"]).unwrap_or_default();
                 if err.trim() != "[]" && !err.trim().is_empty() {
@@ -427,19 +513,23 @@ impl Dut {
         r.map_err(|e| with_log(e, &log))
     }
 
-    fn fastpath(&mut self, t: &Topology, cfg: &DutConfig) -> Result<(), LabError> {
-        let argv: Vec<String> = cfg.fastpath_cmd.iter().map(|a| a.replace("{in}", t.dut_in).replace("{out}", t.dut_out)).collect();
-        let prog = argv.first().cloned().unwrap_or_default();
-        need(cfg.kind, &prog)?;
+    fn fastpath(&mut self, site: &DutSite, cfg: &DutConfig) -> Result<(), LabError> {
         let tmp = tmp_dir("fastpath")?;
         self.tmp = Some(tmp.clone());
+        let extra = tmp.join("pairs.txt");
+        let argv = fastpath_argv(&cfg.fastpath_cmd, site, &extra)?;
+        if site.pairs.len() > 1 {
+            std::fs::write(&extra, extra_pair_entries(site.pairs.len()))?;
+        }
+        let prog = argv.first().cloned().unwrap_or_default();
+        need(cfg.kind, &prog)?;
         let log = tmp.join("fastpath.log");
-        self.spawn("fastpath", Some(&t.dut_ns), &argv, &log)?;
+        self.spawn("fastpath", Some(&site.ns), &argv, &log)?;
         let t0 = Instant::now();
-        let (ns, port) = (t.dut_ns.clone(), t.dut_in);
+        let (ns, port) = (site.ns.clone(), site.pairs[0].0.clone());
         let r = wait_for(cfg.kind, cfg.ready_timeout, "XDP program on the ingress port", || {
             self.alive()?;
-            let out = ns_exec(&ns, &["ip", "link", "show", port])?;
+            let out = ns_exec(&ns, &["ip", "link", "show", &port])?;
             Ok(out.contains("xdp") || t0.elapsed() > Duration::from_secs(2))
         });
         r.map_err(|e| with_log(e, &log))
@@ -468,8 +558,8 @@ impl Dut {
             }
         }
         self.children.clear();
-        if matches!(self.kind, DutKind::LinuxBridge | DutKind::LinuxBridgeTuned) {
-            let _ = ns_exec(&self.ns, &["ip", "link", "del", "br0"]);
+        for br in self.bridges.drain(..) {
+            let _ = ns_exec(&self.ns, &["ip", "link", "del", &br]);
         }
         if let Some(d) = self.tmp.take() {
             if matches!(self.kind, DutKind::Fastpath | DutKind::FastpathXdp) {
@@ -511,6 +601,32 @@ mod tests {
         assert_eq!(DutKind::parse("ovs").unwrap(), DutKind::OvsAfXdp);
         let e = DutKind::parse("vpp").unwrap_err().to_string();
         assert!(e.contains("vpp") && e.contains("linux-bridge-tuned"), "{e}");
+    }
+
+    #[test]
+    fn several_pairs_get_a_port_each_and_their_entries() {
+        let tmpl: Vec<String> = DutConfig::new(DutKind::Fastpath).fastpath_cmd;
+        let one = DutSite { ns: "n".into(), pairs: vec![("d0".into(), "d1".into())] };
+        let v = fastpath_argv(&tmpl, &one, Path::new("/t/x.txt")).unwrap();
+        assert_eq!(v.join(" "), "fastpath run pipelines/l2fwd.toml --port p0=afxdp:d0 --port p1=afxdp:d1");
+        let three = DutSite { ns: "n".into(), pairs: (0..3).map(|i| (format!("d{}", 2 * i), format!("d{}", 2 * i + 1))).collect() };
+        assert_eq!(three.ports(), ["d0", "d1", "d2", "d3", "d4", "d5"]);
+        let v = fastpath_argv(&DutConfig::new(DutKind::FastpathXdp).fastpath_cmd, &three, Path::new("/t/x.txt")).unwrap();
+        assert_eq!(
+            v.join(" "),
+            "fastpath run pipelines/l2fwd.toml --port p0=xdp:d0 --port p1=xdp:d1 --mode skb \
+             --port p2=xdp:d2 --port p3=xdp:d3 --port p4=xdp:d4 --port p5=xdp:d5 --entries /t/x.txt"
+        );
+        assert_eq!(
+            extra_pair_entries(3),
+            "table port_pair add 2 => forward(3)\ntable port_pair add 3 => forward(2)\n\
+             table port_pair add 4 => forward(5)\ntable port_pair add 5 => forward(4)\n"
+        );
+        assert_eq!(extra_pair_entries(1), "");
+        let e = fastpath_argv(&["fp".into(), "run".into(), "--port".into(), "p0=afxdp:dut0".into()], &three, Path::new("/x")).unwrap_err();
+        assert!(e.to_string().contains("3 pairs"), "{e}");
+        let bare = DutSite { ns: "n".into(), pairs: vec![] };
+        assert!(Dut::start_at(&bare, &DutConfig::new(DutKind::LinuxBridge)).unwrap_err().to_string().contains("at least one port pair"));
     }
 
     #[test]

@@ -149,6 +149,7 @@ fn short_tcp_run_against_the_linux_bridge() {
         streams: vec![1],
         duration_s: 2,
         tools: vec![TcpTool::Iperf3, TcpTool::Iperf2],
+        ..TcpConfig::default()
     };
     let r = tcp::run(&cfg, &mut |l| eprintln!("{l}")).unwrap();
     assert_eq!(r.rows.len(), 2);

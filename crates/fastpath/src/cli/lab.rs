@@ -52,12 +52,18 @@ const VBNG_SPEC: &str = include_str!("../../../../pipelines/vbng.toml");
 /// Its entries: each DUT port forwards to the other.
 const L2FWD_ENTRIES: &str = "table port_pair add 0 => forward(1)\ntable port_pair add 1 => forward(0)\n";
 
+/// The tcp test's DUTs when none is named: both fastpath datapaths and the baselines a switch
+/// user would otherwise run.
+const TCP_DUTS: [DutKind; 4] = [DutKind::Fastpath, DutKind::FastpathXdp, DutKind::LinuxBridge, DutKind::OvsAfXdp];
+
 /// Which lab test.
 #[derive(Clone, Copy, ValueEnum)]
 pub enum LabTest {
     /// RFC 2544 throughput (binary search at a loss threshold) and latency per frame size.
     Rfc2544,
-    /// iperf3 / iperf 2 TCP through the DUT: throughput and CPU over time.
+    /// iperf3 / iperf 2 TCP through the DUT with the endpoints' offloads on: N port pairs at
+    /// once, throughput per pair and summed over time, file-transfer times, CPU per core and
+    /// per Gbit/s.
     Tcp,
     /// The generator alone into an XDP sink (its own ceiling).
     Gen,
@@ -91,7 +97,8 @@ DUTs: fastpath, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacke
 (repeat --dut to measure several in one run). Needs root and a kernel with XDP sockets \
 (>= 5.18 for the live-frames generator).\n\nExamples:\n  \
 fastpath lab rfc2544 --dut fastpath --dut linux-bridge-tuned --sizes 64,1518 --runs 3 --json\n  \
-fastpath lab tcp --dut fastpath --dut linux-bridge --streams 1,4 --seconds 10\n  \
+fastpath lab tcp --streams 1,4 --pairs 2 --duration 10 --interval 1 --transfer 1G --check\n  \
+fastpath lab tcp --dut fastpath-xdp --dut linux-bridge --pairs 2 --duration 600 --interval 60 --transfer 1G,4G,16G\n  \
 fastpath lab gen --sizes 64,1518 --trial-s 2\n  \
 fastpath lab overlay --dut fastpath --dut linux-vxlan --duration 10 --streams 4 --json\n  \
 fastpath lab incast --senders 2,4,8,16 --flows-per-sender 2 --bytes 8m --rate 100mbit --buffer 1m\n  \
@@ -99,6 +106,15 @@ fastpath lab burst --senders 2,4 --sizes 192,1518,9216 --rate 100mbit --buffer 1
 fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-s 5\n  \
 fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n  \
 fastpath lab update-under-load --updates 10000 --batch 100 --load 0.9 --duration 10\n\n\
+tcp (all four by default: fastpath, fastpath-xdp, linux-bridge, ovs-afxdp): N sender/receiver namespace \
+pairs (--pairs) through one DUT, each pair on its own two DUT ports; the endpoints keep checksum offload, \
+TSO, GSO and GRO on (--no-offloads: all off). fastpath runs with --multi-buffer (64 KB segments cut into \
+MTU-sized ones with full checksums in its AF_XDP ports), fastpath-xdp in generic mode on DUT veths of MTU \
+65535 (GSO segments cross whole). Each DUT first carries a probe transfer (4 MiB); one that cannot is \
+reported with the counters that say why. Per run: throughput per pair and summed at every --interval, \
+retransmits, CPU per core (machine, softirq, the DUT's threads) and CPU per Gbit/s; --transfer sizes: \
+completion time with all pairs transferring at once; --check: tshark on the probe (checksums, \
+retransmissions) and the receiver's TcpInCsumErrors.\n\n\
 bng-rfc2544 DUTs (both by default): fastpath (pipelines/vbng.toml, every session loaded at start) and linux \
 (per-subscriber /32 routes and HTB classes with u32 filters, forwarding the same traffic untagged).\n\n\
 overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), linux-vxlan (kernel VXLAN devices on a bridge).\n\n\
@@ -157,12 +173,27 @@ pub struct LabArgs {
     /// measures latency at each (e.g. 0.02,0.1,0.25).
     #[arg(long = "latency-mpps", value_delimiter = ',')]
     latency_mpps: Vec<f64>,
-    /// Parallel TCP stream counts (tcp), comma-separated.
+    /// Parallel TCP stream counts (tcp: per pair; overlay), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     streams: Vec<u32>,
-    /// Seconds per TCP run (tcp, overlay).
+    /// Seconds per TCP run (tcp, overlay); tcp: 0 runs only the probe and the transfers.
     #[arg(long, visible_alias = "duration", default_value_t = 10)]
     seconds: u32,
+    /// tcp: sender ▸ receiver namespace pairs through the DUT at once (1-64), each on its own two
+    /// DUT ports; throughput per pair and summed.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pairs: u32,
+    /// tcp: seconds between throughput and CPU samples (iperf -i), e.g. 60 for --duration 600.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    interval: u32,
+    /// tcp: file transfers, bytes per pair, comma-separated (iperf3 -n; k/m/g/t are binary
+    /// multiples, e.g. 1G,4G,16G): completion time with every pair transferring at once.
+    #[arg(long = "transfer", value_delimiter = ',', value_parser = tcp::parse_size)]
+    transfers: Vec<u64>,
+    /// tcp: capture each DUT's probe transfer at the receiver and check it with tshark (bad IP/TCP
+    /// checksums, retransmissions) and the receiver's TcpInCsumErrors.
+    #[arg(long)]
+    check: bool,
     /// Pings A→B per DUT (overlay).
     #[arg(long, default_value_t = 50)]
     pings: u32,
@@ -173,7 +204,8 @@ pub struct LabArgs {
     #[arg(long)]
     capture: Option<PathBuf>,
     /// Overlay: tenants send without checksum offload, TSO and GSO for every DUT (by default the
-    /// kernel gateway gets them; fastpath never does).
+    /// kernel gateway gets them; fastpath never does). tcp: the endpoints run with checksum
+    /// offload, TSO, GSO and GRO off for every DUT (by default all on).
     #[arg(long = "no-offloads")]
     no_offloads: bool,
     /// The fastpath DUT's port kind (afxdp or afpacket) [default: afxdp].
@@ -299,7 +331,9 @@ fn table(lines: &str) -> String {
     for l in lines.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else { continue };
         let g = |k: &str| v.get(k).map(|x| x.to_string().trim_matches('"').to_owned()).unwrap_or_default();
-        if let Some(m) = v.get("measurement").and_then(serde_json::Value::as_str) {
+        if let Some(line) = tcp_row(&v) {
+            out.push_str(&line);
+        } else if let Some(m) = v.get("measurement").and_then(serde_json::Value::as_str) {
             let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
             out.push_str(&match m {
                 "ping" => format!(
@@ -394,6 +428,75 @@ fn table(lines: &str) -> String {
         }
     }
     out
+}
+
+/// A table line for a `tcp` test row (throughput, transfer, check, unsupported); `None` for
+/// other rows.
+fn tcp_row(v: &serde_json::Value) -> Option<String> {
+    if v.get("test")?.as_str()? != "tcp" {
+        return None;
+    }
+    let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let s = |k: &str| v[k].as_str().unwrap_or("").to_owned();
+    let u = |k: &str| v[k].as_u64().unwrap_or(0);
+    let nums = |k: &str| -> String {
+        v[k].as_array()
+            .map(|a| a.iter().map(|x| format!("{:.2}", x.as_f64().unwrap_or(f64::NAN))).collect::<Vec<_>>().join(" / "))
+            .unwrap_or_default()
+    };
+    Some(match v.get("measurement").and_then(serde_json::Value::as_str) {
+        Some("transfer") => format!(
+            "{:<13} transfer {:>12} B per pair: done in {} s (all {:.2} s, {:.2} Gbit/s), {} retransmits, DUT CPU {:.0} %, machine CPU {:.0} %\n",
+            s("dut"),
+            u("bytes"),
+            nums("completion_s"),
+            f("all_done_s"),
+            f("gbps"),
+            u("retransmits"),
+            f("dut_cpu_pct"),
+            f("machine_cpu_pct")
+        ),
+        Some("check") => format!(
+            "{:<13} check    {} B in {:.2} s: {} frames (largest {} B), bad IP/TCP checksums {}/{}, partial {}, retransmissions {} ({} spurious), lost before the receiver {}, sender RetransSegs {} / receiver D-SACKs {}, receiver TcpInCsumErrors {}\n",
+            s("dut"),
+            u("bytes"),
+            f("seconds"),
+            u("frames"),
+            u("largest_frame"),
+            u("bad_ip_checksums"),
+            u("bad_tcp_checksums"),
+            u("partial_tcp_checksums"),
+            u("retransmissions"),
+            u("spurious_retransmissions"),
+            u("lost_segments"),
+            u("sender_retrans_segs"),
+            u("receiver_duplicates"),
+            u("receiver_csum_errors")
+        ),
+        Some("unsupported") => format!("{:<13} {}\n", s("dut"), s("why")),
+        _ => {
+            let pairs: Vec<String> = v["per_pair"]
+                .as_array()
+                .map(|a| a.iter().map(|p| format!("{:.2}", p["gbps"].as_f64().unwrap_or(f64::NAN))).collect())
+                .unwrap_or_default();
+            let per = |k: &str| v[k].as_f64().map_or("–".to_owned(), |x| format!("{x:.1}"));
+            format!(
+                "{:<13} {} {:>2} stream(s) × {} pair(s) {:>7.2} Gbit/s ({})  {} retransmits  DUT CPU {:.0} %  machine CPU {:.0} % (per core {})  CPU % per Gbit/s: DUT {} machine {}\n",
+                s("dut"),
+                s("tool"),
+                u("streams"),
+                u("pairs").max(1),
+                f("gbps"),
+                pairs.join(" + "),
+                u("retransmits"),
+                f("dut_cpu_pct"),
+                f("machine_cpu_pct"),
+                nums("core_cpu_pct"),
+                per("dut_cpu_pct_per_gbps"),
+                per("machine_cpu_pct_per_gbps")
+            )
+        }
+    })
 }
 
 /// A table line for an `incast`, `burst`, `fairness` or `acl-invariance` row; `None` for other
@@ -650,7 +753,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     }
     let switch_test = matches!(a.test, LabTest::Incast | LabTest::Burst | LabTest::Fairness | LabTest::AclInvariance);
     let own_duts = switch_test || matches!(a.test, LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad);
-    if !matches!(a.test, LabTest::Gen | LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad)
+    if !matches!(a.test, LabTest::Gen | LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad | LabTest::Tcp)
         && !switch_test
         && a.duts.is_empty()
     {
@@ -667,7 +770,13 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let spec_text = if matches!(a.test, LabTest::Tcp) { L2FWD_SPEC.replace("swap eth.dst eth.src\n", "") } else { L2FWD_SPEC.to_owned() };
     std::fs::write(&spec, spec_text).map_err(|e| format!("{}: {e}", spec.display()))?;
     std::fs::write(&entries, L2FWD_ENTRIES).map_err(|e| format!("{}: {e}", entries.display()))?;
-    let kinds: Vec<DutKind> = if own_duts { Vec::new() } else { a.duts.iter().map(|d| parse_dut(d)).collect::<Result<_, _>>()? };
+    let kinds: Vec<DutKind> = if own_duts {
+        Vec::new()
+    } else if matches!(a.test, LabTest::Tcp) && a.duts.is_empty() {
+        TCP_DUTS.to_vec()
+    } else {
+        a.duts.iter().map(|d| parse_dut(d)).collect::<Result<_, _>>()?
+    };
     let duts: Vec<DutConfig> = kinds
         .iter()
         .map(|&k| {
@@ -694,7 +803,18 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             if a.iperf2 {
                 tools.push(TcpTool::Iperf2);
             }
-            let cfg = TcpConfig { duts, streams: a.streams.clone(), duration_s: a.seconds, tools };
+            let cfg = TcpConfig {
+                duts,
+                streams: a.streams.clone(),
+                duration_s: a.seconds,
+                tools,
+                pairs: a.pairs as usize,
+                interval_s: a.interval,
+                transfers: a.transfers.clone(),
+                check: a.check,
+                offloads: !a.no_offloads,
+                ..TcpConfig::default()
+            };
             let r = tcp::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
             r.add_to(&mut report);
             r.json_lines()
@@ -981,6 +1101,39 @@ mod tests {
         assert!(lines[1].contains("not supported: too big"), "{t}");
         assert!(lines[2].contains("Jain 0.9999") && lines[2].contains("shares 0.500 0.500"), "{t}");
         assert!(lines[3].contains("4×2") && lines[3].contains("1.050 × ideal") && lines[3].contains("tm_threshold 12"), "{t}");
+    }
+
+    #[test]
+    fn tcp_takes_pairs_interval_transfers_and_check() {
+        let a = lab_args(&["tcp", "--pairs", "2", "--duration", "600", "--interval", "60", "--transfer", "1G,4G,16G", "--check"]).unwrap();
+        assert_eq!((a.pairs, a.seconds, a.interval, a.check, a.no_offloads), (2, 600, 60, true, false));
+        assert_eq!(a.transfers, vec![1 << 30, 4 << 30, 16 << 30]);
+        assert!(a.duts.is_empty(), "no --dut: the four TCP DUTs");
+        assert_eq!(TCP_DUTS.map(DutKind::name), ["fastpath", "fastpath-xdp", "linux-bridge", "ovs-afxdp"]);
+        let a = lab_args(&["tcp"]).unwrap();
+        assert_eq!((a.pairs, a.seconds, a.interval, a.transfers.len()), (1, 10, 1, 0));
+        assert!(lab_args(&["tcp", "--pairs", "0"]).err().is_some_and(|e| e.contains("--pairs")));
+        assert!(lab_args(&["tcp", "--pairs", "65"]).err().is_some_and(|e| e.contains("--pairs")));
+        assert!(lab_args(&["tcp", "--interval", "0"]).err().is_some_and(|e| e.contains("--interval")));
+        assert!(lab_args(&["tcp", "--transfer", "1Q"]).err().is_some_and(|e| e.contains("1Q")));
+    }
+
+    #[test]
+    fn table_shows_tcp_rows() {
+        let l = r#"{"test":"tcp","dut":"fastpath-xdp","tool":"iperf3","streams":1,"gbps":9.5,"pairs":2,"per_pair":[{"pair":0,"gbps":5.0},{"pair":1,"gbps":4.5}],"retransmits":12,"dut_cpu_pct":0.0,"machine_cpu_pct":190.0,"core_cpu_pct":[95.0,95.0],"machine_cpu_pct_per_gbps":20.0,"dut_cpu_pct_per_gbps":0.0}
+{"test":"tcp","measurement":"transfer","dut":"linux-bridge","bytes":1073741824,"completion_s":[0.9,1.1],"all_done_s":1.1,"gbps":15.6,"retransmits":0,"dut_cpu_pct":0.0,"machine_cpu_pct":180.0}
+{"test":"tcp","measurement":"check","dut":"fastpath","bytes":4194304,"seconds":0.02,"frames":2900,"largest_frame":1514,"bad_ip_checksums":0,"bad_tcp_checksums":0,"partial_tcp_checksums":0,"retransmissions":0,"receiver_csum_errors":0}
+{"test":"tcp","measurement":"unsupported","dut":"ovs-afxdp","why":"cannot carry offloaded TCP: the probe did not complete"}"#;
+        let t = table(l);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(
+            lines[0].contains("× 2 pair(s)") && lines[0].contains("9.50 Gbit/s (5.00 + 4.50)") && lines[0].contains("machine 20.0"),
+            "{t}"
+        );
+        assert!(lines[1].contains("done in 0.90 / 1.10 s") && lines[1].contains("15.60 Gbit/s"), "{t}");
+        assert!(lines[2].contains("2900 frames (largest 1514 B)") && lines[2].contains("TcpInCsumErrors 0"), "{t}");
+        assert!(lines[3].starts_with("ovs-afxdp") && lines[3].contains("cannot carry"), "{t}");
     }
 
     #[test]

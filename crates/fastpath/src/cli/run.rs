@@ -98,6 +98,12 @@ pub struct RunArgs {
     /// Busy polling for afxdp ports, in microseconds (0: off).
     #[arg(long = "busy-poll", default_value_t = 0)]
     busy_poll_us: u32,
+    /// Multi-buffer receive on afxdp ports (kernel >= 6.6, `XDP_USE_SG`), for TCP senders that
+    /// keep their offloads on: a 64 KB TSO/GSO segment arrives as a chain of buffers and is cut
+    /// into segments of the port's MTU, and checksums the sender left partial are completed
+    /// (docs/tcp-gso.md). Other frames larger than a buffer are dropped and counted.
+    #[arg(long = "multi-buffer")]
+    multi_buffer: bool,
     /// AF_XDP rx and fill ring slots (power of two): deeper rings absorb bursts and stalls of
     /// the worker (32768 = 36 ms at 0.9 Mpps; 68 MiB of buffers per port with the tx ring). Lab
     /// l2fwd 64 B at 0 % loss, median of 3 runs, two rounds: 0.71 and 0.76 Mpps with 8192, 0.88
@@ -437,6 +443,7 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
             Zc::No => ZeroCopy::No,
         },
         busy_poll_us: a.busy_poll_us,
+        multi_buffer: a.multi_buffer,
         rx_size: a.rx_ring,
         fill_size: a.rx_ring,
         ..XdpConfig::default()

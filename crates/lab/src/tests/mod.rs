@@ -27,6 +27,8 @@ pub mod overlay;
 pub mod rfc2544;
 pub mod switch;
 pub mod tcp;
+pub mod tcp_cpu;
+pub mod tcp_pairs;
 pub mod update;
 
 use crate::dut::{Dut, DutConfig};
