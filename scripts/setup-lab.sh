@@ -9,7 +9,8 @@
 # server its relay mode relays to (dnsmasq-base: the binary, no system service; crates/bng/tests/live.rs),
 # and a C compiler (build-essential) for the SQLite that crates/bng builds from source,
 # and python3-scapy (its PFCP layer is the independent peer of crates/pfcp/tests/scapy.rs),
-# and chromium (headless, it opens the `fastpath run --web` page in crates/fastpath/tests/live_web.rs).
+# and chromium (headless, it opens the `fastpath run --web` page in crates/fastpath/tests/live_web.rs),
+# and kea-admin (its perfdhcp is the DHCP load generator of `fastpath lab bng-dhcp`).
 #
 # Idempotent: packages already installed are skipped; `apt-get update` runs at most once, and only
 # when something is missing. Noninteractive. Needs root. A package that cannot be installed is
@@ -19,7 +20,7 @@ set -u
 # dpdk-testpmd ships in dpdk-dev on Debian 12; its AF_XDP/AF_PACKET drivers are separate packages.
 want=(iproute2 ethtool iperf3 iperf dpdk dpdk-dev librte-net-af-xdp23 librte-net-af-packet23
       librte-mempool-ring23 openvswitch-switch procps util-linux iputils-ping nftables prometheus
-      busybox isc-dhcp-client dnsmasq-base build-essential python3-scapy chromium)
+      busybox isc-dhcp-client dnsmasq-base build-essential python3-scapy chromium kea-admin)
 missing=()
 for p in "${want[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
