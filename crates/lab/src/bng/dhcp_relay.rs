@@ -188,7 +188,8 @@ pub fn run_perfdhcp(
     let stop = AtomicBool::new(false);
     let (up_n, down_n) = (AtomicU64::new(0), AtomicU64::new(0));
     let clients = (u64::from(rate) * u64::from(seconds)).clamp(1, 50_000);
-    let cmd = format!("perfdhcp -4 -r {rate} -p {seconds} -R {clients} -l {PERFDHCP_IP} {RELAY_IP}");
+    // -W: after the period, wait 1 s for the answers still on their way (else counted lost).
+    let cmd = format!("perfdhcp -4 -r {rate} -p {seconds} -R {clients} -W 1000000 -l {PERFDHCP_IP} {RELAY_IP}");
     progress(&format!("bng-dhcp: {cmd}"));
     let out = std::thread::scope(|sc| {
         sc.spawn(|| {
