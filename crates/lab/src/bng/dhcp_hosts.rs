@@ -472,6 +472,41 @@ pub fn parse_down_sessions(text: &str) -> SessionTable {
     t
 }
 
+/// The readiness probe's line (S-VLAN, C-VLAN, MAC): tags no subscriber has, a MAC of its own.
+pub const PROBE_LINE: (u16, u16, [u8; 6]) = (4094, 4094, [0x02, 0x5b, 0xff, 0xff, 0xff, 0xfe]);
+
+/// Sends an ARP request for the gateway, tagged with `line`'s S-VLAN and C-VLAN from its MAC,
+/// out of `iface` of `ns` every 100 ms until the user plane's answer comes back there (at most
+/// `bound`): the access path through the bridge into the user plane's access port works.
+///
+/// # Errors
+/// When the raw socket cannot be opened or the send fails.
+pub fn gateway_answers(ns: &Netns, iface: &str, line: (u16, u16, [u8; 6]), bound: Duration) -> Result<bool, LabError> {
+    use fastpath_packet::hdr::arp::ArpRepr;
+    let (svid, cvid, mac) = line;
+    let req = fastpath_packet::build::FrameBuilder::eth([0xff; 6], mac)
+        .qinq(svid, cvid)
+        .arp(ArpRepr::request(mac, Ipv4Addr::new(100, 64, 255, 254), GATEWAY_IP))
+        .build();
+    ns.run(|| -> Result<bool, LabError> {
+        let sock = fastpath_io::af_packet::RawSocket::open(iface).map_err(|e| LabError::Io(format!("{iface}: {e}")))?;
+        let t0 = Instant::now();
+        let mut buf = vec![0u8; 2048];
+        while t0.elapsed() < bound {
+            sock.send(&req).map_err(|e| LabError::Io(format!("{iface}: {e}")))?;
+            let sent = Instant::now();
+            while sent.elapsed() < Duration::from_millis(100) {
+                let Ok(Some(n)) = sock.recv(&mut buf, 20) else { continue };
+                // To the probe, from the gateway, ARP (0x0806) inside the two tags.
+                if n >= 22 && buf[..6] == mac && buf[6..12] == GATEWAY_MAC && buf[20..22] == [0x08, 0x06] {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    })?
+}
+
 /// The gateway's address as the clients see it (their default route).
 pub const GATEWAY: Ipv4Addr = GATEWAY_IP;
 

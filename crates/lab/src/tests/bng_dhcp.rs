@@ -207,7 +207,7 @@ impl UserPlane {
         }
         // The control socket answers before the workers' ports are open: ready once the
         // access port answers an ARP for the gateway.
-        if !access_path_answers(hosts, Duration::from_secs(20))? {
+        if !dhcp_hosts::gateway_answers(&hosts.access, "upl0", dhcp_hosts::PROBE_LINE, Duration::from_secs(20))? {
             return Err(LabError::Io("fastpath run: no ARP answer from its access port within 20 s".into()));
         }
         Ok(up)
@@ -238,38 +238,6 @@ impl Drop for UserPlane {
     fn drop(&mut self) {
         stop_child(&mut self.child, Duration::from_secs(2));
     }
-}
-
-/// The probe's line: tags no subscriber has, and a MAC of its own.
-const PROBE_SVLAN: u16 = 4094;
-const PROBE_CVLAN: u16 = 4094;
-const PROBE_MAC: [u8; 6] = [0x02, 0x5b, 0xff, 0xff, 0xff, 0xfe];
-
-/// Sends an ARP request for the gateway into the user plane's access port (from the access
-/// namespace's uplink, tagged) every 100 ms until the answer comes back, at most `bound`.
-fn access_path_answers(hosts: &Hosts, bound: Duration) -> Result<bool, LabError> {
-    use fastpath_packet::hdr::arp::ArpRepr;
-    let req = fastpath_packet::build::FrameBuilder::eth([0xff; 6], PROBE_MAC)
-        .qinq(PROBE_SVLAN, PROBE_CVLAN)
-        .arp(ArpRepr::request(PROBE_MAC, Ipv4Addr::new(100, 64, 255, 254), plan::GATEWAY_IP))
-        .build();
-    hosts.access.run(|| -> Result<bool, LabError> {
-        let sock = fastpath_io::af_packet::RawSocket::open("upl0").map_err(|e| LabError::Io(format!("upl0: {e}")))?;
-        let t0 = Instant::now();
-        let mut buf = vec![0u8; 2048];
-        while t0.elapsed() < bound {
-            sock.send(&req).map_err(|e| LabError::Io(format!("upl0: {e}")))?;
-            let sent = Instant::now();
-            while sent.elapsed() < Duration::from_millis(100) {
-                let Ok(Some(n)) = sock.recv(&mut buf, 20) else { continue };
-                // To the probe, from the gateway, ARP (0x0806) inside the probe's two tags.
-                if n >= 22 && buf[..6] == PROBE_MAC && buf[6..12] == plan::GATEWAY_MAC && buf[20..22] == [0x08, 0x06] {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
-    })?
 }
 
 /// The sum of every number under key `k`, anywhere in `v`.
