@@ -95,6 +95,7 @@ fn a_hundred_dhcp_clients_lease_forward_and_lose_their_sessions_as_they_should()
     assert!(p["acks_received"].as_u64().unwrap() > 0, "perfdhcp completed no exchange: {p}\n{stderr}");
     assert_eq!(p["drops"], 0, "{p}\n{stderr}");
     assert_eq!(p["acks_received"], p["discovers_sent"], "{p}");
+    assert_eq!(r["perfdhcp_zero_drop_rate"], 500, "{r}");
     assert!(report.contains("bng-dhcp") && report.contains("<svg"), "the HTML report");
 }
 

@@ -106,7 +106,7 @@ fastpath lab incast --senders 2,4,8,16 --flows-per-sender 2 --bytes 8m --rate 10
 fastpath lab burst --senders 2,4 --sizes 192,1518,9216 --rate 100mbit --buffer 1m --alpha-log2 3\n  \
 fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-s 5\n  \
 fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n  \
-fastpath lab bng-dhcp --subscribers 1000 --perfdhcp-rate 5000 --json-out dhcp.jsonl --report dhcp.html\n\n\
+fastpath lab bng-dhcp --subscribers 1000 --perfdhcp-rate 500,1000,2000,5000 --json-out dhcp.jsonl --report dhcp.html\n\n\
 bng-dhcp: each subscriber is a namespace whose veth ends on an access bridge, where a tc program pushes its \
 C-tag and S-tag (and pops them on the way back); the user plane (fastpath run pipelines/vbng.toml --cpri \
 --pfcp, AF_PACKET ports) and the control plane (fastpath bng-cp) run in one namespace, a core host \
@@ -116,7 +116,8 @@ and --iperf-clients run iperf3 both ways, one subscriber sets a foreign address 
 spoofed_source), a udhcpc release (SIGUSR2) and dhclient -r must remove their sessions, a short-lease \
 subscriber (--expiry-lease-s) must lose its session at expiry, the control plane and then the user plane are \
 killed and restarted (--restart) and must lose no session, and perfdhcp (Debian kea-admin) offers \
---perfdhcp-rate DORA exchanges per second through a relay line into the same user plane. The command \
+--perfdhcp-rate DORA exchanges per second (one run per rate, each with new clients) through a relay line \
+into the same user plane; the highest rate with zero drops is reported. The command \
 fails when a check fails.\n\n\
 bng-rfc2544 DUTs (both by default): fastpath (pipelines/vbng.toml, every session loaded at start) and linux \
 (per-subscriber /32 routes and HTB classes with u32 filters, forwarding the same traffic untagged).\n\n\
@@ -253,9 +254,10 @@ pub struct LabArgs {
     /// bng-dhcp: what to kill (SIGKILL) and restart mid-run, comma-separated: cp, up, none.
     #[arg(long, value_delimiter = ',', default_value = "cp,up", value_parser = ["cp", "up", "none"])]
     restart: Vec<String>,
-    /// bng-dhcp: perfdhcp's offered rate, DORA exchanges per second (0: no perfdhcp phase).
-    #[arg(long = "perfdhcp-rate", default_value_t = 5000)]
-    perfdhcp_rate: u32,
+    /// bng-dhcp: perfdhcp's offered rates, DORA exchanges per second, comma-separated, one run
+    /// each (0: no perfdhcp phase).
+    #[arg(long = "perfdhcp-rate", value_delimiter = ',', default_value = "500,1000,2000,5000")]
+    perfdhcp_rate: Vec<u32>,
     /// bng-dhcp: perfdhcp's test period, seconds.
     #[arg(long = "perfdhcp-s", default_value_t = 5)]
     perfdhcp_s: u32,
@@ -383,6 +385,7 @@ fn table(lines: &str) -> String {
                             String::new()
                         }
                     };
+                    let zero = v["perfdhcp_zero_drop_rate"].as_u64().unwrap_or(0);
                     let mut t = format!(
                         "bng-dhcp {} subscribers ({} dhclient): {} leases, {} failures, {:.1} leases/s, latency p50 {:.3} s p99 {:.3} s; \
                          {} sessions matching; {} reach the core host\n",
@@ -406,6 +409,9 @@ fn table(lines: &str) -> String {
                     }
                     for k in ["spoofing", "release_udhcpc", "release_dhclient", "expiry", "cp_restart", "up_restart"] {
                         t.push_str(&check(k));
+                    }
+                    if zero > 0 {
+                        t.push_str(&format!("  perfdhcp: highest rate with zero drops {zero}/s\n"));
                     }
                     t
                 }
@@ -674,7 +680,7 @@ fn bng_dhcp_config(a: &LabArgs, exe: PathBuf, dir: &std::path::Path) -> Result<D
         iperf_clients: a.iperf_clients,
         restart_cp: a.restart.iter().any(|r| r == "cp"),
         restart_up: a.restart.iter().any(|r| r == "up"),
-        perfdhcp_rate: a.perfdhcp_rate,
+        perfdhcp_rates: a.perfdhcp_rate.iter().copied().filter(|&r| r > 0).collect(),
         perfdhcp_s: a.perfdhcp_s,
         fastpath_exe: exe,
         vbng_spec: spec,

@@ -153,18 +153,18 @@ pub fn parse_perfdhcp(out: &str, r: &mut PerfdhcpResult) {
     }
 }
 
-/// Runs perfdhcp at `rate` exchanges per second for `seconds` through the relay line of
-/// `hosts` (see the module doc).
+/// Runs perfdhcp at each of `rates` exchanges per second, `seconds` each, through the relay line
+/// of `hosts` (see the module doc).
 ///
 /// # Errors
 /// [`LabError::Unavailable`] when perfdhcp is not installed; namespace or socket failures.
 pub fn run_perfdhcp(
     hosts: &Hosts,
-    rate: u32,
+    rates: &[u32],
     seconds: u32,
     dir: &std::path::Path,
     progress: &mut dyn FnMut(&str),
-) -> Result<PerfdhcpResult, LabError> {
+) -> Result<Vec<PerfdhcpResult>, LabError> {
     if std::process::Command::new("perfdhcp").arg("-h").output().is_err() {
         return Err(LabError::Unavailable {
             dut: "perfdhcp".into(),
@@ -194,11 +194,8 @@ pub fn run_perfdhcp(
     })??;
     let stop = AtomicBool::new(false);
     let (up_n, down_n) = (AtomicU64::new(0), AtomicU64::new(0));
-    let clients = (u64::from(rate) * u64::from(seconds)).clamp(1, 50_000);
-    // -W: after the period, wait 1 s for the answers still on their way (else counted lost).
-    let cmd = format!("perfdhcp -4 -r {rate} -p {seconds} -R {clients} -W 1000000 -l {PERFDHCP_IP} {RELAY_IP}");
-    progress(&format!("bng-dhcp: {cmd}"));
-    let out = std::thread::scope(|sc| {
+    let mut results = Vec::new();
+    std::thread::scope(|sc| -> Result<(), LabError> {
         sc.spawn(|| {
             let mut buf = vec![0u8; 2048];
             while !stop.load(Ordering::Relaxed) {
@@ -222,37 +219,59 @@ pub fn run_perfdhcp(
                 }
             }
         });
-        let limit = (seconds + 30).to_string();
-        let out =
-            std::process::Command::new("ip").args(["netns", "exec", perf.name(), "timeout", &limit]).args(cmd.split_whitespace()).output();
+        let res = (|| {
+            for (k, &rate) in rates.iter().enumerate() {
+                if crate::topo::interrupted() {
+                    return Err(LabError::Interrupted);
+                }
+                let clients = (u64::from(rate) * u64::from(seconds)).clamp(1, 50_000);
+                // Each rate its own clients (MAC base 00:0c:0k:…), so none renews a lease of
+                // the rate before. -W: after the period, wait 1 s for answers still on their
+                // way (else counted lost).
+                let cmd = format!(
+                    "perfdhcp -4 -r {rate} -p {seconds} -R {clients} -b mac=00:0c:{:02x}:00:00:00 -W 1000000 -l {PERFDHCP_IP} {RELAY_IP}",
+                    k + 1
+                );
+                progress(&format!("bng-dhcp: {cmd}"));
+                up_n.store(0, Ordering::Relaxed);
+                down_n.store(0, Ordering::Relaxed);
+                let limit = (seconds + 30).to_string();
+                let out = std::process::Command::new("ip")
+                    .args(["netns", "exec", perf.name(), "timeout", &limit])
+                    .args(cmd.split_whitespace())
+                    .output()
+                    .map_err(|e| LabError::Io(format!("perfdhcp: {e}")))?;
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                let _ = std::fs::write(dir.join(format!("perfdhcp-{rate}.txt")), &text);
+                let mut r = PerfdhcpResult {
+                    measurement: "bng-dhcp-perfdhcp",
+                    rate,
+                    seconds,
+                    relayed_up: up_n.load(Ordering::Relaxed),
+                    relayed_down: down_n.load(Ordering::Relaxed),
+                    command: cmd,
+                    ..PerfdhcpResult::default()
+                };
+                parse_perfdhcp(&text, &mut r);
+                // perfdhcp's own rate divides by the wait (-W) too; the figure is the exchanges
+                // completed in the test period.
+                r.perfdhcp_rate = r.dora_per_s;
+                r.dora_per_s = r.acks_received as f64 / f64::from(seconds.max(1));
+                progress(&format!(
+                    "bng-dhcp: perfdhcp at {rate}/s: {:.0} DORA/s ({} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; relayed {} up, {} down)",
+                    r.dora_per_s, r.discovers_sent, r.offers_received, r.requests_sent, r.acks_received, r.drops, r.relayed_up, r.relayed_down
+                ));
+                if r.discovers_sent == 0 {
+                    progress(&format!("bng-dhcp: perfdhcp said:\n{}\n{}", text.trim(), String::from_utf8_lossy(&out.stderr).trim()));
+                }
+                results.push(r);
+            }
+            Ok(())
+        })();
         stop.store(true, Ordering::Relaxed);
-        out
-    })
-    .map_err(|e| LabError::Io(format!("perfdhcp: {e}")))?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let _ = std::fs::write(dir.join("perfdhcp.txt"), &text);
-    let mut r = PerfdhcpResult {
-        measurement: "bng-dhcp-perfdhcp",
-        rate,
-        seconds,
-        relayed_up: up_n.load(Ordering::Relaxed),
-        relayed_down: down_n.load(Ordering::Relaxed),
-        command: cmd,
-        ..PerfdhcpResult::default()
-    };
-    parse_perfdhcp(&text, &mut r);
-    // perfdhcp's own rate divides by the wait (-W) too; the figure is the exchanges completed
-    // in the test period.
-    r.perfdhcp_rate = r.dora_per_s;
-    r.dora_per_s = r.acks_received as f64 / f64::from(seconds.max(1));
-    progress(&format!(
-        "bng-dhcp: perfdhcp: {:.0} DORA/s ({} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; relayed {} up, {} down)",
-        r.dora_per_s, r.discovers_sent, r.offers_received, r.requests_sent, r.acks_received, r.drops, r.relayed_up, r.relayed_down
-    ));
-    if r.discovers_sent == 0 {
-        progress(&format!("bng-dhcp: perfdhcp said:\n{}\n{}", text.trim(), String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(r)
+        res
+    })?;
+    Ok(results)
 }
 
 #[cfg(test)]

@@ -15,11 +15,11 @@
 //!    plane's `spoofed_source` drops rise; its own address is put back.
 //! 5. **Release and expiry.** A udhcpc release (SIGUSR2) and a `dhclient -r` remove their
 //!    sessions; the short-lease subscriber's client is killed and its session goes at expiry.
-//! 6. **Restarts.** The control plane is killed (SIGKILL) and started on the same store: the
+//! 6. **perfdhcp** (optional, `perfdhcp_rate`): DORA exchanges per second
+//!    ([`crate::bng::dhcp_relay`] describes the path).
+//! 7. **Restarts.** The control plane is killed (SIGKILL) and started on the same store: the
 //!    sessions are unchanged and renewals are ACKed. Then the user plane is killed and
 //!    started: its sessions must come back from the control plane's store.
-//! 7. **perfdhcp** (optional, `perfdhcp_rate`): DORA exchanges per second
-//!    ([`crate::bng::dhcp_relay`] describes the path).
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -57,8 +57,9 @@ pub struct DhcpConfig {
     pub restart_up: bool,
     /// Bound on a restart's recovery, seconds.
     pub restart_bound_s: u64,
-    /// perfdhcp's offered rate, DORA exchanges per second (0: no perfdhcp phase).
-    pub perfdhcp_rate: u32,
+    /// perfdhcp's offered rates, DORA exchanges per second, one run each (empty: no perfdhcp
+    /// phase).
+    pub perfdhcp_rates: Vec<u32>,
     /// perfdhcp's seconds.
     pub perfdhcp_s: u32,
     /// The `fastpath` binary.
@@ -82,7 +83,7 @@ impl Default for DhcpConfig {
             restart_cp: true,
             restart_up: true,
             restart_bound_s: 20,
-            perfdhcp_rate: 0,
+            perfdhcp_rates: Vec::new(),
             perfdhcp_s: 5,
             fastpath_exe: PathBuf::from("fastpath"),
             vbng_spec: PathBuf::from("pipelines/vbng.toml"),
@@ -131,6 +132,9 @@ pub struct DhcpResults {
     pub lease_failures: u32,
     /// Leases per second: leases ÷ (last bound − first start).
     pub leases_per_s: f64,
+    /// The same for the first 99 % of the leases (one slow client, e.g. dhclient backing off,
+    /// does not decide it).
+    pub leases_per_s_99pct: f64,
     /// Lease latency (start to bound), seconds.
     pub lease_latency_p50_s: f64,
     /// 99th percentile.
@@ -157,8 +161,11 @@ pub struct DhcpResults {
     pub cp_restart: Check,
     /// User plane killed and restarted: every session back.
     pub up_restart: Check,
-    /// perfdhcp's DORA exchanges, when run.
-    pub perfdhcp: Option<PerfdhcpResult>,
+    /// perfdhcp's runs, one per rate (their own JSON lines).
+    #[serde(skip)]
+    pub perfdhcp: Vec<PerfdhcpResult>,
+    /// The highest offered rate perfdhcp completed with no drop, exchanges per second (0: none).
+    pub perfdhcp_zero_drop_rate: u32,
     /// Lease latencies (s) of every client, in start order (for the report's chart).
     #[serde(skip)]
     pub latencies_s: Vec<f64>,
@@ -516,12 +523,25 @@ pub fn run(cfg: &DhcpConfig, progress: &mut dyn FnMut(&str)) -> Result<DhcpResul
     r.leases = lat.len() as u32;
     r.lease_failures = clients.len() as u32 - r.leases;
     r.leases_per_s = if last_bound > first_start { f64::from(r.leases) / (last_bound - first_start) } else { 0.0 };
+    let mut bound_at: Vec<f64> = clients.iter().filter_map(|c| c.bound()).map(|b| b.at_s).collect();
+    bound_at.sort_by(f64::total_cmp);
+    let k99 = (bound_at.len() * 99).div_ceil(100);
+    r.leases_per_s_99pct = match bound_at.get(k99.saturating_sub(1)) {
+        Some(&t) if t > first_start => k99 as f64 / (t - first_start),
+        _ => 0.0,
+    };
     r.lease_latency_p50_s = percentile(&lat, 0.5);
     r.lease_latency_p99_s = percentile(&lat, 0.99);
     r.lease_latency_max_s = lat.last().copied().unwrap_or(0.0);
     progress(&format!(
-        "bng-dhcp: {} leases, {} failures, {:.1} leases/s, latency p50 {:.3} s p99 {:.3} s",
-        r.leases, r.lease_failures, r.leases_per_s, r.lease_latency_p50_s, r.lease_latency_p99_s
+        "bng-dhcp: {} leases, {} failures, {:.1} leases/s ({:.1}/s for the first 99 %), latency p50 {:.3} s p99 {:.3} s max {:.3} s",
+        r.leases,
+        r.lease_failures,
+        r.leases_per_s,
+        r.leases_per_s_99pct,
+        r.lease_latency_p50_s,
+        r.lease_latency_p99_s,
+        r.lease_latency_max_s
     ));
 
     // 2. Sessions: wait until the PFCP establishments of every lease are in.
@@ -657,7 +677,20 @@ pub fn run(cfg: &DhcpConfig, progress: &mut dyn FnMut(&str)) -> Result<DhcpResul
     }
     check_interrupt()?;
 
-    // 6. Restarts. What must survive: the sessions of the clients that still hold a lease.
+    // 6. perfdhcp, while everything is as it should be.
+    if !cfg.perfdhcp_rates.is_empty() {
+        r.perfdhcp = dhcp_relay::run_perfdhcp(&hosts, &cfg.perfdhcp_rates, cfg.perfdhcp_s, &cfg.work_dir, progress)?;
+        r.perfdhcp_zero_drop_rate = r
+            .perfdhcp
+            .iter()
+            .filter(|p| p.drops == 0 && p.acks_received > 0 && p.acks_received == p.discovers_sent)
+            .map(|p| p.rate)
+            .max()
+            .unwrap_or(0);
+    }
+    check_interrupt()?;
+
+    // 7. Restarts. What must survive: every session (the clients' and perfdhcp's).
     let holders: Vec<&Client> = clients.iter().filter(|c| c.address().is_some() && c.child.id() > 0).collect();
     let snapshot = up.sessions();
     if cfg.restart_cp {
@@ -722,10 +755,6 @@ pub fn run(cfg: &DhcpConfig, progress: &mut dyn FnMut(&str)) -> Result<DhcpResul
     }
     check_interrupt()?;
 
-    // 7. perfdhcp.
-    if cfg.perfdhcp_rate > 0 {
-        r.perfdhcp = Some(dhcp_relay::run_perfdhcp(&hosts, cfg.perfdhcp_rate, cfg.perfdhcp_s, &cfg.work_dir, progress)?);
-    }
     for c in clients.iter_mut() {
         c.stop();
     }
@@ -799,12 +828,10 @@ impl Drop for ClientsGuard {
 }
 
 impl DhcpResults {
-    /// The JSON line(s): the run, then perfdhcp's row when it ran.
+    /// The JSON lines: the run, then one per perfdhcp rate.
     pub fn json_lines(&self) -> String {
         let mut s = super::json_lines(std::slice::from_ref(self));
-        if let Some(p) = &self.perfdhcp {
-            s.push_str(&super::json_lines(std::slice::from_ref(p)));
-        }
+        s.push_str(&super::json_lines(&self.perfdhcp));
         s
     }
 
@@ -847,7 +874,7 @@ impl DhcpResults {
         let row = |k: &str, v: String| vec![k.to_owned(), v];
         let mut rows = vec![
             row("leases", format!("{} of {} ({} failures)", self.leases, self.subscribers, self.lease_failures)),
-            row("leases per second", format!("{:.1}", self.leases_per_s)),
+            row("leases per second (all; first 99 %)", format!("{:.1}; {:.1}", self.leases_per_s, self.leases_per_s_99pct)),
             row(
                 "lease latency p50 / p99 / max",
                 format!("{:.3} / {:.3} / {:.3} s", self.lease_latency_p50_s, self.lease_latency_p99_s, self.lease_latency_max_s),
@@ -873,14 +900,17 @@ impl DhcpResults {
                 rows.push(row(name, format!("{}: {}", if c.ok { "ok" } else { "FAILED" }, c.detail)));
             }
         }
-        if let Some(p) = &self.perfdhcp {
+        for p in &self.perfdhcp {
             rows.push(row(
-                "perfdhcp",
+                &format!("perfdhcp offering {}/s for {} s", p.rate, p.seconds),
                 format!(
-                    "{:.0} DORA exchanges/s offered {} /s for {} s; {} sent, {} completed, {} drops",
-                    p.dora_per_s, p.rate, p.seconds, p.discovers_sent, p.acks_received, p.drops
+                    "{:.0} DORA exchanges/s: {} DISCOVERs, {} ACKs, {} drops",
+                    p.dora_per_s, p.discovers_sent, p.acks_received, p.drops
                 ),
             ));
+        }
+        if !self.perfdhcp.is_empty() {
+            rows.push(row("perfdhcp: highest rate with zero drops", format!("{}/s", self.perfdhcp_zero_drop_rate)));
         }
         report.table(&["what", "result"], rows);
         let mut sorted = self.latencies_s.clone();
@@ -890,6 +920,17 @@ impl DhcpResults {
         report.line_chart(
             Chart::new("Lease latency (client start to bound)").x_label("ms").y_label("fraction of clients").series("clients", cdf),
         );
+        if !self.perfdhcp.is_empty() {
+            let offered: Vec<(f64, f64)> = self.perfdhcp.iter().map(|p| (f64::from(p.rate), f64::from(p.rate))).collect();
+            let done: Vec<(f64, f64)> = self.perfdhcp.iter().map(|p| (f64::from(p.rate), p.dora_per_s)).collect();
+            report.line_chart(
+                Chart::new("perfdhcp through the user plane and control plane")
+                    .x_label("offered DORA exchanges/s")
+                    .y_label("completed DORA exchanges/s")
+                    .series("offered", offered)
+                    .series("completed", done),
+            );
+        }
     }
 }
 
