@@ -69,6 +69,10 @@ pub struct PerfdhcpResult {
     pub acks_received: u64,
     /// Exchanges perfdhcp counted as lost (both kinds).
     pub drops: u64,
+    /// UDP datagrams the kernel dropped in the user plane's namespace during the run because a
+    /// socket's receive buffer was full (`/proc/net/snmp` Udp RcvbufErrors): the control
+    /// plane's CPRi socket is the one that receives there at these rates.
+    pub udp_rcvbuf_errors: u64,
     /// Messages the lab relay carried up and down.
     pub relayed_up: u64,
     /// Replies relayed back.
@@ -122,6 +126,18 @@ pub fn relayed_reply(frame: &[u8], giaddr: Ipv4Addr) -> Option<Vec<u8>> {
     let mut m = m.to_vec();
     m[GIADDR..GIADDR + 4].copy_from_slice(&giaddr.octets());
     Some(m)
+}
+
+/// `Udp: … RcvbufErrors` of namespace `ns` (0 when it cannot be read).
+fn udp_rcvbuf_errors(ns: &Netns) -> u64 {
+    ns.exec("cat", &["/proc/net/snmp"]).map_or(0, |t| snmp_udp(&t, "RcvbufErrors"))
+}
+
+/// A `Udp:` counter of `/proc/net/snmp` text (a header line of names, then one of values).
+fn snmp_udp(text: &str, name: &str) -> u64 {
+    let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else { return 0 };
+    names.split_whitespace().zip(values.split_whitespace()).find(|(n, _)| *n == name).and_then(|(_, v)| v.parse().ok()).unwrap_or(0)
 }
 
 /// Parses perfdhcp's final statistics.
@@ -235,6 +251,7 @@ pub fn run_perfdhcp(
                 progress(&format!("bng-dhcp: {cmd}"));
                 up_n.store(0, Ordering::Relaxed);
                 down_n.store(0, Ordering::Relaxed);
+                let overflows_before = udp_rcvbuf_errors(&hosts.up);
                 let limit = (seconds + 30).to_string();
                 let out = std::process::Command::new("ip")
                     .args(["netns", "exec", perf.name(), "timeout", &limit])
@@ -249,6 +266,7 @@ pub fn run_perfdhcp(
                     seconds,
                     relayed_up: up_n.load(Ordering::Relaxed),
                     relayed_down: down_n.load(Ordering::Relaxed),
+                    udp_rcvbuf_errors: udp_rcvbuf_errors(&hosts.up).saturating_sub(overflows_before),
                     command: cmd,
                     ..PerfdhcpResult::default()
                 };
@@ -258,8 +276,16 @@ pub fn run_perfdhcp(
                 r.perfdhcp_rate = r.dora_per_s;
                 r.dora_per_s = r.acks_received as f64 / f64::from(seconds.max(1));
                 progress(&format!(
-                    "bng-dhcp: perfdhcp at {rate}/s: {:.0} DORA/s ({} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; relayed {} up, {} down)",
-                    r.dora_per_s, r.discovers_sent, r.offers_received, r.requests_sent, r.acks_received, r.drops, r.relayed_up, r.relayed_down
+                    "bng-dhcp: perfdhcp at {rate}/s: {:.0} DORA/s ({} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; relayed {} up, {} down; {} UDP receive-buffer overflows in the user plane's namespace)",
+                    r.dora_per_s,
+                    r.discovers_sent,
+                    r.offers_received,
+                    r.requests_sent,
+                    r.acks_received,
+                    r.drops,
+                    r.relayed_up,
+                    r.relayed_down,
+                    r.udp_rcvbuf_errors
                 ));
                 if r.discovers_sent == 0 {
                     progress(&format!("bng-dhcp: perfdhcp said:\n{}\n{}", text.trim(), String::from_utf8_lossy(&out.stderr).trim()));
@@ -354,6 +380,14 @@ mod tests {
             let _ = relayed_reply(&f, PERFDHCP_IP);
             let _ = client_frame(&f[50..]);
         }
+    }
+
+    #[test]
+    fn snmp_udp_counters_parse() {
+        let t = "Ip: Forwarding\nIp: 1\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors\nUdp: 22565 0 2288 24853 2288\nUdpLite: InDatagrams\nUdpLite: 0\n";
+        assert_eq!(snmp_udp(t, "RcvbufErrors"), 2288);
+        assert_eq!(snmp_udp(t, "NoSuch"), 0);
+        assert_eq!(snmp_udp("", "RcvbufErrors"), 0);
     }
 
     #[test]
