@@ -416,7 +416,7 @@ fn table(lines: &str) -> String {
                     t
                 }
                 "bng-dhcp-perfdhcp" => format!(
-                    "perfdhcp {:.0} DORA exchanges/s (offered {}/s for {} s): {} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops\n",
+                    "perfdhcp {:.0} DORA exchanges/s (offered {}/s for {} s): {} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; {} UDP receive-buffer overflows\n",
                     f(&v["dora_per_s"]),
                     g("rate"),
                     g("seconds"),
@@ -424,7 +424,8 @@ fn table(lines: &str) -> String {
                     g("offers_received"),
                     g("requests_sent"),
                     g("acks_received"),
-                    g("drops")
+                    g("drops"),
+                    g("udp_rcvbuf_errors")
                 ),
                 _ => format!("{l}\n"),
             });

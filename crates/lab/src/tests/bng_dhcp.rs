@@ -915,8 +915,8 @@ impl DhcpResults {
             rows.push(row(
                 &format!("perfdhcp offering {}/s for {} s", p.rate, p.seconds),
                 format!(
-                    "{:.0} DORA exchanges/s: {} DISCOVERs, {} ACKs, {} drops",
-                    p.dora_per_s, p.discovers_sent, p.acks_received, p.drops
+                    "{:.0} DORA exchanges/s: {} DISCOVERs, {} ACKs, {} drops; {} UDP receive-buffer overflows in the user plane's namespace",
+                    p.dora_per_s, p.discovers_sent, p.acks_received, p.drops, p.udp_rcvbuf_errors
                 ),
             ));
         }
