@@ -964,6 +964,38 @@ mod tests {
     }
 
     #[test]
+    fn bng_dhcp_takes_one_count_its_restarts_and_perfdhcp_rates() {
+        let dir = std::env::temp_dir().join(format!("fastpath-bng-dhcp-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = lab_args(&["bng-dhcp", "--subscribers", "100", "--restart", "cp", "--perfdhcp-rate", "500"]).unwrap();
+        let cfg = bng_dhcp_config(&a, "/bin/fp".into(), &dir).unwrap();
+        assert_eq!((cfg.subscribers, cfg.dhclients, cfg.restart_cp, cfg.restart_up), (100, 1, true, false));
+        assert_eq!(cfg.perfdhcp_rates, vec![500]);
+        assert!(std::fs::read_to_string(&cfg.vbng_spec).unwrap().contains("name = \"vbng\""));
+        let a = lab_args(&["bng-dhcp"]).unwrap();
+        let cfg = bng_dhcp_config(&a, "/bin/fp".into(), &dir).unwrap();
+        assert_eq!((cfg.subscribers, cfg.restart_cp, cfg.restart_up), (1000, true, true));
+        assert_eq!(cfg.perfdhcp_rates, vec![500, 1000, 2000, 5000]);
+        let a = lab_args(&["bng-dhcp", "--perfdhcp-rate", "0", "--restart", "none"]).unwrap();
+        let cfg = bng_dhcp_config(&a, "/bin/fp".into(), &dir).unwrap();
+        assert!(cfg.perfdhcp_rates.is_empty() && !cfg.restart_cp && !cfg.restart_up);
+        let a = lab_args(&["bng-dhcp", "--subscribers", "10,20"]).unwrap();
+        assert!(bng_dhcp_config(&a, "/bin/fp".into(), &dir).unwrap_err().contains("one --subscribers count"));
+        assert!(lab_args(&["bng-dhcp", "--restart", "dp"]).is_err(), "only cp, up, none");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bng_dhcp_rows_print_their_checks() {
+        let l = r#"{"measurement":"bng-dhcp","subscribers":10,"dhclients":1,"leases":9,"lease_failures":0,"leases_per_s":25.0,"lease_latency_p50_s":0.1,"lease_latency_p99_s":0.2,"sessions_matching":9,"pings_ok":9,"iperf":[],"spoofing":{"ok":true,"detail":"0/3 pings answered","seconds":null},"up_restart":{"ok":false,"detail":"0 of 7 sessions back","seconds":null},"perfdhcp_zero_drop_rate":500}"#;
+        let t = table(l);
+        assert!(t.contains("bng-dhcp 10 subscribers (1 dhclient): 9 leases, 0 failures"), "{t}");
+        assert!(t.contains("spoofing") && t.contains("ok: 0/3 pings answered"), "{t}");
+        assert!(t.contains("up_restart") && t.contains("FAILED: 0 of 7 sessions back"), "{t}");
+        assert!(t.contains("highest rate with zero drops 500/s"), "{t}");
+    }
+
+    #[test]
     fn bng_takes_subscriber_counts_and_its_own_duts() {
         let dir = std::env::temp_dir().join(format!("fastpath-bng-args-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
