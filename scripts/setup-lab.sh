@@ -12,6 +12,7 @@
 # and chromium (headless, it opens the `fastpath run --web` page in crates/fastpath/tests/live_web.rs),
 # and tshark (`fastpath lab tcp --check` reads the receiver's capture with it;
 # crates/fastpath/tests/live_tcp_offload.rs).
+# and kea-admin (its perfdhcp is the DHCP load generator of `fastpath lab bng-dhcp`).
 #
 # Idempotent: packages already installed are skipped; `apt-get update` runs at most once, and only
 # when something is missing. Noninteractive. Needs root. A package that cannot be installed is
@@ -22,7 +23,7 @@ bash "$(dirname "$0")/setup-python.sh" || echo "setup-lab: scripts/setup-python.
 # dpdk-testpmd ships in dpdk-dev on Debian 12; its AF_XDP/AF_PACKET drivers are separate packages.
 want=(iproute2 ethtool iperf3 iperf dpdk dpdk-dev librte-net-af-xdp23 librte-net-af-packet23
       librte-mempool-ring23 openvswitch-switch procps util-linux iputils-ping nftables prometheus
-      busybox isc-dhcp-client dnsmasq-base build-essential python3-scapy chromium tshark)
+      busybox isc-dhcp-client dnsmasq-base build-essential python3-scapy chromium tshark kea-admin)
 missing=()
 for p in "${want[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -24,6 +24,12 @@
 //! sessions generated for `--subscribers N`) against a Linux gateway of per-subscriber routes
 //! and HTB classes (see `fastpath_lab::tests::bng_rfc2544`).
 //!
+//! `fastpath lab bng-dhcp` runs real DHCP clients (busybox udhcpc, ISC dhclient) in N
+//! subscriber namespaces through the user plane (`fastpath run pipelines/vbng.toml --cpri
+//! --pfcp`) and the control plane (`fastpath bng-cp`), both this binary: leases, sessions,
+//! forwarding, spoofing, release, expiry, restarts and perfdhcp's DORA rate (see
+//! `fastpath_lab::tests::bng_dhcp`).
+//!
 //! `fastpath lab incast | burst | fairness` are the switch tests: N sender namespaces and one
 //! receiver behind a DUT with N + 1 ports whose receiver port is shaped to R
 //! (`fastpath_lab::fanin_topo`); DUTs `fastpath` (this binary on a generated L2 spec with a
@@ -33,6 +39,7 @@
 use clap::{Args, ValueEnum};
 use fastpath_lab::dut::{DutConfig, DutKind};
 use fastpath_lab::gen::{self, GenConfig, Sizes, RFC2544_SIZES};
+use fastpath_lab::tests::bng_dhcp::{self, DhcpConfig};
 use fastpath_lab::tests::bng_rfc2544::{self, BngConfig, BngDut};
 use fastpath_lab::tests::burst::{self, BurstConfig, BURST_SIZES};
 use fastpath_lab::tests::fairness::{self, FairnessConfig};
@@ -88,6 +95,12 @@ pub enum LabTest {
     /// while ACL rules and routes change at --updates per second through the control socket;
     /// loss, changes per second sustained, write-to-effect p50/p99.
     UpdateUnderLoad,
+    /// Broadband control plane with real clients: N subscriber namespaces (--subscribers, up
+    /// to 1000) each behind its own S-VLAN/C-VLAN pair run udhcpc (and --dhclients ISC
+    /// dhclient) through the vbng user plane and bng-cp: leases per second and lease latency,
+    /// sessions, ping and iperf3 to a core host, spoofing, release, expiry, control-plane and
+    /// user-plane restarts, then perfdhcp DORA exchanges per second.
+    BngDhcp,
 }
 
 /// Arguments of `fastpath lab`.
@@ -105,7 +118,8 @@ fastpath lab incast --senders 2,4,8,16 --flows-per-sender 2 --bytes 8m --rate 10
 fastpath lab burst --senders 2,4 --sizes 192,1518,9216 --rate 100mbit --buffer 1m --alpha-log2 3\n  \
 fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-s 5\n  \
 fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n  \
-fastpath lab update-under-load --updates 10000 --batch 100 --load 0.9 --duration 10\n\n\
+fastpath lab update-under-load --updates 10000 --batch 100 --load 0.9 --duration 10\n  \
+fastpath lab bng-dhcp --subscribers 1000 --perfdhcp-rate 500,1000,2000,5000 --json-out dhcp.jsonl --report dhcp.html\n\n\
 tcp (all four by default: fastpath, fastpath-xdp, linux-bridge, ovs-afxdp): N sender/receiver namespace \
 pairs (--pairs) through one DUT, each pair on its own two DUT ports; the endpoints keep checksum offload, \
 TSO, GSO and GRO on (--no-offloads: all off). fastpath runs with --multi-buffer (64 KB segments cut into \
@@ -115,6 +129,18 @@ reported with the counters that say why. Per run: throughput per pair and summed
 retransmits, CPU per core (machine, softirq, the DUT's threads) and CPU per Gbit/s; --transfer sizes: \
 completion time with all pairs transferring at once; --check: tshark on the probe (checksums, \
 retransmissions) and the receiver's TcpInCsumErrors.\n\n\
+bng-dhcp: each subscriber is a namespace whose veth ends on an access bridge, where a tc program pushes its \
+C-tag and S-tag (and pops them on the way back); the user plane (fastpath run pipelines/vbng.toml --cpri \
+--pfcp, AF_PACKET ports) and the control plane (fastpath bng-cp) run in one namespace, a core host \
+(198.18.0.1, VLAN 10) in another. Phases: every client starts at once (lease latency = client start to its \
+hook's bound), the user plane's sessions are matched to the leases, every subscriber pings the core host \
+and --iperf-clients run iperf3 both ways, one subscriber sets a foreign address (must be dropped as \
+spoofed_source), a udhcpc release (SIGUSR2) and dhclient -r must remove their sessions, a short-lease \
+subscriber (--expiry-lease-s) must lose its session at expiry, the control plane and then the user plane are \
+killed and restarted (--restart) and must lose no session, and perfdhcp (Debian kea-admin) offers \
+--perfdhcp-rate DORA exchanges per second (one run per rate, each with new clients) through a relay line \
+into the same user plane; the highest rate with zero drops is reported. The command \
+fails when a check fails.\n\n\
 bng-rfc2544 DUTs (both by default): fastpath (pipelines/vbng.toml, every session loaded at start) and linux \
 (per-subscriber /32 routes and HTB classes with u32 filters, forwarding the same traffic untagged).\n\n\
 overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), linux-vxlan (kernel VXLAN devices on a bridge).\n\n\
@@ -154,7 +180,8 @@ pub struct LabArgs {
     /// Acceptable loss ratio (0 = RFC 2544; 0.005 = 0.5 %) [default: 0; bng-rfc2544 0.005].
     #[arg(long)]
     loss: Option<f64>,
-    /// bng-rfc2544: subscriber counts, comma-separated (e.g. 40000,80000,256000).
+    /// bng-rfc2544: subscriber counts, comma-separated (e.g. 40000,80000,256000); bng-dhcp:
+    /// the number of subscriber namespaces and DHCP clients (the first value, 1 to 1000).
     #[arg(long, value_delimiter = ',', default_value = "1000")]
     subscribers: Vec<u32>,
     /// bng-rfc2544: bound on each gateway's setup, seconds (fastpath to ready with every
@@ -250,6 +277,28 @@ pub struct LabArgs {
     /// Also run iperf 2 (tcp).
     #[arg(long)]
     iperf2: bool,
+    /// bng-dhcp: subscribers that run ISC dhclient (the first ones; the rest run udhcpc).
+    #[arg(long, default_value_t = 1)]
+    dhclients: u32,
+    /// bng-dhcp: lease time of the short-lease subscriber's pool, seconds (0: no expiry check).
+    #[arg(long = "expiry-lease-s", default_value_t = 8)]
+    expiry_lease_s: u32,
+    /// bng-dhcp: bound on the lease phase, seconds.
+    #[arg(long = "lease-bound-s", default_value_t = 120)]
+    lease_bound_s: u64,
+    /// bng-dhcp: subscribers that run iperf3 to the core host (2 s each way, one after the other).
+    #[arg(long = "iperf-clients", default_value_t = 1)]
+    iperf_clients: u32,
+    /// bng-dhcp: what to kill (SIGKILL) and restart mid-run, comma-separated: cp, up, none.
+    #[arg(long, value_delimiter = ',', default_value = "cp,up", value_parser = ["cp", "up", "none"])]
+    restart: Vec<String>,
+    /// bng-dhcp: perfdhcp's offered rates, DORA exchanges per second, comma-separated, one run
+    /// each (0: no perfdhcp phase).
+    #[arg(long = "perfdhcp-rate", value_delimiter = ',', default_value = "500,1000,2000,5000")]
+    perfdhcp_rate: Vec<u32>,
+    /// bng-dhcp: perfdhcp's test period, seconds.
+    #[arg(long = "perfdhcp-s", default_value_t = 5)]
+    perfdhcp_s: u32,
     /// Print one JSON object per line on stdout instead of the table.
     #[arg(long)]
     json: bool,
@@ -376,6 +425,62 @@ fn table(lines: &str) -> String {
                     f(&v["dut_cpu_pct"]),
                     f(&v["cpu_pct_per_gbps"]),
                     v["fell_over"].as_str().map(|w| format!("  fell over: {w}")).unwrap_or_default()
+                ),
+                "bng-dhcp" => {
+                    let check = |k: &str| {
+                        let c = &v[k];
+                        if c["detail"].as_str().is_some_and(|d| !d.is_empty()) {
+                            format!(
+                                "  {:<22} {}: {}\n",
+                                k,
+                                if c["ok"] == true { "ok" } else { "FAILED" },
+                                c["detail"].as_str().unwrap_or("")
+                            )
+                        } else {
+                            String::new()
+                        }
+                    };
+                    let zero = v["perfdhcp_zero_drop_rate"].as_u64().unwrap_or(0);
+                    let mut t = format!(
+                        "bng-dhcp {} subscribers ({} dhclient): {} leases, {} failures, {:.1} leases/s, latency p50 {:.3} s p99 {:.3} s; \
+                         {} sessions matching; {} reach the core host\n",
+                        g("subscribers"),
+                        g("dhclients"),
+                        g("leases"),
+                        g("lease_failures"),
+                        f(&v["leases_per_s"]),
+                        f(&v["lease_latency_p50_s"]),
+                        f(&v["lease_latency_p99_s"]),
+                        g("sessions_matching"),
+                        g("pings_ok")
+                    );
+                    for run in v["iperf"].as_array().map_or(&[][..], Vec::as_slice) {
+                        t.push_str(&format!(
+                            "  iperf3 subscriber {} {}: {:.1} Mbit/s\n",
+                            run["subscriber"],
+                            run["direction"].as_str().unwrap_or(""),
+                            f(&run["mbps"])
+                        ));
+                    }
+                    for k in ["spoofing", "release_udhcpc", "release_dhclient", "expiry", "cp_restart", "up_restart"] {
+                        t.push_str(&check(k));
+                    }
+                    if zero > 0 {
+                        t.push_str(&format!("  perfdhcp: highest rate with zero drops {zero}/s\n"));
+                    }
+                    t
+                }
+                "bng-dhcp-perfdhcp" => format!(
+                    "perfdhcp {:.0} DORA exchanges/s (offered {}/s for {} s): {} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; {} UDP receive-buffer overflows\n",
+                    f(&v["dora_per_s"]),
+                    g("rate"),
+                    g("seconds"),
+                    g("discovers_sent"),
+                    g("offers_received"),
+                    g("requests_sent"),
+                    g("acks_received"),
+                    g("drops"),
+                    g("udp_rcvbuf_errors")
                 ),
                 _ => format!("{l}\n"),
             });
@@ -682,6 +787,33 @@ fn bng_config(a: &LabArgs, exe: PathBuf, dir: &std::path::Path) -> Result<BngCon
     })
 }
 
+/// The `bng-dhcp` configuration from the command line, the vbng spec written into `dir`.
+fn bng_dhcp_config(a: &LabArgs, exe: PathBuf, dir: &std::path::Path) -> Result<DhcpConfig, String> {
+    let subscribers = a.subscribers.first().copied().unwrap_or(1000);
+    if a.subscribers.len() > 1 {
+        return Err(format!("bng-dhcp takes one --subscribers count, not {:?}", a.subscribers));
+    }
+    let spec = dir.join("vbng.toml");
+    std::fs::write(&spec, VBNG_SPEC).map_err(|e| format!("{}: {e}", spec.display()))?;
+    let work_dir = dir.join("bng-dhcp");
+    std::fs::create_dir_all(&work_dir).map_err(|e| format!("{}: {e}", work_dir.display()))?;
+    Ok(DhcpConfig {
+        subscribers,
+        dhclients: a.dhclients,
+        expiry_lease_s: a.expiry_lease_s,
+        lease_bound_s: a.lease_bound_s,
+        iperf_clients: a.iperf_clients,
+        restart_cp: a.restart.iter().any(|r| r == "cp"),
+        restart_up: a.restart.iter().any(|r| r == "up"),
+        perfdhcp_rates: a.perfdhcp_rate.iter().copied().filter(|&r| r > 0).collect(),
+        perfdhcp_s: a.perfdhcp_s,
+        fastpath_exe: exe,
+        vbng_spec: spec,
+        work_dir,
+        ..DhcpConfig::default()
+    })
+}
+
 /// The rule counts of the ACL-invariance test.
 const ACL_RULE_COUNTS: [usize; 3] = [0, 24, 10_000];
 
@@ -752,8 +884,8 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         return Err("name at least one --dut (fastpath, linux-vxlan)".into());
     }
     let switch_test = matches!(a.test, LabTest::Incast | LabTest::Burst | LabTest::Fairness | LabTest::AclInvariance);
-    let own_duts = switch_test || matches!(a.test, LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad);
-    if !matches!(a.test, LabTest::Gen | LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad | LabTest::Tcp)
+    let own_duts = switch_test || matches!(a.test, LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad | LabTest::BngDhcp);
+    if !matches!(a.test, LabTest::Gen | LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad | LabTest::Tcp | LabTest::BngDhcp)
         && !switch_test
         && a.duts.is_empty()
     {
@@ -791,6 +923,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let mut report = fastpath_lab::tests::report("fastpath lab", &command);
     let mut progress = |l: &str| eprintln!("{l}");
+    let mut failed = Vec::new();
     let lines = match a.test {
         LabTest::Rfc2544 => {
             let cfg = rfc2544_config(&a, duts, &RFC2544_SIZES)?;
@@ -890,6 +1023,13 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             r.add_to(&mut report);
             r.json_lines()
         }
+        LabTest::BngDhcp => {
+            let cfg = bng_dhcp_config(&a, exe.clone(), &dir.0)?;
+            let r = bng_dhcp::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            failed = r.failures();
+            r.json_lines()
+        }
         LabTest::Burst => {
             let (duts, shaping, sw) = switch_setup(&a, &exe, 3)?;
             let cfg = BurstConfig {
@@ -939,6 +1079,9 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         report.write(&a.report).map_err(|e| format!("{}: {e}", a.report.display()))?;
         eprintln!("report: {}", a.report.display());
     }
+    if !failed.is_empty() {
+        return Err(format!("{} check(s) failed:\n  {}", failed.len(), failed.join("\n  ")));
+    }
     Ok(())
 }
 
@@ -986,6 +1129,38 @@ mod tests {
         let t = table(l);
         assert!(t.starts_with("linux-routes-htb    40000 subscribers  setup    1.1 s  0.000 Mpps"), "{t}");
         assert!(t.trim_end().ends_with("fell over: setup: tc did not finish within the 240 s bound"), "{t}");
+    }
+
+    #[test]
+    fn bng_dhcp_takes_one_count_its_restarts_and_perfdhcp_rates() {
+        let dir = std::env::temp_dir().join(format!("fastpath-bng-dhcp-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = lab_args(&["bng-dhcp", "--subscribers", "100", "--restart", "cp", "--perfdhcp-rate", "500"]).unwrap();
+        let cfg = bng_dhcp_config(&a, "/bin/fp".into(), &dir).unwrap();
+        assert_eq!((cfg.subscribers, cfg.dhclients, cfg.restart_cp, cfg.restart_up), (100, 1, true, false));
+        assert_eq!(cfg.perfdhcp_rates, vec![500]);
+        assert!(std::fs::read_to_string(&cfg.vbng_spec).unwrap().contains("name = \"vbng\""));
+        let a = lab_args(&["bng-dhcp"]).unwrap();
+        let cfg = bng_dhcp_config(&a, "/bin/fp".into(), &dir).unwrap();
+        assert_eq!((cfg.subscribers, cfg.restart_cp, cfg.restart_up), (1000, true, true));
+        assert_eq!(cfg.perfdhcp_rates, vec![500, 1000, 2000, 5000]);
+        let a = lab_args(&["bng-dhcp", "--perfdhcp-rate", "0", "--restart", "none"]).unwrap();
+        let cfg = bng_dhcp_config(&a, "/bin/fp".into(), &dir).unwrap();
+        assert!(cfg.perfdhcp_rates.is_empty() && !cfg.restart_cp && !cfg.restart_up);
+        let a = lab_args(&["bng-dhcp", "--subscribers", "10,20"]).unwrap();
+        assert!(bng_dhcp_config(&a, "/bin/fp".into(), &dir).unwrap_err().contains("one --subscribers count"));
+        assert!(lab_args(&["bng-dhcp", "--restart", "dp"]).is_err(), "only cp, up, none");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bng_dhcp_rows_print_their_checks() {
+        let l = r#"{"measurement":"bng-dhcp","subscribers":10,"dhclients":1,"leases":9,"lease_failures":0,"leases_per_s":25.0,"lease_latency_p50_s":0.1,"lease_latency_p99_s":0.2,"sessions_matching":9,"pings_ok":9,"iperf":[],"spoofing":{"ok":true,"detail":"0/3 pings answered","seconds":null},"up_restart":{"ok":false,"detail":"0 of 7 sessions back","seconds":null},"perfdhcp_zero_drop_rate":500}"#;
+        let t = table(l);
+        assert!(t.contains("bng-dhcp 10 subscribers (1 dhclient): 9 leases, 0 failures"), "{t}");
+        assert!(t.contains("spoofing") && t.contains("ok: 0/3 pings answered"), "{t}");
+        assert!(t.contains("up_restart") && t.contains("FAILED: 0 of 7 sessions back"), "{t}");
+        assert!(t.contains("highest rate with zero drops 500/s"), "{t}");
     }
 
     #[test]

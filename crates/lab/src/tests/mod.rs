@@ -19,6 +19,7 @@
 //! report.write("lab-report.html").unwrap();
 //! ```
 
+pub mod bng_dhcp;
 pub mod bng_rfc2544;
 pub mod burst;
 pub mod fairness;
