@@ -100,10 +100,8 @@ fn a_hundred_dhcp_clients_lease_forward_and_lose_their_sessions_as_they_should()
 }
 
 /// A user plane killed mid-run must get every session back from the control plane's store
-/// (PFCP re-association and refill), and its subscribers must forward again. Ignored until the
-/// user plane is refilled (docs/bng.md, "What is left"): today it comes back with no session.
+/// (PFCP re-association and refill, docs/bng.md), and its subscribers must forward again.
 #[test]
-#[ignore = "the user plane is not refilled from the control plane's store yet (issue 17); run with --ignored"]
 fn a_restarted_user_plane_gets_every_session_back() {
     if !common::root_or_skip() {
         return;

@@ -743,7 +743,15 @@ pub fn run(cfg: &DhcpConfig, progress: &mut dyn FnMut(&str)) -> Result<DhcpResul
         up = UserPlane::start(cfg, &hosts, &entries, "up-restarted.log")?;
         let back = wait_until(Duration::from_secs(cfg.restart_bound_s), || (up.sessions() == snapshot).then_some(()));
         let after = up.sessions();
-        let sample: Vec<&Sub> = holders.iter().map(|c| &hosts.subs[c.index as usize]).filter(|s| !s.short_lease).take(5).collect();
+        // Subscribers that held a session before the kill (a client released earlier may still
+        // show its last address in its hook's log).
+        let sample: Vec<&Sub> = holders
+            .iter()
+            .filter(|c| c.address().is_some_and(|a| snapshot.contains_key(&a)))
+            .map(|c| &hosts.subs[c.index as usize])
+            .filter(|s| !s.short_lease)
+            .take(5)
+            .collect();
         let pinged = ping_all(&hosts, &sample).len();
         r.up_restart = Check {
             ok: back.is_some() && pinged == sample.len(),
