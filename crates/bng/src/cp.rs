@@ -304,35 +304,54 @@ impl ControlPlane {
     /// # Errors
     /// The store failed: the process must stop rather than lose a lease.
     pub fn on_gtpu(&mut self, buf: &[u8], now_s: u64) -> Result<Out, StoreError> {
+        self.on_gtpu_batch([buf], now_s)
+    }
+
+    /// [`ControlPlane::on_gtpu`] for several datagrams at once: each is served in turn, then
+    /// their lease events go to the store in one transaction (one `fsync` for the lot, a group
+    /// commit) before any reply or PFCP request is returned to be sent.
+    ///
+    /// # Errors
+    /// The store failed: nothing of this batch may be sent.
+    pub fn on_gtpu_batch<'b>(&mut self, bufs: impl IntoIterator<Item = &'b [u8]>, now_s: u64) -> Result<Out, StoreError> {
         let mut out = Out::default();
+        for buf in bufs {
+            self.gtpu_one(buf, now_s, &mut out);
+        }
+        self.events(&mut out)?;
+        Ok(out)
+    }
+
+    /// Serves one CPRi datagram; its replies go to `out`, its lease events wait in the server.
+    fn gtpu_one(&mut self, buf: &[u8], now_s: u64, out: &mut Out) {
         let g = match Gtpu::parse(buf) {
             Ok(g) => g,
             Err(_) => {
                 self.counters.gtpu_bad += 1;
-                return Ok(out);
+                return;
             }
         };
         match g.msg_type {
             MessageType::ECHO_REQUEST => {
                 self.counters.echo += 1;
                 out.gtpu.push(gtpu::echo_response(g.seq.unwrap_or(0)));
-                return Ok(out);
+                return;
             }
             MessageType::G_PDU => {}
             _ => {
                 self.counters.gtpu_bad += 1;
-                return Ok(out);
+                return;
             }
         }
         self.counters.gpdu_in += 1;
         let (up, port) = gtpu::cpri_port(g.teid);
         let Some(u) = self.ups.get(&up) else {
             self.counters.wrong_up += 1;
-            return Ok(out);
+            return;
         };
         if !u.params.ports.is_empty() && !u.params.ports.contains(&port) {
             self.counters.wrong_port += 1;
-            return Ok(out);
+            return;
         }
         // The line's port is the whole TEID: the same port number behind two user planes is
         // two lines.
@@ -340,7 +359,7 @@ impl ControlPlane {
             Ok(p) => p,
             Err(NotDhcp::Truncated | NotDhcp::NotQinQ | NotDhcp::NotDhcp | NotDhcp::Malformed) => {
                 self.counters.not_dhcp += 1;
-                return Ok(out);
+                return;
             }
         };
         match self.server.handle(&p.msg, p.identity, now_s) {
@@ -356,8 +375,6 @@ impl ControlPlane {
             Dhcp::Done => {}
             Dhcp::Ignored(_) => self.counters.dhcp_ignored += 1,
         }
-        self.events(&mut out)?;
-        Ok(out)
     }
 
     /// Once a second: Association Setup Requests to the user planes not associated, heartbeats
@@ -400,18 +417,24 @@ impl ControlPlane {
     /// gets the leases as they are then, when it associates ([`ControlPlane::resync`]).
     fn events(&mut self, out: &mut Out) -> Result<(), StoreError> {
         let evs = self.server.drain_events();
+        if evs.is_empty() {
+            return Ok(());
+        }
         self.store.apply(&evs)?;
+        // The session rows these events write: one transaction, committed before the requests
+        // leave (a group commit, as the leases above).
+        let tx = self.sessions.unchecked_transaction().map_err(StoreError::Sqlite)?;
         for e in evs {
             out.notes.push(format!("lease {:?} {} {}", e.kind, circuit(&e.identity), e.ip));
             let up = up_of(&e.identity);
             let Some(u) = self.ups.get_mut(&up) else { continue };
             if u.live() {
-                send_event(&self.sessions, up, &mut u.pfcp, &e, out).map_err(StoreError::Sqlite)?;
+                send_event(&tx, up, &mut u.pfcp, &e, out).map_err(StoreError::Sqlite)?;
             } else if u.pfcp.is_associated() {
                 u.queued.push(e);
             }
         }
-        Ok(())
+        tx.commit().map_err(StoreError::Sqlite)
     }
 
     /// After an association of user plane `up`: it kept our sessions (PSREI) ▸ delete those

@@ -437,10 +437,41 @@ fn serve_metrics(listener: &TcpListener, cp: &Mutex<ControlPlane>) {
 /// # Errors
 /// A bad config, a socket that cannot be bound, or a store failure (the process stops rather
 /// than lose a lease).
+/// SO_RCVBUFFORCE: past net.core.rmem_max, for a process with CAP_NET_ADMIN; without it the
+/// buffer stays at what SO_RCVBUF got.
+fn force_rcvbuf(sock: &UdpSocket, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: a valid socket descriptor, a pointer to a c_int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            std::ptr::from_ref(&v).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        eprintln!("bng-cp: the CPRi receive buffer stays below {bytes} bytes (SO_RCVBUFFORCE: {})", std::io::Error::last_os_error());
+    }
+}
+
+/// Most CPRi datagrams served per store commit.
+const CPRI_BATCH: usize = 64;
+/// The CPRi socket's receive buffer, bytes.
+const CPRI_RCVBUF: usize = 8 << 20;
+
 pub fn run(a: BngCpArgs) -> Result<(), String> {
     let s = load(&a.config)?;
     let cp = ControlPlane::open(&s.params, now_s()).map_err(|e| format!("{}: {e}", s.params.store.display()))?;
     let cpri = UdpSocket::bind(s.cpri_listen).map_err(|e| format!("cpri.listen {}: {e}", s.cpri_listen))?;
+    // Room for bursts of DISCOVERs while a batch is being committed (the kernel caps it at
+    // net.core.rmem_max unless we are root, who may exceed it).
+    let rcvbuf = socket2::SockRef::from(&cpri);
+    if rcvbuf.set_recv_buffer_size(CPRI_RCVBUF).is_err() || rcvbuf.recv_buffer_size().is_ok_and(|n| n < CPRI_RCVBUF) {
+        force_rcvbuf(&cpri, CPRI_RCVBUF);
+    }
     let pfcp = UdpSocket::bind(s.pfcp_local).map_err(|e| format!("pfcp.local {}: {e}", s.pfcp_local))?;
     let metrics = a.metrics.map(|m| TcpListener::bind(m).map_err(|e| format!("--metrics {m}: {e}"))).transpose()?;
     let peers = s.pfcp_peers.clone();
@@ -463,12 +494,44 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
             sc.spawn(move || serve_metrics(m, cp));
         }
         sc.spawn(|| {
-            let mut buf = vec![0u8; 65_536];
+            // A batch: the datagram that woke us and whatever else is queued behind it (at most
+            // CPRI_BATCH). Its leases are stored in one commit before any reply leaves; a reply
+            // goes back to the source of the datagram it answers (the user plane that punted it).
+            let mut bufs = vec![vec![0u8; 65_536]; CPRI_BATCH];
+            let mut got: Vec<(usize, SocketAddr)> = Vec::with_capacity(CPRI_BATCH);
             loop {
-                let Ok((n, from)) = cpri.recv_from(&mut buf) else { continue };
+                got.clear();
+                let Ok(first) = cpri.recv_from(&mut bufs[0]) else { continue };
+                got.push(first);
+                if cpri.set_nonblocking(true).is_ok() {
+                    while got.len() < CPRI_BATCH {
+                        match cpri.recv_from(&mut bufs[got.len()]) {
+                            Ok(r) => got.push(r),
+                            Err(_) => break,
+                        }
+                    }
+                    let _ = cpri.set_nonblocking(false);
+                }
                 let Ok(mut g) = cp.lock() else { return };
-                match g.on_gtpu(buf.get(..n).unwrap_or_default(), now_s()) {
-                    Ok(out) => send_all(out, &cpri, Some(from), &pfcp, &peers),
+                // Every datagram of one batch comes from one user plane in practice; replies
+                // go to each one's source.
+                let from = got[0].1;
+                let one_source = got.iter().all(|r| r.1 == from);
+                let result = if one_source {
+                    g.on_gtpu_batch(got.iter().zip(&bufs).map(|((n, _), b)| b.get(..*n).unwrap_or_default()), now_s())
+                        .map(|out| vec![(out, from)])
+                } else {
+                    got.iter()
+                        .zip(&bufs)
+                        .map(|((n, src), b)| g.on_gtpu(b.get(..*n).unwrap_or_default(), now_s()).map(|out| (out, *src)))
+                        .collect()
+                };
+                match result {
+                    Ok(outs) => {
+                        for (out, to) in outs {
+                            send_all(out, &cpri, Some(to), &pfcp, &peers);
+                        }
+                    }
                     Err(e) => {
                         if let Ok(mut f) = failed.lock() {
                             *f = Some(e.to_string());
