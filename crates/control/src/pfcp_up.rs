@@ -1201,6 +1201,11 @@ impl PfcpServer {
         Ok(PfcpServer { sock, endpoint })
     }
 
+    /// The socket (to size its buffers).
+    pub fn socket(&self) -> &UdpSocket {
+        &self.sock
+    }
+
     /// The address bound.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.sock.local_addr().ok()

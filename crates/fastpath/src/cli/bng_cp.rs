@@ -437,30 +437,12 @@ fn serve_metrics(listener: &TcpListener, cp: &Mutex<ControlPlane>) {
 /// # Errors
 /// A bad config, a socket that cannot be bound, or a store failure (the process stops rather
 /// than lose a lease).
-/// SO_RCVBUFFORCE: past net.core.rmem_max, for a process with CAP_NET_ADMIN; without it the
-/// buffer stays at what SO_RCVBUF got.
-fn force_rcvbuf(sock: &UdpSocket, bytes: usize) {
-    use std::os::fd::AsRawFd;
-    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: a valid socket descriptor, a pointer to a c_int and its size.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            std::ptr::from_ref(&v).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        eprintln!("bng-cp: the CPRi receive buffer stays below {bytes} bytes (SO_RCVBUFFORCE: {})", std::io::Error::last_os_error());
-    }
-}
-
 /// Most CPRi datagrams served per store commit.
 const CPRI_BATCH: usize = 64;
 /// The CPRi socket's receive buffer, bytes.
 const CPRI_RCVBUF: usize = 8 << 20;
+/// The PFCP socket's: a user plane that restarted answers thousands of establishments at once.
+const PFCP_RCVBUF: usize = 8 << 20;
 
 pub fn run(a: BngCpArgs) -> Result<(), String> {
     let s = load(&a.config)?;
@@ -468,11 +450,9 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
     let cpri = UdpSocket::bind(s.cpri_listen).map_err(|e| format!("cpri.listen {}: {e}", s.cpri_listen))?;
     // Room for bursts of DISCOVERs while a batch is being committed (the kernel caps it at
     // net.core.rmem_max unless we are root, who may exceed it).
-    let rcvbuf = socket2::SockRef::from(&cpri);
-    if rcvbuf.set_recv_buffer_size(CPRI_RCVBUF).is_err() || rcvbuf.recv_buffer_size().is_ok_and(|n| n < CPRI_RCVBUF) {
-        force_rcvbuf(&cpri, CPRI_RCVBUF);
-    }
+    super::grow_rcvbuf(&cpri, CPRI_RCVBUF, "bng-cp: the CPRi socket");
     let pfcp = UdpSocket::bind(s.pfcp_local).map_err(|e| format!("pfcp.local {}: {e}", s.pfcp_local))?;
+    super::grow_rcvbuf(&pfcp, PFCP_RCVBUF, "bng-cp: the PFCP socket");
     let metrics = a.metrics.map(|m| TcpListener::bind(m).map_err(|e| format!("--metrics {m}: {e}"))).transpose()?;
     let peers = s.pfcp_peers.clone();
     eprintln!(

@@ -56,3 +56,28 @@ pub fn format_stats(stats: &[(String, fastpath_pipeline::StageStats)]) -> String
     }
     s.trim_end().to_string()
 }
+
+/// Sizes `sock`'s receive buffer to `bytes`: SO_RCVBUF, and past net.core.rmem_max with
+/// SO_RCVBUFFORCE when the process may (CAP_NET_ADMIN); says so on stderr when it cannot.
+pub fn grow_rcvbuf(sock: &std::net::UdpSocket, bytes: usize, what: &str) {
+    use std::os::fd::AsRawFd;
+    let r = socket2::SockRef::from(sock);
+    // Linux reports twice what was set (its bookkeeping share).
+    if r.set_recv_buffer_size(bytes).is_ok() && r.recv_buffer_size().is_ok_and(|n| n >= bytes) {
+        return;
+    }
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: a valid socket descriptor, a pointer to a c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            std::ptr::from_ref(&v).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        eprintln!("{what}: receive buffer below {bytes} bytes (SO_RCVBUFFORCE: {})", std::io::Error::last_os_error());
+    }
+}

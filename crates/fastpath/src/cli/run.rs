@@ -378,7 +378,10 @@ fn pfcp_server(addr: &str, shadow: &Pipeline, ports: &[PortArg]) -> Result<PfcpS
     }
     let names = ports.iter().map(|p| p.name().to_string()).collect();
     let cfg = pfcp_up::Config::for_program(shadow.program(), sa.ip(), names, pfcp_up::ntp_now())?;
-    PfcpServer::bind(sa, pfcp_up::Endpoint::new(cfg))
+    let server = PfcpServer::bind(sa, pfcp_up::Endpoint::new(cfg))?;
+    // A control plane refilling a restarted user plane sends every session at once.
+    super::grow_rcvbuf(server.socket(), 8 << 20, "fastpath: the PFCP socket");
+    Ok(server)
 }
 
 fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
