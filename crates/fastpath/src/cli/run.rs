@@ -394,8 +394,8 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     if !a.rx_ring.is_power_of_two() || a.rx_ring < 64 {
         return Err(format!("--rx-ring {}: a power of two, at least 64", a.rx_ring));
     }
-    // Compile once up front so spec and entry errors stop us before any socket opens (the
-    // data plane compiles again for its control replica and every worker).
+    // Compile once up front so spec and entry errors stop us before any socket opens; this
+    // instance becomes the control plane's replica (every worker builds its own).
     let shadow = fastpath_runtime::build_pipeline(&a.spec, &a.entries, ports.len())?;
     for e in &a.entries {
         eprintln!("loaded entries from {}", e.display());
@@ -420,7 +420,6 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
     let metrics = a.metrics.as_deref().map(MetricsServer::bind).transpose()?;
     let web = a.web.as_deref().map(MetricsServer::bind_web).transpose()?;
     let pfcp = a.pfcp.as_deref().map(|addr| pfcp_server(addr, &shadow, ports)).transpose()?;
-    drop(shadow);
     let p4rt = match a.p4rt.as_deref() {
         Some(addr) => {
             let listen = fastpath_p4rt::Listen::parse(addr)?;
@@ -489,7 +488,7 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         .collect::<Result<_, String>>()?;
     let stop = multi::stop_on_signals().map_err(|e| format!("installing signal handlers: {e}"))?;
     let t0 = Instant::now();
-    let mut dp = Dataplane::start(a.spec.clone(), a.entries.clone(), live, opts)?;
+    let mut dp = Dataplane::start_with(shadow, a.spec.clone(), a.entries.clone(), live, opts)?;
     eprintln!("fastpath: {} on {} with {} worker(s) (Ctrl-C stops)", a.spec.display(), a.ports.join(" "), a.workers);
     if let Some(hk) = dp.housekeeping_cores() {
         let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
