@@ -28,9 +28,9 @@
 
 mod common;
 
-use common::{dhcp_client_frame, http_get, root_or_skip, wait_for, ChildGuard, TempDir};
+use common::{dhcp_client_frame, http_get, qinq_dhcp_exchange, root_or_skip, wait_for, ChildGuard, TempDir};
 use fastpath_bng::dhcp::server::Identity;
-use fastpath_bng::dhcp::wire::{DhcpRepr, MessageType};
+use fastpath_bng::dhcp::wire::MessageType;
 use fastpath_io::af_packet::RawSocket;
 use fastpath_io::netns::{Netns, VethPair};
 use fastpath_packet::build::FrameBuilder;
@@ -46,34 +46,6 @@ const METRICS: &str = "127.0.0.1:9189";
 const DPORT: u16 = 9999;
 /// Upstream frame length on the access side (Q-in-Q), bytes.
 const FRAME_LEN: usize = 200;
-
-/// Sends `frame` on `iface` (again every 300 ms) until a Q-in-Q DHCP reply of type `want`
-/// arrives there.
-fn exchange(peer: &Netns, iface: &str, frame: &[u8], want: MessageType) -> Option<DhcpRepr> {
-    let (frame, iface) = (frame.to_vec(), iface.to_string());
-    peer.run(move || {
-        let s = RawSocket::open(&iface).unwrap();
-        let t0 = Instant::now();
-        let mut buf = vec![0u8; 2048];
-        while t0.elapsed() < Duration::from_secs(15) {
-            s.send(&frame).unwrap();
-            let sent = Instant::now();
-            while sent.elapsed() < Duration::from_millis(300) {
-                let Some(n) = s.recv(&mut buf, 100).unwrap() else { continue };
-                let f = &buf[..n];
-                if n > 50 && f[12..14] == [0x88, 0xa8] && f[16..18] == [0x81, 0x00] && f[42..44] == [0, 67] {
-                    if let Ok(m) = DhcpRepr::parse(&f[50..]) {
-                        if m.options.message_type == Some(want) {
-                            return Some(m);
-                        }
-                    }
-                }
-            }
-        }
-        None
-    })
-    .unwrap()
-}
 
 /// A subscriber's upstream frame: Q-in-Q, from its MAC and leased address, UDP to `DPORT`,
 /// `FRAME_LEN` bytes, `seq` in the payload.
@@ -207,30 +179,22 @@ ports = [0]
 id = 2
 pfcp = "127.0.0.1:8806"
 ports = [0]
-[dhcp]
-gateway = "100.64.0.1"
-gateway_mac = "02:fa:00:00:00:01"
-lease_time_s = 600
-[[dhcp.pool]]
-name = "s100"
-svlans = [100]
-first = "100.64.0.10"
-last = "100.64.0.20"
-mask = "255.255.255.0"
-"#,
-        store.display()
+{}"#,
+        store.display(),
+        common::BNG_CP_DHCP
     )
 }
 
 /// DISCOVER ▸ OFFER, REQUEST ▸ ACK on `iface`; the leased address.
 fn lease(peer: &Netns, iface: &str, sub: &Identity, logs: &dyn Fn() -> String) -> Ipv4Addr {
-    let offer = exchange(peer, iface, &dhcp_client_frame(sub, MessageType::DISCOVER, |_| {}), MessageType::OFFER)
+    let (_, offer) = qinq_dhcp_exchange(peer, iface, &dhcp_client_frame(sub, MessageType::DISCOVER, |_| {}), MessageType::OFFER)
         .unwrap_or_else(|| panic!("no OFFER on {iface} in 15 s\n{}", logs()));
     let req = dhcp_client_frame(sub, MessageType::REQUEST, |m| {
         m.options.requested_ip = Some(offer.yiaddr);
         m.options.server_id = Some(GW);
     });
-    let ack = exchange(peer, iface, &req, MessageType::ACK).unwrap_or_else(|| panic!("no ACK on {iface} in 15 s\n{}", logs()));
+    let (_, ack) =
+        qinq_dhcp_exchange(peer, iface, &req, MessageType::ACK).unwrap_or_else(|| panic!("no ACK on {iface} in 15 s\n{}", logs()));
     assert_eq!(ack.yiaddr, offer.yiaddr);
     ack.yiaddr
 }

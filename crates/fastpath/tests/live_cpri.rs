@@ -15,45 +15,15 @@
 
 mod common;
 
-use common::{bng_cp_config, dhcp_client_frame, root_or_skip, wait_for, ChildGuard, TempDir};
+use common::{bng_cp_config, dhcp_client_frame, qinq_dhcp_exchange, root_or_skip, wait_for, ChildGuard, TempDir};
 use fastpath_bng::dhcp::server::Identity;
-use fastpath_bng::dhcp::wire::{DhcpRepr, MessageType};
-use fastpath_io::af_packet::RawSocket;
+use fastpath_bng::dhcp::wire::MessageType;
 use fastpath_io::netns::{Netns, VethPair};
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const GW: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 1);
-
-/// Sends `frame` from the subscriber's side (again every 300 ms) until a Q-in-Q frame with a
-/// DHCP message of type `want` arrives there; returns the frame and the message.
-fn exchange(peer: &Netns, frame: &[u8], want: MessageType) -> Option<(Vec<u8>, DhcpRepr)> {
-    let frame = frame.to_vec();
-    peer.run(move || {
-        let s = RawSocket::open("s0").unwrap();
-        let t0 = Instant::now();
-        let mut buf = vec![0u8; 2048];
-        while t0.elapsed() < Duration::from_secs(15) {
-            s.send(&frame).unwrap();
-            let sent = Instant::now();
-            while sent.elapsed() < Duration::from_millis(300) {
-                let Some(n) = s.recv(&mut buf, 100).unwrap() else { continue };
-                // Ours: 802.1ad S-tag, 802.1Q C-tag, IPv4, UDP 67 ▸ 68.
-                let f = &buf[..n];
-                if n > 50 && f[12..14] == [0x88, 0xa8] && f[16..18] == [0x81, 0x00] && f[42..44] == [0, 67] {
-                    if let Ok(m) = DhcpRepr::parse(&f[50..]) {
-                        if m.options.message_type == Some(want) {
-                            return Some((f.to_vec(), m));
-                        }
-                    }
-                }
-            }
-        }
-        None
-    })
-    .unwrap()
-}
 
 #[test]
 fn a_subscriber_leases_through_the_user_plane_and_the_control_plane() {
@@ -111,14 +81,15 @@ fn a_subscriber_leases_through_the_user_plane_and_the_control_plane() {
         format!("counters:\n{}\nbng-cp:\n{}\nrun:\n{}", show("show counters"), read("cp.log"), read("up.log"))
     };
     let sub = Identity { port: 0, svlan: 100, cvlan: 7, mac: [0x02, 0, 0, 0, 0x12, 0x34] };
-    let (offer_frame, offer) = exchange(&peer, &dhcp_client_frame(&sub, MessageType::DISCOVER, |_| {}), MessageType::OFFER)
+    let (offer_frame, offer) = qinq_dhcp_exchange(&peer, "s0", &dhcp_client_frame(&sub, MessageType::DISCOVER, |_| {}), MessageType::OFFER)
         .unwrap_or_else(|| panic!("no OFFER reached the subscriber in 15 s\n{}", logs()));
     assert_eq!(offer.yiaddr, Ipv4Addr::new(100, 64, 0, 10));
     assert_eq!(&offer_frame[..6], &sub.mac, "to the subscriber");
     assert_eq!(&offer_frame[6..12], &[0x02, 0xfa, 0, 0, 0, 1], "from the gateway MAC");
     assert_eq!(&offer_frame[12..22], &[0x88, 0xa8, 0, 100, 0x81, 0x00, 0, 7, 0x08, 0x00], "inside S-VLAN 100, C-VLAN 7");
-    let (_, ack) = exchange(
+    let (_, ack) = qinq_dhcp_exchange(
         &peer,
+        "s0",
         &dhcp_client_frame(&sub, MessageType::REQUEST, |m| {
             m.options.requested_ip = Some(offer.yiaddr);
             m.options.server_id = Some(GW);

@@ -161,7 +161,13 @@ up_id = 1
 [pfcp]
 user_plane = "{user_plane}"
 local = "127.0.0.1:0"
-[dhcp]
+{BNG_CP_DHCP}"#
+    )
+}
+
+/// The `[dhcp]` part of the test `bng-cp` configs: gateway 100.64.0.1 (02:fa:00:00:00:01), one
+/// pool for S-VLAN 100, 100.64.0.10–20, leases of 600 s.
+pub const BNG_CP_DHCP: &str = r#"[dhcp]
 gateway = "100.64.0.1"
 gateway_mac = "02:fa:00:00:00:01"
 lease_time_s = 600
@@ -171,9 +177,7 @@ svlans = [100]
 first = "100.64.0.10"
 last = "100.64.0.20"
 mask = "255.255.255.0"
-"#
-    )
-}
+"#;
 
 /// A subscriber's DHCP request of type `ty` (xid fixed, `chaddr` its MAC), with `f` for the rest,
 /// as the frame a user plane punts: broadcast, inside its S-tag and C-tag.
@@ -188,4 +192,39 @@ pub fn dhcp_client_frame(
     m.options.message_type = Some(ty);
     f(&mut m);
     fastpath_bng::cpri::client_frame(sub, &m)
+}
+
+/// Sends `frame` on `iface` in `peer` (again every 300 ms, for at most 15 s) until a Q-in-Q
+/// frame with a DHCP reply (UDP 67 ▸ 68) of type `want` arrives there; returns the frame and
+/// the message.
+pub fn qinq_dhcp_exchange(
+    peer: &Netns,
+    iface: &str,
+    frame: &[u8],
+    want: fastpath_bng::dhcp::wire::MessageType,
+) -> Option<(Vec<u8>, fastpath_bng::dhcp::wire::DhcpRepr)> {
+    let (frame, iface) = (frame.to_vec(), iface.to_string());
+    peer.run(move || {
+        let s = fastpath_io::af_packet::RawSocket::open(&iface).unwrap();
+        let t0 = Instant::now();
+        let mut buf = vec![0u8; 2048];
+        while t0.elapsed() < Duration::from_secs(15) {
+            s.send(&frame).unwrap();
+            let sent = Instant::now();
+            while sent.elapsed() < Duration::from_millis(300) {
+                let Some(n) = s.recv(&mut buf, 100).unwrap() else { continue };
+                // 802.1ad S-tag, 802.1Q C-tag, IPv4, UDP 67 ▸ 68.
+                let f = &buf[..n];
+                if n > 50 && f[12..14] == [0x88, 0xa8] && f[16..18] == [0x81, 0x00] && f[42..44] == [0, 67] {
+                    if let Ok(m) = fastpath_bng::dhcp::wire::DhcpRepr::parse(&f[50..]) {
+                        if m.options.message_type == Some(want) {
+                            return Some((f.to_vec(), m));
+                        }
+                    }
+                }
+            }
+        }
+        None
+    })
+    .unwrap()
 }
