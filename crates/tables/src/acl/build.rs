@@ -12,8 +12,14 @@ const PARTITION_MIN_WIDTH: u8 = 16;
 /// Widest root cut table: 2^16 cells.
 const MAX_CUT_BITS: u32 = 16;
 
-/// Compiles rules that `validate` accepted.
+/// Compiles rules that `validate` accepted; a match reports the rule's index in `rules`.
 pub(super) fn build(cfg: &AclConfig, rules: &[AclRule]) -> Acl {
+    build_with_ids(cfg, rules, None)
+}
+
+/// Compiles rules that `validate` accepted; a match of rule `i` reports `ids[i]` as its rule
+/// index (`i` without `ids`). Ties of priority still go to the rule earlier in `rules`.
+pub(super) fn build_with_ids(cfg: &AclConfig, rules: &[AclRule], ids: Option<&[u32]>) -> Acl {
     let nf = cfg.field_widths.len();
     let mut order: Vec<usize> = (0..rules.len()).collect();
     order.sort_by_key(|&i| (rules.get(i).map_or(0, |r| r.priority), i));
@@ -38,7 +44,7 @@ pub(super) fn build(cfg: &AclConfig, rules: &[AclRule]) -> Acl {
             }
         }
         has_tern.push(t);
-        result.push((r.action, i as u32));
+        result.push((r.action, ids.and_then(|ids| ids.get(i).copied()).unwrap_or(i as u32)));
     }
 
     let rows = if nf <= PACKED {
@@ -59,9 +65,20 @@ pub(super) fn build(cfg: &AclConfig, rules: &[AclRule]) -> Acl {
         Vec::new()
     };
     let ctx = Ctx { cfg, nf, bounds: &bounds, has_tern: &has_tern };
-    let mut trees: Vec<Tree> = partition(&ctx, n).into_iter().map(|part| build_tree(&ctx, part)).collect();
+    let mut pruner = vec![0u64; n.div_ceil(64)];
+    let mut trees: Vec<Tree> = partition(&ctx, n).into_iter().map(|part| build_tree(&ctx, part, &mut pruner)).collect();
     trees.sort_by_key(|t| t.min_rank);
-    Acl { nf, bounds, tern, has_tern, result, rows, trees }
+    Acl {
+        nf,
+        bounds: bounds.into(),
+        tern: tern.into(),
+        has_tern: has_tern.into(),
+        result: result.into(),
+        rows: rows.into(),
+        trees: trees.into(),
+        pruner: pruner.into(),
+        delta: None,
+    }
 }
 
 struct Ctx<'a> {
@@ -161,7 +178,7 @@ type CellGroup = (u32, u32, Vec<usize>);
 
 /// Builds one tree over `ranks` (ascending): a root cut table on the top bits of one field,
 /// then a HyperSplit subtree per distinct cell rule list, depth first.
-fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
+fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>, pruner: &mut [u64]) -> Tree {
     let region: Vec<(u32, u32)> = ctx.cfg.field_widths.iter().map(|&w| (0, super::width_max(w))).collect();
     let min_rank = ranks.first().copied().unwrap_or(END);
     let nrules = ranks.len();
@@ -169,7 +186,7 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
     let mut tree = Tree { cut_field: 0, cut_shift: 31, cut: Vec::new(), min_rank, nodes: Vec::new(), leaf_ranks: Vec::new(), depth: 0 };
     let Some((d, shift)) = choose_cut(ctx, &ranks) else {
         // No cut: both cells of `field 0 >> 31` (any width) lead to one subtree.
-        let root = grow(ctx, &mut tree, ranks, region, max_words);
+        let root = grow(ctx, &mut tree, ranks, region, max_words, pruner);
         tree.cut = vec![root; 2];
         return tree;
     };
@@ -202,7 +219,7 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>) -> Tree {
         if let Some(b) = reg.get_mut(d) {
             *b = (lo, hi);
         }
-        let ptr = grow(ctx, &mut tree, l.to_vec(), reg, max_words);
+        let ptr = grow(ctx, &mut tree, l.to_vec(), reg, max_words, pruner);
         for c in cs {
             if let Some(slot) = tree.cut.get_mut(c) {
                 *slot = ptr;
@@ -269,8 +286,9 @@ fn choose_cut(ctx: &Ctx<'_>, ranks: &[u32]) -> Option<(usize, u32)> {
 }
 
 /// Builds a HyperSplit subtree over `ranks` (ascending) inside `region`, depth first, into
-/// `tree`; returns its root pointer.
-fn grow(ctx: &Ctx<'_>, tree: &mut Tree, ranks: Vec<u32>, region: Vec<(u32, u32)>, max_words: usize) -> u32 {
+/// `tree`; returns its root pointer. Sets the `pruner` bit of every rule that cut lower rules
+/// from a box it covers.
+fn grow(ctx: &Ctx<'_>, tree: &mut Tree, ranks: Vec<u32>, region: Vec<(u32, u32)>, max_words: usize, pruner: &mut [u64]) -> u32 {
     let nf = ctx.nf;
     let leaf_size = ctx.cfg.leaf_size.max(1);
     let mut root = LEAF;
@@ -285,6 +303,16 @@ fn grow(ctx: &Ctx<'_>, tree: &mut Tree, ranks: Vec<u32>, region: Vec<(u32, u32)>
                     lo <= blo && bhi <= hi
                 })
         }) {
+            // The covering rule stays the last entry of every leaf below (children keep the
+            // rules that meet their box, and it meets all of them): a lookup that finds it
+            // deleted knows the rules after it may be missing there (`delta`).
+            if cut + 1 < ranks.len() {
+                if let Some(&r) = ranks.get(cut) {
+                    if let Some(w) = pruner.get_mut(r as usize / 64) {
+                        *w |= 1 << (r % 64);
+                    }
+                }
+            }
             ranks.truncate(cut + 1);
         }
         let words = NODE_WORDS * tree.nodes.len() + tree.leaf_ranks.len() + tree.cut.len();

@@ -65,8 +65,12 @@
 
 mod build;
 pub mod classbench;
+mod delta;
+mod live;
 
+pub use live::{FoldJob, Folded, LiveAcl};
 use std::fmt;
+use std::sync::Arc;
 
 /// How one field of a rule matches a key value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -311,29 +315,35 @@ fn validate(cfg: &AclConfig, rules: &[AclRule]) -> Result<(), BuildError> {
     if rules.len() >= (1 << 31) {
         return Err(BuildError::TooManyRules);
     }
-    let nf = cfg.field_widths.len();
     for (rule, r) in rules.iter().enumerate() {
-        if r.fields.len() != nf {
-            return Err(BuildError::FieldCount { rule, expected: nf, got: r.fields.len() });
-        }
-        for (field, (m, &w)) in r.fields.iter().zip(&cfg.field_widths).enumerate() {
-            let max = width_max(w);
-            match *m {
-                FieldMatch::Range { lo, hi } => {
-                    if lo > hi {
-                        return Err(BuildError::RangeInverted { rule, field });
-                    }
-                    if hi > max {
-                        return Err(BuildError::OutsideWidth { rule, field });
-                    }
+        validate_rule(cfg, rule, r)?;
+    }
+    Ok(())
+}
+
+/// Checks one rule against a config that [`validate`] accepted; errors name it `rule`.
+fn validate_rule(cfg: &AclConfig, rule: usize, r: &AclRule) -> Result<(), BuildError> {
+    let nf = cfg.field_widths.len();
+    if r.fields.len() != nf {
+        return Err(BuildError::FieldCount { rule, expected: nf, got: r.fields.len() });
+    }
+    for (field, (m, &w)) in r.fields.iter().zip(&cfg.field_widths).enumerate() {
+        let max = width_max(w);
+        match *m {
+            FieldMatch::Range { lo, hi } => {
+                if lo > hi {
+                    return Err(BuildError::RangeInverted { rule, field });
                 }
-                FieldMatch::Masked { value, mask } => {
-                    if value > max || mask > max {
-                        return Err(BuildError::OutsideWidth { rule, field });
-                    }
-                    if value & !mask != 0 {
-                        return Err(BuildError::ValueOutsideMask { rule, field });
-                    }
+                if hi > max {
+                    return Err(BuildError::OutsideWidth { rule, field });
+                }
+            }
+            FieldMatch::Masked { value, mask } => {
+                if value > max || mask > max {
+                    return Err(BuildError::OutsideWidth { rule, field });
+                }
+                if value & !mask != 0 {
+                    return Err(BuildError::ValueOutsideMask { rule, field });
                 }
             }
         }
@@ -396,8 +406,12 @@ struct Tree {
 /// Size figures of a compiled classifier.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AclStats {
-    /// Rules compiled.
+    /// Rules live (compiled and still live, plus those added since).
     pub rules: usize,
+    /// Rules added (or replaced) since the trees were built: the delta's overlay.
+    pub added: usize,
+    /// Built rules deleted (or replaced) since the trees were built: the delta's tombstones.
+    pub deleted: usize,
     /// Decision trees (partitions).
     pub trees: usize,
     /// Inner nodes over all trees.
@@ -411,20 +425,29 @@ pub struct AclStats {
 }
 
 /// A compiled, immutable classifier. `Send + Sync`: share it between workers.
+///
+/// The compiled tables are shared (`Arc`), so a clone is a few reference counts: the
+/// incremental form ([`LiveAcl`]) publishes each change as the same trees plus a small
+/// [`delta`](self#incremental-changes) of rules added and deleted since they were built.
 #[derive(Clone, Debug)]
 pub struct Acl {
     nf: usize,
     /// Per rank, per field: bounding `lo, hi`.
-    bounds: Vec<u32>,
+    bounds: Arc<[u32]>,
     /// Per rank, per field: `mask, value` (0, 0 where the field is a plain range).
-    tern: Vec<u32>,
+    tern: Arc<[u32]>,
     /// Per rank: some field is ternary and must be checked with `tern`.
-    has_tern: Vec<bool>,
+    has_tern: Arc<[bool]>,
     /// Per rank: (action, rule index).
-    result: Vec<(u32, u32)>,
+    result: Arc<[(u32, u32)]>,
     /// Per rank: packed bounds, when there are at most [`PACKED`] fields (else empty).
-    rows: Vec<Row>,
-    trees: Vec<Tree>,
+    rows: Arc<[Row]>,
+    trees: Arc<[Tree]>,
+    /// Per rank, one bit: the rule pruned lower rules from a leaf it covers (it is that leaf's
+    /// last entry); deleting it sends lookups that land there to the exact fallback.
+    pruner: Arc<[u64]>,
+    /// Rules added and deleted since the trees were built; `None` in the steady state.
+    delta: Option<Arc<delta::Delta>>,
 }
 
 impl Acl {
@@ -441,14 +464,17 @@ impl Acl {
         self.nf
     }
 
-    /// Number of rules.
+    /// Number of rules (with the delta: the built ones still live plus those added since).
     pub fn len(&self) -> usize {
-        self.result.len()
+        match &self.delta {
+            None => self.result.len(),
+            Some(d) => d.live,
+        }
     }
 
     /// True when there are no rules (every lookup misses).
     pub fn is_empty(&self) -> bool {
-        self.result.is_empty()
+        self.len() == 0
     }
 
     /// Size figures.
@@ -459,6 +485,8 @@ impl Acl {
         let ends: usize = self.trees.iter().map(|t| t.leaf_ranks.iter().filter(|&&r| r == END).count()).sum();
         AclStats {
             rules: self.len(),
+            added: self.delta.as_ref().map_or(0, |d| d.added_len()),
+            deleted: self.delta.as_ref().map_or(0, |d| d.deleted),
             trees: self.trees.len(),
             nodes,
             leaf_refs: slots - ends,
@@ -479,6 +507,9 @@ impl Acl {
         if key.len() != self.nf {
             return None;
         }
+        if let Some(d) = &self.delta {
+            return self.classify_delta(d, key).0;
+        }
         let best = if self.rows.is_empty() { self.walk(&Wide(key)) } else { self.walk(&Packed::new(key)) };
         self.result.get(best as usize).copied()
     }
@@ -487,7 +518,7 @@ impl Acl {
     #[inline]
     fn walk<K: KeyView>(&self, key: &K) -> u32 {
         let mut best = END;
-        for t in &self.trees {
+        for t in self.trees.iter() {
             if t.min_rank >= best {
                 break;
             }
@@ -512,6 +543,12 @@ impl Acl {
         let n = keys.len().min(out.len());
         if N != self.nf {
             out.iter_mut().take(n).for_each(|o| *o = None);
+            return n;
+        }
+        if self.delta.is_some() {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.classify(k);
+            }
             return n;
         }
         for (k, o) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
@@ -542,7 +579,7 @@ impl Acl {
         let m = m.min(out.len()).min(LANES);
         let mut best = [END; LANES];
         let mut cur = [0u32; LANES];
-        for t in &self.trees {
+        for t in self.trees.iter() {
             let mut pending = 0u32;
             for i in 0..m {
                 if t.min_rank >= best[i] {

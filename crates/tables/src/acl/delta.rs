@@ -1,0 +1,150 @@
+//! Lookups through a classifier with changes on top of its trees (the parent module's
+//! "Incremental changes").
+//!
+//! A [`Delta`] holds the rules added since the trees were built, compiled on their own into a
+//! small classifier (the *overlay*), and one bit per built rule that was deleted since (a
+//! *tombstone*; a replaced rule is a tombstone plus an overlay rule). Every rule has one place in
+//! the global order (priority, then insertion), so an overlay rule is placed among the built
+//! ranks by `pos`: it beats built rank `r` exactly when `pos <= r`.
+//!
+//! ```text
+//!   overlay walk ─▶ best added rule o (pos p)      built walk, bound p, skipping tombstones
+//!                                                   └─ a tombstone that had pruned lower rules
+//!                                                      from this leaf ─▶ linear scan after it
+//!   answer: the built rank if it is < p, else o
+//! ```
+//! Pruning (the parent module's step 5) drops from a leaf the rules after one that covers the
+//! leaf's box; that rule stays the leaf's last entry. When the walk finds that entry deleted
+//! and it had pruned rules (`Acl::pruner`), the rules after it may be missing from the leaf, so
+//! the lookup scans the ranks after it linearly, up to the best found so far: exact, and paid
+//! only by keys that meet a deleted pruning rule, until the next full build (which
+//! [`LiveAcl`](super::LiveAcl) brings forward when such a rule is deleted).
+
+use super::{Acl, KeyView, Packed, Tree, Wide, END, LEAF};
+
+/// Changes on top of the built trees. Immutable once published; shared by every worker.
+#[derive(Debug)]
+pub(super) struct Delta {
+    /// Per built rank, one bit: deleted (or replaced) since the build.
+    pub(super) dead: Box<[u64]>,
+    /// Tombstones set in `dead`.
+    pub(super) deleted: usize,
+    /// The rules added since the build, compiled (ranks in the global order); `None` if none.
+    pub(super) added: Option<Acl>,
+    /// Per overlay rank: how many built ranks come before it.
+    pub(super) pos: Box<[u32]>,
+    /// Rules live: built ones not deleted plus added ones.
+    pub(super) live: usize,
+}
+
+impl Delta {
+    /// Rules in the overlay.
+    pub(super) fn added_len(&self) -> usize {
+        self.added.as_ref().map_or(0, |a| a.result.len())
+    }
+}
+
+/// Bit `i` of a bitset (false past its end).
+#[inline]
+pub(super) fn bit(set: &[u64], i: u32) -> bool {
+    set.get(i as usize / 64).is_some_and(|w| w >> (i % 64) & 1 != 0)
+}
+
+impl Acl {
+    /// As [`Acl::classify`], and how many rules the exact fallback checked for this key (0
+    /// unless the key met a deleted rule that had pruned others; see the module doc's
+    /// "Incremental changes"). For tests and measurements. Worker; never allocates.
+    pub fn classify_counted(&self, key: &[u32]) -> (Option<(u32, u32)>, usize) {
+        if key.len() != self.nf {
+            return (None, 0);
+        }
+        match &self.delta {
+            Some(d) => self.classify_delta(d, key),
+            None => (self.classify(key), 0),
+        }
+    }
+
+    /// The best live rule for `key` (`key.len() == nf`) over the trees, the tombstones and the
+    /// overlay, and the rules the fallback checked.
+    pub(super) fn classify_delta(&self, d: &Delta, key: &[u32]) -> (Option<(u32, u32)>, usize) {
+        let (over, bound) = match &d.added {
+            Some(a) => {
+                let r = a.best_rank(key);
+                (r, d.pos.get(r as usize).copied().unwrap_or(END))
+            }
+            None => (END, END),
+        };
+        let (best, scanned) =
+            if self.rows.is_empty() { self.walk_delta(&Wide(key), d, bound) } else { self.walk_delta(&Packed::new(key), d, bound) };
+        if best < bound {
+            (self.result.get(best as usize).copied(), scanned)
+        } else {
+            (d.added.as_ref().and_then(|a| a.result.get(over as usize).copied()), scanned)
+        }
+    }
+
+    /// Best rank of a classifier without a delta (the overlay), `END` for none.
+    #[inline]
+    fn best_rank(&self, key: &[u32]) -> u32 {
+        if self.rows.is_empty() {
+            self.walk(&Wide(key))
+        } else {
+            self.walk(&Packed::new(key))
+        }
+    }
+
+    /// Best live built rank below `bound` for `key` (`END` when none), and the rules the
+    /// fallback checked.
+    fn walk_delta<K: KeyView>(&self, key: &K, d: &Delta, bound: u32) -> (u32, usize) {
+        let mut best = bound;
+        let mut from = END;
+        for t in self.trees.iter() {
+            if t.min_rank >= best {
+                break;
+            }
+            let mut c = Self::root(t, key);
+            while c & LEAF == 0 {
+                let n = self.node(t, c);
+                if n.min_rank >= best {
+                    break;
+                }
+                c = n.next(key.field(n.field));
+            }
+            if c & LEAF != 0 {
+                self.scan_delta(t, c & !LEAF, key, d, &mut best, &mut from);
+            }
+        }
+        let mut scanned = 0;
+        if from < best {
+            for r in from..best.min(self.result.len() as u32) {
+                scanned += 1;
+                if !bit(&d.dead, r) && key.matches(self, r) {
+                    best = r;
+                    break;
+                }
+            }
+        }
+        (if best < bound { best } else { END }, scanned)
+    }
+
+    /// Scans a leaf skipping tombstones; lowers `best` to the first live match, and `from` to
+    /// the rank after a deleted pruning rule that ends the leaf and matches the key.
+    #[inline]
+    fn scan_delta<K: KeyView>(&self, t: &Tree, start: u32, key: &K, d: &Delta, best: &mut u32, from: &mut u32) {
+        let leaf = t.leaf_ranks.get(start as usize..).unwrap_or(&[]);
+        for (i, &rank) in leaf.iter().enumerate() {
+            if rank >= *best {
+                break;
+            }
+            if key.matches(self, rank) {
+                if !bit(&d.dead, rank) {
+                    *best = rank;
+                    return;
+                }
+                if bit(&self.pruner, rank) && leaf.get(i + 1) == Some(&END) {
+                    *from = (*from).min(rank + 1);
+                }
+            }
+        }
+    }
+}
