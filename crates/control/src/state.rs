@@ -32,12 +32,13 @@ use crate::session::{SessionCmd, Sessions};
 use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
 use fastpath_pipeline::ir::{Program, TableImpl};
 use fastpath_pipeline::objects::{Meter, MeterRates};
-use fastpath_pipeline::table::EntryView;
+use fastpath_pipeline::table::{BuiltClassifier, EntryView, Folded};
 use fastpath_pipeline::value::Match;
 use fastpath_pipeline::Pipeline;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Builds a fresh pipeline from the spec and the start-up entries files.
@@ -58,6 +59,8 @@ pub struct Control<'a> {
     timeout: Duration,
     /// Subscriber sessions, when the program has the session tables (`pipelines/vbng.toml`).
     sessions: Option<Sessions>,
+    /// Full classifier builds under way on threads of their own, by table (`transact`).
+    folds: Vec<(usize, JoinHandle<Folded>)>,
 }
 
 /// The accepted changes since start, enough to rebuild the control replica from the spec and
@@ -213,7 +216,7 @@ impl<'a> Control<'a> {
             compact_at: LOG_COMPACT_AT,
         };
         let sessions = Sessions::new(shadow.program()).ok();
-        Control { shadow, rebuild, log, accepted: 0, workers, seq: 0, timeout: Duration::from_secs(5), sessions }
+        Control { shadow, rebuild, log, accepted: 0, workers, seq: 0, timeout: Duration::from_secs(5), sessions, folds: Vec::new() }
     }
 
     /// Compacts the change log once it holds more than `ops` (default 65,536).
@@ -457,15 +460,94 @@ impl<'a> Control<'a> {
         }
         self.accepted += ops.len();
         self.log.push(ops.clone(), &self.shadow);
-        // Classifiers are built once, here; workers adopt the result.
-        let prebuilt: Arc<[_]> = self.shadow.built_classifiers(&ops).into();
+        // Classifiers are committed once, here (the last full build plus the changes since);
+        // workers adopt the result, and with it any full build finished in the background.
+        let mut prebuilt = self.shadow.built_classifiers(&ops);
+        self.finish_folds(&mut prebuilt);
+        let prebuilt: Arc<[_]> = prebuilt.into();
         let seq = self.next_seq();
-        for r in self.broadcast(|| ToWorker::Apply { seq, ops: ops.clone(), prebuilt: prebuilt.clone() }, seq).map_err(Refusal::Ctl)? {
+        let replies = self.broadcast(|| ToWorker::Apply { seq, ops: ops.clone(), prebuilt: prebuilt.clone() }, seq);
+        self.start_folds();
+        for r in replies.map_err(Refusal::Ctl)? {
             if let (worker, FromWorker::Applied { result: Err((op, msg)), .. }) = r {
                 return Err(Refusal::Worker { worker, op, msg });
             }
         }
         Ok(ops.len())
+    }
+
+    /// Installs the full classifier builds that finished in the background into the shadow
+    /// (the changes made while they ran go on top) and adds what they publish to `prebuilt`,
+    /// in place of the table's incremental commit. Costs the changes made during the build.
+    fn finish_folds(&mut self, prebuilt: &mut Vec<(usize, BuiltClassifier)>) {
+        let mut k = 0;
+        while k < self.folds.len() {
+            if !self.folds[k].1.is_finished() {
+                k += 1;
+                continue;
+            }
+            let (t, h) = self.folds.swap_remove(k);
+            // A build that panicked is a bug in the classifier; the table keeps its delta and
+            // its rebuild bound.
+            let Ok(f) = h.join() else { continue };
+            if let Some(b) = self.shadow.finish_fold(t, f) {
+                prebuilt.retain(|(u, _)| *u != t);
+                prebuilt.push((t, b));
+            }
+        }
+    }
+
+    /// Hands the classifier tables whose changes outgrew their bound to background threads
+    /// for a full build (one per table at a time). No write waits for one: a finished build
+    /// is published with the next write (`finish_folds`); until then the delta answers.
+    fn start_folds(&mut self) {
+        for (t, job) in self.shadow.fold_jobs() {
+            let spawned = std::thread::Builder::new().name("fp-acl-fold".into()).spawn(move || job.run());
+            // No thread: the table keeps its delta until a commit past the rebuild bound
+            // builds in full.
+            if let Ok(h) = spawned {
+                self.folds.push((t, h));
+            }
+        }
+    }
+
+    /// Waits for the background classifier builds under way and publishes them to every
+    /// worker; returns how many tables changed. For tests and an orderly idle (a finished
+    /// build is otherwise published with the next write).
+    ///
+    /// # Errors
+    /// A worker that did not answer.
+    pub fn settle_folds(&mut self) -> Result<usize, CtlError> {
+        let mut prebuilt: Vec<(usize, BuiltClassifier)> = Vec::new();
+        for (t, h) in std::mem::take(&mut self.folds) {
+            let Ok(f) = h.join() else { continue };
+            if let Some(b) = self.shadow.finish_fold(t, f) {
+                prebuilt.retain(|(u, _)| *u != t);
+                prebuilt.push((t, b));
+            }
+        }
+        if prebuilt.is_empty() {
+            return Ok(0);
+        }
+        let n = prebuilt.len();
+        let prebuilt: Arc<[_]> = prebuilt.into();
+        let seq = self.next_seq();
+        for r in self.broadcast(|| ToWorker::Apply { seq, ops: Arc::from(Vec::new()), prebuilt: prebuilt.clone() }, seq)? {
+            if let (worker, FromWorker::Applied { result: Err((_, msg)), .. }) = r {
+                return Err(CtlError::Worker { worker, msg: format!("refused a classifier build: {msg}") });
+            }
+        }
+        Ok(n)
+    }
+
+    /// Waits until every background build under way has finished, without installing them.
+    #[cfg(test)]
+    fn wait_folds(&self) {
+        for (_, h) in &self.folds {
+            while !h.is_finished() {
+                std::thread::yield_now();
+            }
+        }
     }
 
     fn restore_shadow(&mut self) -> Result<(), CtlError> {
@@ -475,6 +557,8 @@ impl<'a> Control<'a> {
             p.apply_ops(t).map_err(|(_, msg)| CtlError::Worker { worker: usize::MAX, msg: format!("replaying the change log: {msg}") })?;
         }
         self.shadow = p;
+        // Builds under way belong to the replica replaced: their threads finish unobserved.
+        self.folds.clear();
         Ok(())
     }
 
@@ -1031,6 +1115,83 @@ ingress = "apply acl"
         );
         for t in theirs {
             assert!(Arc::ptr_eq(&ours.acl, &t.expect("adopted").acl), "a worker rebuilt the classifier instead of adopting it");
+        }
+    }
+
+    /// Classifier writes commit as a delta; once it outgrows its bound a full build runs on a
+    /// thread of its own, and is published to every worker with a later write (or by
+    /// `settle_folds`): afterwards the workers read the control replica's classifier, with no
+    /// delta left.
+    #[test]
+    fn full_classifier_builds_run_in_the_background_and_reach_every_worker() {
+        const ACL: &str = r#"
+name = "a"
+[parser]
+headers = ["eth", "ipv4"]
+[[table]]
+name = "acl"
+key = [{ field = "ipv4.src", match = "ternary" }, { field = "ipv4.dst", match = "ternary" }]
+actions = ["forward", "drop"]
+size = 4096
+default = "drop"
+[control]
+ingress = "apply acl"
+"#;
+        fn add(i: u32) -> String {
+            format!("table acl add 10.{}.{}.0/24 * priority {} => forward({})\n", i / 256, i % 256, i % 5, i % 7)
+        }
+        fn acl() -> Pipeline {
+            let mut p = fastpath_pipeline::compile("a.toml", ACL).unwrap_or_else(|e| panic!("{e}")).instantiate();
+            p.load_entries("base", &(0..300).map(add).collect::<String>()).unwrap();
+            p
+        }
+        let (ours, theirs) = with_workers_of(
+            2,
+            acl,
+            |p| p.table("acl").unwrap().built_classifier(),
+            |c| {
+                assert!(!c.shadow().table("acl").unwrap().built_classifier().unwrap().acl.has_delta(), "a bulk load builds in full");
+                let mut next = 300;
+                let delta = |c: &Control<'_>| {
+                    let st = c.shadow().table("acl").unwrap().built_classifier().unwrap().acl.stats();
+                    st.added + st.deleted
+                };
+                let mut settled = 0;
+                for round in 0..20u32 {
+                    let mut req = String::new();
+                    for _ in 0..10 {
+                        req.push_str(&add(next));
+                        next += 1;
+                    }
+                    for k in 0..5 {
+                        let i = round * 5 + k;
+                        req.push_str(&format!("table acl del 10.{}.{}.0/24 *\n", i / 256, i % 256));
+                    }
+                    c.execute(&req).unwrap();
+                    assert!(delta(c) > 0, "round {round}: a write commits as a delta");
+                    match round {
+                        // 75 changes: past the fold bound of 64, so a build is under way.
+                        4 => c.wait_folds(),
+                        // Finished before this write, so published with it: only this write's
+                        // 15 changes (10 added, 5 deleted) are left on top.
+                        5 => assert_eq!(delta(c), 15),
+                        6.. => {
+                            let n = c.settle_folds().unwrap();
+                            if n > 0 {
+                                assert_eq!(delta(c), 0, "round {round}: the fold started after the last write");
+                            }
+                            settled += n;
+                        }
+                        _ => {}
+                    }
+                }
+                assert!(settled >= 2, "{settled}");
+                assert_eq!(c.shadow().table_len(0), 300 + 200 - 100);
+                c.shadow().table("acl").unwrap().built_classifier().expect("built")
+            },
+        );
+        for t in theirs {
+            assert!(Arc::ptr_eq(&ours.acl, &t.expect("adopted").acl), "a worker did not adopt the fold");
         }
     }
 

@@ -24,7 +24,7 @@ use crate::exec::Pipeline;
 use crate::ir::{Program, StageDef, TableImpl, MAX_ARGS};
 use crate::objects::MeterRates;
 use crate::spec::suggest;
-use crate::table::{Acl, Adopt, BuiltClassifier, EntryView, TableOps};
+use crate::table::{Acl, Adopt, BuiltClassifier, EntryView, FoldJob, Folded, TableOps};
 use crate::value::Match;
 use std::sync::Arc;
 
@@ -368,8 +368,8 @@ impl Pipeline {
         self.program.stages.iter().enumerate().filter(move |(_, (_, s))| matches!(s, StageDef::Table(x) if *x == t)).map(|(i, _)| i)
     }
 
-    /// Loads an entries file: every line is a command; classifier tables are rebuilt once at
-    /// the end. Stops at the first error (which names file and line). Returns commands applied.
+    /// Loads an entries file: every line is a command; classifier tables are built in full once
+    /// at the end (no delta). Stops at the first error (which names file and line). Returns commands applied.
     ///
     /// # Errors
     /// The first bad line, with file, line, column and the command.
@@ -380,7 +380,7 @@ impl Pipeline {
             self.apply_op(&op).map_err(|msg| EntryError { file: file.to_string(), line, col: 0, input: cmd.to_string(), msg })?;
             n += 1;
         }
-        self.commit_all().map_err(|msg| EntryError { file: file.to_string(), line: 0, col: 0, input: String::new(), msg })?;
+        self.commit_all_full().map_err(|msg| EntryError { file: file.to_string(), line: 0, col: 0, input: String::new(), msg })?;
         Ok(n)
     }
 
@@ -400,7 +400,8 @@ impl Pipeline {
         })
     }
 
-    /// Applies `ops` in order, then commits (rebuilds) every classifier table they touched, once.
+    /// Applies `ops` in order, then commits every classifier table they touched, once (the
+    /// last full build plus the changes since: see [`TableOps::commit`]).
     /// Control plane or worker (at a batch boundary).
     ///
     /// # Errors
@@ -428,9 +429,12 @@ impl Pipeline {
 
     /// [`Pipeline::apply_ops`], where the classifier tables listed in `prebuilt` adopt the
     /// given classifier (built by another replica from the same ops,
-    /// [`Pipeline::built_classifiers`]) instead of rebuilding: a worker then swaps pointers
-    /// between two batches instead of stalling for a build. The classifiers replaced go to
-    /// `retired`, for the caller to free off the packet path.
+    /// [`Pipeline::built_classifiers`], or a finished fold, [`Pipeline::finish_fold`]) instead
+    /// of committing their own: a worker then swaps pointers between two batches. A listed table
+    /// the ops do not touch adopts too (a fold published with unrelated changes); if it refuses,
+    /// its own classifier stays, which answers the same. Within one replica, a table applied by
+    /// several stages is committed by the first and adopted by the others. The classifiers
+    /// replaced go to `retired`, for the caller to free off the packet path.
     ///
     /// # Errors
     /// As [`Pipeline::apply_ops`].
@@ -452,22 +456,31 @@ impl Pipeline {
             }
         }
         for t in 0..self.program.tables.len() {
-            if touched & (1u64 << (t % 64)) != 0 {
-                let stages: Vec<usize> = self.stages_of(t).collect();
-                let built = prebuilt.iter().find(|(u, _)| *u == t).map(|(_, a)| a);
-                for s in stages {
-                    if let Some(tab) = self.stages[s].table() {
-                        // A failed op leaves the replica unlike the one that built `built`;
-                        // a refused one (other action entries) builds its own.
-                        let adopted = match built {
-                            Some(b) if result.is_ok() => tab.adopt_classifier(b),
-                            _ => Adopt::Refused,
-                        };
-                        if let Adopt::Adopted(old) = adopted {
-                            retired.extend(old);
-                        } else if let Err(e) = tab.commit() {
+            let touches = touched & (1u64 << (t % 64)) != 0;
+            let built = prebuilt.iter().find(|(u, _)| *u == t).map(|(_, a)| a);
+            if !touches && built.is_none() {
+                continue;
+            }
+            let stages: Vec<usize> = self.stages_of(t).collect();
+            // What the first stage committed, for the others to adopt.
+            let mut own: Option<BuiltClassifier> = None;
+            for s in stages {
+                if let Some(tab) = self.stages[s].table() {
+                    // A failed op leaves the replica unlike the one that built `built`;
+                    // a refused one (other action entries) commits its own.
+                    let adopted = match built.or(own.as_ref()) {
+                        Some(b) if result.is_ok() => tab.adopt_classifier(b),
+                        _ => Adopt::Refused,
+                    };
+                    if let Adopt::Adopted(old) = adopted {
+                        retired.extend(old);
+                    } else if touches {
+                        if let Err(e) = tab.commit() {
                             let k = ops.iter().position(|o| o.table() == Some(t)).unwrap_or(0);
                             return Err((k, e.to_string()));
+                        }
+                        if own.is_none() && built.is_none() {
+                            own = tab.built_classifier();
                         }
                     }
                 }
@@ -519,13 +532,53 @@ impl Pipeline {
         Ok(())
     }
 
-    fn commit_all(&mut self) -> Result<(), String> {
+    fn commit_all_full(&mut self) -> Result<(), String> {
         for st in &mut self.stages {
             if let Some(t) = st.table() {
-                t.commit().map_err(|e| e.to_string())?;
+                t.commit_full().map_err(|e| e.to_string())?;
             }
         }
         Ok(())
+    }
+
+    /// Full builds that classifier tables want run off the write path (their changes since
+    /// the last full build outgrew the bound), by table index: run each
+    /// ([`FoldJob::run`], any thread) and hand the result to [`Pipeline::finish_fold`]. Control
+    /// plane, on its replica; changes may be applied meanwhile.
+    pub fn fold_jobs(&mut self) -> Vec<(usize, FoldJob)> {
+        let mut out = Vec::new();
+        for t in 0..self.program.tables.len() {
+            if self.program.tables[t].imp != TableImpl::Acl {
+                continue;
+            }
+            let first = self.stages_of(t).next();
+            if let Some(job) = first.and_then(|s| self.stages[s].table()).and_then(|tab| tab.fold_job()) {
+                out.push((t, job));
+            }
+        }
+        out
+    }
+
+    /// Installs a finished fold of table `t` ([`Pipeline::fold_jobs`]) with the changes made
+    /// since on top, and returns the classifier to publish to the other replicas
+    /// ([`Pipeline::apply_ops_prebuilt`]); `None` when the fold is stale (the table was
+    /// cleared or rebuilt since). Control plane; costs the changes made during the fold.
+    pub fn finish_fold(&mut self, t: usize, f: Folded) -> Option<BuiltClassifier> {
+        let stages: Vec<usize> = self.stages_of(t).collect();
+        let (&first, rest) = stages.split_first()?;
+        let tab = self.stages[first].table()?;
+        if !tab.finish_fold(f) {
+            return None;
+        }
+        let built = tab.built_classifier()?;
+        for s in rest {
+            // A stage that refuses (other action entries) keeps its own classifier: the same
+            // rules, so the same answers.
+            if let Some(tab) = self.stages[*s].table() {
+                let _ = tab.adopt_classifier(&built);
+            }
+        }
+        Some(built)
     }
 }
 

@@ -503,3 +503,90 @@ apply acl
     assert_eq!(out[0].0, Verdict::Tx(2), "the sixth field (proto) and the first (metadata) take part");
     assert_eq!(out[1].0, Verdict::Tx(3));
 }
+
+/// Classifier changes committed as a delta over the last full build, full builds ("folds")
+/// run while more changes arrive and then published to a worker replica between changes: after
+/// every change, the worker (which adopted the control replica's classifier) and the control
+/// replica give each packet the verdict of a pipeline that loaded the same rules in one full
+/// build.
+#[test]
+fn classifier_changes_and_folds_keep_every_replica_exact() {
+    let spec = ACL.replace("size = 64", "size = 4096");
+    // Rule i: a /24 source (a /16 for every 40th, which covers others of its priority), a
+    // port range, one of 7 priorities and an action that tells rules apart. Keys are unique.
+    let key = |i: u32| {
+        if i.is_multiple_of(40) {
+            format!("10.{}.0.0/16 * {}..{} *", i / 256 % 256, 1000 + i / 40, 2000 + i / 40)
+        } else {
+            let ports = format!("{}..{}", 1000 + i % 50, 2000 + i % 50);
+            format!("10.{}.{}.0/24 * {ports} *", i / 256 % 256, i % 256)
+        }
+    };
+    let add = |i: u32| {
+        let action = if i.is_multiple_of(9) { "drop".to_string() } else { format!("forward({})", i % 8 + 1) };
+        format!("table acl add {} priority {} => {action}\n", key(i), i % 7)
+    };
+    let ops = |p: &Pipeline, text: &str| -> Vec<fastpath_pipeline::entries::EntryOp> {
+        text.lines().map(|l| p.program().parse_entry(l).unwrap_or_else(|e| panic!("{l}: {e:?}"))).collect()
+    };
+    let mut live: Vec<u32> = (0..200).collect();
+    let base: String = live.iter().map(|&i| add(i)).collect();
+    let (mut control, mut worker) = (inline(&spec), inline(&spec));
+    control.load_entries("base", &base).unwrap();
+    worker.load_entries("base", &base).unwrap();
+    let mut next = 200u32;
+    let mut pending = Vec::new();
+    let (mut folds, mut retired) = (0, Vec::new());
+    for round in 0..40 {
+        let mut text = String::new();
+        for _ in 0..6 {
+            text.push_str(&add(next));
+            live.push(next);
+            next += 1;
+        }
+        for _ in 0..4 {
+            let gone = live.remove((round * 7) % live.len());
+            text.push_str(&format!("table acl del {}\n", key(gone)));
+        }
+        let ops = ops(&control, &text);
+        control.apply_ops(&ops).unwrap();
+        let mut built = control.built_classifiers(&ops);
+        if pending.is_empty() {
+            pending = control.fold_jobs();
+        } else if round % 3 == 0 {
+            // Finished after more changes came in: those go on top of the fold.
+            for (t, job) in pending.drain(..) {
+                let b = control.finish_fold(t, job.run()).expect("a fresh fold is installed");
+                assert!(!b.acl.has_delta() || b.acl.stats().added + b.acl.stats().deleted <= 40);
+                built.retain(|(u, _)| *u != t);
+                built.push((t, b));
+                folds += 1;
+            }
+        }
+        worker.apply_ops_prebuilt(&ops, &built, &mut retired).unwrap();
+        let ours = control.table("acl").unwrap().built_classifier().unwrap();
+        let theirs = worker.table("acl").unwrap().built_classifier().unwrap();
+        assert!(std::sync::Arc::ptr_eq(&ours.acl, &theirs.acl), "round {round}: the worker adopted");
+        let mut fresh = inline(&spec);
+        fresh.load_entries("now", &live.iter().map(|&i| add(i)).collect::<String>()).unwrap();
+        assert!(!fresh.table("acl").unwrap().built_classifier().unwrap().acl.has_delta());
+        let frames: Vec<(u16, Vec<u8>)> = (0..next)
+            .step_by(3)
+            .flat_map(|i| {
+                let src = Ipv4Addr::new(10, (i / 256 % 256) as u8, (i % 256) as u8, 5);
+                [1500u16, 999].map(|port| {
+                    (0, FrameBuilder::eth(A, B).ipv4(src, "192.0.2.1".parse().unwrap()).tcp(999, port, TcpFlags::SYN, 1, 0).build())
+                })
+            })
+            .collect();
+        for chunk in frames.chunks(256) {
+            let want: Vec<Verdict> = run(&mut fresh, chunk).into_iter().map(|x| x.0).collect();
+            let got: Vec<Verdict> = run(&mut worker, chunk).into_iter().map(|x| x.0).collect();
+            assert_eq!(got, want, "round {round}: the worker");
+            let got: Vec<Verdict> = run(&mut control, chunk).into_iter().map(|x| x.0).collect();
+            assert_eq!(got, want, "round {round}: the control replica");
+        }
+    }
+    assert!(folds >= 3, "only {folds} folds: the test no longer covers them");
+    assert_eq!(worker.table("acl").unwrap().len(), live.len());
+}

@@ -3,11 +3,15 @@
 //! One stage type serves every table; the lookup engine is chosen by the compiler from the key
 //! (see [`TableImpl`]) and matched once per batch, not per packet. Entries point at interned
 //! action entries (action + arguments), so a million routes to a hundred next hops share a
-//! hundred action entries. The ACL engine is immutable once built: inserts are staged and take
-//! effect at [`TableOps::commit`], in one swap.
+//! hundred action entries. The ACL engine is immutable once published: inserts and removes are
+//! staged in a [`LiveAcl`] and take effect at [`TableOps::commit`], in one swap, as the last
+//! full build plus a small delta (commit cost follows the change, not the table); full builds
+//! ("folds") run off the write path ([`TableOps::fold_job`], [`TableOps::finish_fold`]).
 
 pub mod ops;
 
+/// A full classifier build handed out by a table, to run on another thread, and its result.
+pub use fastpath_tables::acl::{FoldJob, Folded};
 pub use ops::{Adopt, BuiltClassifier, EntryView, TableError, TableOps};
 
 use crate::action;
@@ -23,7 +27,7 @@ use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, HdrSet, Lanes, Pool, Slot, BATCH_MAX};
 /// A built classifier (the engine of `acl` tables), shared read-only between replicas.
 pub use fastpath_tables::acl::Acl;
-use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch};
+use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch, LiveAcl};
 use fastpath_tables::exact::ExactTable;
 use fastpath_tables::lpm::{Lpm4, Lpm6};
 use std::collections::HashMap;
@@ -43,7 +47,13 @@ enum Engine {
     Exact128(ExactTable<u128, u32>),
     Lpm4(Box<Lpm4>),
     Lpm6(Box<Lpm6>),
-    Acl { cfg: AclConfig, rules: Vec<AclRule>, live: Option<Arc<Acl>>, dirty: bool },
+    /// The rules (staged changes included), the classifier workers read, and whether changes
+    /// are staged.
+    Acl {
+        rules: Box<LiveAcl>,
+        live: Option<Arc<Acl>>,
+        dirty: bool,
+    },
 }
 
 /// A table and the stage that applies it.
@@ -238,9 +248,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         TableImpl::Exact => Engine::Exact128(ExactTable::with_capacity(def.size)),
         TableImpl::Lpm if def.key[0].field.width == 32 => Engine::Lpm4(Box::new(Lpm4::new())),
         TableImpl::Lpm => Engine::Lpm6(Box::new(Lpm6::new())),
-        TableImpl::Acl => {
-            Engine::Acl { cfg: AclConfig::new(chunks.iter().flatten().copied().collect()), rules: Vec::new(), live: None, dirty: false }
-        }
+        TableImpl::Acl => Engine::Acl { rules: Box::new(live_acl(chunks.iter().flatten().copied().collect())), live: None, dirty: false },
     };
     let (da, dargs) = def.default;
     let bodies: Vec<Vec<Prim>> = p.actions.iter().map(|a| a.body.clone()).collect();
@@ -275,6 +283,19 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
             .flatten(),
         def,
     })
+}
+
+/// An empty incremental classifier over fields of these widths (each 1..=32 by
+/// [`chunk_widths`]). A table with no key fields (which the compiler does not produce) gets a
+/// one-field classifier that refuses every rule as having the wrong field count.
+fn live_acl(widths: Vec<u8>) -> LiveAcl {
+    match LiveAcl::new(AclConfig::new(widths)) {
+        Ok(l) => l,
+        Err(_) => match LiveAcl::new(AclConfig::new(vec![32])) {
+            Ok(l) => l,
+            Err(e) => unreachable!("a one-field 32-bit config is valid: {e}"),
+        },
+    }
 }
 
 /// Splits a field of `width` bits into chunks of at most 32 bits, most significant first.
@@ -482,7 +503,7 @@ impl TableOps for TableStage {
         let at_capacity = self.len >= self.def.size;
         let entry = ActionEntry { action: action as u16, args };
         let idx = self.intern(entry);
-        let mut added = true;
+        let added;
         match &mut self.engine {
             Engine::Direct(v) => {
                 let k = self_pack(&self.def, key)?;
@@ -528,14 +549,13 @@ impl TableOps for TableStage {
             Engine::Acl { .. } => {
                 let fields = self.acl_fields(key)?;
                 let Engine::Acl { rules, dirty, .. } = &mut self.engine else { return Ok(()) };
-                if let Some(r) = rules.iter_mut().find(|r| r.fields == fields && r.priority == priority) {
-                    r.action = idx;
-                    added = false;
-                } else if at_capacity {
+                added = !rules.contains(&fields, priority);
+                if added && at_capacity {
                     return Err(full);
-                } else {
-                    rules.push(AclRule { priority, fields, action: idx });
                 }
+                rules
+                    .insert(AclRule { priority, fields, action: idx })
+                    .map_err(|e| TableError::Build { table: self.def.name.clone(), msg: e.to_string() })?;
                 *dirty = true;
             }
         }
@@ -572,10 +592,8 @@ impl TableOps for TableStage {
                 let fields = self.acl_fields(key)?;
                 let Engine::Acl { rules, dirty, .. } = &mut self.engine else { return Err(nf()) };
                 // The key has no priority: every rule with these fields goes.
-                let before = rules.len();
-                rules.retain(|r| r.fields != fields);
-                *dirty = true;
-                let removed = before - rules.len();
+                let removed = rules.remove(&fields);
+                *dirty |= removed > 0;
                 self.len -= removed.saturating_sub(1);
                 removed > 0
             }
@@ -588,10 +606,9 @@ impl TableOps for TableStage {
     }
 
     fn commit(&mut self) -> Result<(), TableError> {
-        if let Engine::Acl { cfg, rules, live, dirty } = &mut self.engine {
+        if let Engine::Acl { rules, live, dirty } = &mut self.engine {
             if *dirty {
-                let acl = Acl::build(cfg, rules).map_err(|e| TableError::Build { table: self.def.name.clone(), msg: e.to_string() })?;
-                *live = Some(Arc::new(acl));
+                *live = Some(Arc::new(rules.commit()));
                 *dirty = false;
                 if let Some(c) = &mut self.acl_cache {
                     c.forget();
@@ -599,6 +616,39 @@ impl TableOps for TableStage {
             }
         }
         Ok(())
+    }
+
+    fn commit_full(&mut self) -> Result<(), TableError> {
+        if let Engine::Acl { rules, live, dirty } = &mut self.engine {
+            if *dirty || live.as_ref().is_some_and(|a| a.has_delta()) {
+                *live = Some(Arc::new(rules.rebuild()));
+                *dirty = false;
+                if let Some(c) = &mut self.acl_cache {
+                    c.forget();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fold_job(&mut self) -> Option<FoldJob> {
+        match &mut self.engine {
+            Engine::Acl { rules, dirty: false, .. } => rules.fold_job(),
+            _ => None,
+        }
+    }
+
+    fn finish_fold(&mut self, f: Folded) -> bool {
+        let Engine::Acl { rules, live, dirty } = &mut self.engine else { return false };
+        if !rules.finish_fold(f) {
+            return false;
+        }
+        *live = Some(Arc::new(rules.commit()));
+        *dirty = false;
+        if let Some(c) = &mut self.acl_cache {
+            c.forget();
+        }
+        true
     }
 
     fn built_classifier(&self) -> Option<BuiltClassifier> {
@@ -637,7 +687,7 @@ impl TableOps for TableStage {
             Engine::Exact128(t) => out.extend(t.iter().map(|(k, r)| view(unpack(k), 0, r))),
             Engine::Lpm4(t) => out.extend(t.routes().map(|(p, l, r)| view(vec![Match::Prefix(u128::from(p), l)], 0, r))),
             Engine::Lpm6(t) => out.extend(t.routes().map(|(p, l, r)| view(vec![Match::Prefix(p, l)], 0, r))),
-            Engine::Acl { rules, .. } => out.extend(rules.iter().map(|r| view(self.acl_key(&r.fields), r.priority, r.action))),
+            Engine::Acl { rules, .. } => out.extend(rules.rules().iter().map(|r| view(self.acl_key(&r.fields), r.priority, r.action))),
         }
         out.sort_by(|a, b| (a.priority, &a.key).cmp(&(b.priority, &b.key)));
         out

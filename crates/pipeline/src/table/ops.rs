@@ -4,7 +4,7 @@
 
 use crate::ir::{TableDef, MAX_ARGS};
 use crate::value::Match;
-use fastpath_tables::acl::Acl;
+use fastpath_tables::acl::{Acl, FoldJob, Folded};
 use std::sync::Arc;
 
 /// A control-plane error on a table operation. Echoes what it rejected.
@@ -40,7 +40,7 @@ pub enum TableError {
         /// Table name.
         table: String,
     },
-    /// The classifier could not be built from the staged rules.
+    /// The classifier refused a rule (checked as it is added).
     #[error("table \"{table}\": {msg}")]
     Build {
         /// Table name.
@@ -59,8 +59,28 @@ pub trait TableOps {
     fn insert(&mut self, key: &[Match], priority: u32, action: usize, args: [u128; MAX_ARGS]) -> Result<(), TableError>;
     /// Removes the entry for `key`.
     fn remove(&mut self, key: &[Match]) -> Result<(), TableError>;
-    /// Makes staged changes live (rebuilds the classifier). A no-op for other engines.
+    /// Makes staged changes live. A classifier publishes its last full build plus the changes
+    /// since (cost follows the change; see [`TableOps::fold_job`] for the full builds). A no-op
+    /// for other engines.
     fn commit(&mut self) -> Result<(), TableError>;
+    /// Makes staged changes live with a full classifier build and no delta: after a bulk load,
+    /// so the steady state pays no delta. As [`TableOps::commit`] for other engines.
+    fn commit_full(&mut self) -> Result<(), TableError> {
+        self.commit()
+    }
+    /// A full build of the classifier's rules to run on another thread, once the changes
+    /// committed since its last full build outgrow their bound (and none is under way; nothing
+    /// is staged). `None` for other engines. Hand the result to [`TableOps::finish_fold`].
+    fn fold_job(&mut self) -> Option<FoldJob> {
+        None
+    }
+    /// Installs a finished fold as the classifier's new base, with the changes committed since
+    /// its job was handed out on top, and makes it live (as a commit does). False, and nothing
+    /// changes, when the fold is stale (the table was cleared or rebuilt since) or not a
+    /// classifier's.
+    fn finish_fold(&mut self, _f: Folded) -> bool {
+        false
+    }
     /// The classifier the last commit built, to share with replicas that staged the same
     /// changes ([`TableOps::adopt_classifier`]); `None` for other engines or while changes are
     /// staged.

@@ -477,6 +477,12 @@ impl Acl {
         self.len() == 0
     }
 
+    /// True when rules were added or deleted since the trees were built (lookups then also
+    /// walk the delta; see [`LiveAcl`]).
+    pub fn has_delta(&self) -> bool {
+        self.delta.is_some()
+    }
+
     /// Size figures.
     pub fn stats(&self) -> AclStats {
         let nodes: usize = self.trees.iter().map(|t| t.nodes.len()).sum();
