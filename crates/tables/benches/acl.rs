@@ -2,9 +2,11 @@
 //!
 //! `cargo bench -p fastpath-tables --bench acl`: 1k and 10k rules of the acl, fw and ipc
 //! families; lookups of a 64k-key trace, batch form in batches of 256 and one key at a time.
+//! `-- acl-commit`: the cost of committing a change to a [`LiveAcl`] of 6,000 rules (the
+//! lab's `update-under-load` table) against a full build of the same rules.
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use fastpath_tables::acl::classbench::{self, Kind};
-use fastpath_tables::acl::{bench_setup, Acl};
+use fastpath_tables::acl::{bench_setup, Acl, AclConfig, AclRule, FieldMatch, LiveAcl};
 
 const TRACE: usize = 1 << 16;
 
@@ -63,5 +65,81 @@ fn build(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, lookups, build);
+/// Rule `k` of `update-under-load`: deny UDP to one /32 in 10.128.0.0/9, ports 1000..1999.
+fn lab_rule(k: u32, priority: u32) -> AclRule {
+    let dst = 0x0a80_0000 | (k & 0x7f_ffff);
+    AclRule {
+        priority,
+        fields: vec![FieldMatch::ANY, FieldMatch::exact(dst), FieldMatch::Masked { value: 17, mask: 0xff }, FieldMatch::range(1000, 1999)],
+        action: 1,
+    }
+}
+
+/// One write of `update-under-load` (50 rules added, the 50 added `keep` writes earlier
+/// deleted, as `crates/lab/src/tests/update.rs` writes them) and what the control thread does
+/// for it: the changes, the commit, installing a full build that finished in the background
+/// (and committing again), handing out the next one. The full builds themselves run outside
+/// the timing, between writes, as on their own thread. A table of 1,000 base rules and 5,000
+/// written ones; against a full build of the same 6,000 rules.
+fn commit(c: &mut Criterion) {
+    let cfg = AclConfig::new(vec![32, 32, 8, 16]);
+    let mut live = LiveAcl::new(cfg.clone()).unwrap();
+    for k in 0..1000 {
+        live.insert(lab_rule(k, 1000 + k)).unwrap();
+    }
+    let keep = 100u32;
+    let mut w = 0u32;
+    let write = |live: &mut LiveAcl, w: u32| {
+        if w >= keep {
+            for k in 0..50 {
+                live.remove(&lab_rule(1000 + (w - keep) * 50 + k, 0).fields);
+            }
+        }
+        for k in 0..50 {
+            let id = w * 50 + k;
+            live.insert(lab_rule(1000 + id, 100_000 + id)).unwrap();
+        }
+    };
+    while w < keep {
+        write(&mut live, w);
+        w += 1;
+    }
+    live.rebuild();
+    let mut g = c.benchmark_group("acl-commit");
+    g.sample_size(20);
+    let mut finished = None;
+    g.bench_function("write100-live6000", |b| {
+        b.iter_custom(|iters| {
+            let mut took = std::time::Duration::ZERO;
+            for _ in 0..iters {
+                let t0 = std::time::Instant::now();
+                write(&mut live, w);
+                w += 1;
+                black_box(live.commit().len());
+                if let Some(f) = finished.take() {
+                    if live.finish_fold(f) {
+                        black_box(live.commit().len());
+                    }
+                }
+                let job = live.fold_job();
+                took += t0.elapsed();
+                finished = job.map(|j| j.run());
+            }
+            took
+        })
+    });
+    g.bench_function("one-rule-live6000", |b| {
+        b.iter(|| {
+            live.insert(lab_rule(9_000_000, 7)).unwrap();
+            let a = black_box(live.commit()).len();
+            live.remove(&lab_rule(9_000_000, 7).fields);
+            a + black_box(live.commit()).len()
+        })
+    });
+    let rules = live.rules();
+    g.bench_function("full-build-live6000", |b| b.iter(|| black_box(Acl::build(&cfg, &rules).map(|a| a.len()))));
+    g.finish();
+}
+
+criterion_group!(benches, lookups, build, commit);
 criterion_main!(benches);

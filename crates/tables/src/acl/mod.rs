@@ -62,6 +62,17 @@
 //! holds at most 6 pending siblings per level, so a tree is at most that budget plus
 //! `6 × max_depth × n` words. Past the budget lookups stay exact and only get
 //! slower (longer leaves). The reference twin is `reference::acl` (a linear scan).
+//!
+//! # Incremental changes
+//!
+//! A build costs milliseconds at thousands of rules, so a table that changes under traffic
+//! holds its rules in a [`LiveAcl`]: a commit publishes the last full build's trees (shared)
+//! plus a *delta* — the rules added since, compiled on their own into a small overlay, and a
+//! tombstone bit per built rule deleted since. A lookup takes the best of the overlay and the
+//! built trees with tombstoned ranks skipped; where a deleted rule had pruned lower rules from a
+//! leaf (step 5), an exact linear fallback covers what the leaf no longer lists (`delta.rs`).
+//! Full builds ("folds") run on another thread and are swapped in with the changes made
+//! meanwhile re-applied on top (`live.rs`). With no delta, lookups run the code above unchanged.
 
 mod build;
 pub mod classbench;
