@@ -3,7 +3,9 @@
 //! `cargo bench -p fastpath-tables --bench acl`: 1k and 10k rules of the acl, fw and ipc
 //! families; lookups of a 64k-key trace, batch form in batches of 256 and one key at a time.
 //! `-- acl-commit`: the cost of committing a change to a [`LiveAcl`] of 6,000 rules (the
-//! lab's `update-under-load` table) against a full build of the same rules.
+//! lab's `update-under-load` table) against a full build of the same rules. `-- acl-delta`:
+//! lookups through a delta (10k rules, 100 deleted and 100 added since the build), with how
+//! often the exact fallback for deleted pruning rules runs and how much it checks (printed).
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use fastpath_tables::acl::classbench::{self, Kind};
 use fastpath_tables::acl::{bench_setup, Acl, AclConfig, AclRule, FieldMatch, LiveAcl};
@@ -141,5 +143,53 @@ fn commit(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, lookups, build, commit);
+/// Lookups of a 64k-key trace through a 10k-rule classifier with a delta: 100 rules deleted
+/// (every 100th; some had pruned others) and 100 added since the build.
+fn delta_lookups(c: &mut Criterion) {
+    for kind in [Kind::Acl, Kind::Fw, Kind::Ipc] {
+        let rules = classbench::generate(kind, 10_000, 1);
+        let trace = classbench::trace(&rules, TRACE, 2);
+        let mut live = LiveAcl::new(AclConfig::five_tuple()).unwrap();
+        for (i, r) in rules.iter().enumerate() {
+            live.insert(AclRule { action: i as u32, ..r.clone() }).unwrap();
+        }
+        live.rebuild();
+        for r in rules.iter().step_by(100) {
+            live.remove(&r.fields);
+        }
+        for (i, r) in classbench::generate(kind, 100, 3).into_iter().enumerate() {
+            live.insert(AclRule { priority: (i * 97) as u32, action: 20_000 + i as u32, ..r }).unwrap();
+        }
+        let acl = live.commit();
+        let (mut fell, mut checked) = (0usize, 0usize);
+        for k in &trace {
+            let (_, n) = acl.classify_counted(k);
+            fell += usize::from(n > 0);
+            checked += n;
+        }
+        let st = acl.stats();
+        eprintln!(
+            "{}10000 delta ({} added, {} deleted): {:.2} % of lookups take the fallback, checking {:.0} rules each on average",
+            kind.name(),
+            st.added,
+            st.deleted,
+            100.0 * fell as f64 / TRACE as f64,
+            checked as f64 / fell.max(1) as f64
+        );
+        let mut g = c.benchmark_group(format!("acl-delta/{}10000", kind.name()));
+        g.throughput(Throughput::Elements(TRACE as u64));
+        g.bench_function("single", |b| {
+            b.iter(|| {
+                let mut hits = 0usize;
+                for k in &trace {
+                    hits += usize::from(acl.classify(black_box(k)).is_some());
+                }
+                black_box(hits)
+            })
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, lookups, build, commit, delta_lookups);
 criterion_main!(benches);
