@@ -20,10 +20,17 @@
 //! order, and the tables are deterministic (fixed hash seeds), so what succeeds on the shadow
 //! succeeds on every worker: "table full" or "no such key" is found out before anything reaches
 //! a worker, and a refused request leaves every replica unchanged. When a multi-op request
-//! fails part-way (or a classifier rebuild fails), the shadow — already changed by the ops before
+//! fails part-way, the shadow — already changed by the ops before
 //! the failure — is rebuilt from the spec, the entries files and the log. The log stays
 //! bounded: once it outgrows what it changed, it becomes a snapshot of the tables and meters
 //! it touched (`ChangeLog`).
+//!
+//! Classifier (ACL) tables commit each request as their last full build plus a delta of the
+//! changes since, so no request waits for a full build: once a table's delta outgrows its
+//! bound, `transact` hands its full build to a thread of its own (`fp-acl-fold`), and the first
+//! request after it finished installs it in the shadow, with the changes made meanwhile on top,
+//! and posts it to the workers with that request's ops (`Control::settle_folds` does so at
+//! once). See the pipeline crate's `table` module and `fastpath_tables::acl::LiveAcl`.
 
 use crate::api::{parse_request, Command, CtlError, Line, Show, HELP};
 use crate::mailbox::{ControlEnd, FromWorker, MailError, ToWorker};
