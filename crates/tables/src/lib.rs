@@ -1,7 +1,9 @@
 //! fastpath-tables: the lookup structures of the data path.
 //!
 //! Owns exact-match hashing (`exact`), longest-prefix match (`lpm`), the multi-field ACL
-//! classifier (`acl`, with the ClassBench loader and generator), the connection-tracking flow
+//! classifier (`acl`, with the ClassBench loader and generator, and `LiveAcl`, its incremental
+//! form whose full builds are jobs the caller runs on a thread of its choice), the
+//! connection-tracking flow
 //! table (`flow`), per-worker counters (`counter`) and RFC 2697/2698 meters (`meter`), plus naive
 //! reference twins (`reference`) that the fast structures are property-tested against. Depends
 //! only on `fastpath-packet`.
