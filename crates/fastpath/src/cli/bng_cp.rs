@@ -505,6 +505,9 @@ impl Sockets<'_> {
     }
 }
 
+/// Serves one batch of datagrams (bytes, source) and says what to send, or why to stop.
+type Serve<'a> = dyn Fn(&mut ControlPlane, &[(&[u8], SocketAddr)]) -> Result<Out, String> + 'a;
+
 /// Most datagrams served per store commit (a batch).
 const BATCH: usize = 64;
 
@@ -618,7 +621,7 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
     // A socket's thread: batches of datagrams (the one that woke it and whatever else is queued
     // behind it, at most BATCH), each served with one store commit before anything it caused
     // is sent. A store failure stops the process (it must not lose a lease).
-    let serve = |sock: &UdpSocket, what: &str, f: &dyn Fn(&mut ControlPlane, &[(&[u8], SocketAddr)]) -> Result<Out, String>| {
+    let serve = |sock: &UdpSocket, what: &str, f: &Serve<'_>| {
         let mut bufs = vec![vec![0u8; 65_536]; BATCH];
         let mut got: Vec<(usize, SocketAddr)> = Vec::with_capacity(BATCH);
         loop {
