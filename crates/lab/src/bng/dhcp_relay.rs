@@ -73,9 +73,10 @@ pub struct PerfdhcpResult {
     /// socket's receive buffer was full (`/proc/net/snmp` Udp RcvbufErrors): the control
     /// plane's CPRi socket is the one that receives there at these rates.
     pub udp_rcvbuf_errors: u64,
-    /// The same losses per socket (`/proc/net/udp` drops, during the run): its local
-    /// address:port, its peer's when connected (the user plane's CPRi sockets are connected to
-    /// the control plane's :2152), and the datagrams dropped. Only sockets that dropped any.
+    /// UDP losses per socket during the run (`/proc/net/udp` drops) in the user plane's
+    /// namespace (`up`: both processes), the access namespace (`access`: the lab relay's
+    /// 198.19.0.1:67) and perfdhcp's (`perfdhcp`): the namespace, the local address:port (and
+    /// the peer's when connected), and the datagrams dropped. Only sockets that dropped any.
     pub udp_drops_by_socket: Vec<(String, u64)>,
     /// Messages the lab relay carried up and down.
     pub relayed_up: u64,
@@ -132,9 +133,15 @@ pub fn relayed_reply(frame: &[u8], giaddr: Ipv4Addr) -> Option<Vec<u8>> {
     Some(m)
 }
 
-/// Each UDP socket of namespace `ns` (IPv4): (inode, "local" or "local ▸ peer", drops).
-fn udp_socket_drops(ns: &Netns) -> Vec<(u64, String, u64)> {
-    ns.exec("cat", &["/proc/net/udp"]).map(|t| parse_proc_net_udp(&t)).unwrap_or_default()
+/// Each UDP socket (IPv4) of the namespaces `ns`: (inode, "name local" or "name local ▸ peer",
+/// drops).
+fn udp_socket_drops(ns: &[(&str, &Netns)]) -> Vec<(u64, String, u64)> {
+    let mut v = Vec::new();
+    for (name, n) in ns {
+        let t = n.exec("cat", &["/proc/net/udp"]).unwrap_or_default();
+        v.extend(parse_proc_net_udp(&t).into_iter().map(|(i, s, d)| (i, format!("{name} {s}"), d)));
+    }
+    v
 }
 
 /// `/proc/net/udp` lines: `sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref ptr
@@ -294,7 +301,8 @@ pub fn run_perfdhcp(
                 up_n.store(0, Ordering::Relaxed);
                 down_n.store(0, Ordering::Relaxed);
                 let overflows_before = udp_rcvbuf_errors(&hosts.up);
-                let sockets_before = udp_socket_drops(&hosts.up);
+                let namespaces = [("up", &hosts.up), ("access", &hosts.access), ("perfdhcp", &perf)];
+                let sockets_before = udp_socket_drops(&namespaces);
                 let limit = (seconds + 30).to_string();
                 let out = std::process::Command::new("ip")
                     .args(["netns", "exec", perf.name(), "timeout", &limit])
@@ -310,7 +318,7 @@ pub fn run_perfdhcp(
                     relayed_up: up_n.load(Ordering::Relaxed),
                     relayed_down: down_n.load(Ordering::Relaxed),
                     udp_rcvbuf_errors: udp_rcvbuf_errors(&hosts.up).saturating_sub(overflows_before),
-                    udp_drops_by_socket: drops_between(&sockets_before, &udp_socket_drops(&hosts.up)),
+                    udp_drops_by_socket: drops_between(&sockets_before, &udp_socket_drops(&namespaces)),
                     command: cmd,
                     ..PerfdhcpResult::default()
                 };
@@ -320,7 +328,7 @@ pub fn run_perfdhcp(
                 r.perfdhcp_rate = r.dora_per_s;
                 r.dora_per_s = r.acks_received as f64 / f64::from(seconds.max(1));
                 progress(&format!(
-                    "bng-dhcp: perfdhcp at {rate}/s: {:.0} DORA/s ({} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; relayed {} up, {} down; {} UDP receive-buffer overflows in the user plane's namespace{})",
+                    "bng-dhcp: perfdhcp at {rate}/s: {:.0} DORA/s ({} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; relayed {} up, {} down; {} UDP receive-buffer overflows in the user plane's namespace; UDP drops by socket: {})",
                     r.dora_per_s,
                     r.discovers_sent,
                     r.offers_received,
@@ -331,12 +339,9 @@ pub fn run_perfdhcp(
                     r.relayed_down,
                     r.udp_rcvbuf_errors,
                     if r.udp_drops_by_socket.is_empty() {
-                        String::new()
+                        "none".to_string()
                     } else {
-                        format!(
-                            ": {}",
-                            r.udp_drops_by_socket.iter().map(|(s, n)| format!("{n} at {s}")).collect::<Vec<_>>().join(", ")
-                        )
+                        r.udp_drops_by_socket.iter().map(|(s, n)| format!("{n} at {s}")).collect::<Vec<_>>().join(", ")
                     }
                 ));
                 if r.discovers_sent == 0 {
