@@ -1360,7 +1360,8 @@ mod tests {
         let o = cp.on_gtpu(&gpdu(&sub, MessageType::REQUEST, Some(ip)), UP1, 101).unwrap();
         let req = DhcpRepr::parse(&o.dhcp[0].1).unwrap();
         assert_eq!(req.options.server_id, Some(SERVER), "the server sees its own id");
-        let o = cp.on_dhcp_server(&server_answer(&o.dhcp[0].1, MessageType::ACK, ip), 101).unwrap();
+        let relayed_req = o.dhcp[0].1.clone();
+        let o = cp.on_dhcp_server(&server_answer(&relayed_req, MessageType::ACK, ip), 101).unwrap();
         assert_eq!(reply(&o).1.options.message_type, Some(MessageType::ACK));
         assert_eq!(o.pfcp.len(), 1, "the server's lease is an establishment");
         let Message::SessionEstablishmentRequest(_, r) = decode(&o.pfcp[0].1).unwrap() else { panic!() };
@@ -1391,7 +1392,38 @@ mod tests {
         assert_eq!(decode(&o.pfcp[0].1).unwrap().msg_type(), 54, "a deletion");
         assert!(cp.leases().is_empty());
         drop(cp);
-        assert!(ControlPlane::open(&p, 112).unwrap().leases().is_empty(), "the release is stored");
+        let mut cp = ControlPlane::open(&p, 112).unwrap();
+        assert!(cp.leases().is_empty(), "the release is stored");
+        // The line speaks again (so replies for it have somewhere to go).
+        cp.on_gtpu(&gpdu(&sub, MessageType::DISCOVER, None), UP1, 112).unwrap();
+        // Whatever the servers' side sends — mutations of a real answer — is relayed, counted or
+        // refused, never a panic, and every G-PDU it makes parses.
+        let seed = server_answer(&relayed_req, MessageType::ACK, ip);
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut batch = Vec::new();
+        for _ in 0..20_000 {
+            let mut d = seed.clone();
+            for _ in 0..1 + x % 4 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x % (d.len() as u64 + 1)) as usize;
+                match (x >> 32) % 3 {
+                    0 if at < d.len() => d[at] ^= 1 << (x % 8),
+                    1 if at < d.len() => d[at] = (x >> 40) as u8,
+                    _ => d.truncate(at),
+                }
+            }
+            batch.push(d);
+            if batch.len() == 64 {
+                // In batches, as bng-cp serves them: one commit each.
+                for (_, g) in cp.on_dhcp_server_batch(batch.iter().map(|d| &d[..]), 112).unwrap().gtpu {
+                    assert!(Gtpu::parse(&g).is_ok());
+                }
+                batch.clear();
+            }
+        }
+        assert!(cp.counters.relayed_down > 1_000, "mutations reached the line: {:?}", cp.counters);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
