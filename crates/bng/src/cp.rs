@@ -161,8 +161,9 @@ pub struct Counters {
     pub relayed_up: u64,
     /// Relay mode: servers' replies relayed to a subscriber.
     pub relayed_down: u64,
-    /// Relay mode: datagrams on the servers' side that are not a DHCP message, or a reply for a
-    /// subscriber whose line we no longer know.
+    /// Relay mode: datagrams on the servers' side that are not a DHCP message, that come from an
+    /// address that is not a configured server, or a reply for a subscriber whose line we no
+    /// longer know.
     pub relay_bad: u64,
     /// Echo requests answered.
     pub echo: u64,
@@ -449,12 +450,14 @@ impl ControlPlane {
         })
     }
 
-    /// Relay mode: takes one datagram the servers sent to our giaddr, port 67.
+    /// Relay mode: takes one datagram sent to our giaddr, port 67, from `from`. Only the
+    /// configured servers are heard: a datagram from any other address is counted
+    /// (`relay_bad`) and dropped.
     ///
     /// # Errors
     /// The store failed: the process must stop rather than lose a lease.
-    pub fn on_dhcp_server(&mut self, buf: &[u8], now_s: u64) -> Result<Out, StoreError> {
-        self.on_dhcp_server_batch([buf], now_s)
+    pub fn on_dhcp_server(&mut self, buf: &[u8], from: Ipv4Addr, now_s: u64) -> Result<Out, StoreError> {
+        self.on_dhcp_server_batch([(buf, from)], now_s)
     }
 
     /// [`ControlPlane::on_dhcp_server`] for several datagrams, with one commit for their lease
@@ -462,10 +465,14 @@ impl ControlPlane {
     ///
     /// # Errors
     /// The store failed: nothing of this batch may be sent.
-    pub fn on_dhcp_server_batch<'b>(&mut self, bufs: impl IntoIterator<Item = &'b [u8]>, now_s: u64) -> Result<Out, StoreError> {
+    pub fn on_dhcp_server_batch<'b>(
+        &mut self,
+        bufs: impl IntoIterator<Item = (&'b [u8], Ipv4Addr)>,
+        now_s: u64,
+    ) -> Result<Out, StoreError> {
         self.batch(|cp, out| {
-            for buf in bufs {
-                cp.server_reply(buf, now_s, out);
+            for (buf, from) in bufs {
+                cp.server_reply(buf, from, now_s, out);
             }
             cp.events(out)
         })
@@ -473,11 +480,16 @@ impl ControlPlane {
 
     /// A server's reply ▸ the subscriber's frame in a G-PDU with its line's TEID, to where its
     /// last message came from.
-    fn server_reply(&mut self, buf: &[u8], now_s: u64, out: &mut Out) {
+    fn server_reply(&mut self, buf: &[u8], from: Ipv4Addr, now_s: u64, out: &mut Out) {
         let Dhcp4::Relay(relay) = &mut self.dhcp else {
             self.counters.relay_bad += 1;
             return;
         };
+        if !relay.servers().contains(&from) {
+            self.counters.relay_bad += 1;
+            out.notes.push(format!("relay: a datagram from {from}, which is not a configured server, dropped"));
+            return;
+        }
         let Ok(rep) = DhcpRepr::parse(buf) else {
             self.counters.relay_bad += 1;
             return;
@@ -822,7 +834,11 @@ impl ControlPlane {
             ("echo", c.echo, "GTP-U echo requests answered"),
             ("relayed_up", c.relayed_up, "relay mode: subscribers' messages relayed to the DHCP servers"),
             ("relayed_down", c.relayed_down, "relay mode: servers' replies relayed to a subscriber"),
-            ("relay_bad", c.relay_bad, "relay mode: server-side datagrams that are not DHCP, or for a line unknown"),
+            (
+                "relay_bad",
+                c.relay_bad,
+                "relay mode: server-side datagrams that are not DHCP, from an address that is not a server, or for a line unknown",
+            ),
             ("sessions_established", c.established, "PFCP sessions established"),
             ("sessions_reestablished", c.reestablished, "sessions established again on a user plane that lost them"),
             ("sessions_deleted", c.deleted, "PFCP sessions deleted"),
@@ -1348,7 +1364,7 @@ mod tests {
         assert_eq!(info.remote_id.as_deref(), Some(&b"02:00:00:00:00:09"[..]));
         // OFFER ▸ down the line: the TEID it came up with, to the address it came from.
         let ip = Ipv4Addr::new(100, 64, 0, 55);
-        let o = cp.on_dhcp_server(&server_answer(relayed, MessageType::OFFER, ip), 100).unwrap();
+        let o = cp.on_dhcp_server(&server_answer(relayed, MessageType::OFFER, ip), SERVER, 100).unwrap();
         assert_eq!(o.gtpu.len(), 1);
         assert_eq!(o.gtpu[0].0, UP1);
         let (id, offer) = reply(&o);
@@ -1361,7 +1377,7 @@ mod tests {
         let req = DhcpRepr::parse(&o.dhcp[0].1).unwrap();
         assert_eq!(req.options.server_id, Some(SERVER), "the server sees its own id");
         let relayed_req = o.dhcp[0].1.clone();
-        let o = cp.on_dhcp_server(&server_answer(&relayed_req, MessageType::ACK, ip), 101).unwrap();
+        let o = cp.on_dhcp_server(&server_answer(&relayed_req, MessageType::ACK, ip), SERVER, 101).unwrap();
         assert_eq!(reply(&o).1.options.message_type, Some(MessageType::ACK));
         assert_eq!(o.pfcp.len(), 1, "the server's lease is an establishment");
         let Message::SessionEstablishmentRequest(_, r) = decode(&o.pfcp[0].1).unwrap() else { panic!() };
@@ -1375,9 +1391,14 @@ mod tests {
         m.giaddr = Ipv4Addr::new(100, 64, 0, 1);
         m.options.message_type = Some(MessageType::OFFER);
         m.options.relay_agent_info = Some(stranger.relay_agent_info());
-        assert!(cp.on_dhcp_server(&m.to_bytes(), 101).unwrap().gtpu.is_empty());
-        assert!(cp.on_dhcp_server(&[1, 2, 3], 101).unwrap().gtpu.is_empty());
+        assert!(cp.on_dhcp_server(&m.to_bytes(), SERVER, 101).unwrap().gtpu.is_empty());
+        assert!(cp.on_dhcp_server(&[1, 2, 3], SERVER, 101).unwrap().gtpu.is_empty());
         assert_eq!(cp.counters.relay_bad, 2);
+        // The server's own ACK again, but from an address that is no configured server: dropped.
+        let spoofed = cp.on_dhcp_server(&server_answer(&relayed_req, MessageType::ACK, ip), Ipv4Addr::new(192, 0, 2, 66), 102).unwrap();
+        assert!(spoofed.gtpu.is_empty() && spoofed.pfcp.is_empty(), "{spoofed:?}");
+        assert_eq!(cp.counters.relay_bad, 3);
+        assert!(spoofed.notes.iter().any(|n| n.contains("192.0.2.66")), "{:?}", spoofed.notes);
         drop(cp);
 
         // Restarted: the lease is back from the store, the session known again; a RELEASE is
@@ -1417,7 +1438,7 @@ mod tests {
             batch.push(d);
             if batch.len() == 64 {
                 // In batches, as bng-cp serves them: one commit each.
-                for (_, g) in cp.on_dhcp_server_batch(batch.iter().map(|d| &d[..]), 112).unwrap().gtpu {
+                for (_, g) in cp.on_dhcp_server_batch(batch.iter().map(|d| (&d[..], SERVER)), 112).unwrap().gtpu {
                     assert!(Gtpu::parse(&g).is_ok());
                 }
                 batch.clear();

@@ -664,7 +664,17 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
             })
         });
         if let Some(r) = &relay {
-            sc.spawn(|| serve(r, "relay", &|g, d| g.on_dhcp_server_batch(d.iter().map(|(b, _)| *b), now_s()).map_err(|e| e.to_string())));
+            // Only the configured servers are heard: the source address goes along (an IPv6
+            // source is no server of ours: the unspecified address stands for it).
+            let v4 = |a: SocketAddr| match a.ip() {
+                std::net::IpAddr::V4(ip) => ip,
+                std::net::IpAddr::V6(ip) => ip.to_ipv4_mapped().unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
+            };
+            sc.spawn(move || {
+                serve(r, "relay", &|g, d| {
+                    g.on_dhcp_server_batch(d.iter().map(|(b, from)| (*b, v4(*from))), now_s()).map_err(|e| e.to_string())
+                })
+            });
         }
         let mut last_stats = Instant::now();
         loop {
