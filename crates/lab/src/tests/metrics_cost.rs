@@ -22,8 +22,11 @@
 //! this test measures; the HTTP server, the renderer and the scraper run on the other core.
 //!
 //! Per round, one window per scrape rate and one without (`0`), each `window_s` long, in an
-//! order rotated every round so that drift over the run does not favour one kind. Before and
-//! after each window one scrape reads the workers' counters (outside the window's traffic).
+//! order rotated every round so that drift over the run does not favour one kind. A scraper
+//! thread runs through every window, pinned and prioritised like the generator, and wakes the
+//! same way in each; only in the scraping windows does it scrape (from just before the
+//! generator starts until the sink's count has settled). Before and after each window one
+//! scrape reads the workers' counters (outside the window's traffic).
 //! Reported per kind of window: the forwarded rate at the sink (median of the rounds), the
 //! workers' transmitted rate and packets per batch from their own counters, the ratio to the
 //! windows without scraping, and the spread of the windows without scraping (max − min over
@@ -399,28 +402,34 @@ struct Scrapes {
 }
 
 /// Scrapes `addr` every `1 / rate` seconds until `stop` (a scraper that falls behind does not
-/// catch up in a burst).
+/// catch up in a burst). With `rate` 0 it runs the same loop without scraping: the windows
+/// without scraping have the same thread waking as often on the tester's CPU, so the scrapes
+/// are the only difference between the windows.
 fn scraper(addr: SocketAddr, rate: f64, stop: &AtomicBool) -> Scrapes {
-    let period = Duration::from_secs_f64(1.0 / rate);
+    // The longest nap: `stop` is seen within it.
+    const NAP: Duration = Duration::from_millis(5);
+    let period = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
     let mut out = Scrapes::default();
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        if now < next {
-            std::thread::sleep((next - now).min(Duration::from_millis(5)));
-            continue;
-        }
-        match scrape(addr, SCRAPE_TIMEOUT) {
-            Ok(s) => {
-                out.ms.push(s.took.as_secs_f64() * 1e3);
-                out.bytes = s.body.len() as u64;
+        match period {
+            Some(p) if now >= next => {
+                match scrape(addr, SCRAPE_TIMEOUT) {
+                    Ok(s) => {
+                        out.ms.push(s.took.as_secs_f64() * 1e3);
+                        out.bytes = s.body.len() as u64;
+                    }
+                    Err(e) => {
+                        out.failures += 1;
+                        out.first_error.get_or_insert(e);
+                    }
+                }
+                next = (next + p).max(Instant::now() - p);
             }
-            Err(e) => {
-                out.failures += 1;
-                out.first_error.get_or_insert(e);
-            }
+            Some(_) => std::thread::sleep((next - now).min(NAP)),
+            None => std::thread::sleep(NAP),
         }
-        next = (next + period).max(Instant::now() - period);
     }
     out
 }
@@ -574,13 +583,10 @@ pub fn run(cfg: &MetricsCostConfig, progress: &mut dyn FnMut(&str)) -> Result<Me
             let before = Reading::of(&scrape_in_dut()?.body);
             let stop = AtomicBool::new(false);
             let (tr, sc) = std::thread::scope(|s| -> Result<(Trial, Scrapes), LabError> {
-                let h = (rate > 0.0).then(|| s.spawn(|| topo::in_netns(&ns, || scraper(addr, rate, &stop))));
+                let h = s.spawn(|| topo::in_netns(&ns, || scraper(addr, rate, &stop)));
                 let tr = traffic.trial(size, flows, cfg.offered_pps, dur);
                 stop.store(true, Ordering::Relaxed);
-                let sc = match h {
-                    Some(h) => h.join().map_err(|_| LabError::Io("the scraper thread panicked".into()))??,
-                    None => Scrapes::default(),
-                };
+                let sc = h.join().map_err(|_| LabError::Io("the scraper thread panicked".into()))??;
                 Ok((tr?, sc))
             })?;
             let after = Reading::of(&scrape_in_dut()?.body);
