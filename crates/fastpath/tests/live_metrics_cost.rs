@@ -53,9 +53,9 @@ fn scraping_windows_alternate_with_quiet_ones_and_are_reported() {
     }
     assert_eq!((none["scrapes_per_s"].as_f64(), none["scrapes"].as_u64(), none["ratio_vs_none"].as_f64()), (Some(0.0), Some(0), Some(1.0)));
     assert_eq!(scraped["scrapes_per_s"].as_f64(), Some(20.0));
-    // 20/s over two windows of 1 s: about 40 scrapes, each answered.
-    let scrapes = scraped["scrapes"].as_u64().unwrap();
-    assert!((20..=44).contains(&scrapes), "{scraped}\n{stderr}");
+    // 20/s while the scraper ran (a little longer than the generator sent), each answered.
+    let (scrapes, achieved) = (scraped["scrapes"].as_u64().unwrap(), scraped["scrapes_per_s_achieved"].as_f64().unwrap());
+    assert!(scrapes >= 20 && (10.0..=21.0).contains(&achieved), "{scraped}\n{stderr}");
     assert_eq!(scraped["scrape_failures"], 0, "{scraped}\n{stderr}");
     // l2fwd's exposition: ports, stages, the table and the workers — some kilobytes.
     let bytes = scraped["scrape_bytes"].as_u64().unwrap();

@@ -145,6 +145,9 @@ pub struct Window {
     pub scrapes: u64,
     /// Scrapes that failed (refused, timed out, not 200).
     pub scrape_failures: u64,
+    /// Seconds the scraper ran: from just before the generator started until the sink's count
+    /// settled (a little longer than the generator sent).
+    pub scraper_s: f64,
 }
 
 /// One kind of window over every round (one JSON line).
@@ -184,6 +187,8 @@ pub struct MetricsCostRow {
     pub scrapes: u64,
     /// Scrapes that failed.
     pub scrape_failures: u64,
+    /// Scrapes answered per second of the scraper's running time (the rate achieved).
+    pub scrapes_per_s_achieved: f64,
     /// Scrape latency.
     pub scrape_ms: ScrapeMs,
     /// Size of a scrape's body, bytes (the last one).
@@ -399,6 +404,7 @@ struct Scrapes {
     bytes: u64,
     failures: u64,
     first_error: Option<String>,
+    secs: f64,
 }
 
 /// Scrapes `addr` every `1 / rate` seconds until `stop` (a scraper that falls behind does not
@@ -410,7 +416,8 @@ fn scraper(addr: SocketAddr, rate: f64, stop: &AtomicBool) -> Scrapes {
     const NAP: Duration = Duration::from_millis(5);
     let period = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
     let mut out = Scrapes::default();
-    let mut next = Instant::now();
+    let t0 = Instant::now();
+    let mut next = t0;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         match period {
@@ -431,6 +438,7 @@ fn scraper(addr: SocketAddr, rate: f64, stop: &AtomicBool) -> Scrapes {
             None => std::thread::sleep(NAP),
         }
     }
+    out.secs = t0.elapsed().as_secs_f64();
     out
 }
 
@@ -493,6 +501,10 @@ fn rows(cfg: &MetricsCostConfig, windows: &[Window], scrapes: &BTreeMap<u64, Scr
                 within_noise: (none.len() > 1).then(|| (1.0 - ratio).abs() * 100.0 <= noise_pct),
                 scrapes: ws.iter().map(|w| w.scrapes).sum(),
                 scrape_failures: ws.iter().map(|w| w.scrape_failures).sum(),
+                scrapes_per_s_achieved: {
+                    let secs: f64 = ws.iter().map(|w| w.scraper_s).sum();
+                    if secs > 0.0 { ws.iter().map(|w| w.scrapes).sum::<u64>() as f64 / secs } else { 0.0 }
+                },
                 scrape_ms: ScrapeMs { p50: percentile(&ms, 0.5), p99: percentile(&ms, 0.99), max: ms.last().copied().unwrap_or(0.0) },
                 scrape_bytes: sc.map_or(0, |s| s.bytes),
                 windows: ws,
@@ -607,6 +619,7 @@ pub fn run(cfg: &MetricsCostConfig, progress: &mut dyn FnMut(&str)) -> Result<Me
                 port_rx_drops: after.port_rx_drops.saturating_sub(before.port_rx_drops),
                 scrapes: sc.ms.len() as u64,
                 scrape_failures: sc.failures,
+                scraper_s: sc.secs,
             };
             let mut line = format!(
                 "  round {round} {:>12}: offered {:.3} Mpps, forwarded {:.3} Mpps (workers {:.3} Mpps, {:.1} pkts/batch, {} dropped at the port)",
@@ -620,7 +633,7 @@ pub fn run(cfg: &MetricsCostConfig, progress: &mut dyn FnMut(&str)) -> Result<Me
             if rate > 0.0 {
                 let mut ms = sc.ms.clone();
                 ms.sort_by(f64::total_cmp);
-                line.push_str(&format!(", {} scrapes p50 {:.2} ms", ms.len(), percentile(&ms, 0.5)));
+                line.push_str(&format!(", {} scrapes in {:.2} s, p50 {:.2} ms", ms.len(), sc.secs, percentile(&ms, 0.5)));
             }
             progress(&line);
             if let Some(e) = &sc.first_error {
@@ -708,7 +721,7 @@ mod tests {
     }
 
     fn window(round: u32, rate: f64, mpps: f64) -> Window {
-        Window { round, scrapes_per_s: rate, sink_mpps: mpps, scrapes: if rate > 0.0 { 30 } else { 0 }, ..Window::default() }
+        Window { round, scrapes_per_s: rate, sink_mpps: mpps, scrapes: if rate > 0.0 { 30 } else { 0 }, scraper_s: 3.0, ..Window::default() }
     }
 
     #[test]
@@ -725,6 +738,7 @@ mod tests {
         assert!((r[1].ratio_vs_none - 0.9).abs() < 1e-9);
         assert_eq!(r[1].within_noise, Some(true), "10 % off, 20 % noise");
         assert_eq!((r[1].scrapes, r[1].scrape_bytes, r[1].scrape_ms.p50, r[1].scrape_ms.max), (90, 4096, 2.0, 3.0));
+        assert_eq!((r[1].scrapes_per_s_achieved, r[0].scrapes_per_s_achieved), (10.0, 0.0));
         assert_eq!(r[1].windows.len(), 3);
         // One round: no noise figure.
         let r = rows(&cfg, &ws[..2], &sc);
