@@ -60,6 +60,13 @@ fn scraping_windows_alternate_with_quiet_ones_and_are_reported() {
     // l2fwd's exposition: ports, stages, the table and the workers — some kilobytes.
     let bytes = scraped["scrape_bytes"].as_u64().unwrap();
     assert!((1_000..1_000_000).contains(&bytes), "{scraped}");
+    // The workers counted each scrape they answered, and the cycles it took them.
+    for w in scraped["windows"].as_array().unwrap() {
+        assert_eq!(w["control_messages"].as_u64().unwrap(), w["scrapes"].as_u64().unwrap() + 1, "the window's and the one before: {w}");
+        assert!(w["control_cycles"].as_u64().unwrap() > 0, "{w}");
+    }
+    let us = scraped["worker_us_per_scrape"].as_f64().unwrap();
+    assert!(us > 0.0 && us < 10_000.0, "{scraped}");
     let ms = &scraped["scrape_ms"];
     let (p50, p99, max) = (ms["p50"].as_f64().unwrap(), ms["p99"].as_f64().unwrap(), ms["max"].as_f64().unwrap());
     assert!(p50 > 0.0 && p50 <= p99 && p99 <= max && max < 5_000.0, "{scraped}");

@@ -880,9 +880,14 @@ fn metrics_cost_row(v: &serde_json::Value) -> Option<String> {
     );
     if rate > 0.0 {
         line.push_str(&format!(
-            "; {} scrapes ({} failed) of {} bytes, p50 {:.2} ms p99 {:.2} ms",
-            v["scrapes"], v["scrape_failures"], v["scrape_bytes"], v["scrape_ms"]["p50"].as_f64().unwrap_or(f64::NAN),
-            v["scrape_ms"]["p99"].as_f64().unwrap_or(f64::NAN)
+            "; {} scrapes ({} failed) of {} bytes, p50 {:.2} ms p99 {:.2} ms; the worker spent {:.2} µs per scrape, {:.4} % of its time",
+            v["scrapes"],
+            v["scrape_failures"],
+            v["scrape_bytes"],
+            v["scrape_ms"]["p50"].as_f64().unwrap_or(f64::NAN),
+            v["scrape_ms"]["p99"].as_f64().unwrap_or(f64::NAN),
+            f("worker_us_per_scrape"),
+            f("worker_control_pct")
         ));
     }
     line.push('\n');
@@ -963,9 +968,14 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         || matches!(a.test, LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad | LabTest::BngDhcp | LabTest::MetricsCost);
     if !matches!(
         a.test,
-        LabTest::Gen | LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad | LabTest::Tcp | LabTest::BngDhcp | LabTest::MetricsCost
-    )
-        && !switch_test
+        LabTest::Gen
+            | LabTest::Overlay
+            | LabTest::BngRfc2544
+            | LabTest::UpdateUnderLoad
+            | LabTest::Tcp
+            | LabTest::BngDhcp
+            | LabTest::MetricsCost
+    ) && !switch_test
         && a.duts.is_empty()
     {
         return Err("name at least one --dut (fastpath, fastpath-xdp, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
@@ -1304,15 +1314,19 @@ mod tests {
         let dir = std::env::temp_dir();
         let cfg = |args: &[&str]| metrics_cost_config(&lab_args(&[&["metrics-cost"], args].concat()).unwrap(), "/bin/fp".into(), &dir);
         let c = cfg(&[]).unwrap();
-        assert_eq!((c.scrape_rates.clone(), c.rounds, c.window_s, c.offered_pps, c.frame_size, c.flows), (vec![10.0, 1.0], 3, 3.0, 0, 64, 1));
+        assert_eq!(
+            (c.scrape_rates.clone(), c.rounds, c.window_s, c.offered_pps, c.frame_size, c.flows),
+            (vec![10.0, 1.0], 3, 3.0, 0, 64, 1)
+        );
         let c = cfg(&["--scrape-rate", "100", "--repeat", "5", "--mpps", "0.5", "--trial-s", "1", "--sizes", "1518"]).unwrap();
         assert_eq!((c.scrape_rates.clone(), c.rounds, c.window_s, c.offered_pps, c.frame_size), (vec![100.0], 5, 1.0, 500_000, 1518));
         assert!(cfg(&["--mpps", "0"]).unwrap_err().contains("--mpps 0"));
         assert!(lab_args(&["metrics-cost", "--repeat", "0"]).err().is_some_and(|e| e.contains("--repeat")));
-        let l = r#"{"test":"metrics-cost","scrapes_per_s":10.0,"rounds":3,"sink_mpps":0.9,"sink_mpps_min":0.8,"sink_mpps_max":1.0,"worker_mpps":0.9,"ratio_vs_none":0.99,"noise_pct":4.0,"within_noise":true,"scrapes":90,"scrape_failures":0,"scrape_bytes":6000,"scrape_ms":{"p50":1.5,"p99":3.0,"max":4.0}}"#;
+        let l = r#"{"test":"metrics-cost","scrapes_per_s":10.0,"rounds":3,"sink_mpps":0.9,"sink_mpps_min":0.8,"sink_mpps_max":1.0,"worker_mpps":0.9,"ratio_vs_none":0.99,"noise_pct":4.0,"within_noise":true,"scrapes":90,"scrape_failures":0,"scrape_bytes":6000,"scrape_ms":{"p50":1.5,"p99":3.0,"max":4.0},"worker_us_per_scrape":2.5,"worker_control_pct":0.0025}"#;
         let t = table(l);
         assert!(t.contains("10 scrapes/s: forwarded 0.900 Mpps (median of 3, 0.800–1.000)"), "{t}");
         assert!(t.contains("ratio to none 0.9900 (within the noise of 4.0 %); 90 scrapes (0 failed) of 6000 bytes, p50 1.50 ms"), "{t}");
+        assert!(t.trim_end().ends_with("the worker spent 2.50 µs per scrape, 0.0025 % of its time"), "{t}");
     }
 
     #[test]

@@ -148,6 +148,13 @@ pub struct Window {
     /// Seconds the scraper ran: from just before the generator started until the sink's count
     /// settled (a little longer than the generator sent).
     pub scraper_s: f64,
+    /// Seconds between the scrapes that read the workers' counters before and after.
+    pub between_s: f64,
+    /// Control messages the workers answered in that time (the window's scrapes and the one
+    /// before it), from `fastpath_worker_control_messages_total`.
+    pub control_messages: u64,
+    /// TSC cycles the workers spent answering them, from `fastpath_worker_control_cycles_total`.
+    pub control_cycles: u64,
 }
 
 /// One kind of window over every round (one JSON line).
@@ -189,6 +196,14 @@ pub struct MetricsCostRow {
     pub scrape_failures: u64,
     /// Scrapes answered per second of the scraper's running time (the rate achieved).
     pub scrapes_per_s_achieved: f64,
+    /// What one scrape cost a worker, measured by the worker: TSC cycles spent answering
+    /// control messages over the messages answered, over the windows of this kind.
+    pub worker_cycles_per_scrape: f64,
+    /// The same in microseconds (at the TSC's rate, calibrated by the lab).
+    pub worker_us_per_scrape: f64,
+    /// Share of the workers' time spent answering control messages in these windows, percent
+    /// (cycles over the time between the readings at the TSC's rate, summed over the windows).
+    pub worker_control_pct: f64,
     /// Scrape latency.
     pub scrape_ms: ScrapeMs,
     /// Size of a scrape's body, bytes (the last one).
@@ -221,7 +236,9 @@ impl MetricsCostResults {
              idle; windows without scraping alternate with windows in which a scraper reads /metrics at a \
              steady rate. A scrape posts one message to each worker, which copies its counters at its next \
              batch boundary; any cost shows as fewer packets forwarded. The noise is the spread of the windows \
-             without scraping.",
+             without scraping. The worker also counts the TSC cycles it spends answering control messages: \
+             the last two columns are that direct measurement (the windows without scraping have one message each, \
+             the reading before the window).",
         );
         let mode = |r: f64| if r == 0.0 { "no scraping".to_owned() } else { format!("{r} scrapes/s") };
         let rows = self
@@ -247,6 +264,8 @@ impl MetricsCostResults {
                         format!("{:.2} / {:.2} / {:.2}", r.scrape_ms.p50, r.scrape_ms.p99, r.scrape_ms.max)
                     },
                     r.scrape_bytes.to_string(),
+                    format!("{:.0} cycles ({:.2} µs)", r.worker_cycles_per_scrape, r.worker_us_per_scrape),
+                    format!("{:.4} %", r.worker_control_pct),
                 ]
             })
             .collect();
@@ -262,6 +281,8 @@ impl MetricsCostResults {
                 "scrapes",
                 "scrape ms p50 / p99 / max",
                 "scrape bytes",
+                "worker time per scrape",
+                "worker time on scrapes",
             ],
             rows,
         );
@@ -382,6 +403,8 @@ struct Reading {
     batches: u64,
     rx_pkts: u64,
     port_rx_drops: u64,
+    control_messages: u64,
+    control_cycles: u64,
 }
 
 impl Reading {
@@ -393,6 +416,8 @@ impl Reading {
             batches: n("fastpath_worker_batches_total"),
             rx_pkts: n("fastpath_worker_rx_packets_total"),
             port_rx_drops: n("fastpath_port_rx_drops_total"),
+            control_messages: n("fastpath_worker_control_messages_total"),
+            control_cycles: n("fastpath_worker_control_cycles_total"),
         }
     }
 }
@@ -465,8 +490,21 @@ pub fn window_order(rates: &[f64], round: u32) -> Vec<f64> {
     v
 }
 
-/// Summarises the windows: one row per kind, no scraping first.
-fn rows(cfg: &MetricsCostConfig, windows: &[Window], scrapes: &BTreeMap<u64, Scrapes>) -> Vec<MetricsCostRow> {
+/// TSC ticks per second, measured against the monotonic clock over 100 ms.
+fn tsc_hz() -> f64 {
+    let (t0, c0) = (Instant::now(), fastpath_packet::prefetch::cycles());
+    std::thread::sleep(Duration::from_millis(100));
+    let (s, c) = (t0.elapsed().as_secs_f64(), fastpath_packet::prefetch::cycles().wrapping_sub(c0) as f64);
+    if c > 0.0 && s > 0.0 {
+        c / s
+    } else {
+        0.0
+    }
+}
+
+/// Summarises the windows: one row per kind, no scraping first. `tsc_hz` converts the
+/// workers' cycles to time (0: unknown).
+fn rows(cfg: &MetricsCostConfig, windows: &[Window], scrapes: &BTreeMap<u64, Scrapes>, tsc_hz: f64) -> Vec<MetricsCostRow> {
     let kinds = window_order(&cfg.scrape_rates, 0);
     let of = |rate: f64| windows.iter().filter(move |w| w.scrapes_per_s == rate);
     let none: Vec<f64> = of(0.0).map(|w| w.sink_mpps).collect();
@@ -481,6 +519,9 @@ fn rows(cfg: &MetricsCostConfig, windows: &[Window], scrapes: &BTreeMap<u64, Scr
             let sink_mpps = median(&sink);
             let ratio = if none_median > 0.0 { sink_mpps / none_median } else { 0.0 };
             let sc = scrapes.get(&rate.to_bits());
+            let (msgs, cycles, secs) =
+                ws.iter().fold((0u64, 0u64, 0.0), |(m, c, t), w| (m + w.control_messages, c + w.control_cycles, t + w.between_s));
+            let per_scrape = if msgs > 0 { cycles as f64 / msgs as f64 } else { 0.0 };
             let mut ms = sc.map(|s| s.ms.clone()).unwrap_or_default();
             ms.sort_by(f64::total_cmp);
             MetricsCostRow {
@@ -503,8 +544,15 @@ fn rows(cfg: &MetricsCostConfig, windows: &[Window], scrapes: &BTreeMap<u64, Scr
                 scrape_failures: ws.iter().map(|w| w.scrape_failures).sum(),
                 scrapes_per_s_achieved: {
                     let secs: f64 = ws.iter().map(|w| w.scraper_s).sum();
-                    if secs > 0.0 { ws.iter().map(|w| w.scrapes).sum::<u64>() as f64 / secs } else { 0.0 }
+                    if secs > 0.0 {
+                        ws.iter().map(|w| w.scrapes).sum::<u64>() as f64 / secs
+                    } else {
+                        0.0
+                    }
                 },
+                worker_cycles_per_scrape: per_scrape,
+                worker_us_per_scrape: if tsc_hz > 0.0 { per_scrape / tsc_hz * 1e6 } else { 0.0 },
+                worker_control_pct: if tsc_hz > 0.0 && secs > 0.0 { cycles as f64 / (tsc_hz * secs) * 100.0 } else { 0.0 },
                 scrape_ms: ScrapeMs { p50: percentile(&ms, 0.5), p99: percentile(&ms, 0.99), max: ms.last().copied().unwrap_or(0.0) },
                 scrape_bytes: sc.map_or(0, |s| s.bytes),
                 windows: ws,
@@ -593,6 +641,7 @@ pub fn run(cfg: &MetricsCostConfig, progress: &mut dyn FnMut(&str)) -> Result<Me
                 return Err(LabError::Interrupted);
             }
             let before = Reading::of(&scrape_in_dut()?.body);
+            let t_before = Instant::now();
             let stop = AtomicBool::new(false);
             let (tr, sc) = std::thread::scope(|s| -> Result<(Trial, Scrapes), LabError> {
                 let h = s.spawn(|| topo::in_netns(&ns, || scraper(addr, rate, &stop)));
@@ -602,6 +651,7 @@ pub fn run(cfg: &MetricsCostConfig, progress: &mut dyn FnMut(&str)) -> Result<Me
                 Ok((tr?, sc))
             })?;
             let after = Reading::of(&scrape_in_dut()?.body);
+            let between_s = t_before.elapsed().as_secs_f64();
             let secs = tr.elapsed_s.max(1e-9);
             let tx = after.tx_pkts.saturating_sub(before.tx_pkts);
             let batches = after.batches.saturating_sub(before.batches);
@@ -620,6 +670,9 @@ pub fn run(cfg: &MetricsCostConfig, progress: &mut dyn FnMut(&str)) -> Result<Me
                 scrapes: sc.ms.len() as u64,
                 scrape_failures: sc.failures,
                 scraper_s: sc.secs,
+                between_s,
+                control_messages: after.control_messages.saturating_sub(before.control_messages),
+                control_cycles: after.control_cycles.saturating_sub(before.control_cycles),
             };
             let mut line = format!(
                 "  round {round} {:>12}: offered {:.3} Mpps, forwarded {:.3} Mpps (workers {:.3} Mpps, {:.1} pkts/batch, {} dropped at the port)",
@@ -648,7 +701,7 @@ pub fn run(cfg: &MetricsCostConfig, progress: &mut dyn FnMut(&str)) -> Result<Me
             windows.push(w);
         }
     }
-    let rows = rows(cfg, &windows, &scrapes);
+    let rows = rows(cfg, &windows, &scrapes, tsc_hz());
     for r in &rows {
         progress(&format!(
             "{:>12}: forwarded {:.3} Mpps median ({:.3}–{:.3}), ratio to none {:.4}, noise {:.1} %{}",
@@ -660,8 +713,14 @@ pub fn run(cfg: &MetricsCostConfig, progress: &mut dyn FnMut(&str)) -> Result<Me
             r.noise_pct,
             if r.scrapes_per_s > 0.0 {
                 format!(
-                    "; {} scrapes of {} bytes, p50 {:.2} ms p99 {:.2} ms",
-                    r.scrapes, r.scrape_bytes, r.scrape_ms.p50, r.scrape_ms.p99
+                    "; {} scrapes of {} bytes, p50 {:.2} ms p99 {:.2} ms; a scrape took the worker {:.0} cycles ({:.2} µs), {:.4} % of its time",
+                    r.scrapes,
+                    r.scrape_bytes,
+                    r.scrape_ms.p50,
+                    r.scrape_ms.p99,
+                    r.worker_cycles_per_scrape,
+                    r.worker_us_per_scrape,
+                    r.worker_control_pct
                 )
             } else {
                 String::new()
@@ -721,16 +780,34 @@ mod tests {
     }
 
     fn window(round: u32, rate: f64, mpps: f64) -> Window {
-        Window { round, scrapes_per_s: rate, sink_mpps: mpps, scrapes: if rate > 0.0 { 30 } else { 0 }, scraper_s: 3.0, ..Window::default() }
+        Window {
+            round,
+            scrapes_per_s: rate,
+            sink_mpps: mpps,
+            scrapes: if rate > 0.0 { 30 } else { 0 },
+            scraper_s: 3.0,
+            between_s: 4.0,
+            // The window's scrapes and the reading before it, 4,000 cycles each.
+            control_messages: if rate > 0.0 { 31 } else { 1 },
+            control_cycles: if rate > 0.0 { 31 * 4000 } else { 4000 },
+            ..Window::default()
+        }
     }
 
     #[test]
     fn rows_take_medians_ratios_and_the_noise_of_the_unscraped_windows() {
         let cfg = MetricsCostConfig { scrape_rates: vec![10.0], ..MetricsCostConfig::default() };
-        let ws = [window(0, 0.0, 1.0), window(0, 10.0, 0.9), window(1, 0.0, 1.1), window(1, 10.0, 0.8), window(2, 0.0, 0.9), window(2, 10.0, 1.0)];
+        let ws = [
+            window(0, 0.0, 1.0),
+            window(0, 10.0, 0.9),
+            window(1, 0.0, 1.1),
+            window(1, 10.0, 0.8),
+            window(2, 0.0, 0.9),
+            window(2, 10.0, 1.0),
+        ];
         let mut sc = BTreeMap::new();
         sc.insert(10f64.to_bits(), Scrapes { ms: vec![3.0, 1.0, 2.0], bytes: 4096, ..Scrapes::default() });
-        let r = rows(&cfg, &ws, &sc);
+        let r = rows(&cfg, &ws, &sc, 2e9);
         assert_eq!(r.len(), 2);
         assert_eq!((r[0].scrapes_per_s, r[0].sink_mpps, r[0].ratio_vs_none), (0.0, 1.0, 1.0));
         assert!((r[0].noise_pct - 20.0).abs() < 1e-9, "(1.1 - 0.9) / 1.0: {}", r[0].noise_pct);
@@ -739,9 +816,12 @@ mod tests {
         assert_eq!(r[1].within_noise, Some(true), "10 % off, 20 % noise");
         assert_eq!((r[1].scrapes, r[1].scrape_bytes, r[1].scrape_ms.p50, r[1].scrape_ms.max), (90, 4096, 2.0, 3.0));
         assert_eq!((r[1].scrapes_per_s_achieved, r[0].scrapes_per_s_achieved), (10.0, 0.0));
+        assert_eq!((r[1].worker_cycles_per_scrape, r[1].worker_us_per_scrape), (4000.0, 2.0), "4,000 cycles at 2 GHz");
+        // 31 × 4,000 cycles in 4 s at 2 GHz, in each window.
+        assert!((r[1].worker_control_pct - 31.0 * 4000.0 / 8e9 * 100.0).abs() < 1e-12, "{}", r[1].worker_control_pct);
         assert_eq!(r[1].windows.len(), 3);
         // One round: no noise figure.
-        let r = rows(&cfg, &ws[..2], &sc);
+        let r = rows(&cfg, &ws[..2], &sc, 0.0);
         assert_eq!(r[1].within_noise, None);
     }
 
