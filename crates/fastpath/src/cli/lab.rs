@@ -130,7 +130,7 @@ fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-
 fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n  \
 fastpath lab update-under-load --updates 10000 --batch 100 --load 0.9 --duration 10\n  \
 fastpath lab bng-dhcp --subscribers 1000 --perfdhcp-rate 500,1000,2000,5000 --json-out dhcp.jsonl --report dhcp.html\n  \
-fastpath lab metrics-cost --scrape-rate 10,1 --repeat 3 --trial-s 3\n\n\
+fastpath lab metrics-cost --scrape-rate 10,1 --repeat 6 --trial-s 3\n\n\
 tcp (all four by default: fastpath, fastpath-xdp, linux-bridge, ovs-afxdp): N sender/receiver namespace \
 pairs (--pairs) through one DUT, each pair on its own two DUT ports; the endpoints keep checksum offload, \
 TSO, GSO and GRO on (--no-offloads: all off). fastpath runs with --multi-buffer (64 KB segments cut into \
@@ -336,8 +336,10 @@ pub struct LabArgs {
     /// without scraping comes with them in every round).
     #[arg(long = "scrape-rate", value_delimiter = ',', default_value = "10,1")]
     scrape_rates: Vec<f64>,
-    /// metrics-cost: rounds of windows (each kind once per round); the figures are medians.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// metrics-cost: rounds of windows (each kind once per round); the figures are medians. With
+    /// n kinds of window (no scraping and each rate), 2n rounds put every kind after every other
+    /// equally often (up to two rates): the default 6 for 10 and 1 scrapes/s.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// update-under-load: routes and ACL rules loaded at start.
     #[arg(long = "base-entries", default_value_t = 10_000)]
@@ -1316,7 +1318,7 @@ mod tests {
         let c = cfg(&[]).unwrap();
         assert_eq!(
             (c.scrape_rates.clone(), c.rounds, c.window_s, c.offered_pps, c.frame_size, c.flows),
-            (vec![10.0, 1.0], 3, 3.0, 0, 64, 1)
+            (vec![10.0, 1.0], 6, 3.0, 0, 64, 1)
         );
         let c = cfg(&["--scrape-rate", "100", "--repeat", "5", "--mpps", "0.5", "--trial-s", "1", "--sizes", "1518"]).unwrap();
         assert_eq!((c.scrape_rates.clone(), c.rounds, c.window_s, c.offered_pps, c.frame_size), (vec![100.0], 5, 1.0, 500_000, 1518));

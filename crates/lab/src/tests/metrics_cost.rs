@@ -5,7 +5,7 @@
 //! ```text
 //!  ns gen (gen0) ══ dut0 [fastpath run l2fwd --metrics 127.0.0.1:9464] dut1 ══ ns sink (sink0)
 //!                                    ▲ GET /metrics (inside the DUT's namespace)
-//!  scraper: none │ R₁ scrapes/s │ R₂ scrapes/s │ none │ …   one window each, rotated per round
+//!  scraper: none │ R₁ scrapes/s │ R₂ scrapes/s │ R₁ │ R₂ │ none │ …   one window each per round
 //! ```
 //!
 //! **Why above capacity.** The generator offers as fast as it can (or `offered_pps`), far more
@@ -22,7 +22,8 @@
 //! this test measures; the HTTP server, the renderer and the scraper run on the other core.
 //!
 //! Per round, one window per scrape rate and one without (`0`), each `window_s` long, in an
-//! order rotated every round so that drift over the run does not favour one kind. A scraper
+//! order rotated every round and reversed in every other n rounds ([`window_order`]), so that
+//! neither drift over the run nor a window's neighbour favours one kind. A scraper
 //! thread runs through every window, pinned and prioritised like the generator, and wakes the
 //! same way in each; only in the scraping windows does it scrape (from just before the
 //! generator starts until the sink's count has settled). Before and after each window one
@@ -97,7 +98,7 @@ impl Default for MetricsCostConfig {
             flows: 1,
             scrape_rates: vec![10.0, 1.0],
             window_s: 3.0,
-            rounds: 3,
+            rounds: 6,
             offered_pps: 0,
             mode: GenMode::XdpLive,
             work_dir: std::env::temp_dir(),
@@ -481,12 +482,20 @@ fn median(v: &[f64]) -> f64 {
     percentile(&s, 0.5)
 }
 
-/// The kinds of window (0 first), in the order of round `round`: rotated by one each round.
+/// The kinds of window (0 first), in the order of round `round`: rotated by one each round,
+/// and backwards in the second n of every 2n rounds (n kinds). With up to two scrape rates,
+/// 2n rounds put every kind right after every other kind equally often (a Williams design):
+/// a window's neighbour then cannot favour one kind. Without it, a position effect on this
+/// shared machine (the second kind of each rotation always beat the third, whichever it was)
+/// was larger than the scrapes' cost.
 pub fn window_order(rates: &[f64], round: u32) -> Vec<f64> {
     let mut v = vec![0.0];
     v.extend_from_slice(rates);
     let n = v.len();
     v.rotate_left(round as usize % n);
+    if (round as usize / n) % 2 == 1 {
+        v.reverse();
+    }
     v
 }
 
@@ -776,7 +785,25 @@ mod tests {
     fn windows_rotate_every_round() {
         assert_eq!(window_order(&[10.0, 1.0], 0), vec![0.0, 10.0, 1.0]);
         assert_eq!(window_order(&[10.0, 1.0], 1), vec![10.0, 1.0, 0.0]);
-        assert_eq!(window_order(&[10.0, 1.0], 3), vec![0.0, 10.0, 1.0]);
+        assert_eq!(window_order(&[10.0, 1.0], 3), vec![1.0, 10.0, 0.0], "backwards in rounds 3..6");
+        assert_eq!(window_order(&[10.0, 1.0], 6), vec![0.0, 10.0, 1.0]);
+        assert_eq!(window_order(&[10.0], 1), vec![10.0, 0.0]);
+    }
+
+    #[test]
+    fn over_2n_rounds_every_kind_follows_every_other_equally_often() {
+        for rates in [vec![10.0], vec![10.0, 1.0]] {
+            let n = rates.len() as u32 + 1;
+            let mut after: BTreeMap<(u64, u64), u32> = BTreeMap::new();
+            for round in 0..2 * n {
+                for w in window_order(&rates, round).windows(2) {
+                    *after.entry((w[0].to_bits(), w[1].to_bits())).or_default() += 1;
+                }
+            }
+            assert_eq!(after.len() as u32, n * (n - 1), "every ordered pair occurs: {rates:?}");
+            let counts: Vec<u32> = after.values().copied().collect();
+            assert!(counts.iter().all(|&c| c == counts[0]), "{rates:?}: {after:?}");
+        }
     }
 
     fn window(round: u32, rate: f64, mpps: f64) -> Window {
