@@ -5,7 +5,7 @@
 //! its next batch boundary, as for `ctl show counters` — plus the control replica's table sizes
 //! ([`Scrape::take`], with the Control held); the text is rendered afterwards, with the Control
 //! released ([`Scrape::render`]). Workers see nothing but the one mailbox message: answering it
-//! took a worker 23–27 µs on the lab's 2-vCPU guest, 0.03 % of its time at 10 scrapes per second
+//! took a worker 26–29 µs on the lab's 2-vCPU guest, 0.03 % of its time at 10 scrapes per second
 //! (`fastpath lab metrics-cost`, docs/lab.md), as the workers' own
 //! `fastpath_worker_control_{messages,cycles}_total` count it.
 //!
