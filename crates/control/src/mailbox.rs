@@ -21,7 +21,7 @@
 //! so the control thread can tell a late reply to an earlier request (after a timeout) from the
 //! current one.
 
-use crate::metrics::WorkerSnapshot;
+use crate::metrics::{ControlLoad, WorkerSnapshot};
 use fastpath_pipeline::entries::EntryOp;
 use fastpath_pipeline::table::{Acl, BuiltClassifier};
 use fastpath_pipeline::Pipeline;
@@ -138,6 +138,8 @@ pub struct ControlEnd {
 pub struct WorkerEnd {
     posted: Arc<Posted>,
     seen: u64,
+    /// Messages answered and the cycles that took (read only when a message waits).
+    load: ControlLoad,
     from: Receiver<ToWorker>,
     to: SyncSender<FromWorker>,
     /// A replaced pipeline whose traffic manager still holds packets, and the `Replace` request
@@ -150,7 +152,10 @@ pub fn mailbox() -> (ControlEnd, WorkerEnd) {
     let posted = Arc::new(Posted::default());
     let (to_w, from_c) = mpsc::sync_channel(DEPTH);
     let (to_c, from_w) = mpsc::sync_channel(DEPTH);
-    (ControlEnd { posted: posted.clone(), to: to_w, from: from_w }, WorkerEnd { posted, seen: 0, from: from_c, to: to_c, draining: None })
+    (
+        ControlEnd { posted: posted.clone(), to: to_w, from: from_w },
+        WorkerEnd { posted, seen: 0, load: ControlLoad::default(), from: from_c, to: to_c, draining: None },
+    )
 }
 
 /// Why a message could not be delivered or answered.
@@ -216,6 +221,8 @@ impl WorkerEnd {
     }
 
     fn serve(&mut self, pipe: &mut Pipeline, extra: impl FnOnce(&mut WorkerSnapshot)) {
+        // What answering costs the worker, in TSC cycles: read here, only when a message waits.
+        let c0 = fastpath_packet::prefetch::cycles();
         let mut extra = Some(extra);
         while let Ok(msg) = self.from.try_recv() {
             self.seen += 1;
@@ -230,6 +237,7 @@ impl WorkerEnd {
                     if let Some(f) = extra.take() {
                         f(&mut snap);
                     }
+                    snap.control = self.load;
                     FromWorker::Snapshot { seq, snap }
                 }
                 ToWorker::Replace { seq, pipe: mut new } => {
@@ -238,7 +246,9 @@ impl WorkerEnd {
                     } else {
                         std::mem::swap(pipe, &mut new);
                         if new.tm_backlog() > 0 {
+                            // Answered once drained (`drain`).
                             self.draining = Some((seq, new));
+                            self.load.messages += 1;
                             continue;
                         }
                         FromWorker::Replaced { seq, result: Ok(new) }
@@ -252,7 +262,9 @@ impl WorkerEnd {
             // The control thread waits for at most one reply per worker; a full queue means it
             // gave up on earlier ones, which it discards anyway.
             let _ = self.to.try_send(reply);
+            self.load.messages += 1;
         }
+        self.load.cycles += fastpath_packet::prefetch::cycles().wrapping_sub(c0);
     }
 }
 
@@ -353,6 +365,32 @@ mod tests {
         let r = c.reply(1, soon()).unwrap();
         let FromWorker::Replaced { seq: 1, result: Ok(back) } = r else { panic!("{r:?}") };
         assert!(back.has_tm() && back.tm_backlog() == 0, "the old pipeline comes back, empty");
+    }
+
+    #[test]
+    fn a_snapshot_carries_what_answering_earlier_messages_cost_the_worker() {
+        let (c, mut w) = mailbox();
+        let mut p = pipe();
+        let snap = |w: &mut WorkerEnd, p: &mut Pipeline, seq| {
+            c.post(ToWorker::Snapshot { seq }).unwrap();
+            w.poll(p, |_| {});
+            match c.reply(seq, Instant::now() + Duration::from_secs(1)).unwrap() {
+                FromWorker::Snapshot { snap, .. } => snap.control,
+                r => panic!("{r:?}"),
+            }
+        };
+        assert_eq!(snap(&mut w, &mut p, 1), ControlLoad::default(), "nothing answered before the first");
+        c.post(ToWorker::ReadCounter { seq: 2, bank: 0, index: 0 }).unwrap();
+        w.poll(&mut p, |_| panic!("no snapshot asked"));
+        let load = snap(&mut w, &mut p, 3);
+        assert_eq!(load.messages, 2, "the first snapshot and the counter read");
+        assert!(load.cycles > 0, "{load:?}");
+        let later = snap(&mut w, &mut p, 4);
+        assert_eq!(later.messages, 3);
+        assert!(later.cycles > load.cycles, "{later:?} after {load:?}");
+        // An idle poll counts nothing.
+        w.poll(&mut p, |_| panic!("no snapshot asked"));
+        assert_eq!(snap(&mut w, &mut p, 5).messages, 4);
     }
 
     #[test]
