@@ -154,33 +154,36 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// The accept loop's shortest and longest sleep when no connection waits.
-const BUSY_NAP: Duration = Duration::from_micros(100);
-const IDLE_NAP: Duration = Duration::from_millis(20);
+/// Waits until `listener` has a connection to accept, or `STOP_CHECK` has passed (to look at
+/// the stop flag): poll(2), so a connection is accepted as soon as it arrives and an idle
+/// server wakes ten times a second.
+fn wait_for_connection(listener: &impl std::os::fd::AsFd) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let t = Timespec { tv_sec: 0, tv_nsec: STOP_CHECK.as_nanos() as _ };
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    // An error (EINTR) just means another look at the flag and the listener.
+    let _ = poll(&mut fds, Some(&t));
+}
 
-/// Accepts connections with `accept` (non-blocking: `WouldBlock` when none waits) until `stop`
-/// is set, and serves each on a thread of its own named `name` with `handle`; over
-/// `limits.max_conns` connections at once, `busy` answers the new one instead. Returns once the
-/// stop flag is set and every connection thread has ended (each looks at the flag every 100 ms
-/// while it reads).
+/// Accepts connections on `listener` with `accept` (non-blocking: `WouldBlock` when none
+/// waits) until `stop` is set, and serves each on a thread of its own named `name` with
+/// `handle`; over `limits.max_conns` connections at once, `busy` answers the new one instead.
+/// Returns once the stop flag is set and every connection thread has ended (each looks at the
+/// flag every 100 ms while it reads).
 pub(crate) fn serve<C: Conn>(
     name: &str,
     limits: &Limits,
     stop: &AtomicBool,
+    listener: &impl std::os::fd::AsFd,
     mut accept: impl FnMut() -> io::Result<C>,
     busy: impl Fn(C),
     handle: impl Fn(C) + Sync,
 ) {
     let active = AtomicUsize::new(0);
-    // Between polls of the non-blocking accept: 100 µs after a connection, doubling while none
-    // comes, up to 20 ms. A client writing back to back waits ~0.1 ms for its accept; an idle
-    // server wakes 50 times a second.
-    let mut nap = IDLE_NAP;
     std::thread::scope(|s| {
         while !stop.load(Ordering::Relaxed) {
             match accept() {
                 Ok(conn) => {
-                    nap = BUSY_NAP;
                     if active.load(Ordering::Acquire) >= limits.max_conns {
                         busy(conn);
                         continue;
@@ -197,10 +200,7 @@ pub(crate) fn serve<C: Conn>(
                         eprintln!("fastpath: {name}: no thread for a connection: {e}");
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    std::thread::sleep(nap);
-                    nap = (nap * 2).min(IDLE_NAP);
-                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => wait_for_connection(listener),
                 Err(e) => {
                     eprintln!("fastpath: {name}: {e}");
                     std::thread::sleep(Duration::from_millis(200));
