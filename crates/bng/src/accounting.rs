@@ -7,15 +7,18 @@
 //! record is replaced, so nothing is counted twice. A restarted user plane hands out SEIDs and
 //! UR-SEQNs from the start again, but its reports start later, so they are new records.
 //!
+//! The table lives in the store's one connection ([`Store::db`]), so a record written while a
+//! batch is open (the PFCP group commit) is part of the batch's commit.
+//!
 //! Control thread only.
 
 use std::net::Ipv4Addr;
-use std::path::Path;
 
 use rusqlite::{params, Connection};
 
 use crate::dhcp::server::Identity;
 use crate::pfcp_cp::{UsageRecord, Volume};
+use crate::store::{atomically, Store};
 
 /// One subscriber's usage, summed over its records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,24 +33,23 @@ pub struct Total {
     pub records: u64,
 }
 
-/// The `usage` table. Control thread only.
-#[derive(Debug)]
-pub struct Accounting {
-    db: Connection,
+/// The `usage` table of a [`Store`]. Control thread only.
+#[derive(Debug, Clone, Copy)]
+pub struct Accounting<'a> {
+    db: &'a Connection,
 }
 
 fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-impl Accounting {
-    /// Opens (creating if needed) the `usage` table in the store at `path`.
+impl<'a> Accounting<'a> {
+    /// The `usage` table of `store`, created if needed.
     ///
     /// # Errors
     /// SQLite failed.
-    pub fn open(path: &Path) -> Result<Accounting, rusqlite::Error> {
-        let db = Connection::open(path)?;
-        db.pragma_update(None, "synchronous", "FULL")?;
+    pub fn open(store: &'a Store) -> Result<Accounting<'a>, rusqlite::Error> {
+        let db = store.db();
         db.execute_batch(
             "CREATE TABLE IF NOT EXISTS usage (
                  up_id INTEGER NOT NULL, up_seid INTEGER NOT NULL, urr_id INTEGER NOT NULL,
@@ -62,30 +64,29 @@ impl Accounting {
         Ok(Accounting { db })
     }
 
-    /// Writes `reports` of a subscriber's session (one transaction), replacing a record with the
-    /// same key (a report sent again).
+    /// The `usage` table of `store`, which [`Accounting::open`] created before.
+    pub fn new(store: &'a Store) -> Accounting<'a> {
+        Accounting { db: store.db() }
+    }
+
+    /// Writes `reports` of a subscriber's session atomically (a transaction of its own, or part
+    /// of the store's open batch), replacing a record with the same key (a report sent again).
     ///
     /// # Errors
     /// SQLite failed; nothing was written.
-    pub fn record(
-        &mut self,
-        up_id: u16,
-        up_seid: u64,
-        id: &Identity,
-        ip: Ipv4Addr,
-        reports: &[UsageRecord],
-    ) -> Result<(), rusqlite::Error> {
+    pub fn record(&self, up_id: u16, up_seid: u64, id: &Identity, ip: Ipv4Addr, reports: &[UsageRecord]) -> Result<(), rusqlite::Error> {
         if reports.is_empty() {
             return Ok(());
         }
-        let tx = self.db.transaction()?;
-        for r in reports {
-            let v = r.volume;
-            tx.execute(
-                "INSERT OR REPLACE INTO usage (up_id, up_seid, urr_id, ur_seqn, start_ntp, end_ntp, trigger,
+        atomically(self.db, |tx| {
+            for r in reports {
+                let v = r.volume;
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO usage (up_id, up_seid, urr_id, ur_seqn, start_ntp, end_ntp, trigger,
                      port, svlan, cvlan, mac, ip, ul_bytes, dl_bytes, ul_pkts, dl_pkts)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-                params![
+                )?
+                .execute(params![
                     up_id,
                     int(up_seid),
                     r.urr_id,
@@ -102,10 +103,10 @@ impl Accounting {
                     int(v.dl_bytes),
                     int(v.ul_pkts),
                     int(v.dl_pkts)
-                ],
-            )?;
-        }
-        tx.commit()
+                ])?;
+            }
+            Ok(())
+        })
     }
 
     /// Usage per subscriber, summed over its records (ordered by user plane and identity).
@@ -163,7 +164,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fastpath-bng-acct-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let mut a = Accounting::open(&dir.join("cp.db")).unwrap();
+        let store = Store::open(&dir.join("cp.db")).unwrap();
+        let a = Accounting::open(&store).unwrap();
         let id = Identity { port: 1 << 16, svlan: 100, cvlan: 7, mac: [2, 0, 0, 0, 0, 7] };
         let ip = Ipv4Addr::new(100, 64, 0, 10);
         let rec = |seqn, start, ul| UsageRecord {
@@ -184,9 +186,16 @@ mod tests {
         let t = a.totals().unwrap();
         assert_eq!(t.len(), 1);
         assert_eq!((t[0].identity, t[0].volume.ul_bytes, t[0].records), (id, 700 + 300 + 50, 3));
-        drop(a);
+        drop(store);
         // Kept across a reopen.
-        assert_eq!(Accounting::open(&dir.join("cp.db")).unwrap().totals().unwrap(), t);
+        let store = Store::open(&dir.join("cp.db")).unwrap();
+        assert_eq!(Accounting::open(&store).unwrap().totals().unwrap(), t);
+        // Inside a batch, a record is part of the batch: rolled back with it.
+        store.begin().unwrap();
+        Accounting::open(&store).unwrap().record(1, 10, &id, ip, &[rec(0, 900, 1)]).unwrap();
+        store.rollback();
+        assert_eq!(Accounting::open(&store).unwrap().records().unwrap(), 3);
+        drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

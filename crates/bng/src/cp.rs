@@ -27,6 +27,20 @@
 //! session the store has for it is established again under its CP SEID (its UP SEID is new),
 //! with no DHCP from the clients.
 //!
+//! **Relay mode** ([`DhcpMode::Relay`]). Instead of its own server, the control plane relays the
+//! subscribers' DHCP to external servers ([`crate::dhcp::relay`]: giaddr = the gateway, option
+//! 82 from the line). What the servers answer comes back through
+//! [`ControlPlane::on_dhcp_server`]: the subscriber is found by the echoed option 82, and the
+//! reply goes down in a G-PDU with the line's TEID, to the CPRi address the subscriber's last
+//! message came from. The lease events of the server's ACKs (and of RELEASE, DECLINE, NAK and
+//! expiry) go to the store and to PFCP exactly as the server's own.
+//!
+//! **Group commit.** Every entry point ([`ControlPlane::on_gtpu_batch`],
+//! [`ControlPlane::on_pfcp_batch`], [`ControlPlane::on_dhcp_server_batch`],
+//! [`ControlPlane::tick`]) writes what its datagrams change — leases, session rows, usage
+//! records — in one transaction of the store's one connection, and returns what is to be sent
+//! only after that commit: one `fsync` per batch, and nothing acknowledged before it is durable.
+//!
 //! **A control plane that restarts** ([`ControlPlane::open`]) restores the leases and, from the
 //! `pfcp_session` table, every session with its SEIDs. Its Association Setup Request carries
 //! PFCP Session Retention Information; a user plane that kept the sessions says so (PSREI), and
@@ -38,15 +52,16 @@
 //! Control thread only.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::Ipv4Addr;
-use std::path::Path;
+use std::net::{Ipv4Addr, SocketAddr};
 
 use fastpath_pfcp::gtpu::{self, Gtpu, MessageType};
 use rusqlite::{params, Connection};
 
 use crate::accounting::Accounting;
 use crate::cpri::{self, NotDhcp};
-use crate::dhcp::server::{ConfigError, Event, EventKind, Identity, Outcome as Dhcp, Server, ServerConfig};
+use crate::dhcp::relay::{Relay, RelayConfig};
+use crate::dhcp::server::{ConfigError, Event, EventKind, Identity, Lease, Outcome as Dhcp, Reply, Server, ServerConfig};
+use crate::dhcp::wire::DhcpRepr;
 use crate::pfcp_cp::{CpConfig, Outcome, PfcpCp, UsageRecord};
 use crate::store::{Store, StoreError};
 
@@ -59,11 +74,30 @@ pub struct UpParams {
     pub ports: Vec<u16>,
 }
 
+/// How the control plane answers its subscribers' DHCP.
+#[derive(Debug, Clone)]
+pub enum DhcpMode {
+    /// Its own server: pools, server id (the gateway address replies come from).
+    Server(ServerConfig),
+    /// A relay to external DHCP servers; giaddr is the gateway address replies come from.
+    Relay(RelayConfig),
+}
+
+impl DhcpMode {
+    /// The gateway: the address the subscribers' replies come from (and their server id).
+    pub fn gateway(&self) -> Ipv4Addr {
+        match self {
+            DhcpMode::Server(c) => c.server_id,
+            DhcpMode::Relay(c) => c.giaddr,
+        }
+    }
+}
+
 /// What the process is told.
 #[derive(Debug, Clone)]
 pub struct Params {
-    /// The DHCP server: pools, server id (the gateway address replies come from).
-    pub server: ServerConfig,
+    /// The DHCP server, or the relay to external ones.
+    pub dhcp: DhcpMode,
     /// The gateway MAC replies come from.
     pub gw_mac: [u8; 6],
     /// The SQLite store.
@@ -95,10 +129,13 @@ pub enum OpenError {
 /// What to send, and what happened worth a line in the log.
 #[derive(Debug, Default)]
 pub struct Out {
-    /// GTP-U datagrams for the CPRi address the G-PDU came from.
-    pub gtpu: Vec<Vec<u8>>,
+    /// GTP-U datagrams, each for a CPRi address: the source of the datagram it answers (or, for
+    /// a relayed reply, of the subscriber's last message).
+    pub gtpu: Vec<(SocketAddr, Vec<u8>)>,
     /// PFCP datagrams, each for the user plane of that number.
     pub pfcp: Vec<(u16, Vec<u8>)>,
+    /// Relay mode: DHCP messages for the external servers, each to that address, UDP port 67.
+    pub dhcp: Vec<(Ipv4Addr, Vec<u8>)>,
     /// Log lines.
     pub notes: Vec<String>,
 }
@@ -118,8 +155,16 @@ pub struct Counters {
     pub wrong_port: u64,
     /// Punted frames that are not a subscriber's DHCP message.
     pub not_dhcp: u64,
-    /// DHCP messages the server ignored.
+    /// DHCP messages the server ignored, or the relay would not relay (either way).
     pub dhcp_ignored: u64,
+    /// Relay mode: subscribers' messages relayed to the servers.
+    pub relayed_up: u64,
+    /// Relay mode: servers' replies relayed to a subscriber.
+    pub relayed_down: u64,
+    /// Relay mode: datagrams on the servers' side that are not a DHCP message, that come from an
+    /// address that is not a configured server, or a reply for a subscriber whose line we no
+    /// longer know.
+    pub relay_bad: u64,
     /// Echo requests answered.
     pub echo: u64,
     /// Sessions established.
@@ -184,14 +229,55 @@ impl UserPlane {
     }
 }
 
+/// The DHCP side: the server, or the relay.
+#[derive(Debug)]
+enum Dhcp4 {
+    Server(Server),
+    Relay(Relay),
+}
+
+impl Dhcp4 {
+    fn leases(&self) -> Vec<Lease> {
+        match self {
+            Dhcp4::Server(s) => s.leases(),
+            Dhcp4::Relay(r) => r.leases(),
+        }
+    }
+
+    fn lease_of(&self, id: &Identity) -> Option<Lease> {
+        match self {
+            Dhcp4::Server(s) => s.lease_of(id),
+            Dhcp4::Relay(r) => r.lease_of(id),
+        }
+    }
+
+    fn drain_events(&mut self) -> Vec<Event> {
+        match self {
+            Dhcp4::Server(s) => s.drain_events(),
+            Dhcp4::Relay(r) => r.drain_events(),
+        }
+    }
+
+    fn expire(&mut self, now_s: u64) {
+        match self {
+            Dhcp4::Server(s) => s.expire(now_s),
+            Dhcp4::Relay(r) => r.expire(now_s),
+        }
+    }
+}
+
+/// How long the CPRi address of a relayed subscriber's last message is kept for the servers'
+/// replies, seconds (a DHCP exchange takes seconds; a renewal refreshes it).
+const LINE_HOLD_S: u64 = 300;
+
 /// The control plane of its user planes.
 #[derive(Debug)]
 pub struct ControlPlane {
-    server: Server,
+    dhcp: Dhcp4,
     store: Store,
-    sessions: Connection,
-    accounting: Accounting,
     ups: BTreeMap<u16, UserPlane>,
+    /// Relay mode: the CPRi address each subscriber's last message came from, and when.
+    lines: HashMap<Identity, (SocketAddr, u64)>,
     /// Establishments sent whose answer we never recorded (we stopped in between): their CP
     /// SEIDs, to ask again under the same one (the user plane answers with the session it has).
     unanswered: HashMap<Identity, (Ipv4Addr, u64)>,
@@ -214,12 +300,22 @@ impl ControlPlane {
     /// # Errors
     /// [`OpenError`].
     pub fn open(p: &Params, now_s: u64) -> Result<ControlPlane, OpenError> {
-        let mut server = p.server.build().map_err(OpenError::Config)?;
         let store = Store::open(&p.store)?;
         let snap = store.load()?;
-        server.restore(&snap.leases, &snap.quarantined, now_s);
-        let sessions = open_sessions(&p.store)?;
-        let accounting = Accounting::open(&p.store)?;
+        let dhcp = match &p.dhcp {
+            DhcpMode::Server(c) => {
+                let mut server = c.build().map_err(OpenError::Config)?;
+                server.restore(&snap.leases, &snap.quarantined, now_s);
+                Dhcp4::Server(server)
+            }
+            DhcpMode::Relay(c) => {
+                let mut relay = Relay::new(c.clone());
+                relay.restore(&snap.leases, now_s);
+                Dhcp4::Relay(relay)
+            }
+        };
+        create_sessions(store.db())?;
+        Accounting::open(&store)?;
         let mut ups: BTreeMap<u16, UserPlane> = p
             .user_planes
             .iter()
@@ -237,7 +333,7 @@ impl ControlPlane {
             })
             .collect();
         let mut unanswered = HashMap::new();
-        for (up_id, id, ip, cp_seid, up_seid) in load_sessions(&sessions)? {
+        for (up_id, id, ip, cp_seid, up_seid) in load_sessions(store.db())? {
             // A user plane no longer in the config keeps its rows until it comes back.
             let Some(u) = ups.get_mut(&up_id) else { continue };
             if up_seid == 0 {
@@ -248,14 +344,13 @@ impl ControlPlane {
             }
         }
         Ok(ControlPlane {
-            server,
+            dhcp,
             store,
-            sessions,
-            accounting,
             ups,
+            lines: HashMap::new(),
             unanswered,
             gw_mac: p.gw_mac,
-            server_ip: p.server.server_id,
+            server_ip: p.dhcp.gateway(),
             heartbeat_s: p.heartbeat_s,
             max_missed: p.max_missed.max(1),
             counters: Counters::default(),
@@ -267,9 +362,26 @@ impl ControlPlane {
         self.ups.values().all(|u| u.pfcp.is_associated())
     }
 
-    /// The DHCP server (leases, for tests and `show`).
-    pub fn server(&self) -> &Server {
-        &self.server
+    /// The DHCP server (none in relay mode).
+    pub fn server(&self) -> Option<&Server> {
+        match &self.dhcp {
+            Dhcp4::Server(s) => Some(s),
+            Dhcp4::Relay(_) => None,
+        }
+    }
+
+    /// The bound leases (the server's, or those the relay saw the servers grant), in address
+    /// order.
+    pub fn leases(&self) -> Vec<Lease> {
+        self.dhcp.leases()
+    }
+
+    /// Relay mode: the servers requests are relayed to (empty for the built-in server).
+    pub fn relay_servers(&self) -> &[Ipv4Addr] {
+        match &self.dhcp {
+            Dhcp4::Server(_) => &[],
+            Dhcp4::Relay(r) => r.servers(),
+        }
     }
 
     /// Sessions the user planes accepted, all of them.
@@ -295,16 +407,32 @@ impl ControlPlane {
     }
 
     /// The usage records (for the metrics and tests).
-    pub fn accounting(&self) -> &Accounting {
-        &self.accounting
+    pub fn accounting(&self) -> Accounting<'_> {
+        Accounting::new(&self.store)
     }
 
-    /// Takes one datagram from the CPRi socket.
+    /// Runs `f` in one batch of the store (module doc: group commit): committed before this
+    /// returns, so what `f` put in `out` may then be sent; on an error, rolled back and nothing
+    /// may be sent.
+    fn batch(&mut self, f: impl FnOnce(&mut ControlPlane, &mut Out) -> Result<(), StoreError>) -> Result<Out, StoreError> {
+        let mut out = Out::default();
+        self.store.begin()?;
+        match f(self, &mut out) {
+            Ok(()) => self.store.commit()?,
+            Err(e) => {
+                self.store.rollback();
+                return Err(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes one datagram from the CPRi socket, from `from`.
     ///
     /// # Errors
     /// The store failed: the process must stop rather than lose a lease.
-    pub fn on_gtpu(&mut self, buf: &[u8], now_s: u64) -> Result<Out, StoreError> {
-        self.on_gtpu_batch([buf], now_s)
+    pub fn on_gtpu(&mut self, buf: &[u8], from: SocketAddr, now_s: u64) -> Result<Out, StoreError> {
+        self.on_gtpu_batch([(buf, from)], now_s)
     }
 
     /// [`ControlPlane::on_gtpu`] for several datagrams at once: each is served in turn, then
@@ -313,17 +441,89 @@ impl ControlPlane {
     ///
     /// # Errors
     /// The store failed: nothing of this batch may be sent.
-    pub fn on_gtpu_batch<'b>(&mut self, bufs: impl IntoIterator<Item = &'b [u8]>, now_s: u64) -> Result<Out, StoreError> {
-        let mut out = Out::default();
-        for buf in bufs {
-            self.gtpu_one(buf, now_s, &mut out);
+    pub fn on_gtpu_batch<'b>(&mut self, bufs: impl IntoIterator<Item = (&'b [u8], SocketAddr)>, now_s: u64) -> Result<Out, StoreError> {
+        self.batch(|cp, out| {
+            for (buf, from) in bufs {
+                cp.gtpu_one(buf, from, now_s, out);
+            }
+            cp.events(out)
+        })
+    }
+
+    /// Relay mode: takes one datagram sent to our giaddr, port 67, from `from`. Only the
+    /// configured servers are heard: a datagram from any other address is counted
+    /// (`relay_bad`) and dropped.
+    ///
+    /// # Errors
+    /// The store failed: the process must stop rather than lose a lease.
+    pub fn on_dhcp_server(&mut self, buf: &[u8], from: Ipv4Addr, now_s: u64) -> Result<Out, StoreError> {
+        self.on_dhcp_server_batch([(buf, from)], now_s)
+    }
+
+    /// [`ControlPlane::on_dhcp_server`] for several datagrams, with one commit for their lease
+    /// events before any reply or PFCP request is returned to be sent.
+    ///
+    /// # Errors
+    /// The store failed: nothing of this batch may be sent.
+    pub fn on_dhcp_server_batch<'b>(
+        &mut self,
+        bufs: impl IntoIterator<Item = (&'b [u8], Ipv4Addr)>,
+        now_s: u64,
+    ) -> Result<Out, StoreError> {
+        self.batch(|cp, out| {
+            for (buf, from) in bufs {
+                cp.server_reply(buf, from, now_s, out);
+            }
+            cp.events(out)
+        })
+    }
+
+    /// A server's reply ▸ the subscriber's frame in a G-PDU with its line's TEID, to where its
+    /// last message came from.
+    fn server_reply(&mut self, buf: &[u8], from: Ipv4Addr, now_s: u64, out: &mut Out) {
+        let Dhcp4::Relay(relay) = &mut self.dhcp else {
+            self.counters.relay_bad += 1;
+            return;
+        };
+        if !relay.servers().contains(&from) {
+            self.counters.relay_bad += 1;
+            out.notes.push(format!("relay: a datagram from {from}, which is not a configured server, dropped"));
+            return;
         }
-        self.events(&mut out)?;
-        Ok(out)
+        let Ok(rep) = DhcpRepr::parse(buf) else {
+            self.counters.relay_bad += 1;
+            return;
+        };
+        let (id, reply) = match relay.from_server(&rep, now_s) {
+            Ok(x) => x,
+            Err(why) => {
+                self.counters.dhcp_ignored += 1;
+                out.notes.push(format!("relay: a {:?} from the servers not relayed: {why:?}", rep.options.message_type));
+                return;
+            }
+        };
+        let Some(&(to, _)) = self.lines.get(&id) else {
+            self.counters.relay_bad += 1;
+            out.notes.push(format!("relay: a reply for {} whose line sent nothing lately", circuit(&id)));
+            return;
+        };
+        self.counters.relayed_down += 1;
+        self.send_reply(&id, &reply, to, out);
+    }
+
+    /// `reply` to subscriber `id` in a G-PDU with the line's TEID (its port), for `to`.
+    fn send_reply(&mut self, id: &Identity, reply: &Reply, to: SocketAddr, out: &mut Out) {
+        if let Some(frame) = cpri::build_reply(id, reply, self.gw_mac, self.server_ip) {
+            let mut d = Vec::with_capacity(frame.len() + gtpu::HEADER_LEN);
+            if gtpu::emit_gpdu(id.port, &frame, &mut d).is_ok() {
+                self.counters.gpdu_out += 1;
+                out.gtpu.push((to, d));
+            }
+        }
     }
 
     /// Serves one CPRi datagram; its replies go to `out`, its lease events wait in the server.
-    fn gtpu_one(&mut self, buf: &[u8], now_s: u64, out: &mut Out) {
+    fn gtpu_one(&mut self, buf: &[u8], from: SocketAddr, now_s: u64, out: &mut Out) {
         let g = match Gtpu::parse(buf) {
             Ok(g) => g,
             Err(_) => {
@@ -334,7 +534,7 @@ impl ControlPlane {
         match g.msg_type {
             MessageType::ECHO_REQUEST => {
                 self.counters.echo += 1;
-                out.gtpu.push(gtpu::echo_response(g.seq.unwrap_or(0)));
+                out.gtpu.push((from, gtpu::echo_response(g.seq.unwrap_or(0))));
                 return;
             }
             MessageType::G_PDU => {}
@@ -362,16 +562,25 @@ impl ControlPlane {
                 return;
             }
         };
-        match self.server.handle(&p.msg, p.identity, now_s) {
-            Dhcp::Reply(r) => {
-                if let Some(frame) = cpri::build_reply(&p.identity, &r, self.gw_mac, self.server_ip) {
-                    let mut d = Vec::with_capacity(frame.len() + gtpu::HEADER_LEN);
-                    if gtpu::emit_gpdu(g.teid, &frame, &mut d).is_ok() {
-                        self.counters.gpdu_out += 1;
-                        out.gtpu.push(d);
+        let server = match &mut self.dhcp {
+            Dhcp4::Server(server) => server,
+            Dhcp4::Relay(relay) => {
+                match relay.from_client(&p.msg, p.identity, now_s) {
+                    Ok(m) => {
+                        self.counters.relayed_up += 1;
+                        self.lines.insert(p.identity, (from, now_s));
+                        let bytes = m.to_bytes();
+                        for &s in relay.servers() {
+                            out.dhcp.push((s, bytes.clone()));
+                        }
                     }
+                    Err(_) => self.counters.dhcp_ignored += 1,
                 }
+                return;
             }
+        };
+        match server.handle(&p.msg, p.identity, now_s) {
+            Dhcp::Reply(r) => self.send_reply(&p.identity, &r, from, out),
             Dhcp::Done => {}
             Dhcp::Ignored(_) => self.counters.dhcp_ignored += 1,
         }
@@ -385,7 +594,10 @@ impl ControlPlane {
     /// # Errors
     /// The store failed.
     pub fn tick(&mut self, now_s: u64) -> Result<Out, StoreError> {
-        let mut out = Out::default();
+        self.batch(|cp, out| cp.tick_in_batch(now_s, out))
+    }
+
+    fn tick_in_batch(&mut self, now_s: u64, out: &mut Out) -> Result<(), StoreError> {
         let (hb, max_missed) = (self.heartbeat_s, self.max_missed);
         for (&id, u) in self.ups.iter_mut() {
             if !u.pfcp.is_associated() {
@@ -406,35 +618,34 @@ impl ControlPlane {
                 }
             }
         }
-        self.server.expire(now_s);
-        self.events(&mut out)?;
-        self.store.prune(now_s)?;
-        Ok(out)
+        self.dhcp.expire(now_s);
+        self.lines.retain(|_, (_, at)| now_s.saturating_sub(*at) < LINE_HOLD_S);
+        self.events(out)?;
+        self.store.prune(now_s)
     }
 
     /// Lease events: into the store (before anything is sent), then to the PFCP of the
     /// subscriber's user plane, or its queue while that is down. A user plane not associated
     /// gets the leases as they are then, when it associates ([`ControlPlane::resync`]).
+    /// Called inside a batch: the leases and the session rows these events write are committed
+    /// with it, before the requests leave.
     fn events(&mut self, out: &mut Out) -> Result<(), StoreError> {
-        let evs = self.server.drain_events();
+        let evs = self.dhcp.drain_events();
         if evs.is_empty() {
             return Ok(());
         }
         self.store.apply(&evs)?;
-        // The session rows these events write: one transaction, committed before the requests
-        // leave (a group commit, as the leases above).
-        let tx = self.sessions.unchecked_transaction().map_err(StoreError::Sqlite)?;
         for e in evs {
             out.notes.push(format!("lease {:?} {} {}", e.kind, circuit(&e.identity), e.ip));
             let up = up_of(&e.identity);
             let Some(u) = self.ups.get_mut(&up) else { continue };
             if u.live() {
-                send_event(&tx, up, &mut u.pfcp, &e, out).map_err(StoreError::Sqlite)?;
+                send_event(self.store.db(), up, &mut u.pfcp, &e, out)?;
             } else if u.pfcp.is_associated() {
                 u.queued.push(e);
             }
         }
-        tx.commit().map_err(StoreError::Sqlite)
+        Ok(())
     }
 
     /// After an association of user plane `up`: it kept our sessions (PSREI) ▸ delete those
@@ -446,9 +657,9 @@ impl ControlPlane {
         u.down = false;
         if u.pfcp.retained() {
             for (id, ip, _, _) in u.pfcp.sessions() {
-                if self.server.lease_of(&id).is_none_or(|l| l.ip != ip) {
+                if self.dhcp.lease_of(&id).is_none_or(|l| l.ip != ip) {
                     let e = Event { kind: EventKind::Expired, identity: id, ip, expires_s: 0 };
-                    send_event(&self.sessions, up, &mut u.pfcp, &e, out)?;
+                    send_event(self.store.db(), up, &mut u.pfcp, &e, out)?;
                 }
             }
         } else {
@@ -457,16 +668,16 @@ impl ControlPlane {
                 out.notes.push(format!("user plane {up} has none of our {} sessions: establishing them again", lost.len()));
             }
             for (id, ip, cp_seid) in lost {
-                if self.server.lease_of(&id).is_some_and(|l| l.ip == ip) {
+                if self.dhcp.lease_of(&id).is_some_and(|l| l.ip == ip) {
                     self.counters.reestablished += 1;
                     out.pfcp.push((up, u.pfcp.reestablish(id, ip, cp_seid)));
-                    write_session(&self.sessions, up, &id, ip, cp_seid, 0)?;
+                    write_session(self.store.db(), up, &id, ip, cp_seid, 0)?;
                 } else {
-                    delete_session(&self.sessions, &id)?;
+                    delete_session(self.store.db(), &id)?;
                 }
             }
         }
-        for l in self.server.leases() {
+        for l in self.dhcp.leases() {
             if up_of(&l.identity) != up || u.pfcp.session(&l.identity).is_some() {
                 continue;
             }
@@ -475,7 +686,7 @@ impl ControlPlane {
                 Some((ip, cp_seid)) if ip == l.ip => out.pfcp.push((up, u.pfcp.reestablish(l.identity, ip, cp_seid))),
                 _ => {
                     let e = Event { kind: EventKind::Bound, identity: l.identity, ip: l.ip, expires_s: l.expires_s };
-                    send_event(&self.sessions, up, &mut u.pfcp, &e, out)?;
+                    send_event(self.store.db(), up, &mut u.pfcp, &e, out)?;
                 }
             }
         }
@@ -484,7 +695,7 @@ impl ControlPlane {
         let gone: Vec<Identity> = self.unanswered.keys().filter(|id| up_of(id) == up).copied().collect();
         for id in gone {
             self.unanswered.remove(&id);
-            delete_session(&self.sessions, &id)?;
+            delete_session(self.store.db(), &id)?;
         }
         Ok(())
     }
@@ -493,18 +704,36 @@ impl ControlPlane {
     ///
     /// # Errors
     /// The session or usage table could not be written (the report is then not answered).
-    pub fn on_pfcp(&mut self, up: u16, buf: &[u8]) -> Result<Out, rusqlite::Error> {
-        let mut out = Out::default();
+    pub fn on_pfcp(&mut self, up: u16, buf: &[u8]) -> Result<Out, StoreError> {
+        self.on_pfcp_batch([(up, buf)])
+    }
+
+    /// [`ControlPlane::on_pfcp`] for several datagrams (each with its user plane's number): the
+    /// session rows and usage records they write are one transaction, committed before any
+    /// answer or request is returned to be sent (a group commit, as for the CPRi).
+    ///
+    /// # Errors
+    /// The store failed: nothing of this batch may be sent.
+    pub fn on_pfcp_batch<'b>(&mut self, dgrams: impl IntoIterator<Item = (u16, &'b [u8])>) -> Result<Out, StoreError> {
+        self.batch(|cp, out| {
+            for (up, buf) in dgrams {
+                cp.pfcp_one(up, buf, out)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn pfcp_one(&mut self, up: u16, buf: &[u8], out: &mut Out) -> Result<(), StoreError> {
         let Some(u) = self.ups.get_mut(&up) else {
             self.counters.pfcp_bad += 1;
-            return Ok(out);
+            return Ok(());
         };
         let (o, next) = match u.pfcp.on_response(buf) {
             Ok(x) => x,
             Err(e) => {
                 self.counters.pfcp_bad += 1;
                 out.notes.push(format!("PFCP from user plane {up}: {e}"));
-                return Ok(out);
+                return Ok(());
             }
         };
         let next = next.map(|r| (up, r));
@@ -513,21 +742,21 @@ impl ControlPlane {
                 let kept = if u.pfcp.retained() { ", it kept our sessions" } else { "" };
                 out.notes.push(format!("PFCP association with user plane {up}: cause {cause}{kept}"));
                 if cause == 1 {
-                    self.resync(up, &mut out)?;
+                    self.resync(up, out)?;
                 }
             }
             Outcome::Established { identity, up_seid } => {
                 self.counters.established += 1;
                 if let Some((cp_seid, ip, _)) = u.pfcp.session(&identity) {
-                    write_session(&self.sessions, up, &identity, ip, cp_seid, up_seid)?;
+                    write_session(self.store.db(), up, &identity, ip, cp_seid, up_seid)?;
                 }
                 out.notes.push(format!("session up {} on user plane {up} (UP SEID {up_seid:#x})", circuit(&identity)));
             }
             Outcome::Deleted { identity, usage, up_seid, reports } => {
                 self.counters.deleted += 1;
-                let ip = load_ip(&self.sessions, &identity)?.unwrap_or(Ipv4Addr::UNSPECIFIED);
+                let ip = load_ip(self.store.db(), &identity)?.unwrap_or(Ipv4Addr::UNSPECIFIED);
                 self.record(up, up_seid, &identity, ip, &reports)?;
-                delete_session(&self.sessions, &identity)?;
+                delete_session(self.store.db(), &identity)?;
                 out.notes.push(format!("session down {} usage {usage:?}", circuit(&identity)));
             }
             Outcome::Report { identity, up_seid, reports } => {
@@ -542,7 +771,7 @@ impl ControlPlane {
             Outcome::Rejected { identity, request, cause, offending_ie } => {
                 self.counters.rejected += 1;
                 if request == fastpath_pfcp::message::msg_type::SESSION_ESTABLISHMENT_REQUEST {
-                    delete_session(&self.sessions, &identity)?;
+                    delete_session(self.store.db(), &identity)?;
                 }
                 out.notes.push(format!(
                     "PFCP request type {request} for {} refused by user plane {up}: cause {cause}, offending IE {offending_ie:?}",
@@ -561,7 +790,7 @@ impl ControlPlane {
                     u.down = false;
                     out.notes.push(format!("user plane {up} answers again (same Recovery Time Stamp: sessions intact)"));
                     for e in std::mem::take(&mut u.queued) {
-                        send_event(&self.sessions, up, &mut u.pfcp, &e, &mut out)?;
+                        send_event(self.store.db(), up, &mut u.pfcp, &e, out)?;
                     }
                 }
             }
@@ -574,13 +803,13 @@ impl ControlPlane {
                 out.notes.push(format!("user plane {up} restarted (Recovery Time Stamp {recovery_ntp}): associating again"));
             }
         }
-        // Answers to the user plane's own requests leave after the record is written.
+        // Answers to the user plane's own requests leave after the batch is committed.
         out.pfcp.extend(next);
-        Ok(out)
+        Ok(())
     }
 
     fn record(&mut self, up: u16, up_seid: u64, id: &Identity, ip: Ipv4Addr, reports: &[UsageRecord]) -> Result<(), rusqlite::Error> {
-        self.accounting.record(up, up_seid, id, ip, reports)?;
+        self.accounting().record(up, up_seid, id, ip, reports)?;
         self.counters.usage_records += reports.len() as u64;
         Ok(())
     }
@@ -594,7 +823,7 @@ impl ControlPlane {
         use std::fmt::Write;
         let mut o = String::new();
         let c = &self.counters;
-        let counters: [(&str, u64, &str); 18] = [
+        let counters: [(&str, u64, &str); 21] = [
             ("gpdu_in", c.gpdu_in, "G-PDUs taken from the CPRi"),
             ("gpdu_out", c.gpdu_out, "G-PDUs sent (DHCP replies)"),
             ("gtpu_bad", c.gtpu_bad, "CPRi datagrams that are not GTP-U we take"),
@@ -603,6 +832,13 @@ impl ControlPlane {
             ("not_dhcp", c.not_dhcp, "punted frames that are not a subscriber's DHCP"),
             ("dhcp_ignored", c.dhcp_ignored, "DHCP messages the server ignored"),
             ("echo", c.echo, "GTP-U echo requests answered"),
+            ("relayed_up", c.relayed_up, "relay mode: subscribers' messages relayed to the DHCP servers"),
+            ("relayed_down", c.relayed_down, "relay mode: servers' replies relayed to a subscriber"),
+            (
+                "relay_bad",
+                c.relay_bad,
+                "relay mode: server-side datagrams that are not DHCP, from an address that is not a server, or for a line unknown",
+            ),
             ("sessions_established", c.established, "PFCP sessions established"),
             ("sessions_reestablished", c.reestablished, "sessions established again on a user plane that lost them"),
             ("sessions_deleted", c.deleted, "PFCP sessions deleted"),
@@ -623,7 +859,7 @@ impl ControlPlane {
         let _ = writeln!(
             o,
             "# HELP fastpath_bng_leases bound leases\n# TYPE fastpath_bng_leases gauge\nfastpath_bng_leases {}",
-            self.server.leases().len()
+            self.dhcp.leases().len()
         );
         let ups = self.user_planes();
         let gauges: [(&str, &str, Gauge); 5] = [
@@ -641,7 +877,7 @@ impl ControlPlane {
                 let _ = writeln!(o, "fastpath_bng_{name}{{up=\"{}\"}} {}", u.id, f(u));
             }
         }
-        let totals = self.accounting.totals()?;
+        let totals = self.accounting().totals()?;
         for (name, help, f) in [
             (
                 "subscriber_bytes_total",
@@ -677,9 +913,8 @@ fn circuit(id: &Identity) -> String {
     format!("{}:{}/{}/{} {}", up_of(id), id.port & 0xffff, id.svlan, id.cvlan, id.remote_id())
 }
 
-fn open_sessions(path: &Path) -> Result<Connection, rusqlite::Error> {
-    let db = Connection::open(path)?;
-    db.pragma_update(None, "synchronous", "FULL")?;
+/// The `pfcp_session` table, in the store's connection.
+fn create_sessions(db: &Connection) -> Result<(), rusqlite::Error> {
     db.execute_batch(
         "CREATE TABLE IF NOT EXISTS pfcp_session (
              port INTEGER NOT NULL, svlan INTEGER NOT NULL, cvlan INTEGER NOT NULL, mac BLOB NOT NULL,
@@ -693,7 +928,7 @@ fn open_sessions(path: &Path) -> Result<Connection, rusqlite::Error> {
     if !has_up {
         db.execute_batch("ALTER TABLE pfcp_session ADD COLUMN up_id INTEGER NOT NULL DEFAULT 1;")?;
     }
-    Ok(db)
+    Ok(())
 }
 
 /// The PFCP request a lease event calls for. An establishment's row (UP SEID 0 until the answer)
@@ -710,24 +945,26 @@ fn send_event(db: &Connection, up: u16, pfcp: &mut PfcpCp, e: &Event, out: &mut 
 }
 
 fn write_session(db: &Connection, up: u16, id: &Identity, ip: Ipv4Addr, cp_seid: u64, up_seid: u64) -> Result<(), rusqlite::Error> {
-    db.execute(
+    db.prepare_cached(
         "INSERT OR REPLACE INTO pfcp_session (port, svlan, cvlan, mac, ip, cp_seid, up_seid, up_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![id.port, id.svlan, id.cvlan, &id.mac[..], i64::from(u32::from(ip)), cp_seid as i64, up_seid as i64, up],
-    )?;
+    )?
+    .execute(params![id.port, id.svlan, id.cvlan, &id.mac[..], i64::from(u32::from(ip)), cp_seid as i64, up_seid as i64, up])?;
     Ok(())
 }
 
 fn delete_session(db: &Connection, id: &Identity) -> Result<(), rusqlite::Error> {
-    db.execute(
-        "DELETE FROM pfcp_session WHERE port = ?1 AND svlan = ?2 AND cvlan = ?3 AND mac = ?4",
-        params![id.port, id.svlan, id.cvlan, &id.mac[..]],
-    )?;
+    db.prepare_cached("DELETE FROM pfcp_session WHERE port = ?1 AND svlan = ?2 AND cvlan = ?3 AND mac = ?4")?.execute(params![
+        id.port,
+        id.svlan,
+        id.cvlan,
+        &id.mac[..]
+    ])?;
     Ok(())
 }
 
 fn load_ip(db: &Connection, id: &Identity) -> Result<Option<Ipv4Addr>, rusqlite::Error> {
-    let mut st = db.prepare("SELECT ip FROM pfcp_session WHERE port = ?1 AND svlan = ?2 AND cvlan = ?3 AND mac = ?4")?;
+    let mut st = db.prepare_cached("SELECT ip FROM pfcp_session WHERE port = ?1 AND svlan = ?2 AND cvlan = ?3 AND mac = ?4")?;
     let mut rows = st.query(params![id.port, id.svlan, id.cvlan, &id.mac[..]])?;
     Ok(match rows.next()? {
         Some(r) => u32::try_from(r.get::<_, i64>(0)?).ok().map(Ipv4Addr::from),
@@ -771,11 +1008,15 @@ mod tests {
     use fastpath_pfcp::ie::*;
     use fastpath_pfcp::message::*;
     use fastpath_pfcp::{decode, encode, Message, NodeHeader, SessionHeader};
+    use std::path::Path;
+
+    /// The CPRi address of user plane 1's worker, in the tests.
+    const UP1: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), 2152));
 
     fn params(dir: &Path, ups: &[u16]) -> Params {
         let gw = Ipv4Addr::new(100, 64, 0, 1);
         Params {
-            server: ServerConfig {
+            dhcp: DhcpMode::Server(ServerConfig {
                 server_id: gw,
                 pools: vec![PoolConfig {
                     name: "s100".into(),
@@ -789,7 +1030,7 @@ mod tests {
                 }],
                 offer_hold_s: 30,
                 decline_quarantine_s: 600,
-            },
+            }),
             gw_mac: [2, 0xfa, 0, 0, 0, 1],
             store: dir.join("cp.db"),
             pfcp: CpConfig::new(Ipv4Addr::LOCALHOST),
@@ -892,7 +1133,7 @@ mod tests {
 
     /// The reply's line (port as the TEID's low half) and message.
     fn reply(out: &Out) -> (Identity, DhcpRepr) {
-        let g = Gtpu::parse(&out.gtpu[0]).unwrap();
+        let g = Gtpu::parse(&out.gtpu[0].1).unwrap();
         let f = g.payload;
         let dhcp = DhcpRepr::parse(&f[50..]).unwrap();
         let id = Identity {
@@ -907,10 +1148,10 @@ mod tests {
     /// DISCOVER and REQUEST on user plane `up`; returns the leased address and the PFCP
     /// request the bound lease made (with its user plane).
     fn dora(cp: &mut ControlPlane, up: u16, sub: &Identity, now_s: u64) -> (Ipv4Addr, (u16, Vec<u8>)) {
-        let o = cp.on_gtpu(&gpdu_on(up, sub, MessageType::DISCOVER, None), now_s).unwrap();
+        let o = cp.on_gtpu(&gpdu_on(up, sub, MessageType::DISCOVER, None), UP1, now_s).unwrap();
         let (id, offer) = reply(&o);
         assert_eq!((id, offer.options.message_type), (*sub, Some(MessageType::OFFER)));
-        let mut o = cp.on_gtpu(&gpdu_on(up, sub, MessageType::REQUEST, Some(offer.yiaddr)), now_s).unwrap();
+        let mut o = cp.on_gtpu(&gpdu_on(up, sub, MessageType::REQUEST, Some(offer.yiaddr)), UP1, now_s).unwrap();
         assert_eq!(reply(&o).1.options.message_type, Some(MessageType::ACK));
         assert_eq!(o.pfcp.len(), 1, "the bound lease is an establishment");
         (offer.yiaddr, o.pfcp.remove(0))
@@ -933,15 +1174,15 @@ mod tests {
         // nothing is established again.
         let mut cp = ControlPlane::open(&p, 1010).unwrap();
         let line = Identity { port: 1 << 16 | 3, ..sub };
-        assert_eq!(cp.server().lease_of(&line).map(|l| l.ip), Some(ip));
+        assert_eq!(cp.server().unwrap().lease_of(&line).map(|l| l.ip), Some(ip));
         assert!(associate(&mut cp, 1010).pfcp.is_empty(), "no re-creation");
-        let o = cp.on_gtpu(&gpdu(&sub, MessageType::RELEASE, Some(ip)), 1020).unwrap();
+        let o = cp.on_gtpu(&gpdu(&sub, MessageType::RELEASE, Some(ip)), UP1, 1020).unwrap();
         assert_eq!(o.pfcp.len(), 1, "the release is a deletion");
         cp.on_pfcp(1, &answer(&o.pfcp[0].1, 1)).unwrap();
         assert_eq!((cp.established(), cp.counters.deleted), (0, 1));
         drop(cp);
         let mut cp = ControlPlane::open(&p, 1030).unwrap();
-        assert!(cp.server().leases().is_empty());
+        assert!(cp.leases().is_empty());
         assert!(associate(&mut cp, 1030).pfcp.is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -993,17 +1234,17 @@ mod tests {
         let st = cp.user_planes();
         assert_eq!(st.iter().map(|u| (u.id, u.sessions)).collect::<Vec<_>>(), [(1, 1), (2, 1)]);
         // The store says which user plane owns each session.
-        let owners: Vec<(u16, u32)> = load_sessions(&cp.sessions).unwrap().iter().map(|s| (s.0, s.1.port)).collect();
+        let owners: Vec<(u16, u32)> = load_sessions(cp.store.db()).unwrap().iter().map(|s| (s.0, s.1.port)).collect();
         assert_eq!(owners.len(), 2);
         assert!(owners.contains(&(1, 1 << 16)) && owners.contains(&(2, 2 << 16)), "{owners:?}");
         // A TEID of a user plane we do not drive, and a port that is not an access port.
-        cp.on_gtpu(&gpdu_on(3, &sub, MessageType::DISCOVER, None), 0).unwrap();
+        cp.on_gtpu(&gpdu_on(3, &sub, MessageType::DISCOVER, None), UP1, 0).unwrap();
         assert_eq!(cp.counters.wrong_up, 1);
         drop(cp);
         let mut p = params(&dir, &[1, 2]);
         p.user_planes[0].ports = vec![5];
         let mut cp = ControlPlane::open(&p, 0).unwrap();
-        cp.on_gtpu(&gpdu_on(1, &sub, MessageType::DISCOVER, None), 0).unwrap();
+        cp.on_gtpu(&gpdu_on(1, &sub, MessageType::DISCOVER, None), UP1, 0).unwrap();
         assert_eq!(cp.counters.wrong_port, 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -1029,9 +1270,9 @@ mod tests {
         }
         assert_eq!((cp.counters.up_down, cp.user_planes()[0].missed), (1, 3));
         // A lease while it is down waits.
-        let o = cp.on_gtpu(&gpdu(&b, MessageType::DISCOVER, None), t).unwrap();
+        let o = cp.on_gtpu(&gpdu(&b, MessageType::DISCOVER, None), UP1, t).unwrap();
         let offer = reply(&o).1;
-        let o = cp.on_gtpu(&gpdu(&b, MessageType::REQUEST, Some(offer.yiaddr)), t).unwrap();
+        let o = cp.on_gtpu(&gpdu(&b, MessageType::REQUEST, Some(offer.yiaddr)), UP1, t).unwrap();
         assert!(o.pfcp.is_empty(), "queued while down");
         // It answers with another Recovery Time Stamp: it restarted.
         t += 1;
@@ -1073,14 +1314,173 @@ mod tests {
         }
         assert!(cp.user_planes()[0].down);
         let a = Identity { port: 0, svlan: 100, cvlan: 1, mac: [2, 0, 0, 0, 0, 1] };
-        let o = cp.on_gtpu(&gpdu(&a, MessageType::DISCOVER, None), 4).unwrap();
+        let o = cp.on_gtpu(&gpdu(&a, MessageType::DISCOVER, None), UP1, 4).unwrap();
         let ip = reply(&o).1.yiaddr;
-        assert!(cp.on_gtpu(&gpdu(&a, MessageType::REQUEST, Some(ip)), 4).unwrap().pfcp.is_empty());
+        assert!(cp.on_gtpu(&gpdu(&a, MessageType::REQUEST, Some(ip)), UP1, 4).unwrap().pfcp.is_empty());
         let hb = cp.tick(5).unwrap().pfcp.remove(0).1;
         let o = cp.on_pfcp(1, &answer_with(&hb, 0, 7, true)).unwrap();
         assert!(!cp.user_planes()[0].down);
         assert_eq!(o.pfcp.len(), 1, "the waiting establishment");
         assert_eq!(decode(&o.pfcp[0].1).unwrap().msg_type(), 50);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 7, 2);
+
+    /// What a DHCP server answers a relayed request: xid, chaddr, giaddr and option 82 echoed.
+    fn server_answer(req: &[u8], t: MessageType, yiaddr: Ipv4Addr) -> Vec<u8> {
+        let req = DhcpRepr::parse(req).unwrap();
+        let mut m = DhcpRepr::empty(Op::BOOTREPLY);
+        m.xid = req.xid;
+        m.chaddr = req.chaddr;
+        m.giaddr = req.giaddr;
+        m.ciaddr = req.ciaddr;
+        m.yiaddr = yiaddr;
+        m.options.message_type = Some(t);
+        m.options.server_id = Some(SERVER);
+        m.options.lease_time_s = Some(120);
+        m.options.relay_agent_info = req.options.relay_agent_info.clone();
+        m.to_bytes()
+    }
+
+    #[test]
+    fn relay_mode_relays_with_option_82_and_makes_sessions_of_the_servers_acks() {
+        let dir = tmp("relay");
+        let mut p = params(&dir, &[1]);
+        p.dhcp = DhcpMode::Relay(RelayConfig { giaddr: Ipv4Addr::new(100, 64, 0, 1), servers: vec![SERVER], max_hops: 4 });
+        let mut cp = ControlPlane::open(&p, 100).unwrap();
+        associate(&mut cp, 100);
+        let sub = Identity { port: 3, svlan: 100, cvlan: 7, mac: [2, 0, 0, 0, 0, 9] };
+        let line = Identity { port: 1 << 16 | 3, ..sub };
+        // DISCOVER ▸ to the server, with giaddr and the line in option 82; nothing to the line yet.
+        let o = cp.on_gtpu(&gpdu(&sub, MessageType::DISCOVER, None), UP1, 100).unwrap();
+        assert!(o.gtpu.is_empty() && o.pfcp.is_empty());
+        assert_eq!(o.dhcp.len(), 1);
+        let (to, relayed) = &o.dhcp[0];
+        let m = DhcpRepr::parse(relayed).unwrap();
+        assert_eq!((*to, m.giaddr, m.hops), (SERVER, Ipv4Addr::new(100, 64, 0, 1), 1));
+        let info = m.options.relay_agent_info.clone().unwrap();
+        assert_eq!(info.circuit_id.as_deref(), Some(&b"65539/100/7"[..]), "TEID/S-VLAN/C-VLAN");
+        assert_eq!(info.remote_id.as_deref(), Some(&b"02:00:00:00:00:09"[..]));
+        // OFFER ▸ down the line: the TEID it came up with, to the address it came from.
+        let ip = Ipv4Addr::new(100, 64, 0, 55);
+        let o = cp.on_dhcp_server(&server_answer(relayed, MessageType::OFFER, ip), SERVER, 100).unwrap();
+        assert_eq!(o.gtpu.len(), 1);
+        assert_eq!(o.gtpu[0].0, UP1);
+        let (id, offer) = reply(&o);
+        assert_eq!(id, sub);
+        assert_eq!(Gtpu::parse(&o.gtpu[0].1).unwrap().teid, line.port);
+        assert_eq!((offer.yiaddr, offer.options.server_id, offer.options.relay_agent_info), (ip, Some(Ipv4Addr::new(100, 64, 0, 1)), None));
+        assert!(o.pfcp.is_empty(), "an offer is no lease");
+        // REQUEST ▸ relayed with the real server's id; ACK ▸ the lease, stored, and a session.
+        let o = cp.on_gtpu(&gpdu(&sub, MessageType::REQUEST, Some(ip)), UP1, 101).unwrap();
+        let req = DhcpRepr::parse(&o.dhcp[0].1).unwrap();
+        assert_eq!(req.options.server_id, Some(SERVER), "the server sees its own id");
+        let relayed_req = o.dhcp[0].1.clone();
+        let o = cp.on_dhcp_server(&server_answer(&relayed_req, MessageType::ACK, ip), SERVER, 101).unwrap();
+        assert_eq!(reply(&o).1.options.message_type, Some(MessageType::ACK));
+        assert_eq!(o.pfcp.len(), 1, "the server's lease is an establishment");
+        let Message::SessionEstablishmentRequest(_, r) = decode(&o.pfcp[0].1).unwrap() else { panic!() };
+        assert_eq!(r.create_traffic_endpoint[0].ue_ip_address[0].ipv4, Some(ip));
+        cp.on_pfcp(1, &answer(&o.pfcp[0].1, 1)).unwrap();
+        assert_eq!((cp.counters.relayed_up, cp.counters.relayed_down, cp.established()), (2, 2, 1));
+        // A reply for a line that sent nothing, and junk, from the servers' side.
+        let stranger = Identity { cvlan: 99, mac: [2, 0, 0, 0, 0, 99], ..line };
+        let mut m = DhcpRepr::empty(Op::BOOTREPLY);
+        m.chaddr[..6].copy_from_slice(&stranger.mac);
+        m.giaddr = Ipv4Addr::new(100, 64, 0, 1);
+        m.options.message_type = Some(MessageType::OFFER);
+        m.options.relay_agent_info = Some(stranger.relay_agent_info());
+        assert!(cp.on_dhcp_server(&m.to_bytes(), SERVER, 101).unwrap().gtpu.is_empty());
+        assert!(cp.on_dhcp_server(&[1, 2, 3], SERVER, 101).unwrap().gtpu.is_empty());
+        assert_eq!(cp.counters.relay_bad, 2);
+        // The server's own ACK again, but from an address that is no configured server: dropped.
+        let spoofed = cp.on_dhcp_server(&server_answer(&relayed_req, MessageType::ACK, ip), Ipv4Addr::new(192, 0, 2, 66), 102).unwrap();
+        assert!(spoofed.gtpu.is_empty() && spoofed.pfcp.is_empty(), "{spoofed:?}");
+        assert_eq!(cp.counters.relay_bad, 3);
+        assert!(spoofed.notes.iter().any(|n| n.contains("192.0.2.66")), "{:?}", spoofed.notes);
+        drop(cp);
+
+        // Restarted: the lease is back from the store, the session known again; a RELEASE is
+        // relayed (with the server's id, which the relay learnt before from nobody: its one
+        // server) and deletes the session.
+        let mut cp = ControlPlane::open(&p, 110).unwrap();
+        assert_eq!(cp.leases().iter().map(|l| (l.identity, l.ip)).collect::<Vec<_>>(), [(line, ip)]);
+        assert!(associate(&mut cp, 110).pfcp.is_empty(), "nothing re-created");
+        let o = cp.on_gtpu(&gpdu(&sub, MessageType::RELEASE, Some(ip)), UP1, 111).unwrap();
+        assert_eq!(DhcpRepr::parse(&o.dhcp[0].1).unwrap().options.server_id, Some(SERVER));
+        assert_eq!(o.pfcp.len(), 1);
+        assert_eq!(decode(&o.pfcp[0].1).unwrap().msg_type(), 54, "a deletion");
+        assert!(cp.leases().is_empty());
+        drop(cp);
+        let mut cp = ControlPlane::open(&p, 112).unwrap();
+        assert!(cp.leases().is_empty(), "the release is stored");
+        // The line speaks again (so replies for it have somewhere to go).
+        cp.on_gtpu(&gpdu(&sub, MessageType::DISCOVER, None), UP1, 112).unwrap();
+        // Whatever the servers' side sends — mutations of a real answer — is relayed, counted or
+        // refused, never a panic, and every G-PDU it makes parses.
+        let seed = server_answer(&relayed_req, MessageType::ACK, ip);
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut batch = Vec::new();
+        for _ in 0..20_000 {
+            let mut d = seed.clone();
+            for _ in 0..1 + x % 4 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x % (d.len() as u64 + 1)) as usize;
+                match (x >> 32) % 3 {
+                    0 if at < d.len() => d[at] ^= 1 << (x % 8),
+                    1 if at < d.len() => d[at] = (x >> 40) as u8,
+                    _ => d.truncate(at),
+                }
+            }
+            batch.push(d);
+            if batch.len() == 64 {
+                // In batches, as bng-cp serves them: one commit each.
+                for (_, g) in cp.on_dhcp_server_batch(batch.iter().map(|d| (&d[..], SERVER)), 112).unwrap().gtpu {
+                    assert!(Gtpu::parse(&g).is_ok());
+                }
+                batch.clear();
+            }
+        }
+        assert!(cp.counters.relayed_down > 1_000, "mutations reached the line: {:?}", cp.counters);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The PFCP group commit: establishment answers and usage reports in one batch share one
+    /// transaction of the store's one connection. With the usage table on a second connection,
+    /// the report's write failed as busy while the batch held its transaction (and stopped
+    /// bng-cp); here everything of the batch is stored, and answered after the commit.
+    #[test]
+    fn a_pfcp_batch_of_answers_and_usage_reports_is_one_commit() {
+        let dir = tmp("pfcp-batch");
+        let p = params(&dir, &[1]);
+        let mut cp = ControlPlane::open(&p, 0).unwrap();
+        associate(&mut cp, 0);
+        let subs: Vec<Identity> = (1..=3).map(|k| Identity { port: 0, svlan: 100, cvlan: k, mac: [2, 0, 0, 0, 0, k as u8] }).collect();
+        let ests: Vec<Vec<u8>> = subs.iter().map(|s| dora(&mut cp, 1, s, 0).1 .1).collect();
+        let mut batch: Vec<Vec<u8>> = ests.iter().enumerate().map(|(k, e)| answer(e, k as u64)).collect();
+        for (k, e) in ests.iter().enumerate() {
+            let Message::SessionEstablishmentRequest(_, r) = decode(e).unwrap() else { panic!() };
+            let report = fastpath_pfcp::samples::all().into_iter().find(|m| m.msg_type() == 56).unwrap();
+            let Message::SessionReportRequest(h, body) = report else { panic!() };
+            batch.push(enc(&Message::SessionReportRequest(SessionHeader { seid: r.cp_f_seid.seid, seq: 500 + k as u32, ..h }, body)));
+        }
+        let o = cp.on_pfcp_batch(batch.iter().map(|d| (1, &d[..]))).unwrap();
+        assert_eq!((cp.established(), cp.counters.reports), (3, 3), "{:?}", o.notes);
+        assert_eq!(o.pfcp.len(), 3, "the three report answers");
+        for (_, a) in &o.pfcp {
+            let Message::SessionReportResponse(_, r) = decode(a).unwrap() else { panic!() };
+            assert_eq!(r.cause, Cause::REQUEST_ACCEPTED);
+        }
+        let records = cp.accounting().records().unwrap();
+        assert!(records >= 3, "{records}");
+        drop(cp);
+        // Durable: a restart has every session's UP SEID and every record.
+        let mut cp = ControlPlane::open(&p, 1).unwrap();
+        assert!(associate(&mut cp, 1).pfcp.is_empty(), "nothing to establish again");
+        assert_eq!((cp.established(), cp.accounting().records().unwrap()), (3, records));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -1188,7 +1588,7 @@ mod tests {
         // Still working: the metrics render and a lease is still served.
         assert!(cp.metrics().unwrap().contains("fastpath_bng_pfcp_bad_total"));
         let other = Identity { cvlan: 4, mac: [2, 0, 0, 0, 0, 4], ..sub };
-        let o = cp.on_gtpu(&gpdu(&other, MessageType::DISCOVER, None), 0).unwrap();
+        let o = cp.on_gtpu(&gpdu(&other, MessageType::DISCOVER, None), UP1, 0).unwrap();
         assert_eq!(reply(&o).1.options.message_type, Some(MessageType::OFFER));
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -1197,15 +1597,16 @@ mod tests {
     fn echo_and_junk() {
         let dir = tmp("junk");
         let mut cp = ControlPlane::open(&params(&dir, &[1]), 0).unwrap();
-        let o = cp.on_gtpu(&gtpu::echo_request(5), 0).unwrap();
-        assert_eq!(Gtpu::parse(&o.gtpu[0]).unwrap().seq, Some(5));
-        assert!(cp.on_gtpu(&[1, 2, 3], 0).unwrap().gtpu.is_empty());
+        let o = cp.on_gtpu(&gtpu::echo_request(5), UP1, 0).unwrap();
+        assert_eq!(o.gtpu[0].0, UP1, "to the sender");
+        assert_eq!(Gtpu::parse(&o.gtpu[0].1).unwrap().seq, Some(5));
+        assert!(cp.on_gtpu(&[1, 2, 3], UP1, 0).unwrap().gtpu.is_empty());
         let mut d = Vec::new();
         gtpu::emit_gpdu(gtpu::cpri_teid(2, 1), &[0; 60], &mut d).unwrap();
-        cp.on_gtpu(&d, 0).unwrap();
+        cp.on_gtpu(&d, UP1, 0).unwrap();
         d.clear();
         gtpu::emit_gpdu(gtpu::cpri_teid(1, 1), &[0; 60], &mut d).unwrap();
-        cp.on_gtpu(&d, 0).unwrap();
+        cp.on_gtpu(&d, UP1, 0).unwrap();
         assert_eq!((cp.counters.echo, cp.counters.gtpu_bad, cp.counters.wrong_up, cp.counters.not_dhcp), (1, 1, 1, 1));
         // PFCP from no user plane of ours, and junk from one.
         cp.on_pfcp(9, &[0x20, 1, 0, 4, 0, 0, 1, 0]).unwrap();

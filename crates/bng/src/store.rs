@@ -10,6 +10,13 @@
 //! One transaction per batch of server [`Event`]s: Bound and Renewed write the lease, Released
 //! and Expired delete it, Declined deletes it and writes the quarantine.
 //!
+//! **One connection for every table.** The control plane keeps its PFCP sessions and usage
+//! records in the same file ([`Store::db`]), through this one connection, and every write is a
+//! savepoint ([`atomically`]): alone, it is a transaction with its own commit; inside a batch
+//! ([`Store::begin`] … [`Store::commit`]) it is part of the batch's one commit. Two connections
+//! to one file cannot share a batch: while one holds its write transaction open, the other's
+//! writes fail as busy (the first try at a PFCP group commit did that, and was reverted).
+//!
 //! [`Server::restore`]: crate::dhcp::server::Server::restore
 
 use std::net::Ipv4Addr;
@@ -81,42 +88,51 @@ impl Store {
         Ok(Store { db })
     }
 
-    /// Writes the effect of `events` in one transaction.
+    /// The connection, for the control plane's other tables (PFCP sessions, usage records):
+    /// one connection for the whole file (module doc).
+    pub fn db(&self) -> &Connection {
+        &self.db
+    }
+
+    /// Starts a batch: every write until [`Store::commit`] is one transaction, made durable by
+    /// one `fsync` (a group commit).
     ///
     /// # Errors
-    /// SQLite failed; nothing of this batch was written.
+    /// SQLite failed, or a batch is already open.
+    pub fn begin(&self) -> Result<(), StoreError> {
+        self.db.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(())
+    }
+
+    /// Commits the batch [`Store::begin`] opened; when it returns, the batch is durable.
+    ///
+    /// # Errors
+    /// SQLite failed: the batch is rolled back, nothing of it is stored.
+    pub fn commit(&self) -> Result<(), StoreError> {
+        if let Err(e) = self.db.execute_batch("COMMIT") {
+            self.rollback();
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Abandons the open batch, if any (after a failed write).
+    pub fn rollback(&self) {
+        if !self.db.is_autocommit() {
+            let _ = self.db.execute_batch("ROLLBACK");
+        }
+    }
+
+    /// Writes the effect of `events` atomically: a transaction of its own, or part of the open
+    /// batch.
+    ///
+    /// # Errors
+    /// SQLite failed; nothing of these events was written.
     pub fn apply(&mut self, events: &[Event]) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
-        let tx = self.db.transaction()?;
-        for e in events {
-            let ip = i64::from(u32::from(e.ip));
-            let expires = i64::try_from(e.expires_s).unwrap_or(i64::MAX);
-            match e.kind {
-                EventKind::Bound | EventKind::Renewed => {
-                    let id = &e.identity;
-                    // One lease per subscriber: a rebind to another address replaces the old one.
-                    tx.execute(
-                        "DELETE FROM lease WHERE port = ?1 AND svlan = ?2 AND cvlan = ?3 AND mac = ?4 AND ip <> ?5",
-                        params![id.port, id.svlan, id.cvlan, &id.mac[..], ip],
-                    )?;
-                    tx.execute(
-                        "INSERT OR REPLACE INTO lease (ip, port, svlan, cvlan, mac, expires_s)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                        params![ip, id.port, id.svlan, id.cvlan, &id.mac[..], expires],
-                    )?;
-                }
-                EventKind::Released | EventKind::Expired => {
-                    tx.execute("DELETE FROM lease WHERE ip = ?1", params![ip])?;
-                }
-                EventKind::Declined => {
-                    tx.execute("DELETE FROM lease WHERE ip = ?1", params![ip])?;
-                    tx.execute("INSERT OR REPLACE INTO quarantine (ip, until_s) VALUES (?1, ?2)", params![ip, expires])?;
-                }
-            }
-        }
-        tx.commit()?;
+        atomically(&self.db, |tx| apply_events(tx, events))?;
         Ok(())
     }
 
@@ -167,6 +183,56 @@ impl Store {
         }
         Ok(Snapshot { leases, quarantined })
     }
+}
+
+/// Runs `f` in a savepoint: a transaction of its own (committed, durable when it returns)
+/// outside a batch, part of the batch inside one. On an error, what `f` wrote is undone.
+///
+/// # Errors
+/// What `f` or SQLite returned.
+pub fn atomically<T>(db: &Connection, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    db.execute_batch("SAVEPOINT fastpath_bng")?;
+    match f(db) {
+        Ok(v) => {
+            // Releasing the outermost savepoint outside a transaction is a COMMIT.
+            db.execute_batch("RELEASE fastpath_bng")?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = db.execute_batch("ROLLBACK TO fastpath_bng; RELEASE fastpath_bng");
+            Err(e)
+        }
+    }
+}
+
+fn apply_events(tx: &Connection, events: &[Event]) -> rusqlite::Result<()> {
+    for e in events {
+        let ip = i64::from(u32::from(e.ip));
+        let expires = i64::try_from(e.expires_s).unwrap_or(i64::MAX);
+        match e.kind {
+            EventKind::Bound | EventKind::Renewed => {
+                let id = &e.identity;
+                // One lease per subscriber: a rebind to another address replaces the old one.
+                tx.execute(
+                    "DELETE FROM lease WHERE port = ?1 AND svlan = ?2 AND cvlan = ?3 AND mac = ?4 AND ip <> ?5",
+                    params![id.port, id.svlan, id.cvlan, &id.mac[..], ip],
+                )?;
+                tx.execute(
+                    "INSERT OR REPLACE INTO lease (ip, port, svlan, cvlan, mac, expires_s)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![ip, id.port, id.svlan, id.cvlan, &id.mac[..], expires],
+                )?;
+            }
+            EventKind::Released | EventKind::Expired => {
+                tx.execute("DELETE FROM lease WHERE ip = ?1", params![ip])?;
+            }
+            EventKind::Declined => {
+                tx.execute("DELETE FROM lease WHERE ip = ?1", params![ip])?;
+                tx.execute("INSERT OR REPLACE INTO quarantine (ip, until_s) VALUES (?1, ?2)", params![ip, expires])?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn ip_of(v: i64) -> Result<Ipv4Addr, StoreError> {

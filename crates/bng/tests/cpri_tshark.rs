@@ -8,10 +8,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 
-use fastpath_bng::cp::{ControlPlane, Params, UpParams};
+use fastpath_bng::cp::{ControlPlane, DhcpMode, Params, UpParams};
 use fastpath_bng::cpri::client_frame;
 use fastpath_bng::dhcp::server::{Identity, PoolConfig, ServerConfig};
 use fastpath_bng::dhcp::wire::{DhcpRepr, MessageType, Op};
@@ -28,7 +28,7 @@ fn offer_and_ack_g_pdus_decode_in_tshark() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let params = Params {
-        server: ServerConfig {
+        dhcp: DhcpMode::Server(ServerConfig {
             server_id: GW,
             pools: vec![PoolConfig {
                 name: "s100".into(),
@@ -42,7 +42,7 @@ fn offer_and_ack_g_pdus_decode_in_tshark() {
             }],
             offer_hold_s: 30,
             decline_quarantine_s: 600,
-        },
+        }),
         gw_mac: [2, 0xfa, 0, 0, 0, 1],
         store: dir.join("cp.db"),
         pfcp: CpConfig::new(Ipv4Addr::LOCALHOST),
@@ -51,6 +51,8 @@ fn offer_and_ack_g_pdus_decode_in_tshark() {
         max_missed: 3,
     };
     let mut cp = ControlPlane::open(&params, 1_700_000_000).unwrap();
+    // The user plane's CPRi address (where replies go).
+    const UP: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(Ipv4Addr::new(192, 0, 2, 2), 2152));
     let sub = Identity { port: 3, svlan: 100, cvlan: 200, mac: [2, 0, 0, 0, 0x12, 0x34] };
     let gpdu = |m: &DhcpRepr| {
         let mut d = Vec::new();
@@ -62,11 +64,11 @@ fn offer_and_ack_g_pdus_decode_in_tshark() {
     m.chaddr[..6].copy_from_slice(&sub.mac);
     m.options.message_type = Some(MessageType::DISCOVER);
     let discover = gpdu(&m);
-    let offer = cp.on_gtpu(&discover, 1_700_000_000).unwrap().gtpu.remove(0);
+    let offer = cp.on_gtpu(&discover, UP, 1_700_000_000).unwrap().gtpu.remove(0).1;
     m.options.message_type = Some(MessageType::REQUEST);
     m.options.requested_ip = Some(Ipv4Addr::new(100, 64, 0, 10));
     m.options.server_id = Some(GW);
-    let ack = cp.on_gtpu(&gpdu(&m), 1_700_000_001).unwrap().gtpu.remove(0);
+    let ack = cp.on_gtpu(&gpdu(&m), UP, 1_700_000_001).unwrap().gtpu.remove(0).1;
 
     if !testutil::tshark_or_skip("cpri tshark") {
         return;

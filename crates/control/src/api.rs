@@ -109,6 +109,9 @@ pub enum CtlError {
         /// What happened.
         msg: String,
     },
+    /// A pipeline reload was refused: the new spec does not compile or fit (nothing changed).
+    #[error("the new pipeline: {0}\n(the running pipeline is unchanged)")]
+    Reload(String),
     /// Nothing listens on the control socket.
     #[error("{0}")]
     NotListening(String),
@@ -130,12 +133,13 @@ fn join(v: &[EntryError]) -> String {
 }
 
 impl CtlError {
-    /// The stable code: `bad_command`, `rejected`, `worker`, `not_listening`, `protocol`, or
+    /// The stable code: `bad_command`, `rejected`, `reload`, `worker`, `not_listening`, `protocol`, or
     /// the server's code for [`CtlError::Remote`].
     pub fn code(&self) -> &str {
         match self {
             CtlError::BadCommand(_) => "bad_command",
             CtlError::Rejected(_) => "rejected",
+            CtlError::Reload(_) => "reload",
             CtlError::Worker { .. } => "worker",
             CtlError::NotListening(_) => "not_listening",
             CtlError::Protocol(_) => "protocol",

@@ -154,43 +154,36 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// The accept loop's shortest and longest sleep when no connection waits.
-const BUSY_NAP: Duration = Duration::from_micros(100);
-const IDLE_NAP: Duration = Duration::from_millis(20);
-/// Longest sleep within [`ACTIVE_FOR`] of the last connection: a client that writes every few
-/// milliseconds waits at most this long for its accept. With only the 20 ms cap, the naps
-/// after an accept (0.1, 0.2, 0.4 … 6.4, 12.8 ms) poll 6.3 and 12.7 ms after it, so a writer at
-/// 100 writes/s (`lab update-under-load`) waited ~2.7 ms for each accept: more than its
-/// classifier change costs now.
-const ACTIVE_NAP: Duration = Duration::from_micros(500);
-const ACTIVE_FOR: Duration = Duration::from_secs(1);
+/// Waits until `listener` has a connection to accept, or `STOP_CHECK` has passed (to look at
+/// the stop flag): poll(2), so a connection is accepted as soon as it arrives and an idle
+/// server wakes ten times a second.
+fn wait_for_connection(listener: &impl std::os::fd::AsFd) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let t = Timespec { tv_sec: 0, tv_nsec: STOP_CHECK.as_nanos() as _ };
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    // An error (EINTR) just means another look at the flag and the listener.
+    let _ = poll(&mut fds, Some(&t));
+}
 
-/// Accepts connections with `accept` (non-blocking: `WouldBlock` when none waits) until `stop`
-/// is set, and serves each on a thread of its own named `name` with `handle`; over
-/// `limits.max_conns` connections at once, `busy` answers the new one instead. Returns once the
-/// stop flag is set and every connection thread has ended (each looks at the flag every 100 ms
-/// while it reads).
+/// Accepts connections on `listener` with `accept` (non-blocking: `WouldBlock` when none
+/// waits) until `stop` is set, and serves each on a thread of its own named `name` with
+/// `handle`; over `limits.max_conns` connections at once, `busy` answers the new one instead.
+/// Returns once the stop flag is set and every connection thread has ended (each looks at the
+/// flag every 100 ms while it reads).
 pub(crate) fn serve<C: Conn>(
     name: &str,
     limits: &Limits,
     stop: &AtomicBool,
+    listener: &impl std::os::fd::AsFd,
     mut accept: impl FnMut() -> io::Result<C>,
     busy: impl Fn(C),
     handle: impl Fn(C) + Sync,
 ) {
     let active = AtomicUsize::new(0);
-    // Between polls of the non-blocking accept: 100 µs after a connection, doubling while none
-    // comes, up to 0.5 ms for a second after it, then up to 20 ms. A client writing back to
-    // back waits ~0.1 ms for its accept, one writing every few ms at most 0.5 ms; an idle
-    // server wakes 50 times a second.
-    let mut nap = IDLE_NAP;
-    let mut last = Instant::now().checked_sub(ACTIVE_FOR).unwrap_or_else(Instant::now);
     std::thread::scope(|s| {
         while !stop.load(Ordering::Relaxed) {
             match accept() {
                 Ok(conn) => {
-                    nap = BUSY_NAP;
-                    last = Instant::now();
                     if active.load(Ordering::Acquire) >= limits.max_conns {
                         busy(conn);
                         continue;
@@ -207,11 +200,7 @@ pub(crate) fn serve<C: Conn>(
                         eprintln!("fastpath: {name}: no thread for a connection: {e}");
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    std::thread::sleep(nap);
-                    let cap = if last.elapsed() < ACTIVE_FOR { ACTIVE_NAP } else { IDLE_NAP };
-                    nap = (nap * 2).min(cap);
-                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => wait_for_connection(listener),
                 Err(e) => {
                     eprintln!("fastpath: {name}: {e}");
                     std::thread::sleep(Duration::from_millis(200));

@@ -155,6 +155,7 @@ impl MetricsServer {
             name,
             &limits,
             stop,
+            &self.listener,
             || self.listener.accept().map(|(c, _)| c),
             |c| conn::refuse(c, &response(503, "Service Unavailable", "text/plain", "too many connections\n", false)),
             |c| {

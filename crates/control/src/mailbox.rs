@@ -21,7 +21,7 @@
 //! so the control thread can tell a late reply to an earlier request (after a timeout) from the
 //! current one.
 
-use crate::metrics::WorkerSnapshot;
+use crate::metrics::{ControlLoad, WorkerSnapshot};
 use fastpath_pipeline::entries::EntryOp;
 use fastpath_pipeline::table::{Acl, BuiltClassifier};
 use fastpath_pipeline::Pipeline;
@@ -51,6 +51,16 @@ pub enum ToWorker {
     Snapshot {
         /// Request number.
         seq: u64,
+    },
+    /// Replace the worker's pipeline by this one (a pipeline reload: a new spec, built on the
+    /// control thread for this worker). The worker switches between two batches; packets the old
+    /// pipeline's traffic manager still holds leave through it first (it keeps draining, then
+    /// goes back to the control thread to be freed).
+    Replace {
+        /// Request number.
+        seq: u64,
+        /// The new pipeline (this worker's own instance).
+        pipe: Box<Pipeline>,
     },
     /// Send one entry of a counter array (a session's usage).
     ReadCounter {
@@ -83,6 +93,15 @@ pub enum FromWorker {
         /// The counters.
         snap: Box<WorkerSnapshot>,
     },
+    /// The result of a `Replace`, sent once the old pipeline has drained: `Ok(old)` when the
+    /// worker switched (the control thread frees the old pipeline), `Err(new)` when it refused
+    /// because an earlier replaced pipeline is still draining.
+    Replaced {
+        /// Request number.
+        seq: u64,
+        /// The pipeline handed back.
+        result: Result<Box<Pipeline>, Box<Pipeline>>,
+    },
     /// One counter entry: (packets, bytes); zero when there is no such entry.
     Counter {
         /// Request number.
@@ -95,7 +114,10 @@ pub enum FromWorker {
 impl FromWorker {
     fn seq(&self) -> u64 {
         match self {
-            FromWorker::Applied { seq, .. } | FromWorker::Snapshot { seq, .. } | FromWorker::Counter { seq, .. } => *seq,
+            FromWorker::Applied { seq, .. }
+            | FromWorker::Snapshot { seq, .. }
+            | FromWorker::Replaced { seq, .. }
+            | FromWorker::Counter { seq, .. } => *seq,
         }
     }
 }
@@ -116,8 +138,13 @@ pub struct ControlEnd {
 pub struct WorkerEnd {
     posted: Arc<Posted>,
     seen: u64,
+    /// Messages answered and the cycles that took (read only when a message waits).
+    load: ControlLoad,
     from: Receiver<ToWorker>,
     to: SyncSender<FromWorker>,
+    /// A replaced pipeline whose traffic manager still holds packets, and the `Replace` request
+    /// it answers once empty.
+    draining: Option<(u64, Box<Pipeline>)>,
 }
 
 /// A new mailbox: the control thread keeps the first end, worker gets the second.
@@ -125,7 +152,10 @@ pub fn mailbox() -> (ControlEnd, WorkerEnd) {
     let posted = Arc::new(Posted::default());
     let (to_w, from_c) = mpsc::sync_channel(DEPTH);
     let (to_c, from_w) = mpsc::sync_channel(DEPTH);
-    (ControlEnd { posted: posted.clone(), to: to_w, from: from_w }, WorkerEnd { posted, seen: 0, from: from_c, to: to_c })
+    (
+        ControlEnd { posted: posted.clone(), to: to_w, from: from_w },
+        WorkerEnd { posted, seen: 0, load: ControlLoad::default(), from: from_c, to: to_c, draining: None },
+    )
 }
 
 /// Why a message could not be delivered or answered.
@@ -191,6 +221,8 @@ impl WorkerEnd {
     }
 
     fn serve(&mut self, pipe: &mut Pipeline, extra: impl FnOnce(&mut WorkerSnapshot)) {
+        // What answering costs the worker, in TSC cycles: read here, only when a message waits.
+        let c0 = fastpath_packet::prefetch::cycles();
         let mut extra = Some(extra);
         while let Ok(msg) = self.from.try_recv() {
             self.seen += 1;
@@ -205,7 +237,22 @@ impl WorkerEnd {
                     if let Some(f) = extra.take() {
                         f(&mut snap);
                     }
+                    snap.control = self.load;
                     FromWorker::Snapshot { seq, snap }
+                }
+                ToWorker::Replace { seq, pipe: mut new } => {
+                    if self.draining.is_some() {
+                        FromWorker::Replaced { seq, result: Err(new) }
+                    } else {
+                        std::mem::swap(pipe, &mut new);
+                        if new.tm_backlog() > 0 {
+                            // Answered once drained (`drain`).
+                            self.draining = Some((seq, new));
+                            self.load.messages += 1;
+                            continue;
+                        }
+                        FromWorker::Replaced { seq, result: Ok(new) }
+                    }
                 }
                 ToWorker::ReadCounter { seq, bank, index } => {
                     let value = pipe.objects().counters.get(bank).and_then(|c| c.values.get(index)).copied().unwrap_or_default();
@@ -215,7 +262,42 @@ impl WorkerEnd {
             // The control thread waits for at most one reply per worker; a full queue means it
             // gave up on earlier ones, which it discards anyway.
             let _ = self.to.try_send(reply);
+            self.load.messages += 1;
         }
+        self.load.cycles += fastpath_packet::prefetch::cycles().wrapping_sub(c0);
+    }
+}
+
+impl WorkerEnd {
+    /// True while a replaced pipeline still holds packets ([`WorkerEnd::drain`] sends them).
+    #[inline]
+    pub fn draining(&self) -> bool {
+        self.draining.is_some()
+    }
+
+    /// Packets the replaced pipeline still holds (0 when none is draining).
+    pub fn draining_held(&self) -> u64 {
+        self.draining.as_ref().map_or(0, |(_, p)| p.tm_backlog())
+    }
+
+    /// When the replaced pipeline's traffic manager may next send (`None`: nothing draining).
+    pub fn draining_due_ns(&self) -> Option<u64> {
+        self.draining.as_ref().and_then(|(_, p)| p.next_due_ns())
+    }
+
+    /// The replaced pipeline's egress on `port`, as [`Pipeline::egress`]: packets it queued
+    /// before the switch leave in its scheduling order. Once it holds none, it goes back to the
+    /// control thread with the answer to its `Replace`. Returns how many packets it took.
+    /// Worker only; never blocks.
+    pub fn drain(&mut self, port: u16, pool: &mut fastpath_packet::Pool, b: &mut fastpath_packet::Batch, now_ns: u64) -> usize {
+        let Some((_, old)) = &mut self.draining else { return 0 };
+        let n = old.egress(port, pool, b, now_ns);
+        if old.tm_backlog() == 0 {
+            if let Some((seq, old)) = self.draining.take() {
+                let _ = self.to.try_send(FromWorker::Replaced { seq, result: Ok(old) });
+            }
+        }
+        n
     }
 }
 
@@ -244,6 +326,71 @@ mod tests {
         assert_eq!(p.table("port_map").unwrap().len(), 1);
         let r = c.reply(7, Instant::now() + Duration::from_secs(1)).unwrap();
         assert!(matches!(r, FromWorker::Applied { seq: 7, result: Ok(()), .. }), "{r:?}");
+    }
+
+    /// A reload switches at the next poll; what the old traffic manager holds leaves through it
+    /// before the old pipeline goes back to the control thread, and a second reload meanwhile
+    /// is handed back unused.
+    #[test]
+    fn a_replaced_pipeline_drains_its_queues_then_goes_back() {
+        const TM: &str = "name = \"q\"\n[parser]\nheaders = [\"eth\"]\n[control]\ningress = \"forward 1\"\n[tm]\nbuffer_pkts = 8\n";
+        let (c, mut w) = mailbox();
+        let mut old = fastpath_pipeline::compile("q.toml", TM).unwrap_or_else(|e| panic!("{e}")).instantiate();
+        old.set_ports(2).unwrap();
+        let mut p = old;
+        let mut pool = fastpath_packet::Pool::new(16);
+        let mut b = fastpath_packet::Batch::new();
+        for _ in 0..3 {
+            let h = pool.alloc().unwrap();
+            pool.set_data(h, &[0u8; 60]);
+            b.push(h, 0);
+        }
+        p.process(&mut pool, &mut b, 0);
+        assert_eq!(p.tm_backlog(), 3);
+        c.post(ToWorker::Replace { seq: 1, pipe: Box::new(pipe()) }).unwrap();
+        w.poll(&mut p, |_| {});
+        assert!(!p.has_tm(), "the worker runs the new pipeline after the poll");
+        assert!(w.draining());
+        assert_eq!(w.draining_held(), 3);
+        let soon = || Instant::now() + Duration::from_millis(20);
+        assert_eq!(c.reply(1, soon()).unwrap_err(), MailError::Timeout, "no answer while the old pipeline holds packets");
+        c.post(ToWorker::Replace { seq: 2, pipe: Box::new(pipe()) }).unwrap();
+        w.poll(&mut p, |_| {});
+        let r = c.reply(2, soon()).unwrap();
+        assert!(matches!(r, FromWorker::Replaced { seq: 2, result: Err(_) }), "a reload while draining is refused: {r:?}");
+        assert_eq!(w.drain(0, &mut pool, &mut b, 0), 0, "nothing queued for port 0");
+        assert_eq!(w.drain(1, &mut pool, &mut b, 0), 3);
+        assert!(b.verdicts().iter().all(|&v| v == fastpath_packet::Verdict::Tx(1)), "{:?}", b.verdicts());
+        assert!(!w.draining());
+        let r = c.reply(1, soon()).unwrap();
+        let FromWorker::Replaced { seq: 1, result: Ok(back) } = r else { panic!("{r:?}") };
+        assert!(back.has_tm() && back.tm_backlog() == 0, "the old pipeline comes back, empty");
+    }
+
+    #[test]
+    fn a_snapshot_carries_what_answering_earlier_messages_cost_the_worker() {
+        let (c, mut w) = mailbox();
+        let mut p = pipe();
+        let snap = |w: &mut WorkerEnd, p: &mut Pipeline, seq| {
+            c.post(ToWorker::Snapshot { seq }).unwrap();
+            w.poll(p, |_| {});
+            match c.reply(seq, Instant::now() + Duration::from_secs(1)).unwrap() {
+                FromWorker::Snapshot { snap, .. } => snap.control,
+                r => panic!("{r:?}"),
+            }
+        };
+        assert_eq!(snap(&mut w, &mut p, 1), ControlLoad::default(), "nothing answered before the first");
+        c.post(ToWorker::ReadCounter { seq: 2, bank: 0, index: 0 }).unwrap();
+        w.poll(&mut p, |_| panic!("no snapshot asked"));
+        let load = snap(&mut w, &mut p, 3);
+        assert_eq!(load.messages, 2, "the first snapshot and the counter read");
+        assert!(load.cycles > 0, "{load:?}");
+        let later = snap(&mut w, &mut p, 4);
+        assert_eq!(later.messages, 3);
+        assert!(later.cycles > load.cycles, "{later:?} after {load:?}");
+        // An idle poll counts nothing.
+        w.poll(&mut p, |_| panic!("no snapshot asked"));
+        assert_eq!(snap(&mut w, &mut p, 5).messages, 4);
     }
 
     #[test]

@@ -63,6 +63,19 @@ pub struct WorkerSnapshot {
     pub totals: LoopCounters,
     /// The traffic manager's queues that saw traffic, by (port, class).
     pub queues: Vec<QueueRow>,
+    /// Control messages the worker answered before this one, and what they cost it.
+    pub control: ControlLoad,
+}
+
+/// What answering control messages (changes, counter snapshots, counter reads) has cost a
+/// worker: the messages, and the TSC cycles between its batches it spent on them (read twice
+/// per batch boundary at which a message waited, never otherwise).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ControlLoad {
+    /// Messages answered.
+    pub messages: u64,
+    /// TSC cycles spent answering them.
+    pub cycles: u64,
 }
 
 /// One traffic-manager queue (a port's class): what entered, left, was refused and is queued.
@@ -327,6 +340,7 @@ mod tests {
                 hwm_bytes: rx * 100,
                 ..QueueRow::default()
             }],
+            ..WorkerSnapshot::default()
         }
     }
 

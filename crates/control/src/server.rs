@@ -203,6 +203,7 @@ impl Server {
             "fp-ctl-conn",
             &limits,
             stop,
+            &self.listener,
             || self.listener.accept().map(|(c, _)| c),
             |c| conn::refuse(c, format!("error busy\n{} control connections are open; try again\n", limits.max_conns).as_bytes()),
             |c| {

@@ -68,6 +68,8 @@ pub struct Control<'a> {
     sessions: Option<Sessions>,
     /// Full classifier builds under way on threads of their own, by table (`transact`).
     folds: Vec<(usize, JoinHandle<Folded>)>,
+    /// Ports of the running data plane, which a pipeline reloaded from spec text is sized for.
+    ports: usize,
 }
 
 /// The accepted changes since start, enough to rebuild the control replica from the spec and
@@ -90,6 +92,10 @@ struct ChangeLog {
 }
 
 impl ChangeLog {
+    fn new(compact_at: usize) -> ChangeLog {
+        ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: BTreeMap::new(), pipes: BTreeMap::new(), compact_at }
+    }
+
     fn push(&mut self, ops: Arc<[EntryOp]>, shadow: &Pipeline) {
         for op in ops.iter() {
             match op {
@@ -214,21 +220,32 @@ impl<'a> Control<'a> {
     /// A control plane over `workers` (mailbox ends, by worker index). `shadow` must be built
     /// the way every worker's pipeline was (same spec and entries); `rebuild` builds another.
     pub fn new(shadow: Pipeline, rebuild: Rebuild<'a>, workers: Vec<ControlEnd>) -> Control<'a> {
-        let log = ChangeLog {
-            ops: Vec::new(),
-            len: 0,
-            tables: Vec::new(),
-            meters: BTreeMap::new(),
-            pipes: BTreeMap::new(),
-            compact_at: LOG_COMPACT_AT,
-        };
+        let log = ChangeLog::new(LOG_COMPACT_AT);
         let sessions = Sessions::new(shadow.program()).ok();
-        Control { shadow, rebuild, log, accepted: 0, workers, seq: 0, timeout: Duration::from_secs(5), sessions, folds: Vec::new() }
+        Control {
+            shadow,
+            rebuild,
+            log,
+            accepted: 0,
+            workers,
+            seq: 0,
+            timeout: Duration::from_secs(5),
+            sessions,
+            folds: Vec::new(),
+            ports: 1,
+        }
     }
 
     /// Compacts the change log once it holds more than `ops` (default 65,536).
     pub fn with_log_limit(mut self, ops: usize) -> Self {
         self.log.compact_at = ops;
+        self
+    }
+
+    /// The number of ports the data plane runs (default 1): what [`Control::reload_spec`]
+    /// sizes a new pipeline for.
+    pub fn with_ports(mut self, ports: usize) -> Self {
+        self.ports = ports;
         self
     }
 
@@ -473,7 +490,7 @@ impl<'a> Control<'a> {
         self.finish_folds(&mut prebuilt);
         let prebuilt: Arc<[_]> = prebuilt.into();
         let seq = self.next_seq();
-        let replies = self.broadcast(|| ToWorker::Apply { seq, ops: ops.clone(), prebuilt: prebuilt.clone() }, seq);
+        let replies = self.broadcast(std::iter::repeat_with(|| ToWorker::Apply { seq, ops: ops.clone(), prebuilt: prebuilt.clone() }), seq);
         self.start_folds();
         for r in replies.map_err(Refusal::Ctl)? {
             if let (worker, FromWorker::Applied { result: Err((op, msg)), .. }) = r {
@@ -539,7 +556,9 @@ impl<'a> Control<'a> {
         let n = prebuilt.len();
         let prebuilt: Arc<[_]> = prebuilt.into();
         let seq = self.next_seq();
-        for r in self.broadcast(|| ToWorker::Apply { seq, ops: Arc::from(Vec::new()), prebuilt: prebuilt.clone() }, seq)? {
+        for r in
+            self.broadcast(std::iter::repeat_with(|| ToWorker::Apply { seq, ops: Arc::from(Vec::new()), prebuilt: prebuilt.clone() }), seq)?
+        {
             if let (worker, FromWorker::Applied { result: Err((_, msg)), .. }) = r {
                 return Err(CtlError::Worker { worker, msg: format!("refused a classifier build: {msg}") });
             }
@@ -555,6 +574,57 @@ impl<'a> Control<'a> {
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// Replaces the running pipeline (a new spec): `build` makes the new control replica and
+    /// one instance per worker, all here on the control thread, and then each worker switches
+    /// to its own between two batches. Packets the old pipeline's traffic manager still holds
+    /// leave through it first; the call returns once every worker has switched and drained.
+    /// The new pipeline starts with what `build` loads (the change log starts again, and
+    /// later restores of the replica use `build`). Counters start from zero.
+    ///
+    /// # Errors
+    /// `build` failed (nothing changed), or a worker did not switch (it stopped, timed out,
+    /// or was still draining an earlier reload): the workers that answered run the new
+    /// pipeline, and the error names the first that did not.
+    pub fn reload(&mut self, mut build: Rebuild<'a>) -> Result<(), CtlError> {
+        let shadow = build().map_err(CtlError::Reload)?;
+        let mut fresh = Vec::with_capacity(self.workers.len());
+        for _ in 0..self.workers.len() {
+            fresh.push(Box::new(build().map_err(CtlError::Reload)?));
+        }
+        let seq = self.next_seq();
+        let replies = self.broadcast(fresh.into_iter().map(|pipe| ToWorker::Replace { seq, pipe }), seq);
+        // From here the workers that answered run the new pipeline: so does the control plane.
+        // Classifier builds under way belong to the old one: left to finish, their results
+        // dropped.
+        self.folds.clear();
+        self.shadow = shadow;
+        self.rebuild = build;
+        self.log = ChangeLog::new(self.log.compact_at);
+        self.sessions = Sessions::new(self.shadow.program()).ok();
+        for (worker, r) in replies? {
+            if let FromWorker::Replaced { result: Err(_), .. } = r {
+                return Err(CtlError::Worker { worker, msg: "is still draining the pipeline of an earlier reload; try again".into() });
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Control::reload`] with the pipeline of a spec given as text (`name` is how errors
+    /// name it), sized for the data plane's ports, with empty tables.
+    ///
+    /// # Errors
+    /// As [`Control::reload`]; a spec that does not compile is [`CtlError::Reload`] with the
+    /// compiler's message (line and column).
+    pub fn reload_spec(&mut self, name: &str, text: &str) -> Result<(), CtlError> {
+        let prog = fastpath_pipeline::compile(name, text).map_err(|e| CtlError::Reload(e.to_string()))?;
+        let ports = self.ports;
+        self.reload(Box::new(move || {
+            let mut p = prog.instantiate();
+            p.set_ports(ports)?;
+            Ok(p)
+        }))
     }
 
     fn restore_shadow(&mut self) -> Result<(), CtlError> {
@@ -574,12 +644,12 @@ impl<'a> Control<'a> {
         self.seq
     }
 
-    /// Posts a message to every worker and collects every answer to `seq`.
-    fn broadcast(&self, msg: impl Fn() -> ToWorker, seq: u64) -> Result<Vec<(usize, FromWorker)>, CtlError> {
+    /// Posts one message to each worker (in worker order) and collects every answer to `seq`.
+    fn broadcast(&self, msgs: impl IntoIterator<Item = ToWorker>, seq: u64) -> Result<Vec<(usize, FromWorker)>, CtlError> {
         let mut posted = Vec::with_capacity(self.workers.len());
         let mut first_err = None;
-        for (w, end) in self.workers.iter().enumerate() {
-            match end.post(msg()) {
+        for ((w, end), msg) in self.workers.iter().enumerate().zip(msgs) {
+            match end.post(msg) {
                 Ok(()) => posted.push(w),
                 Err(e) => {
                     first_err.get_or_insert((w, e));
@@ -618,7 +688,7 @@ impl<'a> Control<'a> {
     pub fn snapshots(&mut self) -> Result<Vec<WorkerSnapshot>, CtlError> {
         let seq = self.next_seq();
         let mut v = Vec::with_capacity(self.workers.len());
-        for (w, r) in self.broadcast(|| ToWorker::Snapshot { seq }, seq)? {
+        for (w, r) in self.broadcast(std::iter::repeat_with(|| ToWorker::Snapshot { seq }), seq)? {
             if let FromWorker::Snapshot { mut snap, .. } = r {
                 snap.worker = w;
                 snap.totals.worker = w;
@@ -716,7 +786,7 @@ impl Control<'_> {
         };
         let seq = self.next_seq();
         let mut sum = (0, 0);
-        for (_, r) in self.broadcast(|| ToWorker::ReadCounter { seq, bank, index }, seq)? {
+        for (_, r) in self.broadcast(std::iter::repeat_with(|| ToWorker::ReadCounter { seq, bank, index }), seq)? {
             if let FromWorker::Counter { value: (p, b), .. } = r {
                 sum = (sum.0 + p, sum.1 + b);
             }
@@ -982,6 +1052,28 @@ mod tests {
             drop(guard);
             (r, hs.into_iter().map(|h| h.join().unwrap()).collect())
         })
+    }
+
+    /// A reload puts the new pipeline on every worker and in the replica, with a fresh change
+    /// log; a pipeline that does not build changes nothing.
+    #[test]
+    fn a_reload_replaces_every_workers_pipeline_and_a_bad_one_changes_nothing() {
+        let ((), finals) = with_workers(2, |c| {
+            c.execute("table port_map add 2 => forward(5)").unwrap();
+            let bad = crate::testutil::port_map_spec(64, "forward(3)").replace("\"eth\"", "\"eth\", \"ipv9\"");
+            let e = c.reload_spec("new.toml", &bad).unwrap_err();
+            assert_eq!(e.code(), "reload");
+            assert!(e.to_string().contains("new.toml") && e.to_string().contains("ipv9") && e.to_string().contains("unchanged"), "{e}");
+            assert_eq!(c.shadow().table("port_map").map(|t| t.len()), Some(1), "a refused reload keeps the entries");
+            c.reload_spec("new.toml", &crate::testutil::port_map_spec(64, "forward(3)")).unwrap();
+            assert_eq!(c.shadow().table("port_map").map(|t| t.len()), Some(0), "the new pipeline starts empty");
+            assert_eq!(c.log_len(), 0);
+            c.execute("table port_map add 4 => forward(6)").unwrap();
+        });
+        for v in finals {
+            let want: Vec<Verdict> = (0..8).map(|p| Verdict::Tx(if p == 4 { 6 } else { 3 })).collect();
+            assert_eq!(v, want, "every worker runs the reloaded pipeline with the change made after it");
+        }
     }
 
     #[test]

@@ -128,6 +128,7 @@ mod tests {
                 drops: [("tm_threshold".to_string(), 1)].into(),
                 ..QueueRow::default()
             }],
+            ..WorkerSnapshot::default()
         }
     }
 

@@ -41,6 +41,8 @@ enum Cmd {
     Bench(cli::bench::BenchArgs),
     /// Compile a pipeline spec; print its plan, or every error with file:line:column.
     Check(cli::check::CheckArgs),
+    /// Print a spec's P4Info (protobuf text format), for P4Runtime clients that load a new spec.
+    P4info(cli::p4info::P4InfoArgs),
     /// Change tables and read counters of a running `fastpath run` (over its control socket).
     Ctl(cli::ctl::CtlArgs),
     /// Generate entry files (routes) and rule sets (ClassBench format).
@@ -81,6 +83,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Bench(a) => cli::bench::run(a),
         Cmd::Check(a) => cli::check::run(a),
+        Cmd::P4info(a) => cli::p4info::run(a),
         Cmd::BngCp(a) => cli::bng_cp::run(a),
         Cmd::Ctl(a) => cli::ctl::run(a),
         Cmd::Gen(g) => cli::gen::run(g),

@@ -233,8 +233,30 @@ mask = "255.255.255.0"
             r#"user_plane[1].id = "2": another user plane has this id"#,
         ),
         ("user_plane = \"127.0.0.1:8805\"", "", "no user plane"),
+        ("[dhcp]", "[dhcp]\nmode = \"proxy\"", r#"dhcp.mode = "proxy": "server" (the pools here) or "relay""#),
+        // Relay mode: no pools, and [dhcp.relay] with its servers.
+        ("[dhcp]", "[dhcp]\nmode = \"relay\"", "dhcp.pool: not with dhcp.mode = \"relay\""),
+        ("[[dhcp.pool]]", "[dhcp.relay]\nservers = [\"198.18.0.2\"]\n[[dhcp.pool]]", "[dhcp.relay]: only with dhcp.mode = \"relay\""),
     ] {
         std::fs::write(&config, good.replace(from, to)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_fastpath")).args(["bng-cp", "--config"]).arg(&config).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{want}: {err}");
+    }
+    // Relay mode, the pools gone.
+    let relay = good.split("[[dhcp.pool]]").next().unwrap().replace("[dhcp]", "[dhcp]\nmode = \"relay\"");
+    for (add, want) in [
+        ("", "dhcp.mode = \"relay\" needs [dhcp.relay]"),
+        ("[dhcp.relay]\nservers = []\n", "dhcp.relay.servers: at least one DHCP server"),
+        ("[dhcp.relay]\nservers = [\"198.18.0.300\"]\n", r#"dhcp.relay.servers[0] = "198.18.0.300": not an IPv4 address"#),
+        ("[dhcp.relay]\nservers = [\"198.18.0.2\"]\nlisten = \"127.0.0.1:6767\"\n", r#"dhcp.relay.listen = "127.0.0.1:6767": port 67"#),
+        ("[dhcp.relay]\nservers = [\"198.18.0.2\"]\nmax_hops = 0\n", r#"dhcp.relay.max_hops = "0": 1 to 16"#),
+        ("lease_time_s = 60\n[dhcp.relay]\nservers = [\"198.18.0.2\"]\n", "dhcp.lease_time_s: not with dhcp.mode = \"relay\""),
+        // Valid, but 100.64.0.1 is no address of this host: the servers could not answer us.
+        ("[dhcp.relay]\nservers = [\"198.18.0.2\"]\n", "dhcp.relay.listen 100.64.0.1:67: "),
+    ] {
+        // The [dhcp] keys end the text: `add` continues that section.
+        std::fs::write(&config, format!("{relay}{add}").replace("127.0.0.1:2152", "127.0.0.1:0")).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_fastpath")).args(["bng-cp", "--config"]).arg(&config).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(want), "{want}: {err}");

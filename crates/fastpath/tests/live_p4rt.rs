@@ -10,7 +10,9 @@
 //!    reads the P4Info from the device, INSERTs a route, reads it back (wildcard read), is
 //!    refused a second INSERT (ALREADY_EXISTS) and a MODIFY of a missing route (NOT_FOUND);
 //!    traffic to the route is forwarded with the next hop's MACs and TTL − 1; after a MODIFY
-//!    it carries the new MAC; after a DELETE it is dropped again.
+//!    it carries the new MAC; after a DELETE it is dropped again. Then the shell pushes another
+//!    program (pipelines/l2fwd.toml, with the P4Info `fastpath p4info` wrote): the running data
+//!    plane switches to it, and traffic follows the new program's one entry.
 //! 2. `switch_acl`: pipelines/switch-acl.toml over TCP with TLS (a self-signed certificate from
 //!    `openssl req`, the client's root): an ACL deny INSERTed with a priority
 //!    stops the flooded traffic it matches; read back with its priority and ternary mask; a
@@ -69,7 +71,12 @@ if addr.startswith("unix:"):
 # With TLS (P4RT_CACERT: the server's self-signed certificate, trusted as the root).
 cacert = os.environ.get("P4RT_CACERT")
 ssl = SSLOptions(False, cacert) if cacert else None
-sh.setup(device_id=1, grpc_addr=addr, election_id=(0, 1), ssl_options=ssl, verbose=False)
+# With P4RT_P4INFO and P4RT_SPEC: push that pipeline first (SetForwardingPipelineConfig,
+# VERIFY_AND_COMMIT), as a controller that brings its own program does.
+config = None
+if os.environ.get("P4RT_SPEC"):
+    config = sh.FwdPipeConfig(os.environ["P4RT_P4INFO"], os.environ["P4RT_SPEC"])
+sh.setup(device_id=1, grpc_addr=addr, election_id=(0, 1), ssl_options=ssl, config=config, verbose=False)
 
 def code(f):
     try:
@@ -115,6 +122,13 @@ def run():
     elif phase == "delete":
         print("DELETE", code(lambda: route("02:00:00:00:01:02").delete()))
         show("fib4")
+    elif phase == "l2fwd":
+        t = sh.context.get_obj(P4Type.table, "port_pair")
+        print("TABLE", t.preamble.name, t.size)
+        te = sh.TableEntry("port_pair")(action="forward")
+        te.match["meta.in_port"] = "0"
+        te.action["port"] = "1"
+        print("INSERT", code(te.insert))
     elif phase == "acl_deny":
         te = sh.TableEntry("acl")(action="deny")
         te.match["ipv4.dst"] = "198.19.0.0&&&255.255.0.0"
@@ -369,6 +383,19 @@ fn router_routes_through_p4runtime_shell() {
     assert_eq!(get(&del, "DELETE"), ["OK"]);
     assert!(get(&del, "ENTRY").is_empty(), "{del:?}");
     assert!(probe(&rig.peer, to_route(), ours).is_empty(), "the route is gone: dropped again");
+
+    // The controller brings another program: `fastpath p4info` writes its P4Info, the shell
+    // pushes it with the spec as the device config, and the running data plane switches to it
+    // (empty tables: the router's routes are gone) and forwards by its new table.
+    let (l2fwd, p4info) = (spec("pipelines/l2fwd.toml"), tmp.0.join("l2fwd.p4info.txt"));
+    let made = Command::new(env!("CARGO_BIN_EXE_fastpath")).args(["p4info", &l2fwd, "-o"]).arg(&p4info).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let l2 = phase_env(&py, &script, &rig.dut, &addr, "l2fwd", &[("P4RT_P4INFO", &p4info), ("P4RT_SPEC", Path::new(&l2fwd))]);
+    assert_eq!(get(&l2, "TABLE"), ["port_pair 256"], "{l2:?}");
+    assert_eq!(get(&l2, "INSERT"), ["OK"]);
+    let got = probe(&rig.peer, to_route(), ours);
+    assert_eq!(got.len(), 20, "port 0 now forwards everything to port 1, by the new pipeline");
+    assert!(got.iter().all(|f| f[0..6] == [2, 0, 0, 0, 0, 0xaa] && f[14 + 8] == 64), "MACs swapped, TTL untouched: l2fwd, not the router");
 
     let (status, out, err) = rig.fastpath.stop(true);
     assert!(status.success(), "{status}\n{out}\n{err}");

@@ -194,6 +194,203 @@ pub fn p4info(prog: &Program, description: &str) -> proto::P4Info {
     }
 }
 
+/// `info` in the protobuf text format (`p4info.txt`), as P4 compilers write it and P4Runtime
+/// clients read it (p4runtime-shell's `FwdPipeConfig`, for a client that pushes a new spec with
+/// `SetForwardingPipelineConfig`). Fields at their default value are left out, as protobuf's own
+/// printer does.
+pub fn to_text(info: &proto::P4Info) -> String {
+    let mut t = Text::default();
+    if let Some(p) = &info.pkg_info {
+        t.open("pkg_info");
+        t.string("name", &p.name);
+        t.string("version", &p.version);
+        doc(&mut t, p.doc.as_ref());
+        t.string("arch", &p.arch);
+        t.close();
+    }
+    for tab in &info.tables {
+        t.open("tables");
+        preamble(&mut t, tab.preamble.as_ref());
+        for f in &tab.match_fields {
+            t.open("match_fields");
+            t.int("id", f.id);
+            t.string("name", &f.name);
+            t.int("bitwidth", f.bitwidth);
+            match &f.r#match {
+                Some(proto::match_field::Match::MatchType(m)) => t.enumv("match_type", match_type_name(*m)),
+                Some(proto::match_field::Match::OtherMatchType(o)) => t.string("other_match_type", o),
+                None => {}
+            }
+            t.close();
+        }
+        for a in &tab.action_refs {
+            t.open("action_refs");
+            t.int("id", a.id);
+            t.enumv("scope", scope_name(a.scope));
+            t.close();
+        }
+        t.int("const_default_action_id", tab.const_default_action_id);
+        if let Some(d) = &tab.initial_default_action {
+            t.open("initial_default_action");
+            t.int("action_id", d.action_id);
+            for a in &d.arguments {
+                t.open("arguments");
+                t.int("param_id", a.param_id);
+                t.bytes("value", &a.value);
+                t.close();
+            }
+            t.close();
+        }
+        t.int("size", tab.size);
+        if tab.is_const_table {
+            t.line("is_const_table: true");
+        }
+        t.close();
+    }
+    for a in &info.actions {
+        t.open("actions");
+        preamble(&mut t, a.preamble.as_ref());
+        for p in &a.params {
+            t.open("params");
+            t.int("id", p.id);
+            t.string("name", &p.name);
+            t.int("bitwidth", p.bitwidth);
+            t.close();
+        }
+        t.close();
+    }
+    for c in &info.counters {
+        t.open("counters");
+        preamble(&mut t, c.preamble.as_ref());
+        if let Some(s) = &c.spec {
+            t.open("spec");
+            t.enumv("unit", ["UNSPECIFIED", "BYTES", "PACKETS", "BOTH"].get(s.unit as usize).copied().unwrap_or(""));
+            t.close();
+        }
+        t.int("size", c.size);
+        t.close();
+    }
+    for m in &info.meters {
+        t.open("meters");
+        preamble(&mut t, m.preamble.as_ref());
+        if let Some(s) = &m.spec {
+            t.open("spec");
+            t.enumv("unit", ["UNSPECIFIED", "BYTES", "PACKETS"].get(s.unit as usize).copied().unwrap_or(""));
+            t.enumv("type", ["TWO_RATE_THREE_COLOR", "SINGLE_RATE_THREE_COLOR"].get(s.r#type as usize).copied().unwrap_or(""));
+            t.close();
+        }
+        t.int("size", m.size);
+        t.close();
+    }
+    for h in &info.controller_packet_metadata {
+        t.open("controller_packet_metadata");
+        preamble(&mut t, h.preamble.as_ref());
+        for f in &h.metadata {
+            t.open("metadata");
+            t.int("id", f.id);
+            t.string("name", &f.name);
+            t.int("bitwidth", f.bitwidth);
+            t.close();
+        }
+        t.close();
+    }
+    t.out
+}
+
+fn preamble(t: &mut Text, p: Option<&proto::Preamble>) {
+    let Some(p) = p else { return };
+    t.open("preamble");
+    t.int("id", p.id);
+    t.string("name", &p.name);
+    t.string("alias", &p.alias);
+    doc(t, p.doc.as_ref());
+    t.close();
+}
+
+fn doc(t: &mut Text, d: Option<&proto::Documentation>) {
+    let Some(d) = d else { return };
+    t.open("doc");
+    t.string("brief", &d.brief);
+    t.string("description", &d.description);
+    t.close();
+}
+
+fn match_type_name(m: i32) -> &'static str {
+    use proto::match_field::match_type as k;
+    match m {
+        k::EXACT => "EXACT",
+        k::LPM => "LPM",
+        k::TERNARY => "TERNARY",
+        k::RANGE => "RANGE",
+        k::OPTIONAL => "OPTIONAL",
+        _ => "",
+    }
+}
+
+fn scope_name(s: i32) -> &'static str {
+    match s {
+        proto::scope::TABLE_ONLY => "TABLE_ONLY",
+        proto::scope::DEFAULT_ONLY => "DEFAULT_ONLY",
+        _ => "",
+    }
+}
+
+/// An indenting text-format writer.
+#[derive(Default)]
+struct Text {
+    out: String,
+    depth: usize,
+}
+
+impl Text {
+    fn line(&mut self, s: &str) {
+        self.out.extend(std::iter::repeat_n("  ", self.depth));
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+    fn open(&mut self, name: &str) {
+        self.line(&format!("{name} {{"));
+        self.depth += 1;
+    }
+    fn close(&mut self) {
+        self.depth -= 1;
+        self.line("}");
+    }
+    fn int(&mut self, name: &str, v: impl Into<i64>) {
+        let v = v.into();
+        if v != 0 {
+            self.line(&format!("{name}: {v}"));
+        }
+    }
+    /// An enum by its value name; the default (empty name here) is left out.
+    fn enumv(&mut self, name: &str, v: &str) {
+        if !v.is_empty() {
+            self.line(&format!("{name}: {v}"));
+        }
+    }
+    fn string(&mut self, name: &str, v: &str) {
+        self.bytes(name, v.as_bytes());
+    }
+    /// A quoted string with C escapes (octal for bytes outside printable ASCII), as protobuf's
+    /// text format has it.
+    fn bytes(&mut self, name: &str, v: &[u8]) {
+        if v.is_empty() {
+            return;
+        }
+        let mut q = String::with_capacity(v.len() + 2);
+        for &b in v {
+            match b {
+                b'"' => q.push_str("\\\""),
+                b'\\' => q.push_str("\\\\"),
+                b'\n' => q.push_str("\\n"),
+                0x20..=0x7e => q.push(char::from(b)),
+                _ => q.push_str(&format!("\\{b:03o}")),
+            }
+        }
+        self.line(&format!("{name}: \"{q}\""));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +425,21 @@ mod tests {
         let pin = &info.controller_packet_metadata[0];
         assert_eq!(pin.preamble.as_ref().unwrap().name, "packet_in");
         assert_eq!(pin.metadata[0].name, "ingress_port");
+    }
+
+    #[test]
+    fn the_text_form_nests_messages_names_enums_and_escapes_strings() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/router.toml")).unwrap();
+        let prog = fastpath_pipeline::compile("router.toml", &text).unwrap();
+        let t = to_text(&p4info(&prog, "say \"hi\"\n\u{e9}"));
+        assert!(t.starts_with("pkg_info {\n  name: \"router\"\n"), "{t}");
+        assert!(t.contains("  doc {\n    brief: \"say \\\"hi\\\"\\n\\303\\251\"\n"), "{t}");
+        assert!(
+            t.contains("tables {\n  preamble {\n    id: 33554433\n    name: \"fib4\"\n    alias: \"fib4\"\n  }\n  match_fields {\n    id: 1\n    name: \"ipv4.dst\"\n    bitwidth: 32\n    match_type: LPM\n  }\n"),
+            "{t}"
+        );
+        assert!(t.contains("  size: 2000000\n}\n"), "{t}");
+        let opens = t.matches('{').count();
+        assert_eq!(opens, t.matches('}').count() - t.matches("\\}").count(), "balanced braces");
     }
 }

@@ -175,17 +175,19 @@ impl Server {
     /// # Errors
     /// The runtime could not start, or the server failed.
     pub fn serve_until(&self, cfg: Config, io: &PacketIo, control: &Mutex<Control<'_>>, stop: &AtomicBool) -> Result<(), String> {
-        let (prog, description) = {
-            let c = control.lock().unwrap_or_else(PoisonError::into_inner);
-            (c.pipeline_info().clone(), String::new())
+        let prog: Program = control.lock().unwrap_or_else(PoisonError::into_inner).pipeline_info().clone();
+        let loaded = Loaded {
+            spec_text: cfg.spec_text.clone(),
+            name: prog.name.clone(),
+            p4info: p4info::p4info(&prog, ""),
+            cookie: None,
+            saved: None,
         };
-        let info = p4info::p4info(&prog, &description);
         let (jobs_tx, jobs_rx) = std::sync::mpsc::channel::<Job>();
         let end = io.server_end().ok_or("the packet-in channel was taken already")?;
         let shared = Arc::new(Shared {
             cfg,
-            prog,
-            p4info: info,
+            loaded: Mutex::new(loaded),
             jobs: jobs_tx,
             state: Mutex::new(State::default()),
             out: end.out,
@@ -269,8 +271,8 @@ type Job = Box<dyn for<'c> FnOnce(&mut Control<'c>, &mut KeyCache) + Send>;
 /// What the handlers share.
 struct Shared {
     cfg: Config,
-    prog: Program,
-    p4info: proto::P4Info,
+    /// The running pipeline as clients see it; replaced by a commit of a new spec.
+    loaded: Mutex<Loaded>,
     jobs: std::sync::mpsc::Sender<Job>,
     state: Mutex<State>,
     out: std::sync::mpsc::SyncSender<packet::Out>,
@@ -285,7 +287,26 @@ struct State {
     arbiter: Arbiter,
     streams: HashMap<StreamId, StreamTx>,
     next: StreamId,
+}
+
+/// The running pipeline's config, and one saved by `VERIFY_AND_SAVE` for a later `COMMIT`.
+struct Loaded {
+    /// The spec text (`p4_device_config`).
+    spec_text: String,
+    /// Its name, for messages.
+    name: String,
+    p4info: proto::P4Info,
     cookie: Option<u64>,
+    saved: Option<(Verified, Option<u64>)>,
+}
+
+/// A config that passed verification.
+#[derive(Clone)]
+enum Verified {
+    /// The running pipeline.
+    Same,
+    /// A new pipeline: its spec text and the P4Info generated from it.
+    New(String, String, Box<proto::P4Info>),
 }
 
 impl Shared {
@@ -304,6 +325,32 @@ impl Shared {
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn loaded(&self) -> std::sync::MutexGuard<'_, Loaded> {
+        self.loaded.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes `v` the running pipeline: a new spec replaces the pipeline on every worker (its
+    /// tables start empty); the running one stays as it is, entries included.
+    async fn commit(&self, v: Verified, cookie: Option<u64>) -> Result<(), Status> {
+        if let Verified::New(name, text, info) = v {
+            let spec = text.clone();
+            self.on_control(move |c, keys| {
+                let r = c.reload_spec("p4_device_config", &spec);
+                *keys = KeyCache::default();
+                r
+            })
+            .await?
+            .map_err(|e| match e {
+                fastpath_control::CtlError::Reload(m) => Status::invalid_argument(format!("p4_device_config: {m}")),
+                other => Status::internal(format!("reloading the pipeline: {other}")),
+            })?;
+            let mut l = self.loaded();
+            (l.spec_text, l.name, l.p4info) = (text, name, *info);
+        }
+        self.loaded().cookie = cookie;
+        Ok(())
     }
 
     fn check_device(&self, id: u64) -> Result<(), Status> {
@@ -459,21 +506,39 @@ impl P4Runtime for Service {
         if !verify_only {
             s.check_primary(req.election_id)?;
         }
+        let verified = |cfg: Option<proto::ForwardingPipelineConfig>| {
+            let cfg = cfg.ok_or_else(|| Status::invalid_argument("action needs a config"))?;
+            Ok::<_, Status>((check_config(&s.loaded(), &cfg)?, cfg.cookie.map(|c| c.cookie)))
+        };
         match req.action {
-            a::VERIFY | a::VERIFY_AND_SAVE | a::VERIFY_AND_COMMIT | a::RECONCILE_AND_COMMIT => {
-                let cfg = req.config.ok_or_else(|| Status::invalid_argument("action needs a config"))?;
-                check_config(s, &cfg)?;
-                if !verify_only {
-                    s.state().cookie = cfg.cookie.map(|c| c.cookie);
-                }
-                Ok(Response::new(proto::SetForwardingPipelineConfigResponse {}))
+            a::VERIFY => verified(req.config).map(|_| ()),
+            a::VERIFY_AND_SAVE => {
+                let v = verified(req.config)?;
+                s.loaded().saved = Some(v);
+                Ok(())
             }
-            // The running pipeline is the one saved: committing it changes nothing.
-            a::COMMIT => Ok(Response::new(proto::SetForwardingPipelineConfigResponse {})),
+            a::VERIFY_AND_COMMIT => {
+                let (v, cookie) = verified(req.config)?;
+                s.commit(v, cookie).await
+            }
+            a::COMMIT => {
+                let saved = s.loaded().saved.take();
+                let (v, cookie) = saved.ok_or_else(|| Status::failed_precondition("COMMIT: no config was saved (VERIFY_AND_SAVE first)"))?;
+                s.commit(v, cookie).await
+            }
+            // Reconciling keeps the forwarding state: only possible for the running pipeline.
+            a::RECONCILE_AND_COMMIT => match verified(req.config)? {
+                (Verified::New(name, ..), _) => Err(Status::unimplemented(format!(
+                    "RECONCILE_AND_COMMIT of a different pipeline (\"{name}\"): its tables cannot be carried over from \"{}\"; use VERIFY_AND_COMMIT, which starts it with empty tables",
+                    s.loaded().name
+                ))),
+                (v, cookie) => s.commit(v, cookie).await,
+            },
             other => Err(Status::invalid_argument(format!(
                 "action {other} (expected VERIFY 1, VERIFY_AND_SAVE 2, VERIFY_AND_COMMIT 3, COMMIT 4 or RECONCILE_AND_COMMIT 5)"
             ))),
         }
+        .map(|()| Response::new(proto::SetForwardingPipelineConfigResponse {}))
     }
 
     async fn get_forwarding_pipeline_config(
@@ -484,7 +549,8 @@ impl P4Runtime for Service {
         let s = &self.shared;
         s.check_device(req.device_id)?;
         use proto::response_type as r;
-        let cookie = s.state().cookie.map(|c| proto::Cookie { cookie: c });
+        let l = s.loaded();
+        let cookie = l.cookie.map(|c| proto::Cookie { cookie: c });
         let (info, dev) = match req.response_type {
             r::ALL => (true, true),
             r::COOKIE_ONLY => (false, false),
@@ -493,10 +559,11 @@ impl P4Runtime for Service {
             other => return Err(Status::invalid_argument(format!("response type {other} (expected 0..=3)"))),
         };
         let config = proto::ForwardingPipelineConfig {
-            p4info: info.then(|| s.p4info.clone()),
-            p4_device_config: if dev { s.cfg.spec_text.as_bytes().to_vec() } else { Vec::new() },
+            p4info: info.then(|| l.p4info.clone()),
+            p4_device_config: if dev { l.spec_text.as_bytes().to_vec() } else { Vec::new() },
             cookie,
         };
+        drop(l);
         Ok(Response::new(proto::GetForwardingPipelineConfigResponse { config: Some(config) }))
     }
 
@@ -537,25 +604,31 @@ impl P4Runtime for Service {
     }
 }
 
-/// The device config must be the running spec: fastpath does not swap pipelines at run time.
-fn check_config(s: &Shared, cfg: &proto::ForwardingPipelineConfig) -> Result<(), Status> {
+/// Verifies a pipeline config: the running spec (by its text or its P4Info), or a new spec
+/// that compiles, whose P4Info (when the client sends one) is the one generated from it.
+fn check_config(l: &Loaded, cfg: &proto::ForwardingPipelineConfig) -> Result<Verified, Status> {
     if !cfg.p4_device_config.is_empty() {
-        if cfg.p4_device_config == s.cfg.spec_text.as_bytes() {
-            return Ok(());
+        if cfg.p4_device_config == l.spec_text.as_bytes() {
+            return Ok(Verified::Same);
         }
         let text = std::str::from_utf8(&cfg.p4_device_config)
             .map_err(|_| Status::invalid_argument("p4_device_config: not UTF-8 text (it is a fastpath spec file)"))?;
-        return match fastpath_pipeline::compile("p4_device_config", text) {
-            Err(e) => Err(Status::invalid_argument(format!("p4_device_config does not compile:\n{e}"))),
-            Ok(p) => Err(Status::unimplemented(format!(
-                "p4_device_config is a different pipeline (\"{}\") from the running one (\"{}\"): changing the pipeline of a running fastpath is not supported; restart it with the new spec",
-                p.name, s.prog.name
-            ))),
-        };
+        let prog = fastpath_pipeline::compile("p4_device_config", text)
+            .map_err(|e| Status::invalid_argument(format!("p4_device_config does not compile:\n{e}")))?;
+        let info = p4info::p4info(&prog, "");
+        if cfg.p4info.as_ref().is_some_and(|i| *i != info) {
+            return Err(Status::invalid_argument(format!(
+                "the P4Info does not match pipeline \"{}\" of the p4_device_config: send the P4Info fastpath generates for this spec (`fastpath p4info SPEC`), or none",
+                prog.name
+            )));
+        }
+        return Ok(Verified::New(prog.name.clone(), text.to_string(), Box::new(info)));
     }
     match &cfg.p4info {
-        Some(i) if *i == s.p4info => Ok(()),
-        Some(_) => Err(Status::unimplemented("the P4Info differs from the running pipeline's, and no p4_device_config (spec text) was given: changing the pipeline at run time is not supported")),
+        Some(i) if *i == l.p4info => Ok(Verified::Same),
+        Some(_) => Err(Status::invalid_argument(
+            "the P4Info differs from the running pipeline's and there is no p4_device_config: a new pipeline needs its fastpath spec text as the device config",
+        )),
         None => Err(Status::invalid_argument("the config has neither a p4_device_config nor a P4Info")),
     }
 }

@@ -1,7 +1,7 @@
 //! The server's RPCs end to end over TCP on loopback, through the generated tonic client, with a
 //! worker thread applying changes and punting: arbitration (primary, backup, a clashing election
 //! id, hand-over when the primary leaves), the device id, the pipeline config (get; set the same
-//! spec, a different one, a broken one), meters written and read back, counters read, a packet-in
+//! spec, a broken one, a new one saved then committed onto the worker), meters written and read back, counters read, a packet-in
 //! reaching the primary only, and a packet-out from a backup refused on the stream.
 
 use fastpath_control::{mailbox, Access, Control};
@@ -92,12 +92,13 @@ fn arbitration_config_meters_counters_and_packet_io_over_grpc() {
     let cfg = Config { device_id: 7, spec_text: SPEC.to_string(), ports: 2 };
     std::thread::scope(|s| {
         let stop = &stop;
-        s.spawn(move || {
+        let worker = s.spawn(move || {
             let mut p = pipe();
             while !stop.load(Ordering::Relaxed) {
                 worker_end.poll(&mut p, |_| {});
                 std::thread::sleep(Duration::from_micros(200));
             }
+            p.program().tables[0].size
         });
         let (io, control) = (&io, &control);
         let srv = s.spawn(move || server.serve_until(cfg, io, control, stop));
@@ -141,10 +142,16 @@ fn arbitration_config_meters_counters_and_packet_io_over_grpc() {
             };
             c.set_forwarding_pipeline_config(set(SPEC, 5)).await.unwrap();
             assert_eq!(c.set_forwarding_pipeline_config(set(SPEC, 3)).await.unwrap_err().code(), Code::PermissionDenied);
+            // A new spec with the running pipeline's P4Info: the P4Info does not describe it.
             let other = SPEC.replace("size = 16", "size = 32");
-            let e = c.set_forwarding_pipeline_config(set(&other, 5)).await.unwrap_err();
-            assert_eq!(e.code(), Code::Unimplemented);
-            assert!(e.message().contains("restart it with the new spec"), "{e}");
+            let mut wrong_info = set(&other, 5);
+            wrong_info.action = proto::set_action::VERIFY;
+            if let Some(cfg) = wrong_info.config.as_mut() {
+                cfg.p4info = Some(info.clone());
+            }
+            let e = c.set_forwarding_pipeline_config(wrong_info).await.unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument);
+            assert!(e.message().contains("does not match"), "{e}");
             let e = c.set_forwarding_pipeline_config(set("name = 1", 5)).await.unwrap_err();
             assert_eq!(e.code(), Code::InvalidArgument, "{e}");
             let cookie = c
@@ -289,8 +296,37 @@ fn arbitration_config_meters_counters_and_packet_io_over_grpc() {
             drop(s5);
             assert_eq!(arb(next(&mut s3).await.unwrap()), (Code::Ok as i32, 3));
             c.write(w(3, vec![meter(0, 1000)])).await.unwrap();
+
+            // A new spec, saved then committed, replaces the pipeline on the worker; the config
+            // reads back as the new spec with its P4Info.
+            let mut save = set(&other, 3);
+            save.action = proto::set_action::VERIFY_AND_SAVE;
+            c.set_forwarding_pipeline_config(save).await.unwrap();
+            let get = |t: i32| proto::GetForwardingPipelineConfigRequest { device_id: 7, response_type: t };
+            let cfg = c.get_forwarding_pipeline_config(get(0)).await.unwrap().into_inner().config.unwrap();
+            assert_eq!(cfg.p4_device_config, SPEC.as_bytes(), "saved, not yet committed");
+            let commit = |e: u64, action: i32| proto::SetForwardingPipelineConfigRequest {
+                device_id: 7,
+                election_id: election(e),
+                action,
+                ..Default::default()
+            };
+            c.set_forwarding_pipeline_config(commit(3, proto::set_action::COMMIT)).await.unwrap();
+            let cfg = c.get_forwarding_pipeline_config(get(0)).await.unwrap().into_inner().config.unwrap();
+            assert_eq!(cfg.p4_device_config, other.as_bytes());
+            assert_eq!(cfg.p4info.unwrap().tables[0].size, 32);
+            assert_eq!(cfg.cookie, Some(proto::Cookie { cookie: 42 }));
+            let e = c.set_forwarding_pipeline_config(commit(3, proto::set_action::COMMIT)).await.unwrap_err();
+            assert_eq!(e.code(), Code::FailedPrecondition, "nothing saved any more: {e}");
+            // Reconciling cannot carry tables across pipelines.
+            let mut back = set(SPEC, 3);
+            back.action = proto::set_action::RECONCILE_AND_COMMIT;
+            let e = c.set_forwarding_pipeline_config(back).await.unwrap_err();
+            assert_eq!(e.code(), Code::Unimplemented, "{e}");
+            assert!(e.message().contains("VERIFY_AND_COMMIT"), "{e}");
         });
         stop.store(true, Ordering::Relaxed);
         srv.join().unwrap().unwrap();
+        assert_eq!(worker.join().unwrap(), 32, "the worker runs the committed spec");
     });
 }

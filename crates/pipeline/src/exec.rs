@@ -160,6 +160,14 @@ pub struct Pipeline {
     pub(crate) tm_pipe: Option<crate::ir::MetaField>,
 }
 
+/// Its name and stages (the tables and objects are too big to print; see
+/// [`Pipeline::show_plan`]).
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").field("name", &self.name).field("stages", &self.stage_names).finish_non_exhaustive()
+    }
+}
+
 impl Pipeline {
     /// The pipeline's name from its spec.
     pub fn name(&self) -> &str {

@@ -210,7 +210,7 @@ impl Dataplane {
         let control = opts.control.then(|| {
             let (spec, entries) = (spec.clone(), entries.clone());
             let rebuild = Box::new(move || build_pipeline(&spec, &entries, n_ports));
-            Arc::new(Mutex::new(Control::new(shadow, rebuild, ends)))
+            Arc::new(Mutex::new(Control::new(shadow, rebuild, ends).with_ports(n_ports)))
         });
         let mut mcfg = MultiConfig {
             workers: opts.workers,
@@ -432,23 +432,35 @@ impl Processor for LiveProc<'_> {
 
     #[inline]
     fn has_queues(&self) -> bool {
-        self.inner.has_queues()
+        self.inner.has_queues() || self.mail.as_ref().is_some_and(WorkerEnd::draining)
     }
 
+    /// A pipeline replaced by a reload drains first: what it queued leaves before what the new
+    /// one queues.
     #[inline]
     fn egress(&mut self, pool: &mut Pool, port: u16, batch: &mut Batch, now_ns: u64) -> usize {
-        let n = self.inner.egress(pool, port, batch, now_ns);
+        let mut n = match &mut self.mail {
+            Some(m) if m.draining() => m.drain(port, pool, batch, now_ns),
+            _ => 0,
+        };
+        if n == 0 {
+            n = self.inner.egress(pool, port, batch, now_ns);
+        }
         self.slot.count(0, batch.verdicts());
         n
     }
 
     #[inline]
     fn held(&self) -> u64 {
-        self.inner.held()
+        self.inner.held() + self.mail.as_ref().map_or(0, WorkerEnd::draining_held)
     }
 
     fn next_due_ns(&self) -> Option<u64> {
-        self.inner.next_due_ns()
+        let old = self.mail.as_ref().and_then(WorkerEnd::draining_due_ns);
+        match (self.inner.next_due_ns(), old) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     #[inline]

@@ -98,6 +98,11 @@ impl Relay {
         v
     }
 
+    /// The lease of subscriber `id`, if the servers granted one that has not ended.
+    pub fn lease_of(&self, id: &Identity) -> Option<Lease> {
+        self.bindings.get(id).and_then(|b| b.lease)
+    }
+
     /// Takes the events raised since the last call, oldest first.
     pub fn drain_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
@@ -140,8 +145,14 @@ impl Relay {
         m.options.relay_agent_info = Some(id.relay_agent_info());
         let binding = self.bindings.get(&id).copied().unwrap_or_default();
         if m.options.server_id == Some(self.cfg.giaddr) {
-            // The client answers "us": give the server its own identifier back.
-            m.options.server_id = binding.server_id.or(m.options.server_id);
+            // The client answers "us": give the server its own identifier back. Not seen since
+            // we started (a RELEASE after our restart): with one server, its address is the best
+            // guess, and a server that ignores a foreign server id would ignore ours anyway.
+            let only = match self.cfg.servers.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            };
+            m.options.server_id = binding.server_id.or(only).or(m.options.server_id);
         }
         self.transactions.insert((req.xid, req.mac()), (id, now_s));
         match req.options.message_type {

@@ -6,20 +6,23 @@
 //!   out of that port  ◀──G-PDU, same TEID, the reply frame──── (reply to the G-PDU's source)   │ lease events
 //!   sessions table    ◀──PFCP (association, establishment, deletion)── [pfcp] user_plane ◀──────┘
 //! ```
-//! Three threads (four with `--metrics`): one reads the CPRi socket, one the PFCP socket (one
-//! socket for every user plane: a datagram's source address names its user plane), and the
+//! Three threads (four with `--metrics`, one more in relay mode): one reads the CPRi socket, one
+//! the PFCP socket (one socket for every user plane: a datagram's source address names its user
+//! plane), in relay mode one the socket the DHCP servers answer to (giaddr, port 67), and the
 //! main one runs `ControlPlane::tick` each second (associations, heartbeats, retransmissions,
 //! lease expiry).
-//! They share the `fastpath_bng::cp::ControlPlane` behind a mutex. The store is written before
-//! any reply or PFCP request leaves, so a kill at any moment loses no acknowledged lease.
+//! They share the `fastpath_bng::cp::ControlPlane` behind a mutex. Each socket's thread takes
+//! what is queued (up to 64 datagrams) as one batch with one store commit; the store is written
+//! before any reply or PFCP message leaves, so a kill at any moment loses no acknowledged lease.
 
 use clap::Args;
-use fastpath_bng::cp::{ControlPlane, Out, Params, UpParams};
+use fastpath_bng::cp::{ControlPlane, DhcpMode, Out, Params, UpParams};
+use fastpath_bng::dhcp::relay::RelayConfig;
 use fastpath_bng::dhcp::server::{PoolConfig, ServerConfig};
 use fastpath_bng::pfcp_cp::CpConfig;
 use serde::Deserialize;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -77,6 +80,21 @@ Example cp.toml:
   first = \"100.64.0.10\"
   last = \"100.64.255.250\"
   mask = \"255.255.0.0\"
+
+Relay mode: instead of the pools, relay each subscriber's DHCP to external DHCP servers (Kea,
+dnsmasq). The control plane sets giaddr to dhcp.gateway and adds option 82 (circuit-id
+\"<TEID>/<S-VLAN>/<C-VLAN>\", remote-id the MAC); the servers answer to dhcp.gateway, port 67,
+which must be an address of this host; each reply goes down to its subscriber's line, and the
+leases of the servers' ACKs are stored and made sessions as the built-in server's are:
+
+  [dhcp]
+  mode = \"relay\"
+  gateway = \"100.64.0.1\"          # giaddr: the servers pick the subnet by it and answer to it
+  gateway_mac = \"02:fa:00:00:00:01\"
+  [dhcp.relay]
+  servers = [\"192.0.2.67\"]        # each request goes to every one, UDP port 67
+  # listen = \"100.64.0.1:67\"     # where their replies arrive (default: gateway, port 67)
+  # max_hops = 4
 
 One user plane can also be given as pfcp.user_plane = \"ADDR\" with cpri.up_id = N (default 1).
 See docs/bng.md.";
@@ -167,24 +185,39 @@ pub struct PfcpSection {
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct DhcpSection {
-    /// Gateway address: server id, router, source of replies.
+    /// `server` (default) or `relay`.
+    pub mode: Option<String>,
+    /// Gateway address: server id, router, source of replies; giaddr in relay mode.
     pub gateway: String,
     /// Gateway MAC.
     pub gateway_mac: String,
-    /// Lease time.
-    #[serde(default = "lease")]
-    pub lease_time_s: u32,
-    /// Offer hold.
-    #[serde(default = "hold")]
-    pub offer_hold_s: u64,
-    /// Quarantine of a declined address.
-    #[serde(default = "quarantine")]
-    pub decline_quarantine_s: u64,
-    /// DNS servers.
+    /// Lease time (server mode).
+    pub lease_time_s: Option<u32>,
+    /// Offer hold (server mode).
+    pub offer_hold_s: Option<u64>,
+    /// Quarantine of a declined address (server mode).
+    pub decline_quarantine_s: Option<u64>,
+    /// DNS servers (server mode).
     #[serde(default)]
     pub dns: Vec<String>,
-    /// Pools.
+    /// Pools (server mode).
+    #[serde(default)]
     pub pool: Vec<PoolSection>,
+    /// The external servers (relay mode).
+    pub relay: Option<RelaySection>,
+}
+
+/// `[dhcp.relay]`.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RelaySection {
+    /// The DHCP servers.
+    pub servers: Vec<String>,
+    /// Where their replies arrive (default: gateway, port 67).
+    pub listen: Option<String>,
+    /// Relayed messages with this many hops already are dropped.
+    #[serde(default = "hops")]
+    pub max_hops: u8,
 }
 
 /// `[[dhcp.pool]]`.
@@ -224,14 +257,11 @@ fn dl() -> u64 {
 fn hb() -> u64 {
     10
 }
-fn lease() -> u32 {
-    3600
-}
-fn hold() -> u64 {
-    30
-}
-fn quarantine() -> u64 {
-    600
+const LEASE_S: u32 = 3600;
+const OFFER_HOLD_S: u64 = 30;
+const QUARANTINE_S: u64 = 600;
+fn hops() -> u8 {
+    4
 }
 
 /// The process's settings, checked.
@@ -245,6 +275,8 @@ pub struct Settings {
     pub pfcp_peers: Vec<(u16, SocketAddr)>,
     /// PFCP socket.
     pub pfcp_local: SocketAddr,
+    /// Relay mode: the socket the DHCP servers answer to.
+    pub relay_listen: Option<SocketAddr>,
 }
 
 fn bad(file: &Path, key: &str, value: &str, why: &str) -> String {
@@ -271,17 +303,12 @@ fn mac(file: &Path, key: &str, v: &str) -> Result<[u8; 6], String> {
     Ok(m)
 }
 
-/// Reads and checks a config file (relative store paths are relative to the file).
-///
-/// # Errors
-/// Every message names the file, the key and the value it refuses.
-pub fn load(file: &Path) -> Result<Settings, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let c: CpFile = toml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-    let gateway = ip(file, "dhcp.gateway", &c.dhcp.gateway)?;
-    let dns = c.dhcp.dns.iter().enumerate().map(|(i, d)| ip(file, &format!("dhcp.dns[{i}]"), d)).collect::<Result<Vec<_>, _>>()?;
+/// `[dhcp]` in server mode: the pools.
+fn server_config(file: &Path, d: &DhcpSection, gateway: Ipv4Addr) -> Result<ServerConfig, String> {
+    let dns = d.dns.iter().enumerate().map(|(i, v)| ip(file, &format!("dhcp.dns[{i}]"), v)).collect::<Result<Vec<_>, _>>()?;
+    let lease_time_s = d.lease_time_s.unwrap_or(LEASE_S);
     let mut pools = Vec::new();
-    for (i, p) in c.dhcp.pool.iter().enumerate() {
+    for (i, p) in d.pool.iter().enumerate() {
         let k = |f: &str| format!("dhcp.pool[{i}].{f}");
         if let Some(v) = p.svlans.iter().find(|v| !(1..=4094).contains(*v)) {
             return Err(bad(file, &k("svlans"), &v.to_string(), "an S-VLAN is 1 to 4094"));
@@ -294,19 +321,80 @@ pub fn load(file: &Path) -> Result<Settings, String> {
             mask: ip(file, &k("mask"), &p.mask)?,
             gateway,
             dns: dns.clone(),
-            lease_time_s: p.lease_time_s.unwrap_or(c.dhcp.lease_time_s),
+            lease_time_s: p.lease_time_s.unwrap_or(lease_time_s),
         });
     }
     if pools.is_empty() {
-        return Err(format!("{}: dhcp.pool: at least one [[dhcp.pool]] is needed", file.display()));
+        return Err(format!("{}: dhcp.pool: at least one [[dhcp.pool]] is needed (or dhcp.mode = \"relay\")", file.display()));
     }
-    if c.dhcp.lease_time_s < 10 {
-        return Err(bad(file, "dhcp.lease_time_s", &c.dhcp.lease_time_s.to_string(), "at least 10 seconds"));
+    if lease_time_s < 10 {
+        return Err(bad(file, "dhcp.lease_time_s", &lease_time_s.to_string(), "at least 10 seconds"));
     }
-    let server =
-        ServerConfig { server_id: gateway, pools, offer_hold_s: c.dhcp.offer_hold_s, decline_quarantine_s: c.dhcp.decline_quarantine_s };
+    let server = ServerConfig {
+        server_id: gateway,
+        pools,
+        offer_hold_s: d.offer_hold_s.unwrap_or(OFFER_HOLD_S),
+        decline_quarantine_s: d.decline_quarantine_s.unwrap_or(QUARANTINE_S),
+    };
     // The DHCP server's own checks (ranges, masks, overlaps), named by pool.
     server.build().map_err(|e| format!("{}: [[dhcp.pool]]: {e:?}", file.display()))?;
+    Ok(server)
+}
+
+/// `[dhcp]` in relay mode: `[dhcp.relay]`, and none of the server's keys.
+fn relay_config(file: &Path, d: &DhcpSection, gateway: Ipv4Addr) -> Result<(RelayConfig, SocketAddr), String> {
+    let server_only = [
+        ("dhcp.pool", !d.pool.is_empty()),
+        ("dhcp.dns", !d.dns.is_empty()),
+        ("dhcp.lease_time_s", d.lease_time_s.is_some()),
+        ("dhcp.offer_hold_s", d.offer_hold_s.is_some()),
+        ("dhcp.decline_quarantine_s", d.decline_quarantine_s.is_some()),
+    ];
+    if let Some((key, _)) = server_only.iter().find(|k| k.1) {
+        return Err(format!("{}: {key}: not with dhcp.mode = \"relay\" (the external servers lease the addresses)", file.display()));
+    }
+    let Some(r) = &d.relay else {
+        return Err(format!("{}: dhcp.mode = \"relay\" needs [dhcp.relay] with servers = [\"ADDR\", …]", file.display()));
+    };
+    if r.servers.is_empty() {
+        return Err(format!("{}: dhcp.relay.servers: at least one DHCP server", file.display()));
+    }
+    let servers =
+        r.servers.iter().enumerate().map(|(i, v)| ip(file, &format!("dhcp.relay.servers[{i}]"), v)).collect::<Result<Vec<_>, _>>()?;
+    if !(1..=16).contains(&r.max_hops) {
+        return Err(bad(file, "dhcp.relay.max_hops", &r.max_hops.to_string(), "1 to 16 (RFC 1542 §4.1.1)"));
+    }
+    let listen = match &r.listen {
+        Some(l) => sock(file, "dhcp.relay.listen", l)?,
+        None => SocketAddr::V4(SocketAddrV4::new(gateway, 67)),
+    };
+    if listen.port() != 67 {
+        return Err(bad(file, "dhcp.relay.listen", &listen.to_string(), "port 67: servers answer a relay there (RFC 2131 §4.1)"));
+    }
+    Ok((RelayConfig { giaddr: gateway, servers, max_hops: r.max_hops }, listen))
+}
+
+/// Reads and checks a config file (relative store paths are relative to the file).
+///
+/// # Errors
+/// Every message names the file, the key and the value it refuses.
+pub fn load(file: &Path) -> Result<Settings, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let c: CpFile = toml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let gateway = ip(file, "dhcp.gateway", &c.dhcp.gateway)?;
+    let (dhcp, relay_listen) = match c.dhcp.mode.as_deref().unwrap_or("server") {
+        "server" => {
+            if c.dhcp.relay.is_some() {
+                return Err(format!("{}: [dhcp.relay]: only with dhcp.mode = \"relay\"", file.display()));
+            }
+            (DhcpMode::Server(server_config(file, &c.dhcp, gateway)?), None)
+        }
+        "relay" => {
+            let (cfg, listen) = relay_config(file, &c.dhcp, gateway)?;
+            (DhcpMode::Relay(cfg), Some(listen))
+        }
+        m => return Err(bad(file, "dhcp.mode", m, "\"server\" (the pools here) or \"relay\" (to the servers of [dhcp.relay])")),
+    };
     // The user planes: `[[user_plane]]` entries, or the one of `pfcp.user_plane`.
     let mut ups: Vec<(String, u16, String, Vec<u16>)> = Vec::new();
     match (&c.pfcp.user_plane, c.user_plane.is_empty()) {
@@ -364,7 +452,7 @@ pub fn load(file: &Path) -> Result<Settings, String> {
     let store = if c.store.is_relative() { file.parent().unwrap_or(Path::new(".")).join(&c.store) } else { c.store.clone() };
     Ok(Settings {
         params: Params {
-            server,
+            dhcp,
             gw_mac: mac(file, "dhcp.gateway_mac", &c.dhcp.gateway_mac)?,
             store,
             pfcp,
@@ -375,6 +463,7 @@ pub fn load(file: &Path) -> Result<Settings, String> {
         cpri_listen: sock(file, "cpri.listen", &c.cpri.listen)?,
         pfcp_peers,
         pfcp_local,
+        relay_listen,
     })
 }
 
@@ -382,22 +471,62 @@ fn now_s() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-fn send_all(out: Out, cpri: &UdpSocket, to: Option<SocketAddr>, pfcp: &UdpSocket, peers: &[(u16, SocketAddr)]) {
-    for n in out.notes {
-        eprintln!("bng-cp: {n}");
-    }
-    if let Some(to) = to {
-        for d in out.gtpu {
-            if let Err(e) = cpri.send_to(&d, to) {
+/// The sockets what the control plane says goes out of.
+struct Sockets<'a> {
+    cpri: &'a UdpSocket,
+    pfcp: &'a UdpSocket,
+    peers: &'a [(u16, SocketAddr)],
+    /// Relay mode: towards the DHCP servers (from giaddr, port 67).
+    relay: Option<&'a UdpSocket>,
+}
+
+impl Sockets<'_> {
+    fn send_all(&self, out: Out) {
+        for n in out.notes {
+            eprintln!("bng-cp: {n}");
+        }
+        for (to, d) in out.gtpu {
+            if let Err(e) = self.cpri.send_to(&d, to) {
                 eprintln!("bng-cp: CPRi send to {to}: {e}");
             }
         }
+        for (up, d) in out.pfcp {
+            let Some(&(_, addr)) = self.peers.iter().find(|p| p.0 == up) else { continue };
+            // A user plane that is down refuses nothing we need to hear about: heartbeats count it.
+            let _ = self.pfcp.send_to(&d, addr);
+        }
+        if let Some(relay) = self.relay {
+            for (server, d) in out.dhcp {
+                if let Err(e) = relay.send_to(&d, (server, 67)) {
+                    eprintln!("bng-cp: relay send to {server}:67: {e}");
+                }
+            }
+        }
     }
-    for (up, d) in out.pfcp {
-        let Some(&(_, addr)) = peers.iter().find(|p| p.0 == up) else { continue };
-        // A user plane that is down refuses nothing we need to hear about: heartbeats count it.
-        let _ = pfcp.send_to(&d, addr);
+}
+
+/// Serves one batch of datagrams (bytes, source) and says what to send, or why to stop.
+type Serve<'a> = dyn Fn(&mut ControlPlane, &[(&[u8], SocketAddr)]) -> Result<Out, String> + 'a;
+
+/// Most datagrams served per store commit (a batch).
+const BATCH: usize = 64;
+
+/// Waits for a datagram on `sock`, then takes whatever else is queued behind it, at most
+/// [`BATCH`] in all: their lengths and sources in `got`, their bytes in `bufs`.
+fn recv_batch(sock: &UdpSocket, bufs: &mut [Vec<u8>], got: &mut Vec<(usize, SocketAddr)>) -> std::io::Result<()> {
+    got.clear();
+    let first = sock.recv_from(bufs.first_mut().map_or(&mut [][..], |b| &mut b[..]))?;
+    got.push(first);
+    if sock.set_nonblocking(true).is_ok() {
+        while let Some(b) = bufs.get_mut(got.len()) {
+            match sock.recv_from(b) {
+                Ok(r) => got.push(r),
+                Err(_) => break,
+            }
+        }
+        let _ = sock.set_nonblocking(false);
     }
+    Ok(())
 }
 
 /// `--metrics ADDR`: answers `GET /metrics` with the exposition, one connection at a time
@@ -432,18 +561,18 @@ fn serve_metrics(listener: &TcpListener, cp: &Mutex<ControlPlane>) {
     }
 }
 
+/// The CPRi socket's receive buffer, bytes.
+const CPRI_RCVBUF: usize = 8 << 20;
+/// The PFCP socket's: a user plane that restarted answers thousands of establishments at once.
+const PFCP_RCVBUF: usize = 8 << 20;
+/// The relay socket's (the DHCP servers' replies).
+const RELAY_RCVBUF: usize = 8 << 20;
+
 /// `fastpath bng-cp`.
 ///
 /// # Errors
 /// A bad config, a socket that cannot be bound, or a store failure (the process stops rather
 /// than lose a lease).
-/// Most CPRi datagrams served per store commit.
-const CPRI_BATCH: usize = 64;
-/// The CPRi socket's receive buffer, bytes.
-const CPRI_RCVBUF: usize = 8 << 20;
-/// The PFCP socket's: a user plane that restarted answers thousands of establishments at once.
-const PFCP_RCVBUF: usize = 8 << 20;
-
 pub fn run(a: BngCpArgs) -> Result<(), String> {
     let s = load(&a.config)?;
     let cp = ControlPlane::open(&s.params, now_s()).map_err(|e| format!("{}: {e}", s.params.store.display()))?;
@@ -453,95 +582,100 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
     super::grow_rcvbuf(&cpri, CPRI_RCVBUF, "bng-cp: the CPRi socket");
     let pfcp = UdpSocket::bind(s.pfcp_local).map_err(|e| format!("pfcp.local {}: {e}", s.pfcp_local))?;
     super::grow_rcvbuf(&pfcp, PFCP_RCVBUF, "bng-cp: the PFCP socket");
+    let relay = match s.relay_listen {
+        Some(l) => {
+            let r = UdpSocket::bind(l).map_err(|e| {
+                format!(
+                    "dhcp.relay.listen {l}: {e} (the DHCP servers answer the relay at giaddr, port 67: it must be an address of this host)"
+                )
+            })?;
+            super::grow_rcvbuf(&r, RELAY_RCVBUF, "bng-cp: the relay socket");
+            Some(r)
+        }
+        None => None,
+    };
     let metrics = a.metrics.map(|m| TcpListener::bind(m).map_err(|e| format!("--metrics {m}: {e}"))).transpose()?;
     let peers = s.pfcp_peers.clone();
+    let dhcp = match &relay {
+        Some(r) => format!(
+            "relaying DHCP from {} to {}",
+            r.local_addr().map_or(String::from("?"), |a| a.to_string()),
+            cp.relay_servers().iter().map(|a| format!("{a}:67")).collect::<Vec<_>>().join(", ")
+        ),
+        None => "DHCP server".to_string(),
+    };
     eprintln!(
-        "bng-cp: CPRi (GTP-U) on {}, PFCP from {} to user planes {}, store {}, {} leases restored",
+        "bng-cp: CPRi (GTP-U) on {}, PFCP from {} to user planes {}, {dhcp}, store {}, {} leases restored",
         cpri.local_addr().map_or(s.cpri_listen, |a| a),
         pfcp.local_addr().map_or(s.pfcp_local, |a| a),
         peers.iter().map(|(id, a)| format!("{id} at {a}")).collect::<Vec<_>>().join(", "),
         s.params.store.display(),
-        cp.server().leases().len()
+        cp.leases().len()
     );
     if let Some(m) = &metrics {
         eprintln!("bng-cp: Prometheus metrics at http://{}/metrics", m.local_addr().map_or(String::from("?"), |a| a.to_string()));
     }
     let cp = Mutex::new(cp);
     let failed = Mutex::new(None::<String>);
+    let socks = Sockets { cpri: &cpri, pfcp: &pfcp, peers: &peers, relay: relay.as_ref() };
+    // A socket's thread: batches of datagrams (the one that woke it and whatever else is queued
+    // behind it, at most BATCH), each served with one store commit before anything it caused
+    // is sent. A store failure stops the process (it must not lose a lease).
+    let serve = |sock: &UdpSocket, what: &str, f: &Serve<'_>| {
+        let mut bufs = vec![vec![0u8; 65_536]; BATCH];
+        let mut got: Vec<(usize, SocketAddr)> = Vec::with_capacity(BATCH);
+        loop {
+            if recv_batch(sock, &mut bufs, &mut got).is_err() {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            let dgrams: Vec<(&[u8], SocketAddr)> =
+                got.iter().zip(&bufs).map(|((n, from), b)| (b.get(..*n).unwrap_or_default(), *from)).collect();
+            let Ok(mut g) = cp.lock() else { return };
+            match f(&mut g, &dgrams) {
+                Ok(out) => {
+                    drop(g);
+                    socks.send_all(out);
+                }
+                Err(e) => {
+                    if let Ok(mut f) = failed.lock() {
+                        *f = Some(format!("{what}: {e}"));
+                    }
+                    return;
+                }
+            }
+        }
+    };
     std::thread::scope(|sc| {
         if let Some(m) = &metrics {
             let cp = &cp;
             sc.spawn(move || serve_metrics(m, cp));
         }
         sc.spawn(|| {
-            // A batch: the datagram that woke us and whatever else is queued behind it (at most
-            // CPRI_BATCH). Its leases are stored in one commit before any reply leaves; a reply
-            // goes back to the source of the datagram it answers (the user plane that punted it).
-            let mut bufs = vec![vec![0u8; 65_536]; CPRI_BATCH];
-            let mut got: Vec<(usize, SocketAddr)> = Vec::with_capacity(CPRI_BATCH);
-            loop {
-                got.clear();
-                let Ok(first) = cpri.recv_from(&mut bufs[0]) else { continue };
-                got.push(first);
-                if cpri.set_nonblocking(true).is_ok() {
-                    while got.len() < CPRI_BATCH {
-                        match cpri.recv_from(&mut bufs[got.len()]) {
-                            Ok(r) => got.push(r),
-                            Err(_) => break,
-                        }
-                    }
-                    let _ = cpri.set_nonblocking(false);
-                }
-                let Ok(mut g) = cp.lock() else { return };
-                // Every datagram of one batch comes from one user plane in practice; replies
-                // go to each one's source.
-                let from = got[0].1;
-                let one_source = got.iter().all(|r| r.1 == from);
-                let result = if one_source {
-                    g.on_gtpu_batch(got.iter().zip(&bufs).map(|((n, _), b)| b.get(..*n).unwrap_or_default()), now_s())
-                        .map(|out| vec![(out, from)])
-                } else {
-                    got.iter()
-                        .zip(&bufs)
-                        .map(|((n, src), b)| g.on_gtpu(b.get(..*n).unwrap_or_default(), now_s()).map(|out| (out, *src)))
-                        .collect()
-                };
-                match result {
-                    Ok(outs) => {
-                        for (out, to) in outs {
-                            send_all(out, &cpri, Some(to), &pfcp, &peers);
-                        }
-                    }
-                    Err(e) => {
-                        if let Ok(mut f) = failed.lock() {
-                            *f = Some(e.to_string());
-                        }
-                        return;
-                    }
-                }
-            }
+            // A reply goes back to the source of the datagram it answers (the user plane's
+            // worker that punted it).
+            serve(&cpri, "CPRi", &|g, d| g.on_gtpu_batch(d.iter().copied(), now_s()).map_err(|e| e.to_string()))
         });
         sc.spawn(|| {
-            let mut buf = vec![0u8; 65_536];
-            loop {
-                let Ok((n, from)) = pfcp.recv_from(&mut buf) else {
-                    std::thread::sleep(Duration::from_millis(100));
-                    continue;
-                };
-                // A datagram from no user plane of ours is counted as stray (number 0).
-                let up = peers.iter().find(|p| p.1 == from).map_or(0, |p| p.0);
-                let Ok(mut g) = cp.lock() else { return };
-                match g.on_pfcp(up, buf.get(..n).unwrap_or_default()) {
-                    Ok(out) => send_all(out, &cpri, None, &pfcp, &peers),
-                    Err(e) => {
-                        if let Ok(mut f) = failed.lock() {
-                            *f = Some(format!("session store: {e}"));
-                        }
-                        return;
-                    }
-                }
-            }
+            // A datagram from no user plane of ours is counted as stray (number 0).
+            let up_of = |from: SocketAddr| peers.iter().find(|p| p.1 == from).map_or(0, |p| p.0);
+            serve(&pfcp, "PFCP", &|g, d| {
+                g.on_pfcp_batch(d.iter().map(|(b, from)| (up_of(*from), *b))).map_err(|e| format!("session store: {e}"))
+            })
         });
+        if let Some(r) = &relay {
+            // Only the configured servers are heard: the source address goes along (an IPv6
+            // source is no server of ours: the unspecified address stands for it).
+            let v4 = |a: SocketAddr| match a.ip() {
+                std::net::IpAddr::V4(ip) => ip,
+                std::net::IpAddr::V6(ip) => ip.to_ipv4_mapped().unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
+            };
+            sc.spawn(move || {
+                serve(r, "relay", &|g, d| {
+                    g.on_dhcp_server_batch(d.iter().map(|(b, from)| (*b, v4(*from))), now_s()).map_err(|e| e.to_string())
+                })
+            });
+        }
         let mut last_stats = Instant::now();
         loop {
             if let Some(e) = failed.lock().ok().and_then(|f| f.clone()) {
@@ -551,7 +685,7 @@ pub fn run(a: BngCpArgs) -> Result<(), String> {
             {
                 let Ok(mut g) = cp.lock() else { std::process::exit(1) };
                 match g.tick(now_s()) {
-                    Ok(out) => send_all(out, &cpri, None, &pfcp, &peers),
+                    Ok(out) => socks.send_all(out),
                     Err(e) => {
                         eprintln!("bng-cp: stopping: {e}");
                         std::process::exit(1);

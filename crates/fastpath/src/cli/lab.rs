@@ -35,6 +35,10 @@
 //! (`fastpath_lab::fanin_topo`); DUTs `fastpath` (this binary on a generated L2 spec with a
 //! `[tm]` section, AF_XDP ports by default) and `linux-tc` (a bridge with HTB + bfifo or TBF
 //! on that port), both by default (see `fastpath_lab::tests::{incast, burst, fairness}`).
+//!
+//! `fastpath lab metrics-cost` measures what Prometheus scrapes of `/metrics` cost the workers:
+//! windows with and without scraping while fastpath forwards above its capacity (see
+//! `fastpath_lab::tests::metrics_cost`).
 
 use clap::{Args, ValueEnum};
 use fastpath_lab::dut::{DutConfig, DutKind};
@@ -44,6 +48,7 @@ use fastpath_lab::tests::bng_rfc2544::{self, BngConfig, BngDut};
 use fastpath_lab::tests::burst::{self, BurstConfig, BURST_SIZES};
 use fastpath_lab::tests::fairness::{self, FairnessConfig};
 use fastpath_lab::tests::incast::{self, IncastConfig};
+use fastpath_lab::tests::metrics_cost::{self, MetricsCostConfig};
 use fastpath_lab::tests::overlay::{self, OverlayConfig, OverlayDut};
 use fastpath_lab::tests::rfc2544::{self, LatencyLoad, Rfc2544Config};
 use fastpath_lab::tests::switch::{parse_bytes, parse_rate, LinuxShaper, Shaping, SwitchConfig, SwitchDut};
@@ -101,6 +106,11 @@ pub enum LabTest {
     /// sessions, ping and iperf3 to a core host, spoofing, release, expiry, control-plane and
     /// user-plane restarts, then perfdhcp DORA exchanges per second.
     BngDhcp,
+    /// The cost of Prometheus scrapes: fastpath (l2fwd, --metrics) forwards traffic offered above
+    /// its capacity in windows without scraping and with --scrape-rate scrapes per second,
+    /// --repeat rounds; forwarded Mpps per kind of window (median), its ratio to no scraping, the
+    /// spread of the unscraped windows as the noise, and the scrapes' latency and size.
+    MetricsCost,
 }
 
 /// Arguments of `fastpath lab`.
@@ -119,7 +129,8 @@ fastpath lab burst --senders 2,4 --sizes 192,1518,9216 --rate 100mbit --buffer 1
 fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-s 5\n  \
 fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n  \
 fastpath lab update-under-load --updates 10000 --batch 100 --load 0.9 --duration 10\n  \
-fastpath lab bng-dhcp --subscribers 1000 --perfdhcp-rate 500,1000,2000,5000 --json-out dhcp.jsonl --report dhcp.html\n\n\
+fastpath lab bng-dhcp --subscribers 1000 --perfdhcp-rate 500,1000,2000,5000 --json-out dhcp.jsonl --report dhcp.html\n  \
+fastpath lab metrics-cost --scrape-rate 10,1 --repeat 6 --trial-s 3\n\n\
 tcp (all four by default: fastpath, fastpath-xdp, linux-bridge, ovs-afxdp): N sender/receiver namespace \
 pairs (--pairs) through one DUT, each pair on its own two DUT ports; the endpoints keep checksum offload, \
 TSO, GSO and GRO on (--no-offloads: all off). fastpath runs with --multi-buffer (64 KB segments cut into \
@@ -317,9 +328,19 @@ pub struct LabArgs {
     /// update-under-load: the offered load as a fraction of the zero-loss rate.
     #[arg(long, default_value_t = 0.9)]
     load: f64,
-    /// update-under-load: offer this rate instead of searching for the zero-loss rate, Mpps.
+    /// update-under-load: offer this rate instead of searching for the zero-loss rate, Mpps;
+    /// metrics-cost: the offered rate [default: as fast as the generator goes].
     #[arg(long)]
     mpps: Option<f64>,
+    /// metrics-cost: scrapes per second of the scraping windows, comma-separated (a window
+    /// without scraping comes with them in every round).
+    #[arg(long = "scrape-rate", value_delimiter = ',', default_value = "10,1")]
+    scrape_rates: Vec<f64>,
+    /// metrics-cost: rounds of windows (each kind once per round); the figures are medians. With
+    /// n kinds of window (no scraping and each rate), 2n rounds put every kind after every other
+    /// equally often (up to two rates): the default 6 for 10 and 1 scrapes/s.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
     /// update-under-load: routes and ACL rules loaded at start.
     #[arg(long = "base-entries", default_value_t = 10_000)]
     base_entries: u32,
@@ -380,7 +401,7 @@ fn table(lines: &str) -> String {
     for l in lines.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else { continue };
         let g = |k: &str| v.get(k).map(|x| x.to_string().trim_matches('"').to_owned()).unwrap_or_default();
-        if let Some(line) = tcp_row(&v) {
+        if let Some(line) = tcp_row(&v).or_else(|| metrics_cost_row(&v)) {
             out.push_str(&line);
         } else if let Some(m) = v.get("measurement").and_then(serde_json::Value::as_str) {
             let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
@@ -814,6 +835,67 @@ fn bng_dhcp_config(a: &LabArgs, exe: PathBuf, dir: &std::path::Path) -> Result<D
     })
 }
 
+/// The `metrics-cost` configuration from the command line.
+fn metrics_cost_config(a: &LabArgs, exe: PathBuf, dir: &std::path::Path) -> Result<MetricsCostConfig, String> {
+    let offered_pps = match a.mpps {
+        None => 0,
+        Some(m) if m > 0.0 && m.is_finite() => (m * 1e6) as u64,
+        Some(m) => return Err(format!("--mpps {m}: give a rate above 0 Mpps (or leave it out: as fast as the generator goes)")),
+    };
+    Ok(MetricsCostConfig {
+        fastpath_exe: exe,
+        fastpath_args: a.fastpath_args.clone(),
+        port_kind: a.port_kind.clone().unwrap_or_else(|| "afxdp".into()),
+        frame_size: a.sizes.first().copied().unwrap_or(64),
+        flows: a.flows.first().copied().unwrap_or(1).max(1),
+        scrape_rates: a.scrape_rates.clone(),
+        window_s: a.trial_s.unwrap_or(3.0),
+        rounds: a.repeat,
+        offered_pps,
+        work_dir: dir.to_path_buf(),
+        ..MetricsCostConfig::default()
+    })
+}
+
+/// A table line for a `metrics-cost` row; `None` for other rows.
+fn metrics_cost_row(v: &serde_json::Value) -> Option<String> {
+    if v.get("test")?.as_str()? != "metrics-cost" {
+        return None;
+    }
+    let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let rate = f("scrapes_per_s");
+    let noise = match v["within_noise"].as_bool() {
+        Some(true) => "within the noise",
+        Some(false) => "OUTSIDE the noise",
+        None => "one round: no noise figure",
+    };
+    let mut line = format!(
+        "metrics-cost {:>14}: forwarded {:.3} Mpps (median of {}, {:.3}–{:.3}), workers {:.3} Mpps, ratio to none {:.4} ({noise} of {:.1} %)",
+        if rate == 0.0 { "no scraping".to_owned() } else { format!("{rate} scrapes/s") },
+        f("sink_mpps"),
+        v["rounds"],
+        f("sink_mpps_min"),
+        f("sink_mpps_max"),
+        f("worker_mpps"),
+        f("ratio_vs_none"),
+        f("noise_pct"),
+    );
+    if rate > 0.0 {
+        line.push_str(&format!(
+            "; {} scrapes ({} failed) of {} bytes, p50 {:.2} ms p99 {:.2} ms; the worker spent {:.2} µs per scrape, {:.4} % of its time",
+            v["scrapes"],
+            v["scrape_failures"],
+            v["scrape_bytes"],
+            v["scrape_ms"]["p50"].as_f64().unwrap_or(f64::NAN),
+            v["scrape_ms"]["p99"].as_f64().unwrap_or(f64::NAN),
+            f("worker_us_per_scrape"),
+            f("worker_control_pct")
+        ));
+    }
+    line.push('\n');
+    Some(line)
+}
+
 /// The rule counts of the ACL-invariance test.
 const ACL_RULE_COUNTS: [usize; 3] = [0, 24, 10_000];
 
@@ -884,9 +966,18 @@ pub fn run(a: LabArgs) -> Result<(), String> {
         return Err("name at least one --dut (fastpath, linux-vxlan)".into());
     }
     let switch_test = matches!(a.test, LabTest::Incast | LabTest::Burst | LabTest::Fairness | LabTest::AclInvariance);
-    let own_duts = switch_test || matches!(a.test, LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad | LabTest::BngDhcp);
-    if !matches!(a.test, LabTest::Gen | LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad | LabTest::Tcp | LabTest::BngDhcp)
-        && !switch_test
+    let own_duts = switch_test
+        || matches!(a.test, LabTest::Overlay | LabTest::BngRfc2544 | LabTest::UpdateUnderLoad | LabTest::BngDhcp | LabTest::MetricsCost);
+    if !matches!(
+        a.test,
+        LabTest::Gen
+            | LabTest::Overlay
+            | LabTest::BngRfc2544
+            | LabTest::UpdateUnderLoad
+            | LabTest::Tcp
+            | LabTest::BngDhcp
+            | LabTest::MetricsCost
+    ) && !switch_test
         && a.duts.is_empty()
     {
         return Err("name at least one --dut (fastpath, fastpath-xdp, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
@@ -1020,6 +1111,12 @@ pub fn run(a: LabArgs) -> Result<(), String> {
                 ..UpdateConfig::default()
             };
             let r = update::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
+            r.add_to(&mut report);
+            r.json_lines()
+        }
+        LabTest::MetricsCost => {
+            let cfg = metrics_cost_config(&a, exe.clone(), &dir.0)?;
+            let r = metrics_cost::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
             r.add_to(&mut report);
             r.json_lines()
         }
@@ -1212,6 +1309,26 @@ mod tests {
         assert_eq!(LatencyLoad::Pps(250_000).pps(100_000.0), 100_000);
         assert_eq!(LatencyLoad::Pps(250_000).pps(700_000.0), 250_000);
         assert_eq!(LatencyLoad::Fraction(0.5).pps(700_000.0), 350_000);
+    }
+
+    #[test]
+    fn metrics_cost_takes_scrape_rates_rounds_and_an_offered_rate() {
+        let dir = std::env::temp_dir();
+        let cfg = |args: &[&str]| metrics_cost_config(&lab_args(&[&["metrics-cost"], args].concat()).unwrap(), "/bin/fp".into(), &dir);
+        let c = cfg(&[]).unwrap();
+        assert_eq!(
+            (c.scrape_rates.clone(), c.rounds, c.window_s, c.offered_pps, c.frame_size, c.flows),
+            (vec![10.0, 1.0], 6, 3.0, 0, 64, 1)
+        );
+        let c = cfg(&["--scrape-rate", "100", "--repeat", "5", "--mpps", "0.5", "--trial-s", "1", "--sizes", "1518"]).unwrap();
+        assert_eq!((c.scrape_rates.clone(), c.rounds, c.window_s, c.offered_pps, c.frame_size), (vec![100.0], 5, 1.0, 500_000, 1518));
+        assert!(cfg(&["--mpps", "0"]).unwrap_err().contains("--mpps 0"));
+        assert!(lab_args(&["metrics-cost", "--repeat", "0"]).err().is_some_and(|e| e.contains("--repeat")));
+        let l = r#"{"test":"metrics-cost","scrapes_per_s":10.0,"rounds":3,"sink_mpps":0.9,"sink_mpps_min":0.8,"sink_mpps_max":1.0,"worker_mpps":0.9,"ratio_vs_none":0.99,"noise_pct":4.0,"within_noise":true,"scrapes":90,"scrape_failures":0,"scrape_bytes":6000,"scrape_ms":{"p50":1.5,"p99":3.0,"max":4.0},"worker_us_per_scrape":2.5,"worker_control_pct":0.0025}"#;
+        let t = table(l);
+        assert!(t.contains("10 scrapes/s: forwarded 0.900 Mpps (median of 3, 0.800–1.000)"), "{t}");
+        assert!(t.contains("ratio to none 0.9900 (within the noise of 4.0 %); 90 scrapes (0 failed) of 6000 bytes, p50 1.50 ms"), "{t}");
+        assert!(t.trim_end().ends_with("the worker spent 2.50 µs per scrape, 0.0025 % of its time"), "{t}");
     }
 
     #[test]

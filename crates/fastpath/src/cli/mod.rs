@@ -8,6 +8,7 @@ pub mod cpri;
 pub mod ctl;
 pub mod gen;
 pub mod lab;
+pub mod p4info;
 pub mod run;
 pub mod run_xdp;
 pub mod sim;

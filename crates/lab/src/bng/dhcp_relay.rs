@@ -73,6 +73,11 @@ pub struct PerfdhcpResult {
     /// socket's receive buffer was full (`/proc/net/snmp` Udp RcvbufErrors): the control
     /// plane's CPRi socket is the one that receives there at these rates.
     pub udp_rcvbuf_errors: u64,
+    /// UDP losses per socket during the run (`/proc/net/udp` drops) in the user plane's
+    /// namespace (`up`: both processes), the access namespace (`access`: the lab relay's
+    /// 198.19.0.1:67) and perfdhcp's (`perfdhcp`): the namespace, the local address:port (and
+    /// the peer's when connected), and the datagrams dropped. Only sockets that dropped any.
+    pub udp_drops_by_socket: Vec<(String, u64)>,
     /// Messages the lab relay carried up and down.
     pub relayed_up: u64,
     /// Replies relayed back.
@@ -126,6 +131,50 @@ pub fn relayed_reply(frame: &[u8], giaddr: Ipv4Addr) -> Option<Vec<u8>> {
     let mut m = m.to_vec();
     m[GIADDR..GIADDR + 4].copy_from_slice(&giaddr.octets());
     Some(m)
+}
+
+/// Each UDP socket (IPv4) of the namespaces `ns`: (inode, "name local" or "name local ▸ peer",
+/// drops).
+fn udp_socket_drops(ns: &[(&str, &Netns)]) -> Vec<(u64, String, u64)> {
+    let mut v = Vec::new();
+    for (name, n) in ns {
+        let t = n.exec("cat", &["/proc/net/udp"]).unwrap_or_default();
+        v.extend(parse_proc_net_udp(&t).into_iter().map(|(i, s, d)| (i, format!("{name} {s}"), d)));
+    }
+    v
+}
+
+/// `/proc/net/udp` lines: `sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref ptr
+/// drops`, addresses as `0100007F:0868` (the IPv4 address in host order, little-endian here).
+fn parse_proc_net_udp(text: &str) -> Vec<(u64, String, u64)> {
+    let addr = |h: &str| -> Option<String> {
+        let (ip, port) = h.split_once(':')?;
+        let ip = u32::from_str_radix(ip, 16).ok()?;
+        let port = u16::from_str_radix(port, 16).ok()?;
+        Some(format!("{}:{port}", Ipv4Addr::from(ip.swap_bytes())))
+    };
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, peer) = (addr(f.get(1)?)?, addr(f.get(2)?)?);
+            let inode = f.get(9)?.parse().ok()?;
+            let drops = f.get(12)?.parse().ok()?;
+            let name = if peer == "0.0.0.0:0" { local } else { format!("{local} ▸ {peer}") };
+            Some((inode, name, drops))
+        })
+        .collect()
+}
+
+/// What each socket dropped between `before` and `after` (sockets that dropped any).
+fn drops_between(before: &[(u64, String, u64)], after: &[(u64, String, u64)]) -> Vec<(String, u64)> {
+    after
+        .iter()
+        .filter_map(|(inode, name, n)| {
+            let was = before.iter().find(|b| b.0 == *inode).map_or(0, |b| b.2);
+            (*n > was).then(|| (name.clone(), n - was))
+        })
+        .collect()
 }
 
 /// `Udp: … RcvbufErrors` of namespace `ns` (0 when it cannot be read).
@@ -252,6 +301,8 @@ pub fn run_perfdhcp(
                 up_n.store(0, Ordering::Relaxed);
                 down_n.store(0, Ordering::Relaxed);
                 let overflows_before = udp_rcvbuf_errors(&hosts.up);
+                let namespaces = [("up", &hosts.up), ("access", &hosts.access), ("perfdhcp", &perf)];
+                let sockets_before = udp_socket_drops(&namespaces);
                 let limit = (seconds + 30).to_string();
                 let out = std::process::Command::new("ip")
                     .args(["netns", "exec", perf.name(), "timeout", &limit])
@@ -267,6 +318,7 @@ pub fn run_perfdhcp(
                     relayed_up: up_n.load(Ordering::Relaxed),
                     relayed_down: down_n.load(Ordering::Relaxed),
                     udp_rcvbuf_errors: udp_rcvbuf_errors(&hosts.up).saturating_sub(overflows_before),
+                    udp_drops_by_socket: drops_between(&sockets_before, &udp_socket_drops(&namespaces)),
                     command: cmd,
                     ..PerfdhcpResult::default()
                 };
@@ -276,7 +328,7 @@ pub fn run_perfdhcp(
                 r.perfdhcp_rate = r.dora_per_s;
                 r.dora_per_s = r.acks_received as f64 / f64::from(seconds.max(1));
                 progress(&format!(
-                    "bng-dhcp: perfdhcp at {rate}/s: {:.0} DORA/s ({} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; relayed {} up, {} down; {} UDP receive-buffer overflows in the user plane's namespace)",
+                    "bng-dhcp: perfdhcp at {rate}/s: {:.0} DORA/s ({} DISCOVERs, {} OFFERs, {} REQUESTs, {} ACKs, {} drops; relayed {} up, {} down; {} UDP receive-buffer overflows in the user plane's namespace; UDP drops by socket: {})",
                     r.dora_per_s,
                     r.discovers_sent,
                     r.offers_received,
@@ -285,7 +337,12 @@ pub fn run_perfdhcp(
                     r.drops,
                     r.relayed_up,
                     r.relayed_down,
-                    r.udp_rcvbuf_errors
+                    r.udp_rcvbuf_errors,
+                    if r.udp_drops_by_socket.is_empty() {
+                        "none".to_string()
+                    } else {
+                        r.udp_drops_by_socket.iter().map(|(s, n)| format!("{n} at {s}")).collect::<Vec<_>>().join(", ")
+                    }
                 ));
                 if r.discovers_sent == 0 {
                     progress(&format!("bng-dhcp: perfdhcp said:\n{}\n{}", text.trim(), String::from_utf8_lossy(&out.stderr).trim()));
@@ -385,6 +442,17 @@ mod tests {
     #[test]
     fn snmp_udp_counters_parse() {
         let t = "Ip: Forwarding\nIp: 1\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors\nUdp: 22565 0 2288 24853 2288\nUdpLite: InDatagrams\nUdpLite: 0\n";
+        // /proc/net/udp as this kernel writes it: a listening socket on 127.0.0.1:2152 and one
+        // connected from 127.0.0.1:40000 to it.
+        let before = parse_proc_net_udp(concat!(
+            "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n",
+            " 1: 0100007F:0868 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5001 2 0000000000000000 10\n",
+            " 2: 0100007F:9C40 0100007F:0868 01 00000000:00000000 00:00000000 00000000     0        0 5002 2 0000000000000000 0\n",
+        ));
+        assert_eq!(before, [(5001, "127.0.0.1:2152".to_string(), 10), (5002, "127.0.0.1:40000 ▸ 127.0.0.1:2152".to_string(), 0)]);
+        let mut after = before.clone();
+        after[0].2 = 25;
+        assert_eq!(drops_between(&before, &after), [("127.0.0.1:2152".to_string(), 15)]);
         assert_eq!(snmp_udp(t, "RcvbufErrors"), 2288);
         assert_eq!(snmp_udp(t, "NoSuch"), 0);
         assert_eq!(snmp_udp("", "RcvbufErrors"), 0);

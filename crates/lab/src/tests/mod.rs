@@ -24,6 +24,7 @@ pub mod bng_rfc2544;
 pub mod burst;
 pub mod fairness;
 pub mod incast;
+pub mod metrics_cost;
 pub mod overlay;
 pub mod rfc2544;
 pub mod switch;

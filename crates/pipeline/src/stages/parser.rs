@@ -112,24 +112,34 @@ impl Parser {
             true
         };
         let is_tag = |et: u16| et == EtherType::VLAN.0 || et == EtherType::QINQ.0;
-        let mut l3 = 14;
-        if hs.has(Hdr::Vlan) && is_tag(et) {
-            // One tag, or two (Q-in-Q: 0x88a8 or 0x8100, then the C-tag); as `parse_tags`.
-            let Some(t) = d.get(14..).and_then(|s| s.first_chunk::<8>()) else { return false };
-            valid.insert(Hdr::Vlan);
-            m.set_offset(Slot::Vlan0, 12);
-            et = u16::from_be_bytes([t[2], t[3]]);
-            l3 = 18;
-            if is_tag(et) {
-                if !hs.has(Hdr::Qinq) {
-                    return done(m, valid);
-                }
-                valid.insert(Hdr::Qinq);
-                m.set_offset(Slot::Vlan1, 16);
-                et = u16::from_be_bytes([t[6], t[7]]);
-                l3 = 22;
-            }
+        if !(hs.has(Hdr::Vlan) && is_tag(et)) {
+            // Untagged, the common case: the rest inlined with the L3 offset a constant.
+            return self.fast_from_l3(d, 14, et, valid, m);
         }
+        // One tag, or two (Q-in-Q: 0x88a8 or 0x8100, then the C-tag); as `parse_tags`.
+        let Some(t) = d.get(14..).and_then(|s| s.first_chunk::<8>()) else { return false };
+        valid.insert(Hdr::Vlan);
+        m.set_offset(Slot::Vlan0, 12);
+        et = u16::from_be_bytes([t[2], t[3]]);
+        if !is_tag(et) {
+            return self.fast_from_l3(d, 18, et, valid, m);
+        }
+        if !hs.has(Hdr::Qinq) {
+            return done(m, valid);
+        }
+        valid.insert(Hdr::Qinq);
+        m.set_offset(Slot::Vlan1, 16);
+        self.fast_from_l3(d, 22, u16::from_be_bytes([t[6], t[7]]), valid, m)
+    }
+
+    /// [`Parser::parse_fast`] from the outer L3 header (EtherType `et` at offset `l3`) on.
+    #[inline(always)]
+    fn fast_from_l3(&self, d: &[u8], l3: usize, et: u16, mut valid: HdrSet, m: &mut Meta) -> bool {
+        let hs = self.hs;
+        let done = |m: &mut Meta, valid: HdrSet| {
+            m.valid = valid;
+            true
+        };
         let Some((proto, l4, end)) = (match self.l3_fast(d, l3, et, false, &mut valid, m) {
             L3Fast::Bail => return false,
             L3Fast::Done => return done(m, valid),

@@ -135,7 +135,9 @@ pub(crate) struct Dir<const ROOT: usize> {
     free: Vec<u32>,
     max_groups: u32,
     width: u8,
-    rules: HashMap<(u128, u8), u32>,
+    /// Every rule by (prefix, length). A fixed-seed hash: the routes come from the operator, and
+    /// a table built twice costs the same instructions (instruction counts are compared exactly).
+    rules: HashMap<(u128, u8), u32, foldhash::fast::FixedState>,
 }
 
 impl<const ROOT: usize> Clone for Dir<ROOT> {
@@ -177,7 +179,7 @@ impl<const ROOT: usize> Dir<ROOT> {
             free: Vec::new(),
             max_groups: max_groups.min(EXT - 1),
             width,
-            rules: HashMap::new(),
+            rules: HashMap::default(),
         }
     }
 
