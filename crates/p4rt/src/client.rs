@@ -761,6 +761,52 @@ ingress = "apply acl\napply fib4"
     }
 
     #[test]
+    fn write_failures_decode_their_details_and_any_bytes_are_safe() {
+        use prost::Message as _;
+        let errs = [
+            proto::Error { canonical_code: 0, ..Default::default() },
+            proto::Error {
+                canonical_code: Code::NotFound as i32,
+                message: "table \"fib4\": no entry with this match".into(),
+                ..Default::default()
+            },
+        ];
+        let st = proto::RpcStatus {
+            code: Code::Unknown as i32,
+            message: "m".into(),
+            details: errs.iter().map(|e| proto::to_any("p4.v1.Error", e)).collect(),
+        };
+        match write_error(tonic::Status::with_details(Code::Unknown, "m", st.encode_to_vec().into())) {
+            ClientError::Write { failed, .. } => {
+                assert_eq!(failed, [(1, Code::NotFound, "table \"fib4\": no entry with this match".into())])
+            }
+            other => panic!("{other}"),
+        }
+        // No details: the status as it came.
+        assert!(matches!(write_error(tonic::Status::permission_denied("not the primary")), ClientError::Rpc { rpc: "Write", .. }));
+        // A bounded fuzz loop: arbitrary and mutated detail bytes never panic the decoding.
+        let valid = st.encode_to_vec();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..20_000 {
+            let mut bytes = if round % 2 == 0 { valid.clone() } else { vec![0; (next() % 64) as usize] };
+            for _ in 0..1 + next() % 8 {
+                if bytes.is_empty() {
+                    break;
+                }
+                let k = (next() as usize) % bytes.len();
+                bytes[k] = next() as u8;
+            }
+            let _ = write_error(tonic::Status::with_details(Code::Unknown, "m", bytes.into())).to_string();
+        }
+    }
+
+    #[test]
     fn addresses_are_checked_before_connecting() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let e = rt.block_on(Client::connect(&ClientConfig::new("localhost", 1))).unwrap_err();
