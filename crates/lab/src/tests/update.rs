@@ -24,8 +24,8 @@
 //! `--p4rt unix:…` socket, arbitrates as the primary, reads the P4Info, and sends each write as
 //! one `WriteRequest` (ROLLBACK_ON_ERROR: all or nothing) of INSERTs, DELETEs and a MODIFY, by
 //! table, field and action names. With [`Via::Ctl`] it sends the same changes as one request
-//! of the control socket's text protocol (`fastpath ctl`). Both become one
-//! `Control::apply` in the DUT; [`write_changes`] is the one schedule both render.
+//! of the control socket's text protocol (`fastpath ctl`). Both become one transaction of the
+//! DUT's control plane; [`write_changes`] is the one schedule both render.
 //!
 //! **Write to effect.** A write's reply comes once every worker has applied it: the control
 //! plane posts the changes to each worker's mailbox, the worker applies all of them between two
