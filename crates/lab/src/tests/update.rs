@@ -845,7 +845,7 @@ mod tests {
                 .map(|&c| {
                     let u = change_update(&names, SINK.0, SINK.1, c).unwrap();
                     let Some(proto::entity::Entity::TableEntry(te)) = u.entity.and_then(|e| e.entity) else { panic!("{c:?}") };
-                    table_update(&prog, u.r#type, &te).unwrap_or_else(|r| panic!("{c:?}: {}", r.msg)).op()
+                    table_update(&prog, u.r#type, &te).unwrap_or_else(|r| panic!("{c:?}: {}", r.msg)).op(&prog)
                 })
                 .collect();
             let text: Vec<EntryOp> = write_text(SINK.0, SINK.1, &cfg, w, 3).lines().map(|l| prog.parse_entry(l).unwrap()).collect();
