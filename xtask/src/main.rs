@@ -24,7 +24,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("fastpath-io", &["fastpath-packet"]),
     ("fastpath-pipeline", &["fastpath-packet", "fastpath-tables", "fastpath-tm"]),
     ("fastpath-control", &["fastpath-pipeline", "fastpath-pfcp"]),
-    ("fastpath-lab", &["fastpath-io", "fastpath-pipeline", "fastpath-tm"]),
+    // The lab drives a DUT as a P4Runtime controller would (`update-under-load`): the p4rt
+    // crate's client.
+    ("fastpath-lab", &["fastpath-io", "fastpath-pipeline", "fastpath-tm", "fastpath-p4rt"]),
     ("fastpath-xdp", &["fastpath-io", "fastpath-pipeline"]),
     ("fastpath-bng", &["fastpath-packet", "fastpath-pfcp"]),
     ("fastpath-pfcp", &[]),

@@ -1,7 +1,9 @@
 //! `fastpath lab update-under-load` end to end, small: fastpath forwards at a given rate through
-//! an ACL and an LPM table while ACL rules and routes change through its control socket. Checks
-//! that no frame was lost while the tables changed, that every write was accepted and timed, and
-//! that nothing is left behind. (The rates and times of a real run are figures for
+//! an ACL and an LPM table while ACL rules and routes change, first through P4Runtime (the
+//! default: the lab's controller writes to the DUT's `--p4rt` unix socket as the primary), then
+//! through its control socket (`--via ctl`). Checks, for each, that no frame was lost while the
+//! tables changed, that every write was accepted and timed, that the row names the front end,
+//! and that nothing is left behind. (The rates and times of a real run are figures for
 //! docs/lab.md, not assertions: this machine is shared.)
 //! Needs root; in CI (`CI` set) a missing root is a failure, not a skip.
 
@@ -10,11 +12,19 @@ mod common;
 use std::process::Command;
 
 #[test]
-fn tables_change_under_traffic_with_no_loss() {
+fn tables_change_under_traffic_with_no_loss_through_p4runtime_and_the_control_socket() {
     if !common::root_or_skip() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("fpl-update-{}", std::process::id()));
+    // One after the other: the runs' files and namespaces are named after the process.
+    for via in [None, Some("ctl")] {
+        run(via);
+    }
+}
+
+/// One run through `--via` (`None`: the default, P4Runtime).
+fn run(via: Option<&str>) {
+    let dir = std::env::temp_dir().join(format!("fpl-update-{}-{}", std::process::id(), via.unwrap_or("default")));
     std::fs::create_dir_all(&dir).unwrap();
     let html = dir.join("report.html");
     // A modest rate: the workers must forward everything, whatever else the machine runs.
@@ -22,6 +32,7 @@ fn tables_change_under_traffic_with_no_loss() {
         .args(["180", env!("CARGO_BIN_EXE_fastpath"), "lab", "update-under-load", "--mpps", "0.02", "--load", "1"])
         .args(["--seconds", "3", "--updates", "2000", "--batch", "20", "--base-entries", "2000", "--json", "--report"])
         .arg(&html)
+        .args(via.map(|v| ["--via", v]).iter().flatten())
         .output()
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -30,6 +41,9 @@ fn tables_change_under_traffic_with_no_loss() {
     assert!(out.status.success(), "fastpath lab failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
     let row: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap_or_default()).unwrap();
     assert_eq!(row["test"], "update-under-load", "{row}");
+    assert_eq!(row["via"], via.unwrap_or("p4rt"), "{row}");
+    let front = if via == Some("ctl") { "updates through control socket" } else { "updates through P4Runtime (the primary" };
+    assert!(stderr.contains(front), "{stderr}");
     assert_eq!(row["base_routes"], 2001, "{row}");
     let (sent, received) = (row["sent"].as_u64().unwrap(), row["received"].as_u64().unwrap());
     assert!(sent > 10_000, "the generator sent too little to judge: {row}\n{stderr}");

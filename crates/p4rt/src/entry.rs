@@ -335,6 +335,30 @@ pub fn table_of(prog: &Program, table_id: u32) -> Result<usize, Refused> {
     })
 }
 
+/// A canonical key of table `t` in the form the entries-file parser gives the same match: a
+/// ternary mask that is a prefix (`255.255.255.255`, `255.255.0.0`) becomes the prefix
+/// (`a.b.c.d/32`), which the classifier stores as a range; other masks stay masks. The
+/// classifier identifies a rule by that stored form, so without this a P4Runtime DELETE would
+/// not find a rule loaded as `10.0.0.1/32` from an entries file or `fastpath ctl` (nor the
+/// reverse), and a full-mask rule would be built as a masked one.
+pub fn install_key(prog: &Program, t: usize, key: &[Match]) -> Vec<Match> {
+    let Some(def) = prog.tables.get(t) else { return key.to_vec() };
+    key.iter()
+        .zip(&def.key)
+        .map(|(m, kd)| match *m {
+            Match::Masked(v, mk) if kd.kind == MatchKind::Ternary => {
+                let len = mk.count_ones() as u8;
+                if mk == prefix_mask(len, kd.field.width) {
+                    Match::Prefix(v, len)
+                } else {
+                    *m
+                }
+            }
+            _ => *m,
+        })
+        .collect()
+}
+
 /// What an `Update` of a table entry asks for, checked against `prog`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TableUpdate {
@@ -354,12 +378,19 @@ impl TableUpdate {
             TableUpdate::Delete { table, key } => (*table, key),
         }
     }
-    /// The op that carries it out (INSERT is an add once the key is known to be new).
-    pub fn op(self) -> EntryOp {
+    /// The op that carries it out (INSERT is an add once the key is known to be new), its key
+    /// in the form the tables store ([`install_key`]).
+    pub fn op(self, prog: &Program) -> EntryOp {
         match self {
-            TableUpdate::Insert(e) => EntryOp::Add(e),
-            TableUpdate::Modify(e) => EntryOp::Modify(e),
-            TableUpdate::Delete { table, key } => EntryOp::Del { table, key },
+            TableUpdate::Insert(mut e) => {
+                e.key = install_key(prog, e.table, &e.key);
+                EntryOp::Add(e)
+            }
+            TableUpdate::Modify(mut e) => {
+                e.key = install_key(prog, e.table, &e.key);
+                EntryOp::Modify(e)
+            }
+            TableUpdate::Delete { table, key } => EntryOp::Del { table, key: install_key(prog, table, &key) },
         }
     }
 }
@@ -604,7 +635,18 @@ ingress = "apply vrf_fib"
         assert!(table_update(&p, proto::update_type::INSERT, &no_prio).unwrap_err().msg.contains("need a priority > 0"));
         let bad = proto::TableEntry { r#match: vec![tern(3, vec![10, 0, 0, 1], vec![255, 0, 0, 0])], ..te.clone() };
         assert!(table_update(&p, proto::update_type::INSERT, &bad).unwrap_err().msg.contains("outside mask"));
-        let zero = proto::TableEntry { r#match: vec![tern(3, vec![0], vec![0])], ..te };
+        let zero = proto::TableEntry { r#match: vec![tern(3, vec![0], vec![0])], ..te.clone() };
         assert!(table_update(&p, proto::update_type::INSERT, &zero).unwrap_err().msg.contains("don't-care"));
+        // The op carries the prefix the entries-file parser gives (`10.0.0.0/8`): a DELETE over
+        // P4Runtime finds a rule loaded from text, which the classifier knows by that form.
+        let mut pipe = p.instantiate();
+        pipe.load_entries("text", "table acl add * * 10.0.0.0/8 * 23 priority 7 => deny").unwrap();
+        let del = table_update(&p, proto::update_type::DELETE, &te).unwrap().op(&p);
+        assert_eq!(
+            del,
+            EntryOp::Del { table: t, key: vec![Match::Any, Match::Any, Match::Prefix(0x0a00_0000, 8), Match::Any, Match::Range(23, 23)] }
+        );
+        pipe.apply_ops(&[del]).unwrap();
+        assert_eq!(pipe.table("acl").unwrap().len(), 0);
     }
 }

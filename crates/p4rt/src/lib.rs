@@ -22,6 +22,9 @@
 //! - [`arbitration`] — election ids and the primary.
 //! - [`packet`] — the exception path's channels.
 //! - [`server`] — tonic, the listeners (unix socket 0600 by default, TCP with optional TLS).
+//! - [`client`] — a controller's side: connect (unix socket, TCP, TLS), arbitrate as the
+//!   primary, read the P4Info, write entries by table, field and action names
+//!   (`fastpath lab update-under-load` drives the data plane with it).
 //!
 //! Invariants: no request can panic the server (malformed bytes are refused by prost or by
 //! [`entry`] with a status naming the field; `tests/fuzz.rs`); the workers never block on the
@@ -51,6 +54,7 @@
 #![forbid(unsafe_code)]
 
 pub mod arbitration;
+pub mod client;
 pub mod entry;
 pub mod ops;
 pub mod p4info;
@@ -58,6 +62,7 @@ pub mod packet;
 pub mod proto;
 pub mod server;
 
+pub use client::{Client, ClientConfig};
 pub use packet::PacketIo;
 pub use server::{Config, Listen, Server};
 

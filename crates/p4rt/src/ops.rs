@@ -176,7 +176,7 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
                     continue;
                 }
                 delta.insert((t, key.to_vec()), !matches!(tu, TableUpdate::Delete { .. }));
-                ops.push((k, tu.op()));
+                ops.push((k, tu.op(&prog)));
             }
         }
     }
@@ -199,11 +199,13 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
                         EntryOp::Del { table, key } => (*table, key, false),
                         _ => continue,
                     };
+                    // The cache holds canonical keys; the op carries the stored form.
+                    let key = entry::canon_key(&prog, t, key).unwrap_or_else(|| key.clone());
                     let set = cache.table(ctl, &prog, t);
                     if present {
-                        set.insert(key.clone());
+                        set.insert(key);
                     } else {
-                        set.remove(key);
+                        set.remove(&key);
                     }
                 }
                 cache.at = ctl.changes();

@@ -128,7 +128,7 @@ fastpath lab incast --senders 2,4,8,16 --flows-per-sender 2 --bytes 8m --rate 10
 fastpath lab burst --senders 2,4 --sizes 192,1518,9216 --rate 100mbit --buffer 1m --alpha-log2 3\n  \
 fastpath lab fairness --senders 2,4,8,16 --sizes 64,1518 --overload 1.5 --trial-s 5\n  \
 fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n  \
-fastpath lab update-under-load --updates 10000 --batch 100 --load 0.9 --duration 10\n  \
+fastpath lab update-under-load --updates 10000 --batch 100 --load 0.9 --duration 10 --via p4rt\n  \
 fastpath lab bng-dhcp --subscribers 1000 --perfdhcp-rate 500,1000,2000,5000 --json-out dhcp.jsonl --report dhcp.html\n  \
 fastpath lab metrics-cost --scrape-rate 10,1 --repeat 6 --trial-s 3\n\n\
 tcp (all four by default: fastpath, fastpath-xdp, linux-bridge, ovs-afxdp): N sender/receiver namespace \
@@ -344,6 +344,11 @@ pub struct LabArgs {
     /// update-under-load: routes and ACL rules loaded at start.
     #[arg(long = "base-entries", default_value_t = 10_000)]
     base_entries: u32,
+    /// update-under-load: the front end the changes go through: p4rt (P4Runtime Writes from a
+    /// controller that is the primary; the DUT runs with --p4rt) or ctl (requests on the control
+    /// socket, --ctl).
+    #[arg(long, default_value = "p4rt", value_parser = update::Via::parse)]
+    via: update::Via,
     /// Extra argument for the `fastpath` and `fastpath-xdp` DUTs' `fastpath run` (repeat), e.g.
     /// --fastpath-arg=--busy-poll=50 (AF_XDP ports), --fastpath-arg=--mode=native (xdp ports).
     #[arg(long = "fastpath-arg", allow_hyphen_values = true)]
@@ -1107,6 +1112,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
                 max_trials: a.max_trials,
                 loss_threshold: a.loss.unwrap_or(0.0),
                 rate_pps: a.mpps.map_or(0, |m| (m * 1e6) as u64),
+                via: a.via,
                 work_dir: dir.0.clone(),
                 ..UpdateConfig::default()
             };

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  ns gen (gen0) ══ dut0 [fastpath: router + ACL] dut1 ══ ns sink (sink0)
-//!                          ▲ control socket (--ctl)
+//!                          ▲ P4Runtime (--p4rt unix:…), or the control socket (--ctl)
 //!  updater: every 1/R s a write of B changes — ACL rules and routes added, then deleted
 //!           again, and the route that carries the traffic replaced by an equal one — one
 //!           request each, timed from the write to the reply
@@ -19,12 +19,23 @@
 //!    (10.0.0.0/9 /24s, added then deleted); every write also replaces the traffic's route by
 //!    an equal one, so every write touches the table the packets use.
 //!
+//! **The front ends** ([`Via`]). By default the updater is a P4Runtime controller
+//! ([`fastpath_p4rt::Client`] on a one-thread tokio runtime): it connects to the DUT's
+//! `--p4rt unix:…` socket, arbitrates as the primary, reads the P4Info, and sends each write as
+//! one `WriteRequest` (ROLLBACK_ON_ERROR: all or nothing) of INSERTs, DELETEs and a MODIFY, by
+//! table, field and action names. With [`Via::Ctl`] it sends the same changes as one request
+//! of the control socket's text protocol (`fastpath ctl`). Both become one transaction of the
+//! DUT's control plane; [`write_changes`] is the one schedule both render.
+//!
 //! **Write to effect.** A write's reply comes once every worker has applied it: the control
 //! plane posts the changes to each worker's mailbox, the worker applies all of them between two
-//! batches and answers, and only then is the write acknowledged (`fastpath_control`). So the
-//! time from sending a write to its reply bounds the time to its effect on every worker from
-//! above; that is the figure reported (p50, p99, max). A packet sees a write entirely or not
-//! at all: changes are applied between batches, never inside one (the control crate's tests).
+//! batches and answers, and only then does `Control::apply` return (`fastpath_control`: its
+//! broadcast waits for every worker's reply). The P4Runtime server answers a `Write` when that
+//! call returns (`fastpath_p4rt::server`: the handler awaits the control thread's result), and
+//! the text protocol answers its request the same way. So the time from sending a write to its
+//! reply bounds the time to its effect on every worker from above; that is the figure reported
+//! (p50, p99, max). A packet sees a write entirely or not at all: changes are applied between
+//! batches, never inside one (the control crate's tests).
 
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
@@ -33,6 +44,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use fastpath_p4rt::client::{ClientError, Entry, Names};
+use fastpath_p4rt::{proto, Client, ClientConfig};
 use serde::Serialize;
 
 use crate::dut::{Dut, DutConfig, DutKind};
@@ -130,8 +143,49 @@ pub struct UpdateConfig {
     pub rate_pps: u64,
     /// How the generator sends.
     pub mode: GenMode,
-    /// Where the entries file and the control socket go.
+    /// The front end the updater writes through.
+    pub via: Via,
+    /// Where the spec, the entries file and the socket (P4Runtime or control) go.
     pub work_dir: PathBuf,
+}
+
+/// The front end the updater writes through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Via {
+    /// P4Runtime `Write`s (the DUT runs with `--p4rt unix:PATH`).
+    #[default]
+    P4rt,
+    /// The control socket's text protocol (the DUT runs with `--ctl PATH`).
+    Ctl,
+}
+
+impl Via {
+    /// Its name on the command line and in the JSON (`p4rt`, `ctl`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Via::P4rt => "p4rt",
+            Via::Ctl => "ctl",
+        }
+    }
+
+    /// Parses `--via`.
+    ///
+    /// # Errors
+    /// Anything but `p4rt` or `ctl`.
+    pub fn parse(s: &str) -> Result<Via, String> {
+        match s {
+            "p4rt" => Ok(Via::P4rt),
+            "ctl" => Ok(Via::Ctl),
+            other => Err(format!("--via {other}: expected p4rt (P4Runtime Writes) or ctl (the control socket's text protocol)")),
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Via::P4rt => "P4Runtime",
+            Via::Ctl => "control socket",
+        }
+    }
 }
 
 impl Default for UpdateConfig {
@@ -154,6 +208,7 @@ impl Default for UpdateConfig {
             loss_threshold: 0.0,
             rate_pps: 0,
             mode: GenMode::XdpLive,
+            via: Via::P4rt,
             work_dir: std::env::temp_dir(),
         }
     }
@@ -175,6 +230,8 @@ pub struct WriteMs {
 pub struct UpdateRow {
     /// `update-under-load`.
     pub test: &'static str,
+    /// The front end the changes went through: `p4rt` or `ctl`.
+    pub via: &'static str,
     /// Frame size, bytes with FCS.
     pub frame_size: u16,
     /// Flows.
@@ -232,7 +289,8 @@ impl UpdateResults {
         report.para(
             "fastpath forwards at a fraction of its zero-loss rate through an ACL and an LPM table while an \
              updater adds and deletes ACL rules and routes (none matching the traffic) and replaces the \
-             route that carries it, in writes of several changes each. A write's reply comes once every \
+             route that carries it, in writes of several changes each: P4Runtime Writes from a controller \
+             that is the primary, or requests on the control socket. A write's reply comes once every \
              worker has applied it, so write-to-reply bounds write-to-effect from above.",
         );
         let rows = self
@@ -241,6 +299,7 @@ impl UpdateResults {
             .map(|r| {
                 vec![
                     format!("{} B, {} flows", r.frame_size, r.flows),
+                    r.via.to_string(),
                     format!("{:.3}{}", r.zero_loss_mpps, if r.generator_limited { " (generator-limited)" } else { "" }),
                     format!("{:.3}", r.offered_mpps),
                     format!("{} / {} ({:.4} %)", r.received, r.sent, r.loss * 100.0),
@@ -253,6 +312,7 @@ impl UpdateResults {
         report.table(
             &[
                 "traffic",
+                "via",
                 "zero-loss Mpps",
                 "offered Mpps",
                 "received / sent (loss)",
@@ -307,38 +367,97 @@ fn acl_key(k: u32) -> String {
     format!("* 10.{}.{}.{}/32 17/0xff 1000..1999", 128 + (k >> 16), (k >> 8) & 0xff, k & 0xff)
 }
 
+/// One change of a write, as both front ends name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Route `k` ([`route_prefix`]) added, to the sink.
+    AddRoute(u32),
+    /// Route `k` deleted.
+    DelRoute(u32),
+    /// ACL rule `k` ([`acl_key`]) added as a deny with fastpath priority `p` (smaller wins).
+    AddRule(u32, u32),
+    /// ACL rule `k` (fastpath priority `p`) deleted.
+    DelRule(u32, u32),
+    /// The route that carries the traffic replaced by an equal one.
+    ReplaceTrafficRoute,
+}
+
 /// The changes of write `w` (`batch` of them, then the traffic route replaced): ACL rules and
 /// routes are added in one write and deleted `keep` writes later, so the tables stay near their
 /// size and every change succeeds.
-pub fn write_text(sink_ip: Ipv4Addr, sink_mac: [u8; 6], cfg: &UpdateConfig, w: u64, keep: u64) -> String {
-    let sink = mac_text(sink_mac);
-    let mut s = String::new();
+pub fn write_changes(cfg: &UpdateConfig, w: u64, keep: u64) -> Vec<Change> {
     let half = u64::from(cfg.batch / 2);
     let base = (u64::from(cfg.base_routes), u64::from(cfg.base_acl));
-    let add = |x: u64, s: &mut String| {
-        for k in 0..half {
-            let id = x * half + k;
-            s.push_str(&format!("table fib4 add {} => nexthop(1, {sink}, {DUT_MAC})\n", route_prefix((base.0 + id) as u32)));
-            s.push_str(&format!("table acl add {} priority {} => deny\n", acl_key((base.1 + id) as u32), 100_000 + id % 1_000_000));
-        }
-    };
-    let del = |x: u64, s: &mut String| {
-        for k in 0..half {
-            let id = x * half + k;
-            s.push_str(&format!("table fib4 del {}\n", route_prefix((base.0 + id) as u32)));
-            s.push_str(&format!("table acl del {}\n", acl_key((base.1 + id) as u32)));
-        }
-    };
+    let mut out = Vec::with_capacity(4 * half as usize + 1);
+    let ids = |x: u64| (0..half).map(move |k| x * half + k);
+    let route = |id: u64| (base.0 + id) as u32;
+    let rule = |id: u64| ((base.1 + id) as u32, (100_000 + id % 1_000_000) as u32);
     if w >= keep {
-        del(w - keep, &mut s);
-    } else {
-        add(w, &mut s);
+        for id in ids(w - keep) {
+            out.push(Change::DelRoute(route(id)));
+            let (k, p) = rule(id);
+            out.push(Change::DelRule(k, p));
+        }
     }
-    if w >= keep {
-        add(w, &mut s);
+    for id in ids(w) {
+        out.push(Change::AddRoute(route(id)));
+        let (k, p) = rule(id);
+        out.push(Change::AddRule(k, p));
     }
-    s.push_str(&format!("table fib4 modify {sink_ip}/32 => nexthop(1, {sink}, {DUT_MAC})\n"));
-    s
+    out.push(Change::ReplaceTrafficRoute);
+    out
+}
+
+/// A change as a line of the control socket's text protocol.
+pub fn change_text(sink_ip: Ipv4Addr, sink_mac: [u8; 6], c: Change) -> String {
+    let sink = mac_text(sink_mac);
+    match c {
+        Change::AddRoute(k) => format!("table fib4 add {} => nexthop(1, {sink}, {DUT_MAC})", route_prefix(k)),
+        Change::DelRoute(k) => format!("table fib4 del {}", route_prefix(k)),
+        Change::AddRule(k, p) => format!("table acl add {} priority {p} => deny", acl_key(k)),
+        Change::DelRule(k, _) => format!("table acl del {}", acl_key(k)),
+        Change::ReplaceTrafficRoute => format!("table fib4 modify {sink_ip}/32 => nexthop(1, {sink}, {DUT_MAC})"),
+    }
+}
+
+/// The text of write `w` ([`write_changes`], one line each).
+pub fn write_text(sink_ip: Ipv4Addr, sink_mac: [u8; 6], cfg: &UpdateConfig, w: u64, keep: u64) -> String {
+    write_changes(cfg, w, keep).into_iter().map(|c| change_text(sink_ip, sink_mac, c) + "\n").collect()
+}
+
+/// [`DUT_MAC`] as a number.
+const DUT_MAC_BITS: u128 = 0x02fa_0000_0001;
+
+/// A change as a P4Runtime update, named through the device's P4Info: routes are LPM entries of
+/// `fib4`; rules are `acl` entries (destination /32 and protocol as ternary matches with full
+/// masks, the source a don't-care and so left out, the port range) with the P4Runtime priority
+/// `2³¹−1 − p` that the server stores as fastpath priority `p`.
+///
+/// # Errors
+/// A name the P4Info does not have ([`ClientError::Name`]).
+pub fn change_update(names: &Names, sink_ip: Ipv4Addr, sink_mac: [u8; 6], c: Change) -> Result<proto::Update, ClientError> {
+    let mac = |m: [u8; 6]| m.iter().fold(0u128, |v, &b| v << 8 | u128::from(b));
+    let route = |prefix: u32, len: u8| {
+        Entry::new("fib4")
+            .lpm("ipv4.dst", u128::from(prefix), len)
+            .action("nexthop", &[("port", 1), ("dmac", mac(sink_mac)), ("smac", DUT_MAC_BITS)])
+    };
+    let route_k = |k: u32| route(0x0a00_0000 | (k % (1 << 15)) << 8, 24);
+    let rule = |k: u32, p: u32| {
+        Entry::new("acl")
+            .ternary("ipv4.dst", u128::from(0x0a80_0000 | (k % (1 << 23))), u128::from(u32::MAX))
+            .ternary("ipv4.proto", 17, 0xff)
+            .range("l4.dport", 1000, 1999)
+            .priority(i32::MAX - p.min(i32::MAX as u32 - 1) as i32)
+            .action("deny", &[])
+    };
+    match c {
+        Change::AddRoute(k) => names.insert(&route_k(k)),
+        Change::DelRoute(k) => names.delete(&route_k(k)),
+        Change::AddRule(k, p) => names.insert(&rule(k, p)),
+        Change::DelRule(k, p) => names.delete(&rule(k, p)),
+        Change::ReplaceTrafficRoute => names.modify(&route(u32::from(sink_ip), 32)),
+    }
 }
 
 /// One request on the control socket (the `fastpath ctl` protocol: the text, a half-close, the
@@ -356,6 +475,68 @@ fn ctl_request(path: &Path, text: &str) -> Result<(), String> {
     }
 }
 
+/// The updater's connection to the DUT.
+enum Writer {
+    /// The control socket (one connection per request, as `fastpath ctl`).
+    Ctl(PathBuf),
+    /// A P4Runtime client that is the primary, on its own one-thread runtime.
+    P4rt(Box<(tokio::runtime::Runtime, Client)>),
+}
+
+/// A write, ready to send.
+enum Request {
+    Text(String),
+    Updates(Vec<proto::Update>),
+}
+
+impl Writer {
+    /// Connects through `via` to the DUT's socket `sock`.
+    fn connect(via: Via, sock: &Path) -> Result<Writer, LabError> {
+        match via {
+            Via::Ctl => Ok(Writer::Ctl(sock.to_path_buf())),
+            Via::P4rt => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| LabError::Io(format!("the updater's tokio runtime: {e}")))?;
+                let cfg = ClientConfig::new(format!("unix:{}", sock.display()), 1);
+                let client = rt.block_on(Client::connect(&cfg)).map_err(|e| LabError::Io(format!("P4Runtime client: {e}")))?;
+                Ok(Writer::P4rt(Box::new((rt, client))))
+            }
+        }
+    }
+
+    /// `changes` as this front end's request.
+    fn prepare(&self, t: &Topology, changes: &[Change]) -> Result<Request, String> {
+        match self {
+            Writer::Ctl(_) => Ok(Request::Text(changes.iter().map(|&c| change_text(t.sink_ip, t.sink_mac, c) + "\n").collect())),
+            Writer::P4rt(b) => changes
+                .iter()
+                .map(|&c| change_update(b.1.names(), t.sink_ip, t.sink_mac, c))
+                .collect::<Result<_, _>>()
+                .map(Request::Updates)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Sends a request and waits for its reply.
+    fn send(&mut self, r: Request) -> Result<(), String> {
+        match (self, r) {
+            (Writer::Ctl(sock), Request::Text(text)) => ctl_request(sock, &text),
+            (Writer::P4rt(b), Request::Updates(u)) => {
+                let (rt, client) = &mut **b;
+                rt.block_on(client.write_with(u, proto::atomicity::ROLLBACK_ON_ERROR)).map_err(|e| match e {
+                    ClientError::Write { message, failed } => {
+                        format!("{} of the write's updates failed; the first: {}", failed.len(), message)
+                    }
+                    other => other.to_string(),
+                })
+            }
+            _ => Err("a request for the other front end".into()),
+        }
+    }
+}
+
 /// What the updater did.
 #[derive(Debug, Default)]
 struct Updated {
@@ -368,7 +549,7 @@ struct Updated {
 }
 
 /// Writes a request every `batch / updates_per_s` seconds until `stop`; returns what it did.
-fn updater(t: &Topology, cfg: &UpdateConfig, sock: &Path, stop: &AtomicBool) -> Updated {
+fn updater(t: &Topology, cfg: &UpdateConfig, writer: &mut Writer, stop: &AtomicBool) -> Updated {
     let period = Duration::from_secs_f64(f64::from(cfg.batch) / f64::from(cfg.updates_per_s.max(1)));
     // Delete what a write added this many writes later: about one second of changes live.
     let keep = (u64::from(cfg.updates_per_s) / u64::from(cfg.batch.max(1))).max(1);
@@ -382,14 +563,18 @@ fn updater(t: &Topology, cfg: &UpdateConfig, sock: &Path, stop: &AtomicBool) -> 
             std::thread::sleep((next - now).min(Duration::from_millis(5)));
             continue;
         }
-        let text = write_text(t.sink_ip, t.sink_mac, cfg, w, keep);
-        let changes = text.lines().count() as u64;
-        let sent = Instant::now();
-        match ctl_request(sock, &text) {
-            Ok(()) => {
+        let changes = write_changes(cfg, w, keep);
+        let n = changes.len() as u64;
+        // The request is built before the clock starts: the figure is the DUT's.
+        let timed = writer.prepare(t, &changes).and_then(|request| {
+            let sent = Instant::now();
+            writer.send(request).map(|()| (sent, sent.elapsed()))
+        });
+        match timed {
+            Ok((sent, took)) => {
                 u.writes += 1;
-                u.changes += changes;
-                u.ms.push((sent.duration_since(t0).as_secs_f64(), sent.elapsed().as_secs_f64() * 1e3));
+                u.changes += n;
+                u.ms.push((sent.duration_since(t0).as_secs_f64(), took.as_secs_f64() * 1e3));
             }
             Err(e) => {
                 u.refused += 1;
@@ -443,18 +628,29 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
     let p = |s: &Path| s.to_string_lossy().into_owned();
     dc.fastpath_cmd = vec![p(&cfg.fastpath_exe), "run".into(), p(&spec), "--entries".into(), p(&entries)];
     dc.fastpath_cmd.extend(["--port".into(), format!("p0={k}:{{in}}"), "--port".into(), format!("p1={k}:{{out}}")]);
-    dc.fastpath_cmd.extend(["--core".into(), "1".into(), "--ctl".into(), p(&sock)]);
+    let front = match cfg.via {
+        Via::P4rt => ["--p4rt".to_string(), format!("unix:{}", p(&sock))],
+        Via::Ctl => ["--ctl".to_string(), p(&sock)],
+    };
+    dc.fastpath_cmd.extend(["--core".into(), "1".into()]);
+    dc.fastpath_cmd.extend(front);
     dc.fastpath_cmd.extend(cfg.fastpath_args.iter().cloned());
     dc.label = Some("fastpath".into());
     let dut = Dut::start(&t, &dc)?;
     let waited = Instant::now();
     while !sock.exists() {
         if waited.elapsed() > Duration::from_secs(20) {
-            return Err(LabError::Io(format!("no control socket at {} after 20 s", sock.display())));
+            return Err(LabError::Io(format!("no {} socket at {} after 20 s", cfg.via.title(), sock.display())));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     progress(&format!("fastpath: started in {} with {} routes and {} ACL rules", t.dut_ns, cfg.base_routes + 1, cfg.base_acl));
+    let mut writer = Writer::connect(cfg.via, &sock)?;
+    progress(&format!(
+        "updates through {}{}",
+        cfg.via.title(),
+        if cfg.via == Via::P4rt { " (the primary, election id 1, Writes of ROLLBACK_ON_ERROR)" } else { "" }
+    ));
     let traffic = Traffic::attach(&t, cfg.mode)?;
     let (size, flows) = (cfg.frame_size, cfg.flows);
     let dur = Duration::from_secs_f64(cfg.trial_s);
@@ -471,6 +667,7 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
     }
     let mut row = UpdateRow {
         test: "update-under-load",
+        via: cfg.via.name(),
         frame_size: size,
         flows,
         updates_asked_per_s: cfg.updates_per_s,
@@ -525,7 +722,7 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
     ));
     let stop = AtomicBool::new(false);
     let (tr, upd) = std::thread::scope(|s| -> Result<(Trial, Updated), LabError> {
-        let h = s.spawn(|| updater(&t, cfg, &sock, &stop));
+        let h = s.spawn(|| updater(&t, cfg, &mut writer, &stop));
         let tr = traffic.trial(size, flows, load, Duration::from_secs_f64(cfg.duration_s));
         stop.store(true, Ordering::Relaxed);
         let upd = h.join().map_err(|_| LabError::Io("the updater thread panicked".into()))?;
@@ -543,7 +740,8 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
     row.updates_per_s = upd.changes as f64 / upd.secs.max(1e-9);
     row.write_to_effect_ms = WriteMs { p50: percentile(&ms, 0.5), p99: percentile(&ms, 0.99), max: ms.last().copied().unwrap_or(0.0) };
     progress(&format!(
-        "under updates: offered {:.3} Mpps, received {} of {} (loss {:.4} %), {:.0} changes/s in {} writes, write→effect p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
+        "under updates through {}: offered {:.3} Mpps, received {} of {} (loss {:.4} %), {:.0} changes/s in {} writes, write→effect p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
+        cfg.via.title(),
         row.offered_mpps,
         row.received,
         row.sent,
@@ -555,6 +753,7 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
         row.write_to_effect_ms.max
     ));
     drop(traffic);
+    drop(writer);
     drop(dut);
     drop(files);
     Ok(UpdateResults { rows: vec![row], samples: upd.ms })
@@ -574,6 +773,8 @@ impl Drop for Cleanup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fastpath_pipeline::entries::EntryOp;
+    use fastpath_pipeline::value::Match;
 
     const SINK: (Ipv4Addr, [u8; 6]) = (Ipv4Addr::new(198, 18, 0, 2), [2, 0, 0, 0, 0, 2]);
 
@@ -608,5 +809,59 @@ mod tests {
             p.apply_ops(&ops).unwrap_or_else(|(k, e)| panic!("write {w} line {k}: {e}\n{text}"));
         }
         assert_eq!(p.table("fib4").unwrap().len(), 51 + 3 * 5, "the base and three writes' routes are live");
+    }
+
+    /// An op in comparable form: its kind, table, canonical key, and what an add or modify
+    /// installs (priority, action, arguments; the priority only where the table orders by it).
+    type Norm = (u8, usize, Vec<Match>, Option<(u32, usize, Vec<u128>)>);
+
+    fn norm(prog: &fastpath_pipeline::Program, op: &EntryOp) -> Norm {
+        use fastpath_p4rt::entry::canon_key;
+        let spec = |kind: u8, e: &fastpath_pipeline::entries::EntrySpec| {
+            let p = if fastpath_p4rt::p4info::has_priority(prog, e.table) { e.priority } else { 0 };
+            (kind, e.table, canon_key(prog, e.table, &e.key).unwrap(), Some((p, e.action, e.args.to_vec())))
+        };
+        match op {
+            EntryOp::Add(e) => spec(0, e),
+            EntryOp::Modify(e) => spec(1, e),
+            EntryOp::Del { table, key } => (2, *table, canon_key(prog, *table, key).unwrap(), None),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn p4runtime_writes_carry_the_same_changes_as_the_text_and_load_into_the_spec() {
+        use fastpath_p4rt::entry::table_update;
+        let cfg = UpdateConfig { batch: 10, base_routes: 50, base_acl: 20, ..UpdateConfig::default() };
+        let prog = fastpath_pipeline::compile("update.toml", SPEC).unwrap();
+        let names = Names::new(&fastpath_p4rt::p4info::p4info(&prog, ""));
+        let mut p = prog.instantiate();
+        p.set_ports(2).unwrap();
+        p.load_entries("base", &base_entries(SINK.0, SINK.1, cfg.base_routes, cfg.base_acl)).unwrap();
+        for w in 0..20 {
+            let changes = write_changes(&cfg, w, 3);
+            let ops: Vec<EntryOp> = changes
+                .iter()
+                .map(|&c| {
+                    let u = change_update(&names, SINK.0, SINK.1, c).unwrap();
+                    let Some(proto::entity::Entity::TableEntry(te)) = u.entity.and_then(|e| e.entity) else { panic!("{c:?}") };
+                    table_update(&prog, u.r#type, &te).unwrap_or_else(|r| panic!("{c:?}: {}", r.msg)).op(&prog)
+                })
+                .collect();
+            let text: Vec<EntryOp> = write_text(SINK.0, SINK.1, &cfg, w, 3).lines().map(|l| prog.parse_entry(l).unwrap()).collect();
+            let (a, b): (Vec<_>, Vec<_>) = (ops.iter().map(|o| norm(&prog, o)).collect(), text.iter().map(|o| norm(&prog, o)).collect());
+            assert_eq!(a, b, "write {w}: the P4Runtime updates and the text differ");
+            p.apply_ops(&ops).unwrap_or_else(|(k, e)| panic!("write {w} update {k}: {e}"));
+        }
+        assert_eq!(p.table("fib4").unwrap().len(), 51 + 3 * 5, "the base and three writes' routes are live");
+        assert_eq!(p.table("acl").unwrap().len(), 20 + 3 * 5, "and their rules");
+    }
+
+    #[test]
+    fn via_parses_and_names_itself() {
+        assert_eq!(Via::parse("p4rt"), Ok(Via::P4rt));
+        assert_eq!(Via::parse("ctl").map(Via::name), Ok("ctl"));
+        assert!(Via::parse("grpc").unwrap_err().contains("expected p4rt"));
+        assert_eq!(UpdateConfig::default().via, Via::P4rt, "P4Runtime is the default");
     }
 }
