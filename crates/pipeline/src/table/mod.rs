@@ -76,7 +76,8 @@ pub struct TableStage {
     edits: Vec<L2Edit>,
     /// Action entry ▸ index; foldhash: every entry a control plane adds is hashed here (a
     /// session's entry is unique to it), and SipHash made that most of a session's setup.
-    intern: HashMap<ActionEntry, u32, foldhash::fast::RandomState>,
+    /// (A fixed-seed hash: building a table costs the same instructions every run.)
+    intern: HashMap<ActionEntry, u32, foldhash::fast::FixedState>,
     /// FNV-1a over `entries` in index order, kept as they are interned (they are only ever
     /// appended), so that comparing replicas' entries costs nothing between two batches.
     entries_digest: u64,
