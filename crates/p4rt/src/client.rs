@@ -485,8 +485,14 @@ fn endpoint(cfg: &ClientConfig) -> Result<Endpoint, ClientError> {
             Endpoint::from_shared(format!("https://{a}")).map_err(bad)?.tls_config(tc).map_err(bad)?
         }
     };
-    Ok(ep.connect_timeout(cfg.timeout))
+    // A failed Write's status carries one p4.v1.Error per update in its trailer: far past
+    // HTTP/2's default 16 KiB header list for a batch of a few hundred updates, where the
+    // connection would end with a protocol error instead of the errors.
+    Ok(ep.connect_timeout(cfg.timeout).http2_max_header_list_size(MAX_STATUS_BYTES))
 }
+
+/// Largest response header list (the status trailer of a failed Write) the client accepts.
+pub const MAX_STATUS_BYTES: u32 = 64 << 20;
 
 fn show(e: Option<proto::Uint128>) -> String {
     e.map_or_else(|| "none".into(), |e| format!("(high {}, low {})", e.high, e.low))

@@ -192,6 +192,20 @@ fn a_primary_writes_by_name_over_a_unix_socket_and_the_worker_applies_it() {
             let e = a.write_with(bad, proto::atomicity::ROLLBACK_ON_ERROR).await.unwrap_err();
             assert!(matches!(&e, ClientError::Write { failed, .. } if failed.len() == 2 && failed[0].1 == Code::Aborted), "{e}");
             assert_eq!(a.read_table("fib4").await.unwrap().len(), 200);
+            // The same with 1,000 updates: every update's p4.v1.Error reaches the client (a
+            // status trailer far larger than HTTP/2's default 16 KiB header list).
+            let mut big: Vec<proto::Update> = (1000..1999).map(|k| n.insert(&route(k)).unwrap()).collect();
+            big.push(n.insert(&route(0)).unwrap());
+            let e = a.write_with(big, proto::atomicity::ROLLBACK_ON_ERROR).await.unwrap_err();
+            match &e {
+                ClientError::Write { failed, .. } => {
+                    assert_eq!(failed.len(), 1000, "{e}");
+                    assert_eq!(failed[999].1, Code::AlreadyExists, "{e}");
+                    assert!(failed[..999].iter().all(|f| f.1 == Code::Aborted), "{e}");
+                }
+                other => panic!("not the per-update errors: {other}"),
+            }
+            assert_eq!(a.read_table("fib4").await.unwrap().len(), 200);
 
             // A higher election id takes over: the first client is told, and its writes refused.
             let mut b = Client::connect(&at(&addr, 9)).await.unwrap();
