@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
-use tonic::Code;
+pub use tonic::Code;
 
 /// Where and as whom to connect.
 #[derive(Clone, Debug)]

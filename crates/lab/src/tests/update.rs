@@ -526,9 +526,11 @@ impl Writer {
             (Writer::P4rt(b), Request::Updates(u)) => {
                 let (rt, client) = &mut **b;
                 rt.block_on(client.write_with(u, proto::atomicity::ROLLBACK_ON_ERROR)).map_err(|e| match e {
-                    ClientError::Write { message, failed } => {
-                        format!("{} of the write's updates failed; the first: {}", failed.len(), message)
-                    }
+                    // The update that failed, not the ones aborted because of it.
+                    ClientError::Write { message, failed } => match failed.iter().find(|f| f.1 != fastpath_p4rt::client::Code::Aborted) {
+                        Some((k, code, msg)) => format!("update {k} of the write: {code:?}: {msg} (the others aborted)"),
+                        None => format!("{} of the write's updates failed: {message}", failed.len()),
+                    },
                     other => other.to_string(),
                 })
             }
