@@ -56,12 +56,10 @@ fn tcp_with_offloads_on_through_both_fastpath_datapaths_is_clean() {
         // softirq sends from the other CPU can overtake one in flight, and tshark then labels
         // the late original a retransmission although nothing was sent twice (seen: tshark 1,
         // the sender's RetransSegs 0).
+        // Nor is its count bounded by what was sent: one reordered burst on veth was labelled
+        // 42 retransmissions with 20 sent again, all 20 reported back as duplicates.
         let lost = n("sender_retrans_segs").saturating_sub(n("receiver_duplicates"));
         assert_eq!(lost, 0, "retransmissions that filled a gap: {check}");
-        assert!(
-            n("retransmissions") <= n("sender_retrans_segs") + n("lost_segments"),
-            "tshark saw more retransmissions than were sent or reordered: {check}"
-        );
         assert_eq!(n("dut_if_drops"), 0, "{check}");
         assert_eq!(n("receiver_csum_errors"), 0, "{check}");
         if dut == "fastpath" {
