@@ -542,14 +542,9 @@ impl<'a> Control<'a> {
     /// # Errors
     /// A worker that did not answer.
     pub fn settle_folds(&mut self) -> Result<usize, CtlError> {
+        self.wait_folds();
         let mut prebuilt: Vec<(usize, BuiltClassifier)> = Vec::new();
-        for (t, h) in std::mem::take(&mut self.folds) {
-            let Ok(f) = h.join() else { continue };
-            if let Some(b) = self.shadow.finish_fold(t, f) {
-                prebuilt.retain(|(u, _)| *u != t);
-                prebuilt.push((t, b));
-            }
-        }
+        self.finish_folds(&mut prebuilt);
         if prebuilt.is_empty() {
             return Ok(0);
         }
@@ -567,7 +562,6 @@ impl<'a> Control<'a> {
     }
 
     /// Waits until every background build under way has finished, without installing them.
-    #[cfg(test)]
     fn wait_folds(&self) {
         for (_, h) in &self.folds {
             while !h.is_finished() {
