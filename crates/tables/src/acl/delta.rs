@@ -102,16 +102,8 @@ impl Acl {
             if t.min_rank >= best {
                 break;
             }
-            let mut c = Self::root(t, key);
-            while c & LEAF == 0 {
-                let n = self.node(t, c);
-                if n.min_rank >= best {
-                    break;
-                }
-                c = n.next(key.field(n.field));
-            }
-            if c & LEAF != 0 {
-                self.scan_delta(t, c & !LEAF, key, d, &mut best, &mut from);
+            if let Some(leaf) = self.descend(t, key, best) {
+                self.scan_delta(t, leaf, key, d, &mut best, &mut from);
             }
         }
         let mut scanned = 0;

@@ -531,6 +531,21 @@ impl Acl {
         self.result.get(best as usize).copied()
     }
 
+    /// `key`'s leaf in tree `t`, or `None` when a node on the way holds no rank below `best`
+    /// (the tree cannot improve on it).
+    #[inline(always)]
+    fn descend<K: KeyView>(&self, t: &Tree, key: &K, best: u32) -> Option<u32> {
+        let mut c = Self::root(t, key);
+        while c & LEAF == 0 {
+            let n = self.node(t, c);
+            if n.min_rank >= best {
+                return None;
+            }
+            c = n.next(key.field(n.field));
+        }
+        Some(c & !LEAF)
+    }
+
     /// Best rank for `key` over every tree.
     #[inline]
     fn walk<K: KeyView>(&self, key: &K) -> u32 {
@@ -539,16 +554,8 @@ impl Acl {
             if t.min_rank >= best {
                 break;
             }
-            let mut c = Self::root(t, key);
-            while c & LEAF == 0 {
-                let n = self.node(t, c);
-                if n.min_rank >= best {
-                    break;
-                }
-                c = n.next(key.field(n.field));
-            }
-            if c & LEAF != 0 {
-                best = self.scan(t, c & !LEAF, key, best);
+            if let Some(leaf) = self.descend(t, key, best) {
+                best = self.scan(t, leaf, key, best);
             }
         }
         best
