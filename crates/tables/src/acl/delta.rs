@@ -20,7 +20,7 @@
 //! only by keys that meet a deleted pruning rule, until the next full build (which
 //! [`LiveAcl`](super::LiveAcl) brings forward when such a rule is deleted).
 
-use super::{Acl, KeyView, Packed, Tree, Wide, END, LEAF};
+use super::{Acl, KeyView, Packed, Tree, Wide, END};
 
 /// Changes on top of the built trees. Immutable once published; shared by every worker.
 #[derive(Debug)]
