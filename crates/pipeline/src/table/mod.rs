@@ -8,6 +8,7 @@
 //! full build plus a small delta (commit cost follows the change, not the table); full builds
 //! ("folds") run off the write path ([`TableOps::fold_job`], [`TableOps::finish_fold`]).
 
+mod aclkey;
 pub mod ops;
 
 /// A full classifier build handed out by a table, to run on another thread, and its result.
@@ -23,8 +24,9 @@ use crate::stages::l2edit::L2Edit;
 use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
 use crate::value::Match;
+use aclkey::{AclCache, AclKey};
 use fastpath_packet::each_lane;
-use fastpath_packet::{Batch, DropReason, HdrSet, Lanes, Pool, Slot, BATCH_MAX};
+use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
 /// A built classifier (the engine of `acl` tables), shared read-only between replicas.
 pub use fastpath_tables::acl::Acl;
 use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch, LiveAcl};
@@ -98,135 +100,8 @@ pub struct TableStage {
     /// Classifier tables: the results of recent keys (specialised build only).
     acl_cache: Option<Box<AclCache>>,
     /// Classifier tables whose fields are the input port or whole header fields of 1, 2 or 4
-    /// bytes: how to read each word of the key with no dispatch (specialised build only).
-    acl_words: Option<Vec<AclWord>>,
-}
-
-/// One word of a classifier key read uniformly: the input port, or `n` big-endian bytes of a
-/// header (a 4-byte load shifted right by `shift`), with the headers it needs (or their
-/// alternative) and whether a missing header reads as 0 (`range` fields) or misses.
-#[derive(Clone, Copy, Debug)]
-struct AclWord {
-    in_port: bool,
-    slot: usize,
-    byte: usize,
-    n: usize,
-    needs: HdrSet,
-    alt: HdrSet,
-    range: bool,
-}
-
-impl AclWord {
-    /// A placeholder word (the input port; never read: the field count picks the array length).
-    const NONE: AclWord = AclWord { in_port: true, slot: 0, byte: 0, n: 0, needs: HdrSet::EMPTY, alt: HdrSet::EMPTY, range: true };
-
-    /// The uniform reader of `x`, if there is one.
-    fn of(x: Extract, range: bool) -> Option<AclWord> {
-        let w = |slot: Slot, byte: u16, n: usize, needs, alt| AclWord {
-            in_port: false,
-            slot: slot as usize,
-            byte: usize::from(byte),
-            n,
-            needs,
-            alt,
-            range,
-        };
-        match x {
-            Extract::InPort => Some(AclWord { in_port: true, slot: 0, byte: 0, n: 0, needs: HdrSet::EMPTY, alt: HdrSet::EMPTY, range }),
-            Extract::Be16 { slot, byte, needs, alt } => Some(w(slot, byte, 2, needs, alt)),
-            Extract::Be32 { slot, byte, needs, alt } => Some(w(slot, byte, 4, needs, alt)),
-            Extract::Short { slot, byte, n: 1, needs, alt } => Some(w(slot, byte, 1, needs, alt)),
-            _ => None,
-        }
-    }
-
-    /// The word, `None` when the packet misses (a header a non-range field needs is absent, or
-    /// the frame is cut short).
-    #[inline(always)]
-    fn read(&self, d: &[u8], m: &fastpath_packet::Meta) -> Option<u32> {
-        if self.in_port {
-            return Some(u32::from(m.in_port));
-        }
-        if !(m.valid.has_all(self.needs) || (self.alt != HdrSet::EMPTY && m.valid.has_all(self.alt))) {
-            return self.range.then_some(0);
-        }
-        let at = usize::from(m.off[self.slot]) + self.byte;
-        // One 4-byte load and a shift; byte by byte only within 4 bytes of the frame's end.
-        match d.get(at..).and_then(|t| t.first_chunk::<4>()) {
-            Some(w) => Some(u32::from_be_bytes(*w) >> (32 - 8 * self.n as u32)),
-            None => Some(d.get(at..at + self.n)?.iter().fold(0u32, |v, &x| v << 8 | u32::from(x))),
-        }
-    }
-
-    /// The key of one packet from `N` words, two per `u64`; `None` when it misses.
-    #[inline(always)]
-    fn key<const N: usize>(words: &[AclWord; N], d: &[u8], m: &fastpath_packet::Meta) -> Option<[u64; MAX_KEY_FIELDS / 2]> {
-        let mut key = [0u64; MAX_KEY_FIELDS / 2];
-        for (k, w) in words.iter().enumerate() {
-            key[k / 2] |= u64::from(w.read(d, m)?) << (32 * (k & 1));
-        }
-        Some(key)
-    }
-}
-
-/// Slots of a classifier table's result cache (a power of two), in pairs: a key may live in
-/// either slot of its pair.
-const ACL_CACHE_SLOTS: usize = 8192;
-
-/// A direct-mapped cache of classifier results by exact key, in front of the decision trees, as
-/// Open vSwitch's exact-match cache sits in front of its megaflow classifier: a packet of a
-/// recently seen key costs a hash and a compare instead of a tree walk. It belongs to one
-/// classifier build: when the live classifier changes (a commit, an adopted build, a clear) the
-/// cache is emptied then and there, so it never answers for rules that changed.
-pub(crate) struct AclCache {
-    /// The classifier the entries came from (`Arc::as_ptr`), 0 for none.
-    owner: usize,
-    /// Key (two 32-bit words per `u64`, unused words 0), result (`MISS` for a miss), valid.
-    slots: Box<[([u64; MAX_KEY_FIELDS / 2], u32, bool)]>,
-}
-
-impl AclCache {
-    fn new() -> AclCache {
-        AclCache { owner: 0, slots: vec![([0; MAX_KEY_FIELDS / 2], MISS, false); ACL_CACHE_SLOTS].into_boxed_slice() }
-    }
-
-    /// Empties the cache: the live classifier changed. (Checking the owner alone could be
-    /// fooled by a new build allocated where a freed one was.)
-    fn forget(&mut self) {
-        self.slots.iter_mut().for_each(|s| s.2 = false);
-        self.owner = 0;
-    }
-
-    /// Empties the cache unless its entries came from `acl`.
-    #[inline]
-    fn belong_to(&mut self, acl: &Arc<Acl>) {
-        let p = Arc::as_ptr(acl) as usize;
-        if self.owner != p {
-            self.forget();
-            self.owner = p;
-        }
-    }
-
-    /// The classifier's answer for `key` (`acl` must be the owner). A key not in its pair
-    /// replaces the pair's second slot after moving the first there, so the pair keeps the
-    /// two most recent keys.
-    #[inline]
-    fn classify(&mut self, acl: &Acl, key: &[u64; MAX_KEY_FIELDS / 2], nf: usize) -> Option<u32> {
-        let h = key.iter().fold(0u64, |h, &w| (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let i = (h >> 40) as usize & (ACL_CACHE_SLOTS - 2);
-        let (a, b) = (&self.slots[i], &self.slots[i + 1]);
-        if a.2 && a.0 == *key {
-            return (a.1 != MISS).then_some(a.1);
-        }
-        if b.2 && b.0 == *key {
-            return (b.1 != MISS).then_some(b.1);
-        }
-        let words: [u32; MAX_KEY_FIELDS] = std::array::from_fn(|k| (key[k / 2] >> (32 * (k & 1))) as u32);
-        let r = acl.classify(&words[..nf]).map(|(a, _)| a);
-        self.slots[i + 1] = self.slots[i];
-        self.slots[i] = (*key, r.unwrap_or(MISS), true);
-        r
-    }
+    /// bytes: how to read the key a header at a time (specialised build only).
+    acl_key: Option<AclKey>,
 }
 
 struct Scratch {
@@ -279,8 +154,8 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
         scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX] }),
         acl_cache: (special && def.imp == TableImpl::Acl).then(|| Box::new(AclCache::new())),
-        acl_words: (special && def.imp == TableImpl::Acl)
-            .then(|| def.key.iter().map(|k| AclWord::of(k.field.extractor(), k.kind == MatchKind::Range)).collect::<Option<Vec<_>>>())
+        acl_key: (special && def.imp == TableImpl::Acl)
+            .then(|| AclKey::new(&def.key.iter().map(|k| (k.field.extractor(), k.kind == MatchKind::Range)).collect::<Vec<_>>()))
             .flatten(),
         def,
     })
@@ -829,6 +704,9 @@ impl Stage for TableStage {
         let mut fused = false;
         // Port-indexed direct tables leave their results in `sc.res` (MISS = miss).
         let mut direct_fused = false;
+        // The lanes that hit, when pass 1 knows them (classifier tables).
+        let mut hit_lanes = Lanes::NONE;
+        let mut hits_known = false;
         let hit = |r: u32| (r != MISS).then_some(r);
         if let Engine::Acl { live, .. } = &self.engine {
             // The classifier reads each field once, straight into its 32-bit parts (a missing
@@ -837,32 +715,33 @@ impl Stage for TableStage {
             let mut flat = [0u32; 4 * MAX_KEY_FIELDS];
             match (live, self.acl_cache.as_deref_mut()) {
                 // No rules: every packet misses, whatever its key.
-                (None, _) => each_lane!(i in lanes => { sc.out[i] = None }),
+                (None, _) => {
+                    each_lane!(i in lanes => { sc.out[i] = None });
+                    hits_known = true;
+                }
                 // Every field fits one 32-bit part (the 5-tuple, ports, VLANs): each is read
                 // with its own extractor straight into the key, which the cache looks up first.
-                (Some(acl), Some(cache)) if self.acl_words.is_some() => {
+                (Some(acl), Some(cache)) if self.acl_key.is_some() => {
                     cache.belong_to(acl);
-                    let words = self.acl_words.as_deref().unwrap_or_default();
-                    let nf = words.len();
-                    // The word loop is unrolled for the key's field count.
+                    let Some(ak) = &self.acl_key else { return };
+                    let nf = ak.fields();
+                    // Monomorphised for the key's width in `u64`s.
                     macro_rules! pass {
-                        ($n:literal) => {{
-                            let w: &[AclWord; $n] = words.try_into().unwrap_or(&[AclWord::NONE; $n]);
+                        ($k:literal) => {
                             for i in lanes {
-                                sc.out[i] = AclWord::key(w, pool.data(b.handle(i)), b.meta(i)).and_then(|k| cache.classify(acl, &k, nf));
+                                let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| cache.classify(acl, &k, nf));
+                                sc.out[i] = r;
+                                hit_lanes.insert_if(i, r.is_some());
                             }
-                        }};
+                        };
                     }
-                    match nf {
+                    match nf.div_ceil(2) {
                         1 => pass!(1),
                         2 => pass!(2),
                         3 => pass!(3),
-                        4 => pass!(4),
-                        5 => pass!(5),
-                        6 => pass!(6),
-                        7 => pass!(7),
-                        _ => pass!(8),
+                        _ => pass!(4),
                     }
+                    hits_known = true;
                 }
                 (Some(acl), _) => {
                     for i in lanes {
@@ -991,10 +870,13 @@ impl Stage for TableStage {
             }
         }
         let mut hits = 0u64;
+        // A miss that does nothing (an ACL's `no_action` default) needs no action pass.
+        let act_lanes =
+            if hits_known && self.def.default_drop.is_none() && matches!(self.default_fast, Fast::Nop) { hit_lanes } else { lanes };
         // The action pass, monomorphised over where the lookup result is read from.
         macro_rules! act {
             ($get:expr) => {
-                each_lane!(i in lanes => {
+                each_lane!(i in act_lanes => {
                     let r: u32 = $get(i);
                     let fast = if r != MISS {
                         hits += 1;
@@ -1024,7 +906,7 @@ impl Stage for TableStage {
             ($get:expr, $reason:expr, $i:ident, $pat:pat => $body:expr) => {{
                 // In locals, so the loop does not reload them from `self` for every packet.
                 let (fast, bit): (&[Fast], u32) = (&self.fast, self.bit);
-                each_lane!($i in lanes => {
+                each_lane!($i in act_lanes => {
                     let r: u32 = $get($i);
                     if let Some(&$pat) = fast.get(r as usize) {
                         hits += 1;

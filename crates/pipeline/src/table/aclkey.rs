@@ -1,0 +1,230 @@
+//! The front of a classifier (`acl`) table on the specialised path: reading a packet's key
+//! ([`AclKey`]) and the exact-match cache of recent keys ([`AclCache`]).
+//!
+//! A classifier key is up to [`MAX_KEY_FIELDS`] 32-bit words: the input port, or 1, 2 or 4
+//! big-endian bytes of a header (the 5-tuple, VLANs, DSCP…). Read word by word, each costs a
+//! header-validity test, an offset load, a bounds check and a shift, about 20 instructions.
+//! [`AclKey`] is built once per table: the words that sit in the same header (within 16 bytes
+//! and test form a group, and a packet pays the validity test, the offset load and the bounds
+//! check once per group; each word is then a load and a shift. The IPv4 5-tuple plus the input
+//! port is two groups (IPv4, L4) and the port.
+
+use crate::field::Extract;
+use crate::ir::MAX_KEY_FIELDS;
+use fastpath_packet::{HdrSet, Meta, Slot};
+use fastpath_tables::acl::Acl;
+use std::sync::Arc;
+
+const MISS: u32 = u32::MAX;
+
+/// One word of a classifier key: `n` big-endian bytes at `byte` of header `slot`, which the
+/// packet has when it has every header of `needs` (or of `alt`, when not empty). A `range`
+/// field of a packet without the header reads as 0 (a port range matches "any" then); any other
+/// field makes the key miss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Word {
+    slot: usize,
+    byte: usize,
+    n: usize,
+    needs: HdrSet,
+    alt: HdrSet,
+    range: bool,
+}
+
+impl Word {
+    /// True when the packet has the header this word reads.
+    #[inline(always)]
+    fn present(&self, m: &Meta) -> bool {
+        m.valid.has_all(self.needs) || (self.alt != HdrSet::EMPTY && m.valid.has_all(self.alt))
+    }
+}
+
+/// Bytes a group reads with one bounds check: its words lie within them.
+const WINDOW: usize = 16;
+
+/// Words of one header read together: one validity test, one offset load and one bounds check
+/// (the [`WINDOW`] bytes at `lo` of the header hold a 4-byte load at each word).
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    /// The header, its test and its range flag (as [`Word`]; `byte` and `n` unused).
+    hdr: Word,
+    /// Offset of the group's first byte inside the header.
+    lo: usize,
+    /// Per word: its index in the key, its offset from `lo` (at most `WINDOW - 4`), its length
+    /// in bytes and the right shift of a 4-byte load that leaves it.
+    words: [(usize, usize, usize, u32); MAX_KEY_FIELDS],
+    nw: usize,
+}
+
+/// How a table reads its classifier key, built once from the key's extractors.
+#[derive(Clone, Debug)]
+pub(crate) struct AclKey {
+    /// Key words holding the input port (a bit each).
+    ports: u32,
+    groups: [Group; MAX_KEY_FIELDS],
+    ng: usize,
+    /// Words of the key.
+    nf: usize,
+}
+
+impl AclKey {
+    /// The reader of a key made of these fields (extractor and whether it is a `range` field),
+    /// when every field is the input port or a header field of 1, 2 or 4 bytes.
+    pub(crate) fn new(fields: &[(Extract, bool)]) -> Option<AclKey> {
+        if fields.is_empty() || fields.len() > MAX_KEY_FIELDS {
+            return None;
+        }
+        let mut ports = 0u32;
+        let mut words: Vec<(usize, Word)> = Vec::new();
+        for (k, &(x, range)) in fields.iter().enumerate() {
+            let w =
+                |slot: Slot, byte: u16, n: usize, needs, alt| Word { slot: slot as usize, byte: usize::from(byte), n, needs, alt, range };
+            match x {
+                Extract::InPort => ports |= 1 << k,
+                Extract::Be16 { slot, byte, needs, alt } => words.push((k, w(slot, byte, 2, needs, alt))),
+                Extract::Be32 { slot, byte, needs, alt } => words.push((k, w(slot, byte, 4, needs, alt))),
+                Extract::Short { slot, byte, n: 1, needs, alt } => words.push((k, w(slot, byte, 1, needs, alt))),
+                _ => return None,
+            }
+        }
+        // One group per header and test, while the words fit the window.
+        words.sort_by_key(|&(k, w)| (w.slot, w.needs.0, w.alt.0, w.range, w.byte, k));
+        let none = Group {
+            hdr: Word { slot: 0, byte: 0, n: 0, needs: HdrSet::EMPTY, alt: HdrSet::EMPTY, range: true },
+            lo: 0,
+            words: [(0, 0, 0, 0); MAX_KEY_FIELDS],
+            nw: 0,
+        };
+        let mut groups = [none; MAX_KEY_FIELDS];
+        let mut ng = 0;
+        for (k, w) in words {
+            let same = ng > 0 && Word { byte: w.byte, n: w.n, ..groups[ng - 1].hdr } == w && w.byte + 4 <= groups[ng - 1].lo + WINDOW;
+            if !same {
+                groups[ng] = Group { hdr: w, lo: w.byte, ..none };
+                ng += 1;
+            }
+            let g = &mut groups[ng - 1];
+            g.words[g.nw] = (k, w.byte - g.lo, w.n, 32 - 8 * w.n as u32);
+            g.nw += 1;
+        }
+        Some(AclKey { ports, groups, ng, nf: fields.len() })
+    }
+
+    /// Words of the key.
+    pub(crate) fn fields(&self) -> usize {
+        self.nf
+    }
+
+    /// The key of one packet, two words per `u64` (word `k` in bits `32 * (k % 2)` of
+    /// `key[k / 2]`, unused words 0); `None` when it misses. `K` is `(fields + 1) / 2`.
+    #[inline(always)]
+    pub(crate) fn read<const K: usize>(&self, d: &[u8], m: &Meta) -> Option<[u64; K]> {
+        let mut w = [0u32; MAX_KEY_FIELDS];
+        let mut p = self.ports;
+        while p != 0 {
+            w[p.trailing_zeros() as usize % MAX_KEY_FIELDS] = u32::from(m.in_port);
+            p &= p - 1;
+        }
+        for g in &self.groups[..self.ng.min(MAX_KEY_FIELDS)] {
+            if !g.hdr.present(m) {
+                if g.hdr.range {
+                    continue;
+                }
+                return None;
+            }
+            let at = usize::from(m.off[g.hdr.slot]) + g.lo;
+            match d.get(at..).and_then(|s| s.first_chunk::<WINDOW>()) {
+                Some(win) => {
+                    for &(k, rel, _, shift) in &g.words[..g.nw.min(MAX_KEY_FIELDS)] {
+                        // `rel <= WINDOW - 4` by construction; the `min` lets the compiler see it.
+                        let r = rel.min(WINDOW - 4);
+                        let x = u32::from_be_bytes([win[r], win[r + 1], win[r + 2], win[r + 3]]);
+                        w[k % MAX_KEY_FIELDS] = x >> shift;
+                    }
+                }
+                // Near the frame's end: byte by byte, and the key misses when a word's bytes
+                // are not all there.
+                None => {
+                    for &(k, rel, n, _) in &g.words[..g.nw.min(MAX_KEY_FIELDS)] {
+                        let bytes = d.get(at + rel..at + rel + n)?;
+                        w[k % MAX_KEY_FIELDS] = bytes.iter().fold(0u32, |v, &x| v << 8 | u32::from(x));
+                    }
+                }
+            }
+        }
+        Some(std::array::from_fn(|j| {
+            let lo = w.get(2 * j).copied().unwrap_or(0);
+            let hi = w.get(2 * j + 1).copied().unwrap_or(0);
+            u64::from(lo) | u64::from(hi) << 32
+        }))
+    }
+}
+
+/// Slots of a classifier table's result cache (a power of two), in pairs: a key may live in
+/// either slot of its pair.
+const ACL_CACHE_SLOTS: usize = 8192;
+
+/// A direct-mapped cache of classifier results by exact key, in front of the decision trees, as
+/// Open vSwitch's exact-match cache sits in front of its megaflow classifier: a packet of a
+/// recently seen key costs a hash and a compare instead of a tree walk. It belongs to one
+/// classifier build: when the live classifier changes (a commit, an adopted build, a clear) the
+/// cache is emptied then and there, so it never answers for rules that changed.
+pub(crate) struct AclCache {
+    /// The classifier the entries came from (`Arc::as_ptr`), 0 for none.
+    owner: usize,
+    /// Key (as [`AclKey::read`] gives it, unused words 0), result (`MISS` for a miss), valid.
+    slots: Box<[([u64; MAX_KEY_FIELDS / 2], u32, bool)]>,
+}
+
+impl AclCache {
+    pub(crate) fn new() -> AclCache {
+        AclCache { owner: 0, slots: vec![([0; MAX_KEY_FIELDS / 2], MISS, false); ACL_CACHE_SLOTS].into_boxed_slice() }
+    }
+
+    /// Empties the cache: the live classifier changed. (Checking the owner alone could be
+    /// fooled by a new build allocated where a freed one was.)
+    pub(crate) fn forget(&mut self) {
+        self.slots.iter_mut().for_each(|s| s.2 = false);
+        self.owner = 0;
+    }
+
+    /// Empties the cache unless its entries came from `acl`.
+    #[inline]
+    pub(crate) fn belong_to(&mut self, acl: &Arc<Acl>) {
+        let p = Arc::as_ptr(acl) as usize;
+        if self.owner != p {
+            self.forget();
+            self.owner = p;
+        }
+    }
+
+    /// The classifier's answer for the `nf`-word `key` (`acl` must be the owner). A key not in
+    /// its pair replaces the pair's second slot after moving the first there, so the pair keeps
+    /// the two most recent keys.
+    #[inline(always)]
+    pub(crate) fn classify<const K: usize>(&mut self, acl: &Acl, key: &[u64; K], nf: usize) -> Option<u32> {
+        let h = key.iter().fold(0u64, |h, &w| (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let i = (h >> 40) as usize & (ACL_CACHE_SLOTS - 2);
+        let (Some(a), Some(b)) = (self.slots.get(i), self.slots.get(i + 1)) else { return None };
+        if a.2 && a.0.first_chunk::<K>() == Some(key) {
+            return (a.1 != MISS).then_some(a.1);
+        }
+        if b.2 && b.0.first_chunk::<K>() == Some(key) {
+            return (b.1 != MISS).then_some(b.1);
+        }
+        self.fill(acl, key, nf, i)
+    }
+
+    /// A cache miss: classifies `key` and stores it in pair `i`.
+    #[cold]
+    #[inline(never)]
+    fn fill<const K: usize>(&mut self, acl: &Acl, key: &[u64; K], nf: usize, i: usize) -> Option<u32> {
+        let mut full = [0u64; MAX_KEY_FIELDS / 2];
+        full.iter_mut().zip(key).for_each(|(f, &k)| *f = k);
+        let words: [u32; MAX_KEY_FIELDS] = std::array::from_fn(|k| (full[k / 2] >> (32 * (k & 1))) as u32);
+        let r = acl.classify(words.get(..nf).unwrap_or_default()).map(|(a, _)| a);
+        self.slots[i + 1] = self.slots[i];
+        self.slots[i] = (full, r.unwrap_or(MISS), true);
+        r
+    }
+}
