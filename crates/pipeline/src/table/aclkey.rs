@@ -169,16 +169,47 @@ const ACL_CACHE_SLOTS: usize = 8192;
 /// recently seen key costs a hash and a compare instead of a tree walk. It belongs to one
 /// classifier build: when the live classifier changes (a commit, an adopted build, a clear) the
 /// cache is emptied then and there, so it never answers for rules that changed.
+///
+/// A cache only pays when keys repeat. Where nearly every key is new (a table consulted on a
+/// connection's first packet only, as the overlay's ACLs; a flood of new connections), every
+/// lookup would pay a probe and an insert for nothing. So the cache watches its own hit rate:
+/// after a batch in which at least 15 of 16 lookups missed it stands aside (the table
+/// classifies directly), and it is tried again on one batch in [`RETRY_EVERY`].
 pub(crate) struct AclCache {
     /// The classifier the entries came from (`Arc::as_ptr`), 0 for none.
     owner: usize,
     /// Key (as [`AclKey::read`] gives it, unused words 0), result (`MISS` for a miss), valid.
     slots: Box<[([u64; MAX_KEY_FIELDS / 2], u32, bool)]>,
+    /// Misses of the current batch.
+    misses: u32,
+    /// Batches left before the cache, standing aside, is tried again (0: in use).
+    aside: u32,
 }
+
+/// Batches a cache that stood aside waits before it is tried again.
+const RETRY_EVERY: u32 = 16;
 
 impl AclCache {
     pub(crate) fn new() -> AclCache {
-        AclCache { owner: 0, slots: vec![([0; MAX_KEY_FIELDS / 2], MISS, false); ACL_CACHE_SLOTS].into_boxed_slice() }
+        AclCache { owner: 0, slots: vec![([0; MAX_KEY_FIELDS / 2], MISS, false); ACL_CACHE_SLOTS].into_boxed_slice(), misses: 0, aside: 0 }
+    }
+
+    /// Whether this batch goes through the cache (once per batch, before its lookups).
+    #[inline]
+    pub(crate) fn in_use(&mut self) -> bool {
+        self.misses = 0;
+        if self.aside > 0 {
+            self.aside -= 1;
+        }
+        self.aside == 0
+    }
+
+    /// After a batch of `looked` lookups through the cache: stand aside when nearly all missed.
+    #[inline]
+    pub(crate) fn judge(&mut self, looked: usize) {
+        if looked >= 16 && self.misses as usize * 16 >= looked * 15 {
+            self.aside = RETRY_EVERY;
+        }
     }
 
     /// Empties the cache: the live classifier changed. (Checking the owner alone could be
@@ -219,12 +250,121 @@ impl AclCache {
     #[cold]
     #[inline(never)]
     fn fill<const K: usize>(&mut self, acl: &Acl, key: &[u64; K], nf: usize, i: usize) -> Option<u32> {
+        self.misses += 1;
         let mut full = [0u64; MAX_KEY_FIELDS / 2];
         full.iter_mut().zip(key).for_each(|(f, &k)| *f = k);
-        let words: [u32; MAX_KEY_FIELDS] = std::array::from_fn(|k| (full[k / 2] >> (32 * (k & 1))) as u32);
-        let r = acl.classify(words.get(..nf).unwrap_or_default()).map(|(a, _)| a);
+        let r = classify(acl, key, nf);
         self.slots[i + 1] = self.slots[i];
         self.slots[i] = (full, r.unwrap_or(MISS), true);
         r
+    }
+}
+
+/// The classifier's answer for the `nf`-word `key` (as [`AclKey::read`] gives it), uncached.
+#[inline]
+pub(crate) fn classify<const K: usize>(acl: &Acl, key: &[u64; K], nf: usize) -> Option<u32> {
+    let words: [u32; MAX_KEY_FIELDS] = std::array::from_fn(|k| key.get(k / 2).map_or(0, |w| (w >> (32 * (k & 1))) as u32));
+    acl.classify(words.get(..nf).unwrap_or_default()).map(|(a, _)| a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastpath_packet::{Hdr, Meta};
+    use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch};
+
+    fn v4(byte: u16) -> Extract {
+        Extract::Be32 { slot: Slot::L3, byte, needs: HdrSet::EMPTY.with(Hdr::Ipv4), alt: HdrSet::EMPTY }
+    }
+
+    /// The switch's key: port, source, destination, protocol, destination port (a range).
+    fn five_tuple() -> Vec<(Extract, bool)> {
+        let dport = Extract::Be16 { slot: Slot::L4, byte: 2, needs: HdrSet::EMPTY.with(Hdr::Udp), alt: HdrSet::EMPTY.with(Hdr::Tcp) };
+        let proto = Extract::Short { slot: Slot::L3, byte: 9, n: 1, needs: HdrSet::EMPTY.with(Hdr::Ipv4), alt: HdrSet::EMPTY };
+        vec![(Extract::InPort, false), (v4(12), false), (v4(16), false), (proto, false), (dport, true)]
+    }
+
+    /// A 64-byte UDP frame's metadata and bytes: L3 at 14, L4 at 34.
+    fn frame(udp: bool) -> (Vec<u8>, Meta) {
+        let mut d = vec![0u8; 64];
+        d[14 + 9] = 17;
+        d[14 + 12..14 + 16].copy_from_slice(&[10, 0, 0, 1]);
+        d[14 + 16..14 + 20].copy_from_slice(&[10, 0, 0, 2]);
+        d[34 + 2..34 + 4].copy_from_slice(&[0x12, 0x34]);
+        let mut m = Meta::arrived(3);
+        m.valid = HdrSet::EMPTY.with(Hdr::Eth).with(Hdr::Ipv4);
+        if udp {
+            m.valid.insert(Hdr::Udp);
+        }
+        m.set_offset(Slot::L3, 14);
+        m.set_offset(Slot::L4, 34);
+        (d, m)
+    }
+
+    #[test]
+    fn the_five_tuple_is_read_in_two_header_groups() {
+        let k = AclKey::new(&five_tuple()).expect("a uniform key");
+        assert_eq!((k.ng, k.ports, k.fields()), (2, 1, 5));
+        let (d, m) = frame(true);
+        let key = k.read::<3>(&d, &m).expect("all headers there");
+        assert_eq!(key, [3 | 0x0a00_0001 << 32, 0x0a00_0002 | 17 << 32, 0x1234]);
+        // No L4 header: the range field reads 0; no IPv4 header: the key misses.
+        let (d, mut m) = frame(false);
+        assert_eq!(k.read::<3>(&d, &m).map(|k| k[2]), Some(0));
+        m.valid = HdrSet::EMPTY.with(Hdr::Eth);
+        assert_eq!(k.read::<3>(&d, &m), None);
+    }
+
+    #[test]
+    fn near_the_frame_end_words_are_read_byte_by_byte_or_miss() {
+        let k = AclKey::new(&five_tuple()).expect("a uniform key");
+        let (d, m) = frame(true);
+        let whole = k.read::<3>(&d, &m);
+        // 38 bytes: less than a window after L4 + 2, but the port's bytes are there.
+        assert_eq!(k.read::<3>(&d[..38], &m), whole);
+        // 37: the destination port is cut short, so the key misses.
+        assert_eq!(k.read::<3>(&d[..37], &m), None);
+    }
+
+    #[test]
+    fn words_more_than_a_window_apart_are_separate_groups() {
+        let k = AclKey::new(&[(v4(0), false), (v4(12), false), (v4(16), false)]).expect("uniform");
+        assert_eq!(k.ng, 2);
+        assert!(AclKey::new(&[(Extract::Be128 { slot: Slot::L3, byte: 8, needs: HdrSet::EMPTY }, false)]).is_none());
+    }
+
+    #[test]
+    fn the_cache_stands_aside_while_keys_do_not_repeat_and_comes_back() {
+        let rule = AclRule { priority: 1, fields: vec![FieldMatch::exact(7)], action: 5 };
+        let acl = Arc::new(Acl::build(&AclConfig::new(vec![32]), &[rule]).expect("builds"));
+        let mut c = AclCache::new();
+        c.belong_to(&acl);
+        let batch = |c: &mut AclCache, first: u64| {
+            let used = c.in_use();
+            if used {
+                for k in first..first + 32 {
+                    assert_eq!(c.classify(&acl, &[k], 1), (k == 7).then_some(5));
+                }
+                c.judge(32);
+            }
+            used
+        };
+        // New keys every batch: after each batch through it the cache stands aside for
+        // RETRY_EVERY - 1 batches.
+        let mut next = 100;
+        for _ in 0..3 {
+            assert!(batch(&mut c, next));
+            next += 32;
+            for _ in 0..RETRY_EVERY - 1 {
+                assert!(!batch(&mut c, next));
+                next += 32;
+            }
+        }
+        // Keys that come back (those of its last batch): the retry hits them, and it stays.
+        let back = next - 32 * u64::from(RETRY_EVERY);
+        assert!(batch(&mut c, back));
+        assert_eq!(c.misses, 0);
+        assert!(batch(&mut c, back));
+        assert_eq!(c.misses, 0);
     }
 }

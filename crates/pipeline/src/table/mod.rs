@@ -725,13 +725,23 @@ impl Stage for TableStage {
                     cache.belong_to(acl);
                     let Some(ak) = &self.acl_key else { return };
                     let nf = ak.fields();
+                    let cached = cache.in_use();
                     // Monomorphised for the key's width in `u64`s.
                     macro_rules! pass {
                         ($k:literal) => {
-                            for i in lanes {
-                                let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| cache.classify(acl, &k, nf));
-                                sc.out[i] = r;
-                                hit_lanes.insert_if(i, r.is_some());
+                            if cached {
+                                for i in lanes {
+                                    let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| cache.classify(acl, &k, nf));
+                                    sc.out[i] = r;
+                                    hit_lanes.insert_if(i, r.is_some());
+                                }
+                                cache.judge(lanes.count());
+                            } else {
+                                for i in lanes {
+                                    let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| aclkey::classify(acl, &k, nf));
+                                    sc.out[i] = r;
+                                    hit_lanes.insert_if(i, r.is_some());
+                                }
                             }
                         };
                     }
