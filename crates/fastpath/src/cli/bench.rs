@@ -45,6 +45,11 @@ pub struct BenchArgs {
     /// Packets per measured run (after a warm-up).
     #[arg(long, default_value_t = 10_000_000)]
     packets: u64,
+    /// Warm-up packets before the measured run [default: a tenth of --packets, 100k to 2M];
+    /// never fewer than one per flow. `scripts/instructions` pins it, so that runs of N and 2N
+    /// packets warm up alike.
+    #[arg(long)]
+    warmup: Option<u64>,
     /// Frame size in bytes, without the 4-byte FCS (64 = the smallest Ethernet frame).
     #[arg(long, default_value_t = 64)]
     size: usize,
@@ -154,11 +159,15 @@ struct Timed {
     cycles: f64,
 }
 
+/// The warm-up of a run of `n` packets when `--warmup` is not given.
+fn default_warmup(n: u64) -> u64 {
+    (n / 10).clamp(100_000, 2_000_000)
+}
+
 /// Runs `warm + n` packets of `templates` through `proc` (ports: 0 = source, 1 = sink), timing
-/// the last `n`; the warm-up is at least `min_warm` packets. `reset` is called on the processor
+/// the last `n` (`warm` packets of warm-up). `reset` is called on the processor
 /// after the warm-up.
-fn drive<P: Processor>(label: &str, templates: Templates, n: u64, min_warm: u64, proc: P, reset: impl Fn(&mut P)) -> (Timed, Worker<P>) {
-    let warm = (n / 10).clamp(100_000, 2_000_000).max(min_warm);
+fn drive<P: Processor>(label: &str, templates: Templates, n: u64, warm: u64, proc: P, reset: impl Fn(&mut P)) -> (Timed, Worker<P>) {
     let src = MemSource::from_templates("mem0", templates).with_limit(warm + n);
     let sink = MemSink::new("sink");
     let ports: Vec<Box<dyn Port>> = vec![Box::new(src), Box::new(sink)];
@@ -225,11 +234,12 @@ pub fn bench_pipeline(name: &str, a: &BenchArgs, tsc: f64) -> Result<BenchResult
     let templ = || Templates::build(&scn.frame, flows, &FrameSizes::Fixed(a.size)).map_err(|e| e.to_string());
     // The source's own cost: the same traffic straight to the sink. A fixed count, so that it
     // cancels out of the callgrind instructions-per-packet difference between two `--packets`.
-    let (src, _) = drive("source", templ()?, SOURCE_PACKETS, 0, TxAll(1), |_| {});
+    let (src, _) = drive("source", templ()?, SOURCE_PACKETS, default_warmup(SOURCE_PACKETS), TxAll(1), |_| {});
     // Every flow has passed once before the timing starts (its connection is open), so the
     // figure is the steady state at that flow count; the CPS scenario times openings instead.
     let min_warm = if a.variant == scenario::overlay::Variant::Cps { 0 } else { u64::from(flows) };
-    let (t, w) = drive(name, templ()?, a.packets, min_warm, PipeProc(scn.pipe), |p| p.0.reset_stats());
+    let warm = a.warmup.unwrap_or_else(|| default_warmup(a.packets)).max(min_warm);
+    let (t, w) = drive(name, templ()?, a.packets, warm, PipeProc(scn.pipe), |p| p.0.reset_stats());
     let pipe = &w.processor().0;
     let per = |x: f64| x / t.packets.max(1) as f64;
     let stages = pipe
