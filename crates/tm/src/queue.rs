@@ -196,11 +196,12 @@ impl ClassRings {
     #[inline]
     pub(crate) fn pop_into(&mut self, c: usize, out: &mut [Desc], mut n: usize, mut credit: u64) -> (usize, u64, bool) {
         let c = c & 7;
-        let (base, mask, t) = (self.base[c], self.mask[c], self.tail[c]);
+        let (base, mask, t) = (self.base[c] as usize, self.mask[c], self.tail[c]);
         let mut h = self.head[c];
+        let ring = self.slots.get(base..=base + mask as usize).unwrap_or_default();
         while h != t {
             let Some(slot) = out.get_mut(n) else { break };
-            let Some(d) = self.slots.get((base + (h & mask)) as usize) else { break };
+            let Some(d) = ring.get((h & mask) as usize) else { break };
             let len = u64::from(d.len_bytes);
             if len > credit {
                 break;
