@@ -69,8 +69,52 @@ struct Pipe {
     wrr_cur: u8,
 }
 
+/// The packet-path counters of one group × class, kept in the group's record (no lookup of
+/// their own): occupancy is `enq − deq`, so a dequeue adds to two counters, not four. Drops are
+/// rare and live in `HqosPort::ctr`.
+#[derive(Clone, Copy, Debug, Default)]
+struct ClassCtr {
+    enq_pkts: u64,
+    enq_bytes: u64,
+    deq_pkts: u64,
+    deq_bytes: u64,
+    hwm_bytes: u64,
+    hwm_pkts: u64,
+}
+
+impl ClassCtr {
+    #[inline]
+    fn on_enqueue(&mut self, len: u64) {
+        self.enq_pkts += 1;
+        self.enq_bytes += len;
+        self.hwm_bytes = self.hwm_bytes.max(self.enq_bytes - self.deq_bytes);
+        self.hwm_pkts = self.hwm_pkts.max(self.enq_pkts - self.deq_pkts);
+    }
+
+    #[inline]
+    fn on_dequeue(&mut self, len: u64) {
+        self.deq_pkts += 1;
+        self.deq_bytes += len;
+    }
+
+    /// These counters with the drops of `drops`, as [`QueueCounters`].
+    fn read(&self, drops: &QueueCounters) -> QueueCounters {
+        QueueCounters {
+            deq_pkts: self.deq_pkts,
+            deq_bytes: self.deq_bytes,
+            occ_bytes: self.enq_bytes - self.deq_bytes,
+            occ_pkts: self.enq_pkts - self.deq_pkts,
+            hwm_bytes: self.hwm_bytes,
+            hwm_pkts: self.hwm_pkts,
+            ..*drops
+        }
+        .read()
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Group {
+    ctr: [ClassCtr; CLASSES],
     tb: TokenBucket,
     shaper: Option<ShaperParams>,
     max_len: u32,
@@ -123,6 +167,7 @@ pub struct HqosPort {
     listed_groups: u32,
     quantum: i32,
     wheel: Wheel,
+    /// Drops per group × class (the other counters are in the group records).
     ctr: Vec<QueueCounters>,
     no_queue: u64,
 }
@@ -163,6 +208,7 @@ impl HqosPort {
             }
             let shaper = gc.shaper.as_ref().map(ShaperParams::new);
             groups.push(Group {
+                ctr: [ClassCtr::default(); CLASSES],
                 tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
                 max_len: burst_of(&shaper),
                 shaper,
@@ -259,7 +305,7 @@ impl HqosPort {
         };
         let ci = (g << self.cls_log2) | c;
         let qi = (pi << self.cls_log2) | c;
-        let (Some(hq), Some(ctr)) = (self.queues.get_mut(qi), self.ctr.get_mut(ci)) else {
+        let Some(hq) = self.queues.get_mut(qi) else {
             self.no_queue += 1;
             return Enq::Dropped(TmDrop::NoQueue);
         };
@@ -289,7 +335,9 @@ impl HqosPort {
         let slot = match slot {
             Ok(s) => s,
             Err(r) => {
-                ctr.on_drop(r, len64);
+                if let Some(ctr) = self.ctr.get_mut(ci) {
+                    ctr.on_drop(r, len64);
+                }
                 return Enq::Dropped(r);
             }
         };
@@ -298,7 +346,7 @@ impl HqosPort {
         }
         hq.q.push(slab, slot);
         hq.bytes += len;
-        ctr.on_enqueue(len64);
+        grp.ctr[c].on_enqueue(len64);
         let idle = p.active == 0;
         p.active |= 1 << c;
         if idle {
@@ -480,18 +528,15 @@ impl HqosPort {
             let qc = &self.qcfg[c & 7];
             buf.give(u64::from(hq.bytes), qc.min, u64::from(len));
             hq.bytes -= len;
-            if let Some(ctr) = self.ctr.get_mut(((gi as usize) << self.cls_log2) | c) {
-                ctr.on_dequeue(u64::from(len));
-            }
+            grp.ctr[c & 7].on_dequeue(u64::from(len));
             if let Some(slot) = out.get_mut(n) {
                 *slot = d;
             }
             n += 1;
             let bit = 1u8 << c;
             let q_empty = hq.q.is_empty();
-            let ilen = i32::try_from(len).unwrap_or(i32::MAX);
             if prof.wrr_mask & bit != 0 {
-                hq.credit = hq.credit.saturating_sub(ilen);
+                hq.credit = pay(hq.credit, len);
                 if q_empty || hq.credit <= 0 {
                     hq.credit = hq.credit.saturating_add(prof.quantum[c]);
                     p.wrr_cur = ((c + 1) & 7) as u8;
@@ -502,11 +547,11 @@ impl HqosPort {
             if q_empty {
                 p.active &= !bit;
             }
-            p.credit = p.credit.saturating_sub(ilen);
+            p.credit = pay(p.credit, len);
             if p.active == 0 {
                 grp.head = p.next;
             } else if p.credit <= 0 {
-                p.credit = p.credit.saturating_add(self.quantum);
+                p.credit = p.credit.wrapping_add(self.quantum); // credit ≤ 0 < quantum: exact
                 if p.next != NIL {
                     grp.head = p.next;
                     push_pipe(&mut self.pipes, grp, pi);
@@ -515,9 +560,9 @@ impl HqosPort {
             if grp.head == NIL {
                 self.unlist_head_group();
             } else {
-                grp.credit = grp.credit.saturating_sub(ilen);
+                grp.credit = pay(grp.credit, len);
                 if grp.credit <= 0 {
-                    grp.credit = grp.credit.saturating_add(self.quantum);
+                    grp.credit = grp.credit.wrapping_add(self.quantum); // credit ≤ 0 < quantum: exact
                     if grp.next != NIL {
                         self.ghead = grp.next;
                         push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, gi);
@@ -578,7 +623,8 @@ impl HqosPort {
         if class >= self.classes {
             return None;
         }
-        self.ctr.get((group << self.cls_log2) | class).map(QueueCounters::read)
+        let g = self.groups.get(group)?;
+        self.ctr.get((group << self.cls_log2) | class).map(|d| g.ctr[class & 7].read(d))
     }
 
     /// Counters of `class` summed over every group.
@@ -588,8 +634,8 @@ impl HqosPort {
         }
         let mut s = QueueCounters::default();
         for g in 0..self.groups.len() {
-            if let Some(c) = self.ctr.get((g << self.cls_log2) | class) {
-                s.add(&c.read());
+            if let Some(c) = self.group_counters(g, class) {
+                s.add(&c);
             }
         }
         Some(s)
@@ -599,8 +645,12 @@ impl HqosPort {
     /// are counted under `TmDrop::NoQueue`.
     pub fn port_counters(&self) -> QueueCounters {
         let mut s = QueueCounters::default();
-        for c in &self.ctr {
-            s.add(&c.read());
+        for g in 0..self.groups.len() {
+            for class in 0..self.classes {
+                if let Some(c) = self.group_counters(g, class) {
+                    s.add(&c);
+                }
+            }
         }
         s.drop_pkts[TmDrop::NoQueue as usize] += self.no_queue;
         s
@@ -618,6 +668,14 @@ impl HqosPort {
     pub fn sleeping_pipes(&self) -> u32 {
         self.wheel.sleeping
     }
+}
+
+/// `credit` after paying for a packet of `len` bytes: `credit − min(len, i32::MAX)`, saturating
+/// at `i32::MIN` (in `i64`, where it cannot overflow: one compare instead of two).
+#[inline]
+fn pay(credit: i32, len: u32) -> i32 {
+    let v = i64::from(credit) - i64::from(len.min(i32::MAX as u32));
+    v.max(i64::from(i32::MIN)) as i32
 }
 
 /// Appends pipe `pi` to `grp`'s list.
