@@ -205,7 +205,7 @@ impl FlatPort {
     fn enqueue_whole(&mut self, buf: &mut SharedBuffer, pkts: &[Desc]) -> bool {
         let n = pkts.len();
         // The writes past each tail must stay inside the ring's free slots.
-        if (0..CLASSES).any(|c| (self.rings.room(c) as usize) < n) || buf.free_pkts() < n as u64 {
+        if !self.rings.all_have_room(n) || buf.free_pkts() < n as u64 {
             return false;
         }
         let tail0 = self.rings.tail;

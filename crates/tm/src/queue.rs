@@ -102,6 +102,8 @@ pub(crate) struct ClassRings {
     slots: Box<[Desc]>,
     base: [u32; 8],
     mask: [u32; 8],
+    /// The smallest ring's slots.
+    min_cap: u32,
     pub(crate) head: [u32; 8],
     pub(crate) tail: [u32; 8],
 }
@@ -120,6 +122,7 @@ impl ClassRings {
             slots: vec![Desc::default(); at as usize].into_boxed_slice(),
             base,
             mask: caps.map(|c| c - 1),
+            min_cap: caps.into_iter().min().unwrap_or(0),
             head: [0; 8],
             tail: [0; 8],
         }
@@ -139,6 +142,18 @@ impl ClassRings {
     #[inline]
     pub(crate) fn is_full(&self, c: usize) -> bool {
         self.len(c) > self.mask[c & 7]
+    }
+
+    /// True when every class has room for `n` more descriptors. Checks the cheap sufficient
+    /// condition first (all the rings together hold at most the smallest ring's slots less `n`:
+    /// one vector sum), then each ring.
+    #[inline]
+    pub(crate) fn all_have_room(&self, n: usize) -> bool {
+        let mut held = 0u32;
+        for c in 0..8 {
+            held = held.wrapping_add(self.tail[c].wrapping_sub(self.head[c]));
+        }
+        u64::from(held) + n as u64 <= u64::from(self.min_cap) || (0..8).all(|c| self.room(c) as usize >= n)
     }
 
     /// Free slots of class `c`.
