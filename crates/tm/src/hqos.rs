@@ -117,6 +117,7 @@ struct Group {
     ctr: [ClassCtr; CLASSES],
     tb: TokenBucket,
     shaper: Option<ShaperParams>,
+    /// Longest packet the group and the port can pass: the smaller of their shapers' bursts.
     max_len: u32,
     head: u32,
     tail: u32,
@@ -161,7 +162,6 @@ pub struct HqosPort {
     qcfg: [QCfg; CLASSES],
     shaper: Option<ShaperParams>,
     tb: TokenBucket,
-    port_max: u32,
     ghead: u32,
     gtail: u32,
     listed_groups: u32,
@@ -200,6 +200,7 @@ impl HqosPort {
         let quantum = i32::try_from(cfg.quantum_bytes).unwrap_or(i32::MAX);
         let mut pipes = Vec::with_capacity(cfg.pipes() as usize);
         let mut groups = Vec::with_capacity(cfg.groups.len());
+        let port_max = burst_of(&cfg.shaper.as_ref().map(ShaperParams::new));
         for (g, gc) in cfg.groups.iter().enumerate() {
             let prof = profiles.get(usize::from(gc.profile));
             let tb = prof.and_then(|p| p.shaper.as_ref()).map(TokenBucket::full).unwrap_or_default();
@@ -210,7 +211,7 @@ impl HqosPort {
             groups.push(Group {
                 ctr: [ClassCtr::default(); CLASSES],
                 tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
-                max_len: burst_of(&shaper),
+                max_len: burst_of(&shaper).min(port_max),
                 shaper,
                 head: NIL,
                 tail: NIL,
@@ -234,7 +235,6 @@ impl HqosPort {
             profiles,
             qcfg,
             tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
-            port_max: burst_of(&shaper),
             shaper,
             ghead: NIL,
             gtail: NIL,
@@ -313,7 +313,7 @@ impl HqosPort {
         let len = d.len_bytes;
         let len64 = u64::from(len);
         let q = u64::from(hq.bytes);
-        let verdict = if len > self.port_max.min(grp.max_len).min(prof.max_len) {
+        let verdict = if len > grp.max_len.min(prof.max_len) {
             Err(TmDrop::Shaper)
         } else if q + len64 > u64::from(qc.limit) {
             Err(TmDrop::QueueFull)
