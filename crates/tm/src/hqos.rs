@@ -493,7 +493,8 @@ impl HqosPort {
             let c = Self::next_class(p, prof);
             let qi = ((pi as usize) << self.cls_log2) | c;
             let Some(hq) = self.queues.get_mut(qi) else { break };
-            let len = hq.q.peek(slab).len_bytes;
+            let Some(head) = slab.slot_mut(hq.q.head) else { break };
+            let len = head.len_bytes();
             if self.shaper.is_some() && !self.tb.conforms(len) {
                 break;
             }
@@ -524,7 +525,8 @@ impl HqosPort {
             if grp.shaper.is_some() {
                 grp.tb.consume(len);
             }
-            let Some(d) = hq.q.pop(slab) else { break };
+            let (d, next) = head.take();
+            hq.q.head = next;
             let qc = &self.qcfg[c & 7];
             buf.give(u64::from(hq.bytes), qc.min, u64::from(len));
             hq.bytes -= len;

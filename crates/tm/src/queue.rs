@@ -248,19 +248,25 @@ struct Slot {
 pub struct Slab {
     slots: Box<[Slot]>,
     free: u32,
-    used: u32,
 }
 
 impl Slab {
     /// A slab of `n` descriptors (20 bytes each).
     pub fn new(n: u32) -> Slab {
         let slots: Vec<Slot> = (0..n).map(|i| Slot { desc: Desc::default(), next: if i + 1 < n { i + 1 } else { NIL } }).collect();
-        Slab { slots: slots.into_boxed_slice(), free: if n > 0 { 0 } else { NIL }, used: 0 }
+        Slab { slots: slots.into_boxed_slice(), free: if n > 0 { 0 } else { NIL } }
     }
 
-    /// Slots in use.
+    /// Slots in use: the slab's size less the free list's length, which is walked (tests and
+    /// the control path; the packet path keeps no count of its own, the shared buffer has one).
     pub fn used(&self) -> u32 {
-        self.used
+        let n = self.slots.len() as u32;
+        let (mut free, mut i) = (0u32, self.free);
+        while let (Some(s), true) = (self.slots.get(i as usize), free < n) {
+            free += 1;
+            i = s.next;
+        }
+        n - free
     }
 
     /// The descriptor in slot `i` (a default one for an out-of-range `i`).
@@ -283,7 +289,6 @@ impl Slab {
         let slot = self.slots.get_mut(i as usize)?;
         slot.desc = d;
         self.free = std::mem::replace(&mut slot.next, NIL);
-        self.used += 1;
         Some(i)
     }
 
@@ -293,8 +298,15 @@ impl Slab {
         let slot = self.slots.get_mut(i as usize)?;
         let next = std::mem::replace(&mut slot.next, self.free);
         self.free = i;
-        self.used -= 1;
         Some((slot.desc, next))
+    }
+
+    /// Slot `i`, held from looking at its descriptor to freeing it ([`SlotRef::take`]): one
+    /// bounds check for both. `None` for an out-of-range `i` ([`NIL`] included).
+    #[inline]
+    pub(crate) fn slot_mut(&mut self, i: u32) -> Option<SlotRef<'_>> {
+        let slot = self.slots.get_mut(i as usize)?;
+        Some(SlotRef { slot, free: &mut self.free, i })
     }
 
     /// Returns slot `i` to the free list.
@@ -303,7 +315,29 @@ impl Slab {
         let f = self.free;
         self.set_next(i, f);
         self.free = i;
-        self.used -= 1;
+    }
+}
+
+/// A slot of a [`Slab`] in hand (see [`Slab::slot_mut`]).
+pub(crate) struct SlotRef<'a> {
+    slot: &'a mut Slot,
+    free: &'a mut u32,
+    i: u32,
+}
+
+impl SlotRef<'_> {
+    /// The descriptor's length.
+    #[inline]
+    pub(crate) fn len_bytes(&self) -> u32 {
+        self.slot.desc.len_bytes
+    }
+
+    /// Frees the slot; returns its descriptor and its list successor.
+    #[inline]
+    pub(crate) fn take(self) -> (Desc, u32) {
+        let next = std::mem::replace(&mut self.slot.next, *self.free);
+        *self.free = self.i;
+        (self.slot.desc, next)
     }
 }
 
