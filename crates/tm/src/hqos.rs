@@ -484,6 +484,8 @@ impl HqosPort {
     fn dequeue_steps(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
         let mut n = 0;
         let mut refused = 0u32;
+        // Shared bytes given back, settled with the descriptors once after the loop.
+        let mut released = 0u64;
         while n < budget {
             let gi = self.ghead;
             let Some(grp) = self.groups.get_mut(gi as usize) else { break };
@@ -528,7 +530,7 @@ impl HqosPort {
             let (d, next) = head.take();
             hq.q.head = next;
             let qc = &self.qcfg[c & 7];
-            buf.give(u64::from(hq.bytes), qc.min, u64::from(len));
+            released += u64::from(len).min(u64::from(hq.bytes).saturating_sub(qc.min));
             hq.bytes -= len;
             grp.ctr[c & 7].on_dequeue(u64::from(len));
             if let Some(slot) = out.get_mut(n) {
@@ -572,6 +574,7 @@ impl HqosPort {
                 }
             }
         }
+        buf.give_shared(released, n as u32);
         n
     }
 
