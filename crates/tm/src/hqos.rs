@@ -162,6 +162,9 @@ pub struct HqosPort {
     qcfg: [QCfg; CLASSES],
     shaper: Option<ShaperParams>,
     tb: TokenBucket,
+    /// A shaper at some level (port, a group, a profile): the grinder tests them; without, it
+    /// skips all three with one test.
+    shaped: bool,
     ghead: u32,
     gtail: u32,
     listed_groups: u32,
@@ -225,6 +228,7 @@ impl HqosPort {
             QCfg { limit: q.limit_bytes, min: u64::from(q.min_bytes), alpha_log2: q.alpha_log2 }
         });
         let shaper = cfg.shaper.as_ref().map(ShaperParams::new);
+        let shaped = shaper.is_some() || groups.iter().any(|g| g.shaper.is_some()) || profiles.iter().any(|p| p.shaper.is_some());
         HqosPort {
             cls_log2,
             classes,
@@ -235,6 +239,7 @@ impl HqosPort {
             profiles,
             qcfg,
             tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
+            shaped,
             shaper,
             ghead: NIL,
             gtail: NIL,
@@ -497,35 +502,37 @@ impl HqosPort {
             let Some(hq) = self.queues.get_mut(qi) else { break };
             let Some(head) = slab.slot_mut(hq.q.head) else { break };
             let len = head.len_bytes();
-            if self.shaper.is_some() && !self.tb.conforms(len) {
-                break;
-            }
-            if let Some(gp) = &grp.shaper {
-                grp.tb.refill(gp, now_ns);
-                if !grp.tb.conforms(len) {
-                    refused += 1;
-                    if refused >= self.listed_groups {
-                        break;
+            if self.shaped {
+                if self.shaper.is_some() && !self.tb.conforms(len) {
+                    break;
+                }
+                if let Some(gp) = &grp.shaper {
+                    grp.tb.refill(gp, now_ns);
+                    if !grp.tb.conforms(len) {
+                        refused += 1;
+                        if refused >= self.listed_groups {
+                            break;
+                        }
+                        self.group_refused(gi);
+                        continue;
                     }
-                    self.group_refused(gi);
-                    continue;
                 }
-            }
-            if let Some(pp) = &prof.shaper {
-                p.tb.refill(pp, now_ns);
-                if !p.tb.conforms(len) {
-                    let ready = p.tb.ready_ns(pp, len);
-                    self.pipe_refused(gi, pi, ready);
-                    continue;
+                if let Some(pp) = &prof.shaper {
+                    p.tb.refill(pp, now_ns);
+                    if !p.tb.conforms(len) {
+                        let ready = p.tb.ready_ns(pp, len);
+                        self.pipe_refused(gi, pi, ready);
+                        continue;
+                    }
+                    p.tb.consume(len);
                 }
-                p.tb.consume(len);
-            }
-            refused = 0;
-            if self.shaper.is_some() {
-                self.tb.consume(len);
-            }
-            if grp.shaper.is_some() {
-                grp.tb.consume(len);
+                refused = 0;
+                if self.shaper.is_some() {
+                    self.tb.consume(len);
+                }
+                if grp.shaper.is_some() {
+                    grp.tb.consume(len);
+                }
             }
             let (d, next) = head.take();
             hq.q.head = next;
