@@ -318,7 +318,7 @@ impl HqosPort {
         let len = d.len_bytes;
         let len64 = u64::from(len);
         let q = u64::from(hq.bytes);
-        let verdict = if len > grp.max_len.min(prof.max_len) {
+        let verdict = if self.shaped && len > grp.max_len.min(prof.max_len) {
             Err(TmDrop::Shaper)
         } else if q + len64 > u64::from(qc.limit) {
             Err(TmDrop::QueueFull)
