@@ -67,6 +67,10 @@ struct Pipe {
     profile: u16,
     active: u8,
     wrr_cur: u8,
+    /// The profile's strict and weighted class masks, copied here (two bytes the record had
+    /// spare), so choosing a class reads no profile.
+    sp_mask: u8,
+    wrr_mask: u8,
 }
 
 /// The packet-path counters of one group × class, kept in the group's record (no lookup of
@@ -207,8 +211,19 @@ impl HqosPort {
         for (g, gc) in cfg.groups.iter().enumerate() {
             let prof = profiles.get(usize::from(gc.profile));
             let tb = prof.and_then(|p| p.shaper.as_ref()).map(TokenBucket::full).unwrap_or_default();
+            let (sp_mask, wrr_mask) = prof.map_or((0, 0), |p| (p.sp_mask, p.wrr_mask));
             for _ in 0..gc.pipes {
-                pipes.push(Pipe { tb, credit: quantum, next: NIL, group: g as u16, profile: gc.profile, active: 0, wrr_cur: 0 });
+                pipes.push(Pipe {
+                    tb,
+                    credit: quantum,
+                    next: NIL,
+                    group: g as u16,
+                    profile: gc.profile,
+                    active: 0,
+                    wrr_cur: 0,
+                    sp_mask,
+                    wrr_mask,
+                });
             }
             let shaper = gc.shaper.as_ref().map(ShaperParams::new);
             groups.push(Group {
@@ -304,7 +319,7 @@ impl HqosPort {
         };
         let c = c & 7;
         let g = usize::from(p.group);
-        let (Some(grp), Some(prof)) = (self.groups.get_mut(g), self.profiles.get(usize::from(p.profile))) else {
+        let Some(grp) = self.groups.get_mut(g) else {
             self.no_queue += 1;
             return Enq::Dropped(TmDrop::NoQueue);
         };
@@ -318,7 +333,7 @@ impl HqosPort {
         let len = d.len_bytes;
         let len64 = u64::from(len);
         let q = u64::from(hq.bytes);
-        let verdict = if self.shaped && len > grp.max_len.min(prof.max_len) {
+        let verdict = if self.shaped && len > grp.max_len.min(self.profiles.get(usize::from(p.profile)).map_or(0, |x| x.max_len)) {
             Err(TmDrop::Shaper)
         } else if q + len64 > u64::from(qc.limit) {
             Err(TmDrop::QueueFull)
@@ -346,8 +361,8 @@ impl HqosPort {
                 return Enq::Dropped(r);
             }
         };
-        if hq.q.is_empty() {
-            hq.credit = prof.quantum[c];
+        if hq.q.is_empty() && p.wrr_mask >> c & 1 != 0 {
+            hq.credit = self.profiles.get(usize::from(p.profile)).map_or(0, |x| x.quantum[c]);
         }
         hq.q.push(slab, slot);
         hq.bytes += len;
@@ -385,11 +400,11 @@ impl HqosPort {
     /// The class of pipe `p` that goes next: highest active strict class, else the first active
     /// weighted class at or after the pipe's cursor. Pure.
     #[inline]
-    fn next_class(p: &Pipe, prof: &Profile) -> usize {
-        if let Some(c) = sp::highest(p.active & prof.sp_mask) {
+    fn next_class(p: &Pipe) -> usize {
+        if let Some(c) = sp::highest(p.active & p.sp_mask) {
             return c;
         }
-        let w = p.active & prof.wrr_mask;
+        let w = p.active & p.wrr_mask;
         let r = w.rotate_right(u32::from(p.wrr_cur & 7));
         (usize::from(p.wrr_cur) + r.trailing_zeros() as usize) & 7
     }
@@ -496,8 +511,7 @@ impl HqosPort {
             let Some(grp) = self.groups.get_mut(gi as usize) else { break };
             let pi = grp.head;
             let Some(p) = self.pipes.get_mut(pi as usize) else { break };
-            let Some(prof) = self.profiles.get(usize::from(p.profile)) else { break };
-            let c = Self::next_class(p, prof);
+            let c = Self::next_class(p);
             let qi = ((pi as usize) << self.cls_log2) | c;
             let Some(hq) = self.queues.get_mut(qi) else { break };
             let Some(head) = slab.slot_mut(hq.q.head) else { break };
@@ -517,7 +531,7 @@ impl HqosPort {
                         continue;
                     }
                 }
-                if let Some(pp) = &prof.shaper {
+                if let Some(pp) = self.profiles.get(usize::from(p.profile)).and_then(|x| x.shaper.as_ref()) {
                     p.tb.refill(pp, now_ns);
                     if !p.tb.conforms(len) {
                         let ready = p.tb.ready_ns(pp, len);
@@ -546,10 +560,11 @@ impl HqosPort {
             n += 1;
             let bit = 1u8 << c;
             let q_empty = hq.q.is_empty();
-            if prof.wrr_mask & bit != 0 {
+            if p.wrr_mask & bit != 0 {
                 hq.credit = pay(hq.credit, len);
                 if q_empty || hq.credit <= 0 {
-                    hq.credit = hq.credit.saturating_add(prof.quantum[c]);
+                    let quantum = self.profiles.get(usize::from(p.profile)).map_or(0, |x| x.quantum[c]);
+                    hq.credit = hq.credit.saturating_add(quantum);
                     p.wrr_cur = ((c + 1) & 7) as u8;
                 } else {
                     p.wrr_cur = c as u8;
@@ -595,8 +610,7 @@ impl HqosPort {
         let port_ready = |len: u32| self.shaper.as_ref().map_or(0, |p| self.tb.ready_ns(p, len));
         if let Some(grp) = self.groups.get(self.ghead as usize) {
             let p = self.pipes.get(grp.head as usize)?;
-            let prof = self.profiles.get(usize::from(p.profile))?;
-            let c = Self::next_class(p, prof);
+            let c = Self::next_class(p);
             let hq = self.queues.get(((grp.head as usize) << self.cls_log2) | c)?;
             return Some(port_ready(hq.q.peek(slab).len_bytes));
         }
@@ -620,6 +634,7 @@ impl HqosPort {
         let prof = *self.profiles.get(usize::from(profile)).ok_or(e(Problem::ProfileOutOfRange(profile)))?;
         let p = self.pipes.get_mut(pipe as usize).ok_or(e(Problem::TooManyPipes(u64::from(pipe))))?;
         p.profile = profile;
+        (p.sp_mask, p.wrr_mask) = (prof.sp_mask, prof.wrr_mask);
         p.tb = prof.shaper.as_ref().map(TokenBucket::full).unwrap_or_default();
         let base = (pipe as usize) << self.cls_log2;
         for c in 0..self.classes {
@@ -772,6 +787,30 @@ mod tests {
         assert_eq!(r.buf.used_pkts(), 0);
         assert_eq!(r.slab.used(), 0);
         assert_eq!(r.h.next_eligible_ns(&r.slab), None);
+    }
+
+    /// A pipe moved to another profile with packets queued picks its classes by the new
+    /// profile's strict and weighted masks (the pipe record keeps a copy of them).
+    #[test]
+    fn profile_change_with_packets_queued_switches_class_choice() {
+        let mut wrr = PipeProfile::default();
+        wrr.sched[0] = ClassSched::Drr { weight: 1 };
+        wrr.sched[1] = ClassSched::Drr { weight: 1 };
+        let cfg = HqosConfig { profiles: vec![PipeProfile::default(), wrr], quantum_bytes: 100, ..HqosConfig::default() };
+        let ds = [desc(0, 0, 0, 100), desc(1, 0, 0, 100), desc(2, 0, 1, 100), desc(3, 0, 1, 100)];
+        // All strict: class 1 drains before class 0.
+        let mut r = Rig::new(&cfg);
+        r.enq(&ds);
+        let ids: Vec<u32> = r.deq(16, 0).iter().map(|d| d.pkt.0).collect();
+        assert_eq!(ids, vec![2, 3, 0, 1]);
+        // Moved to the weighted profile after the packets were queued: one packet (one quantum)
+        // per turn, class 0 first (the cursor starts at 0).
+        let mut r = Rig::new(&cfg);
+        r.enq(&ds);
+        r.h.set_pipe_profile(0, 0, 1).unwrap();
+        let ids: Vec<u32> = r.deq(16, 0).iter().map(|d| d.pkt.0).collect();
+        assert_eq!(ids, vec![0, 2, 1, 3]);
+        assert_eq!(r.slab.used(), 0);
     }
 
     #[test]
