@@ -573,14 +573,17 @@ impl HqosPort {
             if q_empty {
                 p.active &= !bit;
             }
-            p.credit = pay(p.credit, len);
             if p.active == 0 {
+                // The pipe leaves its group's list; its credit starts afresh when it rejoins.
                 grp.head = p.next;
-            } else if p.credit <= 0 {
-                p.credit = p.credit.wrapping_add(self.quantum); // credit ≤ 0 < quantum: exact
-                if p.next != NIL {
-                    grp.head = p.next;
-                    push_pipe(&mut self.pipes, grp, pi);
+            } else {
+                p.credit = pay(p.credit, len);
+                if p.credit <= 0 {
+                    p.credit = p.credit.wrapping_add(self.quantum); // credit ≤ 0 < quantum: exact
+                    if p.next != NIL {
+                        grp.head = p.next;
+                        push_pipe(&mut self.pipes, grp, pi);
+                    }
                 }
             }
             if grp.head == NIL {
