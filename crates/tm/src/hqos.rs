@@ -31,11 +31,13 @@
 //! its next turn). Choosing is then free of side effects, which lets a step give up (shaper)
 //! without undoing anything, and shares still follow the quanta within one packet per turn.
 //!
-//! **Memory.** Per pipe: 32 bytes (bucket, credit, list link, group, profile, class mask,
-//! cursor) + 16 bytes per class queue (head, tail, bytes, credit): **160 bytes per pipe with 8
-//! classes, 96 with 4**, whatever its state; 256k pipes × 8 classes = 40 MiB. Packets live in
-//! the traffic manager's slab (20 bytes per descriptor, sized by the shared buffer's packet
-//! count), not in per-queue rings. Counters are kept per group × class, not per pipe.
+//! **Memory.** Per pipe, one record: 32 bytes (bucket, credit, list link, group, profile,
+//! class mask, cursor, the profile's strict and weighted masks) + 16 bytes per class queue
+//! (head, tail, bytes, credit): **160 bytes per pipe with 8 classes, 96 with 4** (the class
+//! count is a const parameter, so neither wastes a byte), whatever its state; 256k pipes × 8
+//! classes = 40 MiB. Packets live in the traffic manager's slab (20 bytes per descriptor, sized
+//! by the shared buffer's packet count), not in per-queue rings. Counters are kept per group ×
+//! class (in the group's record), not per pipe.
 //!
 //! Not modelled (yet): rte_sched's per-pipe traffic-class rate limits and its 4 WRR queues
 //! inside the best-effort class; WRED on HQoS queues (tail drop + the shared-buffer threshold).
@@ -154,13 +156,39 @@ struct Wheel {
     sleeping: u32,
 }
 
-/// One hierarchical port. Worker only; nothing allocates after [`HqosPort::new`].
+/// A pipe and its `C` class queues, in one record: reaching a pipe's queue is one lookup.
+#[derive(Clone, Copy, Debug)]
+struct PipeRec<const C: usize> {
+    pipe: Pipe,
+    q: [HQueue; C],
+}
+
+/// One hierarchical port. Worker only; nothing allocates after [`HqosPort::new`]. A port has
+/// 4 or 8 classes per pipe; each is its own monomorphised [`Hq`], so a pipe's record holds
+/// exactly its queues (96 or 160 bytes) and the class count is a constant in the packet path.
 #[derive(Clone, Debug)]
-pub struct HqosPort {
-    cls_log2: u32,
-    classes: usize,
-    queues: Vec<HQueue>,
-    pipes: Vec<Pipe>,
+pub struct HqosPort(Classes);
+
+#[derive(Clone, Debug)]
+enum Classes {
+    Four(Hq<4>),
+    Eight(Hq<8>),
+}
+
+/// `$body` with `$h` bound to the port's [`Hq`], whichever its class count.
+macro_rules! each {
+    ($port:expr, $h:ident => $body:expr) => {
+        match $port {
+            Classes::Four($h) => $body,
+            Classes::Eight($h) => $body,
+        }
+    };
+}
+
+/// The hierarchical port with `C` classes per pipe.
+#[derive(Clone, Debug)]
+struct Hq<const C: usize> {
+    pipes: Vec<PipeRec<C>>,
     groups: Vec<Group>,
     profiles: Vec<Profile>,
     qcfg: [QCfg; CLASSES],
@@ -201,8 +229,89 @@ fn profile(cfg: &crate::config::PipeProfile, unit: u32) -> Profile {
 impl HqosPort {
     /// Builds a port from a validated config.
     pub fn new(cfg: &HqosConfig) -> HqosPort {
-        let classes = if cfg.classes == 4 { 4 } else { CLASSES };
-        let cls_log2 = classes.trailing_zeros();
+        HqosPort(if cfg.classes == 4 { Classes::Four(Hq::new(cfg)) } else { Classes::Eight(Hq::new(cfg)) })
+    }
+
+    /// Pipes of the port.
+    pub fn pipes(&self) -> usize {
+        each!(&self.0, h => h.pipes.len())
+    }
+
+    /// Bytes of state per pipe, whatever its state (pipe record + its class queues).
+    pub fn bytes_per_pipe(&self) -> usize {
+        each!(&self.0, h => h.bytes_per_pipe())
+    }
+
+    /// Offers `pkts` to their pipes' class queues (`Desc::pipe`, `Desc::class`); writes one
+    /// result per packet into `res`; returns how many it handled. Worker only.
+    ///
+    /// **The buffer is checked once per burst** when it can be: if the burst's descriptors and
+    /// bytes all fit in what is free, every packet's shared-buffer checks but the threshold
+    /// pass, and the threshold of a queue holding `s` shared bytes passes when `s` is below α ×
+    /// what would be free after the *whole* burst (free only shrinks during an enqueue). A
+    /// packet that fails this cheaper test, or any packet of a burst that does not fit, takes
+    /// the exact per-packet check, so results never differ.
+    #[inline]
+    pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
+        each!(&mut self.0, h => h.enqueue_burst(buf, slab, pkts, res))
+    }
+
+    /// Sends up to `budget` packets (at most `out.len()`) into `out` at `now_ns`; returns how
+    /// many. Worker only; never allocates, never panics.
+    #[inline]
+    pub fn dequeue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
+        each!(&mut self.0, h => h.dequeue_burst(buf, slab, budget, now_ns, out))
+    }
+
+    /// A lower bound on the time at which [`dequeue_burst`](Self::dequeue_burst) can send a
+    /// packet, given no new arrivals: with pipes listed, when the port bucket will hold the next
+    /// candidate packet; with every backlogged pipe asleep, the earliest wake-up (and the port
+    /// bucket for one byte). Group and pipe buckets of listed pipes are not looked at, so the
+    /// real time may be later. `None` when the port holds no packet. Control path or idle
+    /// worker; O(1) with pipes listed, O(wheel slots) otherwise.
+    pub fn next_eligible_ns(&self, slab: &Slab) -> Option<u64> {
+        each!(&self.0, h => h.next_eligible_ns(slab))
+    }
+
+    /// Gives pipe `pipe` profile `profile`: a full bucket of the new shaper and fresh class
+    /// credits. Control path (between bursts, on the owning worker).
+    ///
+    /// # Errors
+    /// `Problem::ProfileOutOfRange` for an unknown profile; `Problem::TooManyPipes` for an
+    /// unknown pipe.
+    pub fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
+        each!(&mut self.0, h => h.set_pipe_profile(port, pipe, profile))
+    }
+
+    /// Counters of `class` in `group` (`None` when either does not exist).
+    pub fn group_counters(&self, group: usize, class: usize) -> Option<QueueCounters> {
+        each!(&self.0, h => h.group_counters(group, class))
+    }
+
+    /// Counters of `class` summed over every group.
+    pub fn class_counters(&self, class: usize) -> Option<QueueCounters> {
+        each!(&self.0, h => h.class_counters(class))
+    }
+
+    /// The sum of every counter of the port; packets for a pipe or class the port does not have
+    /// are counted under `TmDrop::NoQueue`.
+    pub fn port_counters(&self) -> QueueCounters {
+        each!(&self.0, h => h.port_counters())
+    }
+
+    /// Bytes queued in `pipe`'s queue of `class`.
+    pub fn queue_bytes(&self, pipe: u32, class: usize) -> u32 {
+        each!(&self.0, h => h.queue_bytes(pipe, class))
+    }
+
+    /// Pipes asleep on the wheel (shaped out, with packets).
+    pub fn sleeping_pipes(&self) -> u32 {
+        each!(&self.0, h => h.wheel.sleeping)
+    }
+}
+
+impl<const C: usize> Hq<C> {
+    fn new(cfg: &HqosConfig) -> Hq<C> {
         let profiles: Vec<Profile> = cfg.profiles.iter().map(|p| profile(p, cfg.quantum_bytes)).collect();
         let quantum = i32::try_from(cfg.quantum_bytes).unwrap_or(i32::MAX);
         let mut pipes = Vec::with_capacity(cfg.pipes() as usize);
@@ -213,17 +322,9 @@ impl HqosPort {
             let tb = prof.and_then(|p| p.shaper.as_ref()).map(TokenBucket::full).unwrap_or_default();
             let (sp_mask, wrr_mask) = prof.map_or((0, 0), |p| (p.sp_mask, p.wrr_mask));
             for _ in 0..gc.pipes {
-                pipes.push(Pipe {
-                    tb,
-                    credit: quantum,
-                    next: NIL,
-                    group: g as u16,
-                    profile: gc.profile,
-                    active: 0,
-                    wrr_cur: 0,
-                    sp_mask,
-                    wrr_mask,
-                });
+                let pipe =
+                    Pipe { tb, credit: quantum, next: NIL, group: g as u16, profile: gc.profile, active: 0, wrr_cur: 0, sp_mask, wrr_mask };
+                pipes.push(PipeRec { pipe, q: [HQueue::default(); C] });
             }
             let shaper = gc.shaper.as_ref().map(ShaperParams::new);
             groups.push(Group {
@@ -244,11 +345,8 @@ impl HqosPort {
         });
         let shaper = cfg.shaper.as_ref().map(ShaperParams::new);
         let shaped = shaper.is_some() || groups.iter().any(|g| g.shaper.is_some()) || profiles.iter().any(|p| p.shaper.is_some());
-        HqosPort {
-            cls_log2,
-            classes,
-            queues: vec![HQueue::default(); pipes.len() << cls_log2],
-            ctr: vec![QueueCounters::default(); groups.len() << cls_log2],
+        Hq {
+            ctr: vec![QueueCounters::default(); groups.len() * C],
             pipes,
             groups,
             profiles,
@@ -270,26 +368,13 @@ impl HqosPort {
         }
     }
 
-    /// Pipes of the port.
-    pub fn pipes(&self) -> usize {
-        self.pipes.len()
+    fn bytes_per_pipe(&self) -> usize {
+        std::mem::size_of::<PipeRec<C>>()
     }
 
-    /// Bytes of state per pipe, whatever its state (pipe record + its class queues).
-    pub fn bytes_per_pipe(&self) -> usize {
-        std::mem::size_of::<Pipe>() + (std::mem::size_of::<HQueue>() << self.cls_log2)
-    }
-
-    /// Offers `pkts` to their pipes' class queues (`Desc::pipe`, `Desc::class`); writes one
-    /// result per packet into `res`; returns how many it handled. Worker only.
-    ///
-    /// **The buffer is checked once per burst** when it can be: if the burst's descriptors and
-    /// bytes all fit in what is free, every packet's shared-buffer checks but the threshold
-    /// pass, and the threshold of a queue holding `s` shared bytes passes when `s` is below α ×
-    /// what would be free after the *whole* burst (free only shrinks during an enqueue). A
-    /// packet that fails this cheaper test, or any packet of a burst that does not fit, takes
-    /// the exact per-packet check, so results never differ.
-    pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
+    /// [`HqosPort::enqueue_burst`].
+    #[inline]
+    fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
         let n = pkts.len().min(res.len());
         let (pkts, res) = (&pkts[..n], &mut res[..n]);
         // The buffer's four counters stay in registers for the burst (one write-back).
@@ -313,22 +398,19 @@ impl HqosPort {
     fn enqueue_one(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, d: &Desc, thr: &[u64; CLASSES]) -> Enq {
         let pi = d.pipe as usize;
         let c = usize::from(d.class);
-        let (Some(p), true) = (self.pipes.get_mut(pi), c < self.classes) else {
+        let (Some(rec), true) = (self.pipes.get_mut(pi), c < C) else {
             self.no_queue += 1;
             return Enq::Dropped(TmDrop::NoQueue);
         };
-        let c = c & 7;
+        let PipeRec { pipe: p, q: queues } = rec;
+        let c = c & (C - 1) & 7;
         let g = usize::from(p.group);
         let Some(grp) = self.groups.get_mut(g) else {
             self.no_queue += 1;
             return Enq::Dropped(TmDrop::NoQueue);
         };
-        let ci = (g << self.cls_log2) | c;
-        let qi = (pi << self.cls_log2) | c;
-        let Some(hq) = self.queues.get_mut(qi) else {
-            self.no_queue += 1;
-            return Enq::Dropped(TmDrop::NoQueue);
-        };
+        let ci = g * C + c;
+        let hq = &mut queues[c & (C - 1)];
         let qc = &self.qcfg[c];
         let len = d.len_bytes;
         let len64 = u64::from(len);
@@ -377,7 +459,7 @@ impl HqosPort {
             if grp.head == NIL {
                 grp.head = pi;
             } else if let Some(t) = self.pipes.get_mut(grp.tail as usize) {
-                t.next = pi;
+                t.pipe.next = pi;
             }
             grp.tail = pi;
             if !grp.listed {
@@ -418,7 +500,7 @@ impl HqosPort {
             let mut pi = std::mem::replace(&mut self.wheel.slots[slot], NIL);
             while pi != NIL {
                 let Some(p) = self.pipes.get(pi as usize) else { break };
-                let (next, g) = (p.next, usize::from(p.group));
+                let (next, g) = (p.pipe.next, usize::from(p.pipe.group));
                 self.wheel.sleeping -= 1;
                 if let Some(grp) = self.groups.get_mut(g) {
                     push_pipe(&mut self.pipes, grp, pi);
@@ -444,7 +526,7 @@ impl HqosPort {
             (ready_ns.saturating_add(mask) >> self.wheel.tick_log2).clamp(self.wheel.cur + 1, self.wheel.cur + WHEEL_SLOTS as u64 - 1);
         let slot = (tick as usize) & (WHEEL_SLOTS - 1);
         if let Some(p) = self.pipes.get_mut(pi as usize) {
-            p.next = self.wheel.slots[slot];
+            p.pipe.next = self.wheel.slots[slot];
             self.wheel.slots[slot] = pi;
             self.wheel.sleeping += 1;
         }
@@ -466,7 +548,7 @@ impl HqosPort {
     /// (`#[cold]`), as [`group_refused`](Self::group_refused).
     #[cold]
     fn pipe_refused(&mut self, gi: u32, pi: u32, ready_ns: u64) {
-        let next = self.pipes.get(pi as usize).map_or(NIL, |p| p.next);
+        let next = self.pipes.get(pi as usize).map_or(NIL, |p| p.pipe.next);
         let Some(grp) = self.groups.get_mut(gi as usize) else { return };
         grp.head = next;
         let empty = next == NIL;
@@ -486,9 +568,9 @@ impl HqosPort {
         }
     }
 
-    /// Sends up to `budget` packets (at most `out.len()`) into `out` at `now_ns`; returns how
-    /// many. Worker only; never allocates, never panics.
-    pub fn dequeue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
+    /// [`HqosPort::dequeue_burst`].
+    #[inline]
+    fn dequeue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
         let budget = budget.min(out.len());
         if let Some(p) = &self.shaper {
             self.tb.refill(p, now_ns);
@@ -510,10 +592,10 @@ impl HqosPort {
             let gi = self.ghead;
             let Some(grp) = self.groups.get_mut(gi as usize) else { break };
             let pi = grp.head;
-            let Some(p) = self.pipes.get_mut(pi as usize) else { break };
-            let c = Self::next_class(p);
-            let qi = ((pi as usize) << self.cls_log2) | c;
-            let Some(hq) = self.queues.get_mut(qi) else { break };
+            let Some(rec) = self.pipes.get_mut(pi as usize) else { break };
+            let PipeRec { pipe: p, q: queues } = rec;
+            let c = Self::next_class(p) & (C - 1);
+            let hq = &mut queues[c];
             let Some(head) = slab.slot_mut(hq.q.head) else { break };
             let len = head.len_bytes();
             if self.shaped {
@@ -603,18 +685,12 @@ impl HqosPort {
         n
     }
 
-    /// A lower bound on the time at which [`dequeue_burst`](Self::dequeue_burst) can send a
-    /// packet, given no new arrivals: with pipes listed, when the port bucket will hold the next
-    /// candidate packet; with every backlogged pipe asleep, the earliest wake-up (and the port
-    /// bucket for one byte). Group and pipe buckets of listed pipes are not looked at, so the
-    /// real time may be later. `None` when the port holds no packet. Control path or idle
-    /// worker; O(1) with pipes listed, O(wheel slots) otherwise.
-    pub fn next_eligible_ns(&self, slab: &Slab) -> Option<u64> {
+    /// [`HqosPort::next_eligible_ns`].
+    fn next_eligible_ns(&self, slab: &Slab) -> Option<u64> {
         let port_ready = |len: u32| self.shaper.as_ref().map_or(0, |p| self.tb.ready_ns(p, len));
         if let Some(grp) = self.groups.get(self.ghead as usize) {
-            let p = self.pipes.get(grp.head as usize)?;
-            let c = Self::next_class(p);
-            let hq = self.queues.get(((grp.head as usize) << self.cls_log2) | c)?;
+            let rec = self.pipes.get(grp.head as usize)?;
+            let hq = rec.q.get(Self::next_class(&rec.pipe))?;
             return Some(port_ready(hq.q.peek(slab).len_bytes));
         }
         if self.wheel.sleeping == 0 {
@@ -626,40 +702,33 @@ impl HqosPort {
             .map(|t| (t << self.wheel.tick_log2).max(port_ready(1)))
     }
 
-    /// Gives pipe `pipe` profile `profile`: a full bucket of the new shaper and fresh class
-    /// credits. Control path (between bursts, on the owning worker).
-    ///
-    /// # Errors
-    /// `Problem::ProfileOutOfRange` for an unknown profile; `Problem::TooManyPipes` for an
-    /// unknown pipe.
-    pub fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
+    /// [`HqosPort::set_pipe_profile`].
+    fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
         let e = |problem| ConfigError { loc: Loc::Port(port), problem };
         let prof = *self.profiles.get(usize::from(profile)).ok_or(e(Problem::ProfileOutOfRange(profile)))?;
-        let p = self.pipes.get_mut(pipe as usize).ok_or(e(Problem::TooManyPipes(u64::from(pipe))))?;
+        let rec = self.pipes.get_mut(pipe as usize).ok_or(e(Problem::TooManyPipes(u64::from(pipe))))?;
+        let p = &mut rec.pipe;
         p.profile = profile;
         (p.sp_mask, p.wrr_mask) = (prof.sp_mask, prof.wrr_mask);
         p.tb = prof.shaper.as_ref().map(TokenBucket::full).unwrap_or_default();
-        let base = (pipe as usize) << self.cls_log2;
-        for c in 0..self.classes {
-            if let Some(q) = self.queues.get_mut(base + c) {
-                q.credit = prof.quantum[c];
-            }
+        for (q, &quantum) in rec.q.iter_mut().zip(&prof.quantum) {
+            q.credit = quantum;
         }
         Ok(())
     }
 
-    /// Counters of `class` in `group` (`None` when either does not exist).
-    pub fn group_counters(&self, group: usize, class: usize) -> Option<QueueCounters> {
-        if class >= self.classes {
+    /// [`HqosPort::group_counters`].
+    fn group_counters(&self, group: usize, class: usize) -> Option<QueueCounters> {
+        if class >= C {
             return None;
         }
         let g = self.groups.get(group)?;
-        self.ctr.get((group << self.cls_log2) | class).map(|d| g.ctr[class & 7].read(d))
+        self.ctr.get(group * C + class).map(|d| g.ctr[class & 7].read(d))
     }
 
-    /// Counters of `class` summed over every group.
-    pub fn class_counters(&self, class: usize) -> Option<QueueCounters> {
-        if class >= self.classes {
+    /// [`HqosPort::class_counters`].
+    fn class_counters(&self, class: usize) -> Option<QueueCounters> {
+        if class >= C {
             return None;
         }
         let mut s = QueueCounters::default();
@@ -671,12 +740,11 @@ impl HqosPort {
         Some(s)
     }
 
-    /// The sum of every counter of the port; packets for a pipe or class the port does not have
-    /// are counted under `TmDrop::NoQueue`.
-    pub fn port_counters(&self) -> QueueCounters {
+    /// [`HqosPort::port_counters`].
+    fn port_counters(&self) -> QueueCounters {
         let mut s = QueueCounters::default();
         for g in 0..self.groups.len() {
-            for class in 0..self.classes {
+            for class in 0..C {
                 if let Some(c) = self.group_counters(g, class) {
                     s.add(&c);
                 }
@@ -686,17 +754,9 @@ impl HqosPort {
         s
     }
 
-    /// Bytes queued in `pipe`'s queue of `class`.
-    pub fn queue_bytes(&self, pipe: u32, class: usize) -> u32 {
-        if class >= self.classes {
-            return 0;
-        }
-        self.queues.get(((pipe as usize) << self.cls_log2) | class).map_or(0, |q| q.bytes)
-    }
-
-    /// Pipes asleep on the wheel (shaped out, with packets).
-    pub fn sleeping_pipes(&self) -> u32 {
-        self.wheel.sleeping
+    /// [`HqosPort::queue_bytes`].
+    fn queue_bytes(&self, pipe: u32, class: usize) -> u32 {
+        self.pipes.get(pipe as usize).and_then(|p| p.q.get(class)).map_or(0, |q| q.bytes)
     }
 }
 
@@ -710,14 +770,14 @@ fn pay(credit: i32, len: u32) -> i32 {
 
 /// Appends pipe `pi` to `grp`'s list.
 #[inline]
-fn push_pipe(pipes: &mut [Pipe], grp: &mut Group, pi: u32) {
+fn push_pipe<const C: usize>(pipes: &mut [PipeRec<C>], grp: &mut Group, pi: u32) {
     if let Some(p) = pipes.get_mut(pi as usize) {
-        p.next = NIL;
+        p.pipe.next = NIL;
     }
     if grp.head == NIL {
         grp.head = pi;
     } else if let Some(t) = pipes.get_mut(grp.tail as usize) {
-        t.next = pi;
+        t.pipe.next = pi;
     }
     grp.tail = pi;
 }
