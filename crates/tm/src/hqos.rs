@@ -197,6 +197,9 @@ struct Hq<const C: usize> {
     /// A shaper at some level (port, a group, a profile): the grinder tests them; without, it
     /// skips all three with one test.
     shaped: bool,
+    /// Some class reserves bytes per queue (`min_bytes`); without, every queued byte is shared
+    /// and the buffer's arithmetic is a plain add or subtract.
+    reserved: bool,
     ghead: u32,
     gtail: u32,
     listed_groups: u32,
@@ -353,6 +356,7 @@ impl<const C: usize> Hq<C> {
             qcfg,
             tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
             shaped,
+            reserved: qcfg.iter().any(|q: &QCfg| q.min > 0),
             shaper,
             ghead: NIL,
             gtail: NIL,
@@ -419,7 +423,11 @@ impl<const C: usize> Hq<C> {
             Err(TmDrop::Shaper)
         } else if q + len64 > u64::from(qc.limit) {
             Err(TmDrop::QueueFull)
-        } else if q.saturating_sub(qc.min) < thr[c] {
+        } else if !self.reserved && q < thr[c] {
+            // No reservations: the queue's bytes are all shared, and so are the packet's.
+            buf.take_shared(len64, 1);
+            Ok(())
+        } else if self.reserved && q.saturating_sub(qc.min) < thr[c] {
             buf.take(q, qc.min, len64);
             Ok(())
         } else {
@@ -633,7 +641,7 @@ impl<const C: usize> Hq<C> {
             let (d, next) = head.take();
             hq.q.head = next;
             let qc = &self.qcfg[c & 7];
-            released += u64::from(len).min(u64::from(hq.bytes).saturating_sub(qc.min));
+            released += if self.reserved { u64::from(len).min(u64::from(hq.bytes).saturating_sub(qc.min)) } else { u64::from(len) };
             hq.bytes -= len;
             grp.ctr[c & 7].on_dequeue(u64::from(len));
             if let Some(slot) = out.get_mut(n) {
@@ -979,21 +987,29 @@ mod tests {
     }
 
     /// A burst admitted against the buffer at once decides exactly as the same packets offered
-    /// one at a time, on buffers small enough that the threshold and the bytes run out.
+    /// one at a time, on buffers small enough that the threshold and the bytes run out; with
+    /// reservations and without (the port's plain-arithmetic path).
     #[test]
     fn burst_admission_equals_packet_by_packet() {
+        for reserve in [300u32, 0] {
+            burst_admission_case(reserve);
+        }
+    }
+
+    fn burst_admission_case(reserve: u32) {
         let cfg = HqosConfig {
             groups: vec![GroupConfig { pipes: 8, profile: 0, shaper: None }],
             queues: std::array::from_fn(|c| HqosQueueConfig {
                 limit_bytes: 1 << 20,
-                min_bytes: 300 * (c as u32 % 3),
+                min_bytes: reserve * (c as u32 % 3),
                 alpha_log2: (c as i8 % 4) - 1,
             }),
             ..HqosConfig::default()
         };
+        let reserved: u64 = cfg.queues.iter().map(|q| u64::from(q.min_bytes)).sum();
         let mut seed = 99u64;
         for total in [5_000u64, 20_000, 60_000, 1 << 30] {
-            let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, 200, 2400), slab: Slab::new(200) };
+            let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, 200, reserved), slab: Slab::new(200) };
             let (mut burst, mut single) = (new(), new());
             let mut refused = [0u32; TmDrop::COUNT];
             for round in 0..40u32 {
@@ -1005,7 +1021,7 @@ mod tests {
                     .collect();
                 let a = burst.enq(&ds);
                 let b: Vec<Enq> = ds.iter().flat_map(|d| single.enq(std::slice::from_ref(d))).collect();
-                assert_eq!(a, b, "total {total} round {round}");
+                assert_eq!(a, b, "reserve {reserve} total {total} round {round}");
                 for r in &a {
                     if let Enq::Dropped(x) = r {
                         refused[*x as usize] += 1;
@@ -1016,7 +1032,10 @@ mod tests {
                 assert_eq!(burst.deq(budget, 0), single.deq(budget, 0));
             }
             if total <= 20_000 {
-                assert!(refused[TmDrop::Threshold as usize] > 0 && refused[TmDrop::BufferFull as usize] > 0, "{total}: {refused:?}");
+                assert!(
+                    refused[TmDrop::Threshold as usize] > 0 && refused[TmDrop::BufferFull as usize] > 0,
+                    "{reserve} {total}: {refused:?}"
+                );
             }
         }
     }
