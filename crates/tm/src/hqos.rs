@@ -202,6 +202,8 @@ struct Hq<const C: usize> {
     reserved: bool,
     ghead: u32,
     gtail: u32,
+    /// Groups in the port's list, counted only on a shaped port: its one reader is the test
+    /// that every listed group's shaper refused in a row.
     listed_groups: u32,
     quantum: i32,
     wheel: Wheel,
@@ -481,7 +483,9 @@ impl<const C: usize> Hq<C> {
                     t.next = g;
                 }
                 self.gtail = g;
-                self.listed_groups += 1;
+                if self.shaped {
+                    self.listed_groups += 1;
+                }
             }
         }
         Enq::Queued
@@ -516,7 +520,9 @@ impl<const C: usize> Hq<C> {
                         grp.listed = true;
                         grp.credit = self.quantum;
                         push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, g as u32);
-                        self.listed_groups += 1;
+                        if self.shaped {
+                            self.listed_groups += 1;
+                        }
                     }
                 }
                 pi = next;
@@ -572,7 +578,9 @@ impl<const C: usize> Hq<C> {
         if let Some(grp) = self.groups.get_mut(g as usize) {
             grp.listed = false;
             self.ghead = grp.next;
-            self.listed_groups -= 1;
+            if self.shaped {
+                self.listed_groups -= 1;
+            }
         }
     }
 
