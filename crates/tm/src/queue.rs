@@ -99,7 +99,10 @@ impl Ring {
 /// class's ring is reached with no pointer to follow and no bounds check but the slot's.
 #[derive(Clone, Debug)]
 pub(crate) struct ClassRings {
+    /// A power of two slots long (the rings' total, rounded up): an index masked with
+    /// `all_mask` is in range, which the compiler can see on a slice of `all_mask + 1` slots.
     slots: Box<[Desc]>,
+    all_mask: usize,
     base: [u32; 8],
     mask: [u32; 8],
     /// The smallest ring's slots.
@@ -118,8 +121,10 @@ impl ClassRings {
             *b = at;
             at = at.saturating_add(c);
         }
+        let len = (at as usize).next_power_of_two();
         ClassRings {
-            slots: vec![Desc::default(); at as usize].into_boxed_slice(),
+            slots: vec![Desc::default(); len].into_boxed_slice(),
+            all_mask: len - 1,
             base,
             mask: caps.map(|c| c - 1),
             min_cap: caps.into_iter().min().unwrap_or(0),
@@ -160,6 +165,15 @@ impl ClassRings {
     #[inline]
     pub(crate) fn room(&self, c: usize) -> u32 {
         self.mask[c & 7] + 1 - self.len(c)
+    }
+
+    /// Every ring's slots as one slice of `all_mask + 1` (a power of two), the mask, and each
+    /// class's base and index mask: a burst indexes it with `(base[c] + (t & mask[c])) &
+    /// all_mask`, which needs no bounds check.
+    #[inline]
+    pub(crate) fn all_slots_mut(&mut self) -> Option<(&mut [Desc], usize, [u32; 8], [u32; 8])> {
+        let m = self.all_mask;
+        Some((self.slots.get_mut(..=m)?, m, self.base, self.mask))
     }
 
     /// Stores `d` in class `c`'s slot of counter value `at` (`tail` + k for the k-th packet of
