@@ -129,7 +129,6 @@ struct Group {
     tail: u32,
     next: u32,
     credit: i32,
-    listed: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -341,7 +340,6 @@ impl<const C: usize> Hq<C> {
                 tail: NIL,
                 next: NIL,
                 credit: quantum,
-                listed: false,
             });
         }
         let qcfg = std::array::from_fn(|c| {
@@ -466,14 +464,15 @@ impl<const C: usize> Hq<C> {
             p.credit = self.quantum;
             p.next = NIL;
             let pi = pi as u32;
-            if grp.head == NIL {
+            if grp.head != NIL {
+                if let Some(t) = self.pipes.get_mut(grp.tail as usize) {
+                    t.pipe.next = pi;
+                }
+                grp.tail = pi;
+            } else {
+                // A group is in the port's list exactly while it has a pipe in its own.
                 grp.head = pi;
-            } else if let Some(t) = self.pipes.get_mut(grp.tail as usize) {
-                t.pipe.next = pi;
-            }
-            grp.tail = pi;
-            if !grp.listed {
-                grp.listed = true;
+                grp.tail = pi;
                 grp.credit = self.quantum;
                 grp.next = NIL;
                 let g = g as u32;
@@ -515,9 +514,9 @@ impl<const C: usize> Hq<C> {
                 let (next, g) = (p.pipe.next, usize::from(p.pipe.group));
                 self.wheel.sleeping -= 1;
                 if let Some(grp) = self.groups.get_mut(g) {
+                    let was_empty = grp.head == NIL;
                     push_pipe(&mut self.pipes, grp, pi);
-                    if !grp.listed {
-                        grp.listed = true;
+                    if was_empty {
                         grp.credit = self.quantum;
                         push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, g as u32);
                         if self.shaped {
@@ -572,11 +571,10 @@ impl<const C: usize> Hq<C> {
         }
     }
 
-    /// Removes the head group from the port's list.
+    /// Removes the head group, whose pipe list has just emptied, from the port's list.
     fn unlist_head_group(&mut self) {
         let g = self.ghead;
         if let Some(grp) = self.groups.get_mut(g as usize) {
-            grp.listed = false;
             self.ghead = grp.next;
             if self.shaped {
                 self.listed_groups -= 1;
