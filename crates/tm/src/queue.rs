@@ -93,6 +93,10 @@ impl Ring {
     }
 }
 
+/// Every ring's slots as one slice of `all + 1` (a power of two), `all`, and each class's base
+/// and index mask (see [`ClassRings::all_slots_mut`]).
+pub(crate) type AllSlots<'a> = (&'a mut [Desc], usize, [u32; 8], [u32; 8]);
+
 /// The 8 class rings of a flat port in one allocation: class `c` owns the slots
 /// `base[c] .. base[c] + mask[c] + 1` (a power of two), with wrapping `u32` head and tail
 /// counters as in [`Ring`]. Heads, tails, bases and masks are arrays indexed by `c & 7`, so a
@@ -171,7 +175,7 @@ impl ClassRings {
     /// class's base and index mask: a burst indexes it with `(base[c] + (t & mask[c])) &
     /// all_mask`, which needs no bounds check.
     #[inline]
-    pub(crate) fn all_slots_mut(&mut self) -> Option<(&mut [Desc], usize, [u32; 8], [u32; 8])> {
+    pub(crate) fn all_slots_mut(&mut self) -> Option<AllSlots<'_>> {
         let m = self.all_mask;
         Some((self.slots.get_mut(..=m)?, m, self.base, self.mask))
     }
