@@ -193,11 +193,7 @@ impl FlatPort {
     /// scheduler (see the module doc).
     #[inline]
     fn join_drr(&mut self, before: u8) {
-        let mut joining = self.nonempty & !before & !self.sp_mask;
-        while let Some(c) = sp::highest(joining) {
-            self.drr.activate(c);
-            joining &= !(1 << c);
-        }
+        self.drr.activate_all(self.nonempty & !before & !self.sp_mask);
     }
 
     /// Takes all of `pkts` if none of them would be refused one at a time (see the module
