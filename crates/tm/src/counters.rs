@@ -1,7 +1,8 @@
 //! Counters of a queue (flat ports) or of a group × class (HQoS ports).
 //!
-//! Plain `u64`s owned by the worker that owns the traffic manager, updated in place (a queue is
-//! touched by one packet at a time; there is nothing to batch). The control thread reads a copy
+//! Plain `u64`s owned by the worker that owns the traffic manager. The packet path keeps its own
+//! compact forms (a flat port's per-class arrays, an HQoS group's per-class record; drops in a
+//! `QueueCounters` each) and this is the form they are read in: the control thread reads a copy
 //! through `Tm::queue_counters` / `Tm::port_counters`; port figures are sums computed on read.
 
 use crate::TmDrop;
@@ -71,24 +72,6 @@ impl QueueCounters {
         self.hwm_pkts = self.hwm_pkts.max(o.hwm_pkts);
     }
 
-    /// Counts an accepted packet of `len` bytes.
-    #[inline]
-    pub(crate) fn on_enqueue(&mut self, len: u64) {
-        self.occ_bytes += len;
-        self.occ_pkts += 1;
-        self.hwm_bytes = self.hwm_bytes.max(self.occ_bytes);
-        self.hwm_pkts = self.hwm_pkts.max(self.occ_pkts);
-    }
-
-    /// Counts a sent packet of `len` bytes.
-    #[inline]
-    pub(crate) fn on_dequeue(&mut self, len: u64) {
-        self.deq_pkts += 1;
-        self.deq_bytes += len;
-        self.occ_bytes -= len;
-        self.occ_pkts -= 1;
-    }
-
     /// Counts a dropped packet of `len` bytes.
     #[inline]
     pub(crate) fn on_drop(&mut self, r: TmDrop, len: u64) {
@@ -104,13 +87,18 @@ mod tests {
 
     #[test]
     fn sums_add_and_watermarks_take_the_max() {
-        let mut a = QueueCounters::default();
-        a.on_enqueue(100);
-        a.on_enqueue(100);
-        a.on_dequeue(100);
+        // a: two packets of 100 in, one out, one dropped; b: one packet of 300 in.
+        let mut a = QueueCounters {
+            deq_pkts: 1,
+            deq_bytes: 100,
+            occ_bytes: 100,
+            occ_pkts: 1,
+            hwm_bytes: 200,
+            hwm_pkts: 2,
+            ..QueueCounters::default()
+        };
         a.on_drop(TmDrop::Wred, 64);
-        let mut b = QueueCounters::default();
-        b.on_enqueue(300);
+        let b = QueueCounters { occ_bytes: 300, occ_pkts: 1, hwm_bytes: 300, hwm_pkts: 1, ..QueueCounters::default() };
         let mut s = QueueCounters::default();
         s.add(&a.read());
         s.add(&b.read());

@@ -31,11 +31,13 @@
 //! its next turn). Choosing is then free of side effects, which lets a step give up (shaper)
 //! without undoing anything, and shares still follow the quanta within one packet per turn.
 //!
-//! **Memory.** Per pipe: 32 bytes (bucket, credit, list link, group, profile, class mask,
-//! cursor) + 16 bytes per class queue (head, tail, bytes, credit): **160 bytes per pipe with 8
-//! classes, 96 with 4**, whatever its state; 256k pipes × 8 classes = 40 MiB. Packets live in
-//! the traffic manager's slab (20 bytes per descriptor, sized by the shared buffer's packet
-//! count), not in per-queue rings. Counters are kept per group × class, not per pipe.
+//! **Memory.** Per pipe, one record: 32 bytes (bucket, credit, list link, group, profile,
+//! class mask, cursor, the profile's strict and weighted masks) + 16 bytes per class queue
+//! (head, tail, bytes, credit): **160 bytes per pipe with 8 classes, 96 with 4** (the class
+//! count is a const parameter, so neither wastes a byte), whatever its state; 256k pipes × 8
+//! classes = 40 MiB. Packets live in the traffic manager's slab (20 bytes per descriptor, sized
+//! by the shared buffer's packet count), not in per-queue rings. Counters are kept per group ×
+//! class (in the group's record), not per pipe.
 //!
 //! Not modelled (yet): rte_sched's per-pipe traffic-class rate limits and its 4 WRR queues
 //! inside the best-effort class; WRED on HQoS queues (tail drop + the shared-buffer threshold).
@@ -67,18 +69,66 @@ struct Pipe {
     profile: u16,
     active: u8,
     wrr_cur: u8,
+    /// The profile's strict and weighted class masks, copied here (two bytes the record had
+    /// spare), so choosing a class reads no profile.
+    sp_mask: u8,
+    wrr_mask: u8,
+}
+
+/// The packet-path counters of one group × class, kept in the group's record (no lookup of
+/// their own): occupancy is `enq − deq`, so a dequeue adds to two counters, not four. Drops are
+/// rare and live in `HqosPort::ctr`.
+#[derive(Clone, Copy, Debug, Default)]
+struct ClassCtr {
+    enq_pkts: u64,
+    enq_bytes: u64,
+    deq_pkts: u64,
+    deq_bytes: u64,
+    hwm_bytes: u64,
+    hwm_pkts: u64,
+}
+
+impl ClassCtr {
+    #[inline]
+    fn on_enqueue(&mut self, len: u64) {
+        self.enq_pkts += 1;
+        self.enq_bytes += len;
+        self.hwm_bytes = self.hwm_bytes.max(self.enq_bytes - self.deq_bytes);
+        self.hwm_pkts = self.hwm_pkts.max(self.enq_pkts - self.deq_pkts);
+    }
+
+    #[inline]
+    fn on_dequeue(&mut self, len: u64) {
+        self.deq_pkts += 1;
+        self.deq_bytes += len;
+    }
+
+    /// These counters with the drops of `drops`, as [`QueueCounters`].
+    fn read(&self, drops: &QueueCounters) -> QueueCounters {
+        QueueCounters {
+            deq_pkts: self.deq_pkts,
+            deq_bytes: self.deq_bytes,
+            occ_bytes: self.enq_bytes - self.deq_bytes,
+            occ_pkts: self.enq_pkts - self.deq_pkts,
+            hwm_bytes: self.hwm_bytes,
+            hwm_pkts: self.hwm_pkts,
+            ..*drops
+        }
+        .read()
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Group {
+    ctr: [ClassCtr; CLASSES],
     tb: TokenBucket,
     shaper: Option<ShaperParams>,
+    /// Longest packet the group and the port can pass: the smaller of their shapers' bursts.
     max_len: u32,
     head: u32,
     tail: u32,
     next: u32,
     credit: i32,
-    listed: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -105,24 +155,58 @@ struct Wheel {
     sleeping: u32,
 }
 
-/// One hierarchical port. Worker only; nothing allocates after [`HqosPort::new`].
+/// A pipe and its `C` class queues, in one record: reaching a pipe's queue is one lookup.
+#[derive(Clone, Copy, Debug)]
+struct PipeRec<const C: usize> {
+    pipe: Pipe,
+    q: [HQueue; C],
+}
+
+/// One hierarchical port. Worker only; nothing allocates after [`HqosPort::new`]. A port has
+/// 4 or 8 classes per pipe; each is its own monomorphised [`Hq`], so a pipe's record holds
+/// exactly its queues (96 or 160 bytes) and the class count is a constant in the packet path.
 #[derive(Clone, Debug)]
-pub struct HqosPort {
-    cls_log2: u32,
-    classes: usize,
-    queues: Vec<HQueue>,
-    pipes: Vec<Pipe>,
+pub struct HqosPort(Classes);
+
+#[derive(Clone, Debug)]
+enum Classes {
+    Four(Hq<4>),
+    Eight(Hq<8>),
+}
+
+/// `$body` with `$h` bound to the port's [`Hq`], whichever its class count.
+macro_rules! each {
+    ($port:expr, $h:ident => $body:expr) => {
+        match $port {
+            Classes::Four($h) => $body,
+            Classes::Eight($h) => $body,
+        }
+    };
+}
+
+/// The hierarchical port with `C` classes per pipe.
+#[derive(Clone, Debug)]
+struct Hq<const C: usize> {
+    pipes: Vec<PipeRec<C>>,
     groups: Vec<Group>,
     profiles: Vec<Profile>,
     qcfg: [QCfg; CLASSES],
     shaper: Option<ShaperParams>,
     tb: TokenBucket,
-    port_max: u32,
+    /// A shaper at some level (port, a group, a profile): the grinder tests them; without, it
+    /// skips all three with one test.
+    shaped: bool,
+    /// Some class reserves bytes per queue (`min_bytes`); without, every queued byte is shared
+    /// and the buffer's arithmetic is a plain add or subtract.
+    reserved: bool,
     ghead: u32,
     gtail: u32,
+    /// Groups in the port's list, counted only on a shaped port: its one reader is the test
+    /// that every listed group's shaper refused in a row.
     listed_groups: u32,
     quantum: i32,
     wheel: Wheel,
+    /// Drops per group × class (the other counters are in the group records).
     ctr: Vec<QueueCounters>,
     no_queue: u64,
 }
@@ -149,28 +233,113 @@ fn profile(cfg: &crate::config::PipeProfile, unit: u32) -> Profile {
 impl HqosPort {
     /// Builds a port from a validated config.
     pub fn new(cfg: &HqosConfig) -> HqosPort {
-        let classes = if cfg.classes == 4 { 4 } else { CLASSES };
-        let cls_log2 = classes.trailing_zeros();
+        HqosPort(if cfg.classes == 4 { Classes::Four(Hq::new(cfg)) } else { Classes::Eight(Hq::new(cfg)) })
+    }
+
+    /// Pipes of the port.
+    pub fn pipes(&self) -> usize {
+        each!(&self.0, h => h.pipes.len())
+    }
+
+    /// Bytes of state per pipe, whatever its state (pipe record + its class queues).
+    pub fn bytes_per_pipe(&self) -> usize {
+        each!(&self.0, h => h.bytes_per_pipe())
+    }
+
+    /// Offers `pkts` to their pipes' class queues (`Desc::pipe`, `Desc::class`); writes one
+    /// result per packet into `res`; returns how many it handled. Worker only.
+    ///
+    /// **The buffer is checked once per burst** when it can be: if the burst's descriptors and
+    /// bytes all fit in what is free, every packet's shared-buffer checks but the threshold
+    /// pass, and the threshold of a queue holding `s` shared bytes passes when `s` is below α ×
+    /// what would be free after the *whole* burst (free only shrinks during an enqueue). A
+    /// packet that fails this cheaper test, or any packet of a burst that does not fit, takes
+    /// the exact per-packet check, so results never differ.
+    #[inline]
+    pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
+        each!(&mut self.0, h => h.enqueue_burst(buf, slab, pkts, res))
+    }
+
+    /// Sends up to `budget` packets (at most `out.len()`) into `out` at `now_ns`; returns how
+    /// many. Worker only; never allocates, never panics.
+    #[inline]
+    pub fn dequeue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
+        each!(&mut self.0, h => h.dequeue_burst(buf, slab, budget, now_ns, out))
+    }
+
+    /// A lower bound on the time at which [`dequeue_burst`](Self::dequeue_burst) can send a
+    /// packet, given no new arrivals: with pipes listed, when the port bucket will hold the next
+    /// candidate packet; with every backlogged pipe asleep, the earliest wake-up (and the port
+    /// bucket for one byte). Group and pipe buckets of listed pipes are not looked at, so the
+    /// real time may be later. `None` when the port holds no packet. Control path or idle
+    /// worker; O(1) with pipes listed, O(wheel slots) otherwise.
+    pub fn next_eligible_ns(&self, slab: &Slab) -> Option<u64> {
+        each!(&self.0, h => h.next_eligible_ns(slab))
+    }
+
+    /// Gives pipe `pipe` profile `profile`: a full bucket of the new shaper and fresh class
+    /// credits. Control path (between bursts, on the owning worker).
+    ///
+    /// # Errors
+    /// `Problem::ProfileOutOfRange` for an unknown profile; `Problem::TooManyPipes` for an
+    /// unknown pipe.
+    pub fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
+        each!(&mut self.0, h => h.set_pipe_profile(port, pipe, profile))
+    }
+
+    /// Counters of `class` in `group` (`None` when either does not exist).
+    pub fn group_counters(&self, group: usize, class: usize) -> Option<QueueCounters> {
+        each!(&self.0, h => h.group_counters(group, class))
+    }
+
+    /// Counters of `class` summed over every group.
+    pub fn class_counters(&self, class: usize) -> Option<QueueCounters> {
+        each!(&self.0, h => h.class_counters(class))
+    }
+
+    /// The sum of every counter of the port; packets for a pipe or class the port does not have
+    /// are counted under `TmDrop::NoQueue`.
+    pub fn port_counters(&self) -> QueueCounters {
+        each!(&self.0, h => h.port_counters())
+    }
+
+    /// Bytes queued in `pipe`'s queue of `class`.
+    pub fn queue_bytes(&self, pipe: u32, class: usize) -> u32 {
+        each!(&self.0, h => h.queue_bytes(pipe, class))
+    }
+
+    /// Pipes asleep on the wheel (shaped out, with packets).
+    pub fn sleeping_pipes(&self) -> u32 {
+        each!(&self.0, h => h.wheel.sleeping)
+    }
+}
+
+impl<const C: usize> Hq<C> {
+    fn new(cfg: &HqosConfig) -> Hq<C> {
         let profiles: Vec<Profile> = cfg.profiles.iter().map(|p| profile(p, cfg.quantum_bytes)).collect();
         let quantum = i32::try_from(cfg.quantum_bytes).unwrap_or(i32::MAX);
         let mut pipes = Vec::with_capacity(cfg.pipes() as usize);
         let mut groups = Vec::with_capacity(cfg.groups.len());
+        let port_max = burst_of(&cfg.shaper.as_ref().map(ShaperParams::new));
         for (g, gc) in cfg.groups.iter().enumerate() {
             let prof = profiles.get(usize::from(gc.profile));
             let tb = prof.and_then(|p| p.shaper.as_ref()).map(TokenBucket::full).unwrap_or_default();
+            let (sp_mask, wrr_mask) = prof.map_or((0, 0), |p| (p.sp_mask, p.wrr_mask));
             for _ in 0..gc.pipes {
-                pipes.push(Pipe { tb, credit: quantum, next: NIL, group: g as u16, profile: gc.profile, active: 0, wrr_cur: 0 });
+                let pipe =
+                    Pipe { tb, credit: quantum, next: NIL, group: g as u16, profile: gc.profile, active: 0, wrr_cur: 0, sp_mask, wrr_mask };
+                pipes.push(PipeRec { pipe, q: [HQueue::default(); C] });
             }
             let shaper = gc.shaper.as_ref().map(ShaperParams::new);
             groups.push(Group {
+                ctr: [ClassCtr::default(); CLASSES],
                 tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
-                max_len: burst_of(&shaper),
+                max_len: burst_of(&shaper).min(port_max),
                 shaper,
                 head: NIL,
                 tail: NIL,
                 next: NIL,
                 credit: quantum,
-                listed: false,
             });
         }
         let qcfg = std::array::from_fn(|c| {
@@ -178,17 +347,16 @@ impl HqosPort {
             QCfg { limit: q.limit_bytes, min: u64::from(q.min_bytes), alpha_log2: q.alpha_log2 }
         });
         let shaper = cfg.shaper.as_ref().map(ShaperParams::new);
-        HqosPort {
-            cls_log2,
-            classes,
-            queues: vec![HQueue::default(); pipes.len() << cls_log2],
-            ctr: vec![QueueCounters::default(); groups.len() << cls_log2],
+        let shaped = shaper.is_some() || groups.iter().any(|g| g.shaper.is_some()) || profiles.iter().any(|p| p.shaper.is_some());
+        Hq {
+            ctr: vec![QueueCounters::default(); groups.len() * C],
             pipes,
             groups,
             profiles,
             qcfg,
             tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
-            port_max: burst_of(&shaper),
+            shaped,
+            reserved: qcfg.iter().any(|q: &QCfg| q.min > 0),
             shaper,
             ghead: NIL,
             gtail: NIL,
@@ -204,26 +372,13 @@ impl HqosPort {
         }
     }
 
-    /// Pipes of the port.
-    pub fn pipes(&self) -> usize {
-        self.pipes.len()
+    fn bytes_per_pipe(&self) -> usize {
+        std::mem::size_of::<PipeRec<C>>()
     }
 
-    /// Bytes of state per pipe, whatever its state (pipe record + its class queues).
-    pub fn bytes_per_pipe(&self) -> usize {
-        std::mem::size_of::<Pipe>() + (std::mem::size_of::<HQueue>() << self.cls_log2)
-    }
-
-    /// Offers `pkts` to their pipes' class queues (`Desc::pipe`, `Desc::class`); writes one
-    /// result per packet into `res`; returns how many it handled. Worker only.
-    ///
-    /// **The buffer is checked once per burst** when it can be: if the burst's descriptors and
-    /// bytes all fit in what is free, every packet's shared-buffer checks but the threshold
-    /// pass, and the threshold of a queue holding `s` shared bytes passes when `s` is below α ×
-    /// what would be free after the *whole* burst (free only shrinks during an enqueue). A
-    /// packet that fails this cheaper test, or any packet of a burst that does not fit, takes
-    /// the exact per-packet check, so results never differ.
-    pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
+    /// [`HqosPort::enqueue_burst`].
+    #[inline]
+    fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
         let n = pkts.len().min(res.len());
         let (pkts, res) = (&pkts[..n], &mut res[..n]);
         // The buffer's four counters stay in registers for the burst (one write-back).
@@ -247,31 +402,32 @@ impl HqosPort {
     fn enqueue_one(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, d: &Desc, thr: &[u64; CLASSES]) -> Enq {
         let pi = d.pipe as usize;
         let c = usize::from(d.class);
-        let (Some(p), true) = (self.pipes.get_mut(pi), c < self.classes) else {
+        let (Some(rec), true) = (self.pipes.get_mut(pi), c < C) else {
             self.no_queue += 1;
             return Enq::Dropped(TmDrop::NoQueue);
         };
-        let c = c & 7;
+        let PipeRec { pipe: p, q: queues } = rec;
+        let c = c & (C - 1) & 7;
         let g = usize::from(p.group);
-        let (Some(grp), Some(prof)) = (self.groups.get_mut(g), self.profiles.get(usize::from(p.profile))) else {
+        let Some(grp) = self.groups.get_mut(g) else {
             self.no_queue += 1;
             return Enq::Dropped(TmDrop::NoQueue);
         };
-        let ci = (g << self.cls_log2) | c;
-        let qi = (pi << self.cls_log2) | c;
-        let (Some(hq), Some(ctr)) = (self.queues.get_mut(qi), self.ctr.get_mut(ci)) else {
-            self.no_queue += 1;
-            return Enq::Dropped(TmDrop::NoQueue);
-        };
+        let ci = g * C + c;
+        let hq = &mut queues[c & (C - 1)];
         let qc = &self.qcfg[c];
         let len = d.len_bytes;
         let len64 = u64::from(len);
         let q = u64::from(hq.bytes);
-        let verdict = if len > self.port_max.min(grp.max_len).min(prof.max_len) {
+        let verdict = if self.shaped && len > grp.max_len.min(self.profiles.get(usize::from(p.profile)).map_or(0, |x| x.max_len)) {
             Err(TmDrop::Shaper)
         } else if q + len64 > u64::from(qc.limit) {
             Err(TmDrop::QueueFull)
-        } else if q.saturating_sub(qc.min) < thr[c] {
+        } else if !self.reserved && q < thr[c] {
+            // No reservations: the queue's bytes are all shared, and so are the packet's.
+            buf.take_shared(len64, 1);
+            Ok(())
+        } else if self.reserved && q.saturating_sub(qc.min) < thr[c] {
             buf.take(q, qc.min, len64);
             Ok(())
         } else {
@@ -289,16 +445,18 @@ impl HqosPort {
         let slot = match slot {
             Ok(s) => s,
             Err(r) => {
-                ctr.on_drop(r, len64);
+                if let Some(ctr) = self.ctr.get_mut(ci) {
+                    ctr.on_drop(r, len64);
+                }
                 return Enq::Dropped(r);
             }
         };
-        if hq.q.is_empty() {
-            hq.credit = prof.quantum[c];
+        if hq.q.is_empty() && p.wrr_mask >> c & 1 != 0 {
+            hq.credit = self.profiles.get(usize::from(p.profile)).map_or(0, |x| x.quantum[c]);
         }
         hq.q.push(slab, slot);
         hq.bytes += len;
-        ctr.on_enqueue(len64);
+        grp.ctr[c].on_enqueue(len64);
         let idle = p.active == 0;
         p.active |= 1 << c;
         if idle {
@@ -306,14 +464,15 @@ impl HqosPort {
             p.credit = self.quantum;
             p.next = NIL;
             let pi = pi as u32;
-            if grp.head == NIL {
+            if grp.head != NIL {
+                if let Some(t) = self.pipes.get_mut(grp.tail as usize) {
+                    t.pipe.next = pi;
+                }
+                grp.tail = pi;
+            } else {
+                // A group is in the port's list exactly while it has a pipe in its own.
                 grp.head = pi;
-            } else if let Some(t) = self.pipes.get_mut(grp.tail as usize) {
-                t.next = pi;
-            }
-            grp.tail = pi;
-            if !grp.listed {
-                grp.listed = true;
+                grp.tail = pi;
                 grp.credit = self.quantum;
                 grp.next = NIL;
                 let g = g as u32;
@@ -323,7 +482,9 @@ impl HqosPort {
                     t.next = g;
                 }
                 self.gtail = g;
-                self.listed_groups += 1;
+                if self.shaped {
+                    self.listed_groups += 1;
+                }
             }
         }
         Enq::Queued
@@ -332,11 +493,11 @@ impl HqosPort {
     /// The class of pipe `p` that goes next: highest active strict class, else the first active
     /// weighted class at or after the pipe's cursor. Pure.
     #[inline]
-    fn next_class(p: &Pipe, prof: &Profile) -> usize {
-        if let Some(c) = sp::highest(p.active & prof.sp_mask) {
+    fn next_class(p: &Pipe) -> usize {
+        if let Some(c) = sp::highest(p.active & p.sp_mask) {
             return c;
         }
-        let w = p.active & prof.wrr_mask;
+        let w = p.active & p.wrr_mask;
         let r = w.rotate_right(u32::from(p.wrr_cur & 7));
         (usize::from(p.wrr_cur) + r.trailing_zeros() as usize) & 7
     }
@@ -350,15 +511,17 @@ impl HqosPort {
             let mut pi = std::mem::replace(&mut self.wheel.slots[slot], NIL);
             while pi != NIL {
                 let Some(p) = self.pipes.get(pi as usize) else { break };
-                let (next, g) = (p.next, usize::from(p.group));
+                let (next, g) = (p.pipe.next, usize::from(p.pipe.group));
                 self.wheel.sleeping -= 1;
                 if let Some(grp) = self.groups.get_mut(g) {
+                    let was_empty = grp.head == NIL;
                     push_pipe(&mut self.pipes, grp, pi);
-                    if !grp.listed {
-                        grp.listed = true;
+                    if was_empty {
                         grp.credit = self.quantum;
                         push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, g as u32);
-                        self.listed_groups += 1;
+                        if self.shaped {
+                            self.listed_groups += 1;
+                        }
                     }
                 }
                 pi = next;
@@ -376,7 +539,7 @@ impl HqosPort {
             (ready_ns.saturating_add(mask) >> self.wheel.tick_log2).clamp(self.wheel.cur + 1, self.wheel.cur + WHEEL_SLOTS as u64 - 1);
         let slot = (tick as usize) & (WHEEL_SLOTS - 1);
         if let Some(p) = self.pipes.get_mut(pi as usize) {
-            p.next = self.wheel.slots[slot];
+            p.pipe.next = self.wheel.slots[slot];
             self.wheel.slots[slot] = pi;
             self.wheel.sleeping += 1;
         }
@@ -398,7 +561,7 @@ impl HqosPort {
     /// (`#[cold]`), as [`group_refused`](Self::group_refused).
     #[cold]
     fn pipe_refused(&mut self, gi: u32, pi: u32, ready_ns: u64) {
-        let next = self.pipes.get(pi as usize).map_or(NIL, |p| p.next);
+        let next = self.pipes.get(pi as usize).map_or(NIL, |p| p.pipe.next);
         let Some(grp) = self.groups.get_mut(gi as usize) else { return };
         grp.head = next;
         let empty = next == NIL;
@@ -408,19 +571,20 @@ impl HqosPort {
         }
     }
 
-    /// Removes the head group from the port's list.
+    /// Removes the head group, whose pipe list has just emptied, from the port's list.
     fn unlist_head_group(&mut self) {
         let g = self.ghead;
         if let Some(grp) = self.groups.get_mut(g as usize) {
-            grp.listed = false;
             self.ghead = grp.next;
-            self.listed_groups -= 1;
+            if self.shaped {
+                self.listed_groups -= 1;
+            }
         }
     }
 
-    /// Sends up to `budget` packets (at most `out.len()`) into `out` at `now_ns`; returns how
-    /// many. Worker only; never allocates, never panics.
-    pub fn dequeue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
+    /// [`HqosPort::dequeue_burst`].
+    #[inline]
+    fn dequeue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
         let budget = budget.min(out.len());
         if let Some(p) = &self.shaper {
             self.tb.refill(p, now_ns);
@@ -436,64 +600,67 @@ impl HqosPort {
     fn dequeue_steps(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
         let mut n = 0;
         let mut refused = 0u32;
+        // Shared bytes given back, settled with the descriptors once after the loop.
+        let mut released = 0u64;
         while n < budget {
             let gi = self.ghead;
             let Some(grp) = self.groups.get_mut(gi as usize) else { break };
             let pi = grp.head;
-            let Some(p) = self.pipes.get_mut(pi as usize) else { break };
-            let Some(prof) = self.profiles.get(usize::from(p.profile)) else { break };
-            let c = Self::next_class(p, prof);
-            let qi = ((pi as usize) << self.cls_log2) | c;
-            let Some(hq) = self.queues.get_mut(qi) else { break };
-            let len = hq.q.peek(slab).len_bytes;
-            if self.shaper.is_some() && !self.tb.conforms(len) {
-                break;
-            }
-            if let Some(gp) = &grp.shaper {
-                grp.tb.refill(gp, now_ns);
-                if !grp.tb.conforms(len) {
-                    refused += 1;
-                    if refused >= self.listed_groups {
-                        break;
+            let Some(rec) = self.pipes.get_mut(pi as usize) else { break };
+            let PipeRec { pipe: p, q: queues } = rec;
+            let c = Self::next_class(p) & (C - 1);
+            let hq = &mut queues[c];
+            let Some(head) = slab.slot_mut(hq.q.head) else { break };
+            let len = head.len_bytes();
+            if self.shaped {
+                if self.shaper.is_some() && !self.tb.conforms(len) {
+                    break;
+                }
+                if let Some(gp) = &grp.shaper {
+                    grp.tb.refill(gp, now_ns);
+                    if !grp.tb.conforms(len) {
+                        refused += 1;
+                        if refused >= self.listed_groups {
+                            break;
+                        }
+                        self.group_refused(gi);
+                        continue;
                     }
-                    self.group_refused(gi);
-                    continue;
+                }
+                if let Some(pp) = self.profiles.get(usize::from(p.profile)).and_then(|x| x.shaper.as_ref()) {
+                    p.tb.refill(pp, now_ns);
+                    if !p.tb.conforms(len) {
+                        let ready = p.tb.ready_ns(pp, len);
+                        self.pipe_refused(gi, pi, ready);
+                        continue;
+                    }
+                    p.tb.consume(len);
+                }
+                refused = 0;
+                if self.shaper.is_some() {
+                    self.tb.consume(len);
+                }
+                if grp.shaper.is_some() {
+                    grp.tb.consume(len);
                 }
             }
-            if let Some(pp) = &prof.shaper {
-                p.tb.refill(pp, now_ns);
-                if !p.tb.conforms(len) {
-                    let ready = p.tb.ready_ns(pp, len);
-                    self.pipe_refused(gi, pi, ready);
-                    continue;
-                }
-                p.tb.consume(len);
-            }
-            refused = 0;
-            if self.shaper.is_some() {
-                self.tb.consume(len);
-            }
-            if grp.shaper.is_some() {
-                grp.tb.consume(len);
-            }
-            let Some(d) = hq.q.pop(slab) else { break };
+            let (d, next) = head.take();
+            hq.q.head = next;
             let qc = &self.qcfg[c & 7];
-            buf.give(u64::from(hq.bytes), qc.min, u64::from(len));
+            released += if self.reserved { u64::from(len).min(u64::from(hq.bytes).saturating_sub(qc.min)) } else { u64::from(len) };
             hq.bytes -= len;
-            if let Some(ctr) = self.ctr.get_mut(((gi as usize) << self.cls_log2) | c) {
-                ctr.on_dequeue(u64::from(len));
-            }
+            grp.ctr[c & 7].on_dequeue(u64::from(len));
             if let Some(slot) = out.get_mut(n) {
                 *slot = d;
             }
             n += 1;
             let bit = 1u8 << c;
             let q_empty = hq.q.is_empty();
-            let ilen = i32::try_from(len).unwrap_or(i32::MAX);
-            if prof.wrr_mask & bit != 0 {
-                hq.credit = hq.credit.saturating_sub(ilen);
+            if p.wrr_mask & bit != 0 {
+                hq.credit = pay(hq.credit, len);
                 if q_empty || hq.credit <= 0 {
-                    hq.credit = hq.credit.saturating_add(prof.quantum[c]);
+                    let quantum = self.profiles.get(usize::from(p.profile)).map_or(0, |x| x.quantum[c]);
+                    hq.credit = hq.credit.saturating_add(quantum);
                     p.wrr_cur = ((c + 1) & 7) as u8;
                 } else {
                     p.wrr_cur = c as u8;
@@ -502,22 +669,25 @@ impl HqosPort {
             if q_empty {
                 p.active &= !bit;
             }
-            p.credit = p.credit.saturating_sub(ilen);
             if p.active == 0 {
+                // The pipe leaves its group's list; its credit starts afresh when it rejoins.
                 grp.head = p.next;
-            } else if p.credit <= 0 {
-                p.credit = p.credit.saturating_add(self.quantum);
-                if p.next != NIL {
-                    grp.head = p.next;
-                    push_pipe(&mut self.pipes, grp, pi);
+            } else {
+                p.credit = pay(p.credit, len);
+                if p.credit <= 0 {
+                    p.credit = p.credit.wrapping_add(self.quantum); // credit ≤ 0 < quantum: exact
+                    if p.next != NIL {
+                        grp.head = p.next;
+                        push_pipe(&mut self.pipes, grp, pi);
+                    }
                 }
             }
             if grp.head == NIL {
                 self.unlist_head_group();
             } else {
-                grp.credit = grp.credit.saturating_sub(ilen);
+                grp.credit = pay(grp.credit, len);
                 if grp.credit <= 0 {
-                    grp.credit = grp.credit.saturating_add(self.quantum);
+                    grp.credit = grp.credit.wrapping_add(self.quantum); // credit ≤ 0 < quantum: exact
                     if grp.next != NIL {
                         self.ghead = grp.next;
                         push_group(&mut self.groups, &mut self.ghead, &mut self.gtail, gi);
@@ -525,22 +695,16 @@ impl HqosPort {
                 }
             }
         }
+        buf.give_shared(released, n as u32);
         n
     }
 
-    /// A lower bound on the time at which [`dequeue_burst`](Self::dequeue_burst) can send a
-    /// packet, given no new arrivals: with pipes listed, when the port bucket will hold the next
-    /// candidate packet; with every backlogged pipe asleep, the earliest wake-up (and the port
-    /// bucket for one byte). Group and pipe buckets of listed pipes are not looked at, so the
-    /// real time may be later. `None` when the port holds no packet. Control path or idle
-    /// worker; O(1) with pipes listed, O(wheel slots) otherwise.
-    pub fn next_eligible_ns(&self, slab: &Slab) -> Option<u64> {
+    /// [`HqosPort::next_eligible_ns`].
+    fn next_eligible_ns(&self, slab: &Slab) -> Option<u64> {
         let port_ready = |len: u32| self.shaper.as_ref().map_or(0, |p| self.tb.ready_ns(p, len));
         if let Some(grp) = self.groups.get(self.ghead as usize) {
-            let p = self.pipes.get(grp.head as usize)?;
-            let prof = self.profiles.get(usize::from(p.profile))?;
-            let c = Self::next_class(p, prof);
-            let hq = self.queues.get(((grp.head as usize) << self.cls_log2) | c)?;
+            let rec = self.pipes.get(grp.head as usize)?;
+            let hq = rec.q.get(Self::next_class(&rec.pipe))?;
             return Some(port_ready(hq.q.peek(slab).len_bytes));
         }
         if self.wheel.sleeping == 0 {
@@ -552,84 +716,82 @@ impl HqosPort {
             .map(|t| (t << self.wheel.tick_log2).max(port_ready(1)))
     }
 
-    /// Gives pipe `pipe` profile `profile`: a full bucket of the new shaper and fresh class
-    /// credits. Control path (between bursts, on the owning worker).
-    ///
-    /// # Errors
-    /// `Problem::ProfileOutOfRange` for an unknown profile; `Problem::TooManyPipes` for an
-    /// unknown pipe.
-    pub fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
+    /// [`HqosPort::set_pipe_profile`].
+    fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
         let e = |problem| ConfigError { loc: Loc::Port(port), problem };
         let prof = *self.profiles.get(usize::from(profile)).ok_or(e(Problem::ProfileOutOfRange(profile)))?;
-        let p = self.pipes.get_mut(pipe as usize).ok_or(e(Problem::TooManyPipes(u64::from(pipe))))?;
+        let rec = self.pipes.get_mut(pipe as usize).ok_or(e(Problem::TooManyPipes(u64::from(pipe))))?;
+        let p = &mut rec.pipe;
         p.profile = profile;
+        (p.sp_mask, p.wrr_mask) = (prof.sp_mask, prof.wrr_mask);
         p.tb = prof.shaper.as_ref().map(TokenBucket::full).unwrap_or_default();
-        let base = (pipe as usize) << self.cls_log2;
-        for c in 0..self.classes {
-            if let Some(q) = self.queues.get_mut(base + c) {
-                q.credit = prof.quantum[c];
-            }
+        for (q, &quantum) in rec.q.iter_mut().zip(&prof.quantum) {
+            q.credit = quantum;
         }
         Ok(())
     }
 
-    /// Counters of `class` in `group` (`None` when either does not exist).
-    pub fn group_counters(&self, group: usize, class: usize) -> Option<QueueCounters> {
-        if class >= self.classes {
+    /// [`HqosPort::group_counters`].
+    fn group_counters(&self, group: usize, class: usize) -> Option<QueueCounters> {
+        if class >= C {
             return None;
         }
-        self.ctr.get((group << self.cls_log2) | class).map(QueueCounters::read)
+        let g = self.groups.get(group)?;
+        self.ctr.get(group * C + class).map(|d| g.ctr[class & 7].read(d))
     }
 
-    /// Counters of `class` summed over every group.
-    pub fn class_counters(&self, class: usize) -> Option<QueueCounters> {
-        if class >= self.classes {
+    /// [`HqosPort::class_counters`].
+    fn class_counters(&self, class: usize) -> Option<QueueCounters> {
+        if class >= C {
             return None;
         }
         let mut s = QueueCounters::default();
         for g in 0..self.groups.len() {
-            if let Some(c) = self.ctr.get((g << self.cls_log2) | class) {
-                s.add(&c.read());
+            if let Some(c) = self.group_counters(g, class) {
+                s.add(&c);
             }
         }
         Some(s)
     }
 
-    /// The sum of every counter of the port; packets for a pipe or class the port does not have
-    /// are counted under `TmDrop::NoQueue`.
-    pub fn port_counters(&self) -> QueueCounters {
+    /// [`HqosPort::port_counters`].
+    fn port_counters(&self) -> QueueCounters {
         let mut s = QueueCounters::default();
-        for c in &self.ctr {
-            s.add(&c.read());
+        for g in 0..self.groups.len() {
+            for class in 0..C {
+                if let Some(c) = self.group_counters(g, class) {
+                    s.add(&c);
+                }
+            }
         }
         s.drop_pkts[TmDrop::NoQueue as usize] += self.no_queue;
         s
     }
 
-    /// Bytes queued in `pipe`'s queue of `class`.
-    pub fn queue_bytes(&self, pipe: u32, class: usize) -> u32 {
-        if class >= self.classes {
-            return 0;
-        }
-        self.queues.get(((pipe as usize) << self.cls_log2) | class).map_or(0, |q| q.bytes)
+    /// [`HqosPort::queue_bytes`].
+    fn queue_bytes(&self, pipe: u32, class: usize) -> u32 {
+        self.pipes.get(pipe as usize).and_then(|p| p.q.get(class)).map_or(0, |q| q.bytes)
     }
+}
 
-    /// Pipes asleep on the wheel (shaped out, with packets).
-    pub fn sleeping_pipes(&self) -> u32 {
-        self.wheel.sleeping
-    }
+/// `credit` after paying for a packet of `len` bytes: `credit − min(len, i32::MAX)`, saturating
+/// at `i32::MIN` (in `i64`, where it cannot overflow: one compare instead of two).
+#[inline]
+fn pay(credit: i32, len: u32) -> i32 {
+    let v = i64::from(credit) - i64::from(len.min(i32::MAX as u32));
+    v.max(i64::from(i32::MIN)) as i32
 }
 
 /// Appends pipe `pi` to `grp`'s list.
 #[inline]
-fn push_pipe(pipes: &mut [Pipe], grp: &mut Group, pi: u32) {
+fn push_pipe<const C: usize>(pipes: &mut [PipeRec<C>], grp: &mut Group, pi: u32) {
     if let Some(p) = pipes.get_mut(pi as usize) {
-        p.next = NIL;
+        p.pipe.next = NIL;
     }
     if grp.head == NIL {
         grp.head = pi;
     } else if let Some(t) = pipes.get_mut(grp.tail as usize) {
-        t.next = pi;
+        t.pipe.next = pi;
     }
     grp.tail = pi;
 }
@@ -702,6 +864,30 @@ mod tests {
         assert_eq!(r.buf.used_pkts(), 0);
         assert_eq!(r.slab.used(), 0);
         assert_eq!(r.h.next_eligible_ns(&r.slab), None);
+    }
+
+    /// A pipe moved to another profile with packets queued picks its classes by the new
+    /// profile's strict and weighted masks (the pipe record keeps a copy of them).
+    #[test]
+    fn profile_change_with_packets_queued_switches_class_choice() {
+        let mut wrr = PipeProfile::default();
+        wrr.sched[0] = ClassSched::Drr { weight: 1 };
+        wrr.sched[1] = ClassSched::Drr { weight: 1 };
+        let cfg = HqosConfig { profiles: vec![PipeProfile::default(), wrr], quantum_bytes: 100, ..HqosConfig::default() };
+        let ds = [desc(0, 0, 0, 100), desc(1, 0, 0, 100), desc(2, 0, 1, 100), desc(3, 0, 1, 100)];
+        // All strict: class 1 drains before class 0.
+        let mut r = Rig::new(&cfg);
+        r.enq(&ds);
+        let ids: Vec<u32> = r.deq(16, 0).iter().map(|d| d.pkt.0).collect();
+        assert_eq!(ids, vec![2, 3, 0, 1]);
+        // Moved to the weighted profile after the packets were queued: one packet (one quantum)
+        // per turn, class 0 first (the cursor starts at 0).
+        let mut r = Rig::new(&cfg);
+        r.enq(&ds);
+        r.h.set_pipe_profile(0, 0, 1).unwrap();
+        let ids: Vec<u32> = r.deq(16, 0).iter().map(|d| d.pkt.0).collect();
+        assert_eq!(ids, vec![0, 2, 1, 3]);
+        assert_eq!(r.slab.used(), 0);
     }
 
     #[test]
@@ -807,21 +993,29 @@ mod tests {
     }
 
     /// A burst admitted against the buffer at once decides exactly as the same packets offered
-    /// one at a time, on buffers small enough that the threshold and the bytes run out.
+    /// one at a time, on buffers small enough that the threshold and the bytes run out; with
+    /// reservations and without (the port's plain-arithmetic path).
     #[test]
     fn burst_admission_equals_packet_by_packet() {
+        for reserve in [300u32, 0] {
+            burst_admission_case(reserve);
+        }
+    }
+
+    fn burst_admission_case(reserve: u32) {
         let cfg = HqosConfig {
             groups: vec![GroupConfig { pipes: 8, profile: 0, shaper: None }],
             queues: std::array::from_fn(|c| HqosQueueConfig {
                 limit_bytes: 1 << 20,
-                min_bytes: 300 * (c as u32 % 3),
+                min_bytes: reserve * (c as u32 % 3),
                 alpha_log2: (c as i8 % 4) - 1,
             }),
             ..HqosConfig::default()
         };
+        let reserved: u64 = cfg.queues.iter().map(|q| u64::from(q.min_bytes)).sum();
         let mut seed = 99u64;
         for total in [5_000u64, 20_000, 60_000, 1 << 30] {
-            let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, 200, 2400), slab: Slab::new(200) };
+            let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, 200, reserved), slab: Slab::new(200) };
             let (mut burst, mut single) = (new(), new());
             let mut refused = [0u32; TmDrop::COUNT];
             for round in 0..40u32 {
@@ -833,7 +1027,7 @@ mod tests {
                     .collect();
                 let a = burst.enq(&ds);
                 let b: Vec<Enq> = ds.iter().flat_map(|d| single.enq(std::slice::from_ref(d))).collect();
-                assert_eq!(a, b, "total {total} round {round}");
+                assert_eq!(a, b, "reserve {reserve} total {total} round {round}");
                 for r in &a {
                     if let Enq::Dropped(x) = r {
                         refused[*x as usize] += 1;
@@ -844,7 +1038,10 @@ mod tests {
                 assert_eq!(burst.deq(budget, 0), single.deq(budget, 0));
             }
             if total <= 20_000 {
-                assert!(refused[TmDrop::Threshold as usize] > 0 && refused[TmDrop::BufferFull as usize] > 0, "{total}: {refused:?}");
+                assert!(
+                    refused[TmDrop::Threshold as usize] > 0 && refused[TmDrop::BufferFull as usize] > 0,
+                    "{reserve} {total}: {refused:?}"
+                );
             }
         }
     }

@@ -93,15 +93,24 @@ impl Ring {
     }
 }
 
+/// Every ring's slots as one slice of `all + 1` (a power of two), `all`, and each class's base
+/// and index mask (see [`ClassRings::all_slots_mut`]).
+pub(crate) type AllSlots<'a> = (&'a mut [Desc], usize, [u32; 8], [u32; 8]);
+
 /// The 8 class rings of a flat port in one allocation: class `c` owns the slots
 /// `base[c] .. base[c] + mask[c] + 1` (a power of two), with wrapping `u32` head and tail
 /// counters as in [`Ring`]. Heads, tails, bases and masks are arrays indexed by `c & 7`, so a
 /// class's ring is reached with no pointer to follow and no bounds check but the slot's.
 #[derive(Clone, Debug)]
 pub(crate) struct ClassRings {
+    /// A power of two slots long (the rings' total, rounded up): an index masked with
+    /// `all_mask` is in range, which the compiler can see on a slice of `all_mask + 1` slots.
     slots: Box<[Desc]>,
+    all_mask: usize,
     base: [u32; 8],
     mask: [u32; 8],
+    /// The smallest ring's slots.
+    min_cap: u32,
     pub(crate) head: [u32; 8],
     pub(crate) tail: [u32; 8],
 }
@@ -116,10 +125,13 @@ impl ClassRings {
             *b = at;
             at = at.saturating_add(c);
         }
+        let len = (at as usize).next_power_of_two();
         ClassRings {
-            slots: vec![Desc::default(); at as usize].into_boxed_slice(),
+            slots: vec![Desc::default(); len].into_boxed_slice(),
+            all_mask: len - 1,
             base,
             mask: caps.map(|c| c - 1),
+            min_cap: caps.into_iter().min().unwrap_or(0),
             head: [0; 8],
             tail: [0; 8],
         }
@@ -141,10 +153,31 @@ impl ClassRings {
         self.len(c) > self.mask[c & 7]
     }
 
+    /// True when every class has room for `n` more descriptors. Checks the cheap sufficient
+    /// condition first (all the rings together hold at most the smallest ring's slots less `n`:
+    /// one vector sum), then each ring.
+    #[inline]
+    pub(crate) fn all_have_room(&self, n: usize) -> bool {
+        let mut held = 0u32;
+        for c in 0..8 {
+            held = held.wrapping_add(self.tail[c].wrapping_sub(self.head[c]));
+        }
+        u64::from(held) + n as u64 <= u64::from(self.min_cap) || (0..8).all(|c| self.room(c) as usize >= n)
+    }
+
     /// Free slots of class `c`.
     #[inline]
     pub(crate) fn room(&self, c: usize) -> u32 {
         self.mask[c & 7] + 1 - self.len(c)
+    }
+
+    /// Every ring's slots as one slice of `all_mask + 1` (a power of two), the mask, and each
+    /// class's base and index mask: a burst indexes it with `(base[c] + (t & mask[c])) &
+    /// all_mask`, which needs no bounds check.
+    #[inline]
+    pub(crate) fn all_slots_mut(&mut self) -> Option<AllSlots<'_>> {
+        let m = self.all_mask;
+        Some((self.slots.get_mut(..=m)?, m, self.base, self.mask))
     }
 
     /// Stores `d` in class `c`'s slot of counter value `at` (`tail` + k for the k-th packet of
@@ -196,11 +229,12 @@ impl ClassRings {
     #[inline]
     pub(crate) fn pop_into(&mut self, c: usize, out: &mut [Desc], mut n: usize, mut credit: u64) -> (usize, u64, bool) {
         let c = c & 7;
-        let (base, mask, t) = (self.base[c], self.mask[c], self.tail[c]);
+        let (base, mask, t) = (self.base[c] as usize, self.mask[c], self.tail[c]);
         let mut h = self.head[c];
+        let ring = self.slots.get(base..=base + mask as usize).unwrap_or_default();
         while h != t {
             let Some(slot) = out.get_mut(n) else { break };
-            let Some(d) = self.slots.get((base + (h & mask)) as usize) else { break };
+            let Some(d) = ring.get((h & mask) as usize) else { break };
             let len = u64::from(d.len_bytes);
             if len > credit {
                 break;
@@ -232,19 +266,25 @@ struct Slot {
 pub struct Slab {
     slots: Box<[Slot]>,
     free: u32,
-    used: u32,
 }
 
 impl Slab {
     /// A slab of `n` descriptors (20 bytes each).
     pub fn new(n: u32) -> Slab {
         let slots: Vec<Slot> = (0..n).map(|i| Slot { desc: Desc::default(), next: if i + 1 < n { i + 1 } else { NIL } }).collect();
-        Slab { slots: slots.into_boxed_slice(), free: if n > 0 { 0 } else { NIL }, used: 0 }
+        Slab { slots: slots.into_boxed_slice(), free: if n > 0 { 0 } else { NIL } }
     }
 
-    /// Slots in use.
+    /// Slots in use: the slab's size less the free list's length, which is walked (tests and
+    /// the control path; the packet path keeps no count of its own, the shared buffer has one).
     pub fn used(&self) -> u32 {
-        self.used
+        let n = self.slots.len() as u32;
+        let (mut free, mut i) = (0u32, self.free);
+        while let (Some(s), true) = (self.slots.get(i as usize), free < n) {
+            free += 1;
+            i = s.next;
+        }
+        n - free
     }
 
     /// The descriptor in slot `i` (a default one for an out-of-range `i`).
@@ -267,7 +307,6 @@ impl Slab {
         let slot = self.slots.get_mut(i as usize)?;
         slot.desc = d;
         self.free = std::mem::replace(&mut slot.next, NIL);
-        self.used += 1;
         Some(i)
     }
 
@@ -277,8 +316,15 @@ impl Slab {
         let slot = self.slots.get_mut(i as usize)?;
         let next = std::mem::replace(&mut slot.next, self.free);
         self.free = i;
-        self.used -= 1;
         Some((slot.desc, next))
+    }
+
+    /// Slot `i`, held from looking at its descriptor to freeing it ([`SlotRef::take`]): one
+    /// bounds check for both. `None` for an out-of-range `i` ([`NIL`] included).
+    #[inline]
+    pub(crate) fn slot_mut(&mut self, i: u32) -> Option<SlotRef<'_>> {
+        let slot = self.slots.get_mut(i as usize)?;
+        Some(SlotRef { slot, free: &mut self.free, i })
     }
 
     /// Returns slot `i` to the free list.
@@ -287,7 +333,29 @@ impl Slab {
         let f = self.free;
         self.set_next(i, f);
         self.free = i;
-        self.used -= 1;
+    }
+}
+
+/// A slot of a [`Slab`] in hand (see [`Slab::slot_mut`]).
+pub(crate) struct SlotRef<'a> {
+    slot: &'a mut Slot,
+    free: &'a mut u32,
+    i: u32,
+}
+
+impl SlotRef<'_> {
+    /// The descriptor's length.
+    #[inline]
+    pub(crate) fn len_bytes(&self) -> u32 {
+        self.slot.desc.len_bytes
+    }
+
+    /// Frees the slot; returns its descriptor and its list successor.
+    #[inline]
+    pub(crate) fn take(self) -> (Desc, u32) {
+        let next = std::mem::replace(&mut self.slot.next, *self.free);
+        *self.free = self.i;
+        (self.slot.desc, next)
     }
 }
 

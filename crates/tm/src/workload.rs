@@ -22,8 +22,10 @@ use crate::{Desc, Enq, Tm};
 use fastpath_packet::PktId;
 use std::hint::black_box;
 
-/// Packets per enqueue burst and per dequeue budget.
+/// Packets per enqueue burst and per dequeue budget (at most 64: the harness counts a burst's
+/// drops in one 64-bit mask).
 pub const BURST: usize = 32;
+const _: () = assert!(BURST <= 64);
 
 /// Virtual time between two steps.
 pub const STEP_NS: u64 = 1000;
@@ -175,7 +177,10 @@ impl Workload {
             let now_ns = t0_ns + (b as u64) * STEP_NS;
             let pkts = self.descs.get(k * BURST..(k + 1) * BURST).unwrap_or_default();
             tm.enqueue_burst(port, pkts, now_ns, &mut res);
-            dropped += res.iter().filter(|r| matches!(r, Enq::Dropped(_))).count() as u64;
+            // A mask and its popcount rather than `filter().count()`, which compiled to a
+            // bit-by-bit count of a compare mask (about 4 instructions per packet of harness).
+            let mask = res.iter().enumerate().fold(0u64, |m, (i, r)| m | u64::from(matches!(r, Enq::Dropped(_))) << (i & 63));
+            dropped += u64::from(mask.count_ones());
             sent += tm.dequeue_burst(port, BURST, now_ns, &mut out) as u64;
             black_box(&out);
         }

@@ -49,6 +49,26 @@ pub struct Drr {
     pub(crate) quantum: [u32; 8],
 }
 
+/// For each mask of classes, the packed list of its classes, highest first (a class per
+/// nibble, the first in the lowest), and how many there are.
+const JOIN: [(u32, u8); 256] = {
+    let mut t = [(0u32, 0u8); 256];
+    let mut m = 0;
+    while m < 256 {
+        let (mut nibbles, mut count, mut c) = (0u32, 0u8, 8);
+        while c > 0 {
+            c -= 1;
+            if m >> c & 1 != 0 {
+                nibbles |= (c as u32) << (count * 4);
+                count += 1;
+            }
+        }
+        t[m] = (nibbles, count);
+        m += 1;
+    }
+    t
+};
+
 impl Drr {
     /// A DRR with `quantum[c]` bytes per visit for class `c`.
     pub fn new(quantum: [u32; 8]) -> Drr {
@@ -61,6 +81,19 @@ impl Drr {
         debug_assert!(self.len < 8);
         self.list |= ((c & 7) as u32) << ((u32::from(self.len) * 4) & 31);
         self.len += 1;
+    }
+
+    /// The classes of `mask` join the tail of the active list together, highest class first
+    /// (one table lookup: the packed nibbles and the count of each of the 256 masks). None of
+    /// them may be listed.
+    #[inline]
+    pub fn activate_all(&mut self, mask: u8) {
+        let (nibbles, count) = JOIN[usize::from(mask)];
+        debug_assert!(usize::from(self.len) + usize::from(count) <= 8);
+        // A shift by 32 (eight listed classes and an empty mask) would overflow: nibbles is 0
+        // then, and so is the wrapped shift's contribution.
+        self.list |= nibbles.checked_shl(u32::from(self.len) * 4).unwrap_or(0);
+        self.len += count;
     }
 
     /// Drops the head class from the list.
@@ -217,6 +250,26 @@ mod tests {
             let ideal = total as f64 * f64::from(weights[c]) / f64::from(wsum);
             let err = (sent[c] as f64 - ideal).abs();
             assert!(err <= f64::from(1500 + q[c]), "class {c}: {} vs {ideal} (err {err})", sent[c]);
+        }
+    }
+
+    /// Joining a mask at once equals joining its classes one by one, highest first.
+    #[test]
+    fn activate_all_equals_activate_one_by_one() {
+        for before in [0u8, 0b0000_0001, 0b0100_0010, 0b0111_1111] {
+            for m in 0..=255u8 {
+                let m = m & !before;
+                let (mut a, mut b) = (Drr::new([1; 8]), Drr::new([1; 8]));
+                for c in (0..8).rev().filter(|c| before >> c & 1 != 0) {
+                    a.activate(c);
+                    b.activate(c);
+                }
+                a.activate_all(m);
+                for c in (0..8).rev().filter(|c| m >> c & 1 != 0) {
+                    b.activate(c);
+                }
+                assert_eq!((a.list, a.len), (b.list, b.len), "before {before:08b} mask {m:08b}");
+            }
         }
     }
 
