@@ -77,6 +77,15 @@ impl Lanes {
         }
         Lanes(m)
     }
+    /// Slots in either set.
+    #[inline]
+    pub fn or(self, o: Lanes) -> Lanes {
+        let mut m = self.0;
+        for (a, b) in m.iter_mut().zip(o.0) {
+            *a |= b;
+        }
+        Lanes(m)
+    }
     /// Slots in `self` but not in `o`.
     #[inline]
     pub fn and_not(self, o: Lanes) -> Lanes {

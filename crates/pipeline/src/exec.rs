@@ -423,6 +423,76 @@ impl Pipeline {
     }
 }
 
+/// The lanes of `src` whose packet satisfies `cond`, as [`CondC::eval`] decides, with the
+/// condition taken apart once per batch instead of per packet: `not`, `and` and `or` become
+/// lane-mask algebra (`and` and `or` evaluate their second operand only on the lanes that still
+/// need it, as the short-circuit does), and each leaf runs a loop of its own shape: header
+/// validity, a table's hit bit, a metadata comparison, or a comparison of fields of at most 64
+/// bits (with a constant or with another field) read by their extractors in 64-bit arithmetic.
+/// Anything else is evaluated per packet.
+fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
+    let mut out = Lanes::NONE;
+    if src.is_empty() {
+        return out;
+    }
+    // A comparison operator matched once per batch, the loop monomorphised for it.
+    macro_rules! by_op {
+        ($op:expr, |$i:ident, $o:ident| $holds:expr) => {
+            match $op {
+                CmpOp::Eq => each_lane!($i in src => { let $o = |x, y| x == y; out.insert_if($i, $holds) }),
+                CmpOp::Ne => each_lane!($i in src => { let $o = |x, y| x != y; out.insert_if($i, $holds) }),
+                op => each_lane!($i in src => { let $o = |x, y| op.holds(x, y); out.insert_if($i, $holds) }),
+            }
+        };
+    }
+    let narrow = |f: &crate::ir::FieldRef| f.width <= 64;
+    match cond {
+        CondC::Not(c) => return src.and_not(cond_mask(c, src, pool, b)),
+        CondC::And(x, y) => return cond_mask(y, cond_mask(x, src, pool, b), pool, b),
+        CondC::Or(x, y) => {
+            let first = cond_mask(x, src, pool, b);
+            return first.or(cond_mask(y, src.and_not(first), pool, b));
+        }
+        CondC::Valid(need) => {
+            let need = *need;
+            each_lane!(i in src => { out.insert_if(i, b.meta(i).valid.has_all(need)) });
+        }
+        CondC::Hit(t) => {
+            let t = u32::from(*t);
+            each_lane!(i in src => { out.insert_if(i, b.meta(i).hits >> t & 1 != 0) });
+        }
+        // `ct.new`, `meta.color == 1`: metadata only, one comparison.
+        CondC::MetaCmp(f, op, v) => {
+            let (f, v) = (*f, *v);
+            match f {
+                MetaField::CtFlag(n) => by_op!(*op, |i, o| o(u32::from(b.meta(i).reserved >> n & 1), v)),
+                MetaField::CtVerdict => by_op!(*op, |i, o| o(u32::from(b.meta(i).reserved >> 8), v)),
+                MetaField::Color => by_op!(*op, |i, o| o(u32::from(b.meta(i).color), v)),
+                MetaField::Reg(r) => by_op!(*op, |i, o| o(b.meta(i).regs.get(usize::from(r)).copied().unwrap_or(0), v)),
+                _ => by_op!(*op, |i, o| o(crate::field::read_meta(b.meta(i), f), v)),
+            }
+        }
+        // `udp.dport == 67`: a missing field is false.
+        CondC::Cmp(f, op, v) if narrow(f) && *v <= u128::from(u64::MAX) => {
+            let (x, v) = (f.extractor(), *v as u64);
+            by_op!(*op, |i, o| x.read64(pool.data(b.handle(i)), b.meta(i)).is_some_and(|a| o(a, v)));
+        }
+        // `ipv4.src != meta.sip`: false when either is missing.
+        CondC::FieldCmp(fa, op, fb) if narrow(fa) && narrow(fb) => {
+            let (xa, xb) = (fa.extractor(), fb.extractor());
+            by_op!(*op, |i, o| {
+                let (d, m) = (pool.data(b.handle(i)), b.meta(i));
+                match (xa.read64(d, m), xb.read64(d, m)) {
+                    (Some(a), Some(c)) => o(a, c),
+                    _ => false,
+                }
+            });
+        }
+        _ => each_lane!(i in src => { out.insert_if(i, cond.eval(pool.data(b.handle(i)), b.meta(i))) }),
+    }
+    out
+}
+
 fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, now_ns: u64, trace_lanes: Lanes) {
     // The steps are a field of `p`, which the loop also borrows mutably for stages and stats:
     // take them out for the duration (a pointer swap, no allocation).
@@ -431,39 +501,17 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
         match step {
             Step::Mask { dst, src, cond } => {
                 let src = p.masks[usize::from(*src)].and(b.live());
-                let mut out = Lanes::NONE;
-                if !p.special {
+                let out = if p.special {
+                    cond_mask(cond, src, pool, b)
+                } else {
+                    let mut out = Lanes::NONE;
                     for i in src {
                         if cond.eval(pool.data(b.handle(i)), b.meta(i)) {
                             out.insert(i);
                         }
                     }
-                } else if let CondC::Valid(need) = cond {
-                    // Header validity, the common branch: metadata only.
-                    let need = *need;
-                    each_lane!(i in src => { out.insert_if(i, b.meta(i).valid.has_all(need)) });
-                } else if let CondC::MetaCmp(f, op, v) = *cond {
-                    // `ct.new`, `meta.color == 1`: metadata only, one comparison; the field and
-                    // the operator are matched once per batch, not per packet.
-                    macro_rules! cmp {
-                        ($read:expr) => {
-                            match op {
-                                CmpOp::Eq => each_lane!(i in src => { out.insert_if(i, $read(b.meta(i)) == v) }),
-                                CmpOp::Ne => each_lane!(i in src => { out.insert_if(i, $read(b.meta(i)) != v) }),
-                                _ => each_lane!(i in src => { out.insert_if(i, op.holds($read(b.meta(i)), v)) }),
-                            }
-                        };
-                    }
-                    match f {
-                        MetaField::CtFlag(n) => cmp!(|m: &Meta| u32::from(m.reserved >> n & 1)),
-                        MetaField::CtVerdict => cmp!(|m: &Meta| u32::from(m.reserved >> 8)),
-                        MetaField::Color => cmp!(|m: &Meta| u32::from(m.color)),
-                        MetaField::Reg(r) => cmp!(|m: &Meta| m.regs.get(usize::from(r)).copied().unwrap_or(0)),
-                        _ => cmp!(|m: &Meta| crate::field::read_meta(m, f)),
-                    }
-                } else {
-                    each_lane!(i in src => { out.insert_if(i, cond.eval(pool.data(b.handle(i)), b.meta(i))) });
-                }
+                    out
+                };
                 p.masks[usize::from(*dst)] = out;
             }
             Step::AndNot { dst, src, sub } => {

@@ -633,8 +633,11 @@ impl Ctl<'_, '_> {
         }
         if h.has("ipv4") {
             pool.push("ipv4.ttl > 1".into());
+            pool.push("ipv4.src != ipv4.dst".into());
             if h.has("udp") {
                 pool.push("ipv4.valid and udp.valid".into());
+                pool.push("udp.dport == 4789 or ipv4.ttl < 3".into());
+                pool.push("not udp.dport >= 1024".into());
             }
         }
         if h.has("tcp") && h.has("icmp") {
