@@ -87,12 +87,11 @@ impl L2Edit {
         }
         let m = b.meta_mut(i);
         if grow != 0 {
-            // Everything after the old tags moves by `grow`; Ethernet stays at 0.
-            let end = 12 + 4 * tags;
+            // Everything after the old tags moves by `grow`; Ethernet stays at 0. Branch-free,
+            // so the loop over the offsets is a few vector instructions.
+            let (end, by) = ((12 + 4 * tags) as u16, grow as u16);
             for o in m.off.iter_mut() {
-                if usize::from(*o) >= end {
-                    *o = (*o as isize + grow) as u16;
-                }
+                *o = o.wrapping_add(u16::from(*o >= end).wrapping_mul(by));
             }
         }
         if popped > 0 || push > 0 {
