@@ -61,6 +61,9 @@ struct Group {
 pub(crate) struct AclKey {
     /// Key words holding the input port (a bit each).
     ports: u32,
+    /// Key words holding a metadata field or register: (word, field, mask of its width).
+    metas: [(usize, Extract, u32); MAX_KEY_FIELDS],
+    nm: usize,
     groups: [Group; MAX_KEY_FIELDS],
     ng: usize,
     /// Words of the key.
@@ -68,19 +71,26 @@ pub(crate) struct AclKey {
 }
 
 impl AclKey {
-    /// The reader of a key made of these fields (extractor and whether it is a `range` field),
-    /// when every field is the input port or a header field of 1, 2 or 4 bytes.
-    pub(crate) fn new(fields: &[(Extract, bool)]) -> Option<AclKey> {
+    /// The reader of a key made of these fields (extractor, width in bits and whether it is a
+    /// `range` field),
+    /// when every field is metadata (the input port, a register, a metadata field of at most 32
+    /// bits) or a header field of 1, 2 or 4 bytes.
+    pub(crate) fn new(fields: &[(Extract, u8, bool)]) -> Option<AclKey> {
         if fields.is_empty() || fields.len() > MAX_KEY_FIELDS {
             return None;
         }
         let mut ports = 0u32;
+        let (mut metas, mut nm) = ([(0, Extract::InPort, 0); MAX_KEY_FIELDS], 0);
         let mut words: Vec<(usize, Word)> = Vec::new();
-        for (k, &(x, range)) in fields.iter().enumerate() {
+        for (k, &(x, width, range)) in fields.iter().enumerate() {
             let w =
                 |slot: Slot, byte: u16, n: usize, needs, alt| Word { slot: slot as usize, byte: usize::from(byte), n, needs, alt, range };
             match x {
                 Extract::InPort => ports |= 1 << k,
+                Extract::Reg(_) | Extract::Meta(_) if width <= 32 => {
+                    metas[nm] = (k, x, if width >= 32 { u32::MAX } else { (1 << width) - 1 });
+                    nm += 1;
+                }
                 Extract::Be16 { slot, byte, needs, alt } => words.push((k, w(slot, byte, 2, needs, alt))),
                 Extract::Be32 { slot, byte, needs, alt } => words.push((k, w(slot, byte, 4, needs, alt))),
                 Extract::Short { slot, byte, n: 1, needs, alt } => words.push((k, w(slot, byte, 1, needs, alt))),
@@ -107,7 +117,7 @@ impl AclKey {
             g.words[g.nw] = (k, w.byte - g.lo, w.n, 32 - 8 * w.n as u32);
             g.nw += 1;
         }
-        Some(AclKey { ports, groups, ng, nf: fields.len() })
+        Some(AclKey { ports, metas, nm, groups, ng, nf: fields.len() })
     }
 
     /// Words of the key.
@@ -124,6 +134,9 @@ impl AclKey {
         while p != 0 {
             w[p.trailing_zeros() as usize % MAX_KEY_FIELDS] = u32::from(m.in_port);
             p &= p - 1;
+        }
+        for &(k, x, mask) in &self.metas[..self.nm.min(MAX_KEY_FIELDS)] {
+            w[k % MAX_KEY_FIELDS] = x.read64(d, m).unwrap_or(0) as u32 & mask;
         }
         for g in &self.groups[..self.ng.min(MAX_KEY_FIELDS)] {
             if !g.hdr.present(m) {
@@ -278,10 +291,10 @@ mod tests {
     }
 
     /// The switch's key: port, source, destination, protocol, destination port (a range).
-    fn five_tuple() -> Vec<(Extract, bool)> {
+    fn five_tuple() -> Vec<(Extract, u8, bool)> {
         let dport = Extract::Be16 { slot: Slot::L4, byte: 2, needs: HdrSet::EMPTY.with(Hdr::Udp), alt: HdrSet::EMPTY.with(Hdr::Tcp) };
         let proto = Extract::Short { slot: Slot::L3, byte: 9, n: 1, needs: HdrSet::EMPTY.with(Hdr::Ipv4), alt: HdrSet::EMPTY };
-        vec![(Extract::InPort, false), (v4(12), false), (v4(16), false), (proto, false), (dport, true)]
+        vec![(Extract::InPort, 9, false), (v4(12), 32, false), (v4(16), 32, false), (proto, 8, false), (dport, 16, true)]
     }
 
     /// A 64-byte UDP frame's metadata and bytes: L3 at 14, L4 at 34.
@@ -328,9 +341,14 @@ mod tests {
 
     #[test]
     fn words_more_than_a_window_apart_are_separate_groups() {
-        let k = AclKey::new(&[(v4(0), false), (v4(12), false), (v4(16), false)]).expect("uniform");
+        let k = AclKey::new(&[(v4(0), 32, false), (v4(12), 32, false), (v4(16), 32, false)]).expect("uniform");
         assert_eq!(k.ng, 2);
-        assert!(AclKey::new(&[(Extract::Be128 { slot: Slot::L3, byte: 8, needs: HdrSet::EMPTY }, false)]).is_none());
+        assert!(AclKey::new(&[(Extract::Be128 { slot: Slot::L3, byte: 8, needs: HdrSet::EMPTY }, 128, false)]).is_none());
+        // A register keeps to its width, as the classifier's chunk does.
+        let k = AclKey::new(&[(Extract::Reg(1), 4, false)]).expect("uniform");
+        let (d, mut m) = frame(true);
+        m.regs[1] = 0x1f;
+        assert_eq!(k.read::<1>(&d, &m), Some([0xf]));
     }
 
     #[test]

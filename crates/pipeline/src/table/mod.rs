@@ -155,7 +155,9 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX] }),
         acl_cache: (special && def.imp == TableImpl::Acl).then(|| Box::new(AclCache::new())),
         acl_key: (special && def.imp == TableImpl::Acl)
-            .then(|| AclKey::new(&def.key.iter().map(|k| (k.field.extractor(), k.kind == MatchKind::Range)).collect::<Vec<_>>()))
+            .then(|| {
+                AclKey::new(&def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect::<Vec<_>>())
+            })
             .flatten(),
         def,
     })
