@@ -612,17 +612,14 @@ impl Client {
     /// status's `p4.v1.Error` details), or [`ClientError::Rpc`] when the request failed as a
     /// whole (not the primary, wrong device, the connection lost).
     pub async fn write_with(&mut self, updates: Vec<proto::Update>, atomicity: i32) -> Result<(), ClientError> {
-        let req = proto::WriteRequest {
-            device_id: self.device_id,
-            election_id: Some(self.election_id),
-            updates,
-            atomicity,
-            ..Default::default()
-        };
-        match self.rpc.write(req).await {
-            Ok(_) => Ok(()),
-            Err(status) => Err(write_error(status)),
-        }
+        self.writes().write_with(updates, atomicity).await
+    }
+
+    /// A handle that writes as this client (the same connection, device and election id) and
+    /// may be cloned into tasks, so that several `Write`s are in flight at once. It writes only
+    /// while this client lives and is the primary.
+    pub fn writes(&self) -> Writes {
+        Writes { rpc: self.rpc.clone(), device_id: self.device_id, election_id: self.election_id }
     }
 
     /// Every entry of table `table` (by name), as the server reads them back.
@@ -648,6 +645,35 @@ impl Client {
             }));
         }
         Ok(out)
+    }
+}
+
+/// Writes as a [`Client`] ([`Client::writes`]); cheap to clone, one per write in flight.
+#[derive(Clone, Debug)]
+pub struct Writes {
+    rpc: P4RuntimeClient<Channel>,
+    device_id: u64,
+    election_id: proto::Uint128,
+}
+
+impl Writes {
+    /// As [`Client::write_with`]: `updates` in one `WriteRequest` with `atomicity`; returns
+    /// when the server answers.
+    ///
+    /// # Errors
+    /// As [`Client::write_with`].
+    pub async fn write_with(&self, updates: Vec<proto::Update>, atomicity: i32) -> Result<(), ClientError> {
+        let req = proto::WriteRequest {
+            device_id: self.device_id,
+            election_id: Some(self.election_id),
+            updates,
+            atomicity,
+            ..Default::default()
+        };
+        match self.rpc.clone().write(req).await {
+            Ok(_) => Ok(()),
+            Err(status) => Err(write_error(status)),
+        }
     }
 }
 
