@@ -325,6 +325,11 @@ pub struct LabArgs {
     /// update-under-load: changes per write (one control request each).
     #[arg(long, default_value_t = 100)]
     batch: u32,
+    /// update-under-load: writes the updater keeps in flight at most (1-8): a write is sent on
+    /// its schedule while fewer than this wait for their replies; writes in flight together
+    /// touch different entries.
+    #[arg(long = "in-flight", default_value_t = 1)]
+    in_flight: u32,
     /// update-under-load: the offered load as a fraction of the zero-loss rate.
     #[arg(long, default_value_t = 0.9)]
     load: f64,
@@ -1106,6 +1111,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
                 base_acl: a.base_entries / 10,
                 updates_per_s: a.updates,
                 batch: a.batch,
+                in_flight: a.in_flight,
                 load: a.load,
                 duration_s: f64::from(a.seconds),
                 trial_s: a.trial_s.unwrap_or(2.0),
