@@ -33,7 +33,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where sockets go by default: one per running `fastpath run`, named by its pid.
 pub const SOCKET_DIR: &str = "/run/fastpath";
@@ -238,11 +238,23 @@ fn serve_one(mut conn: UnixStream, control: &Mutex<Control<'_>>, limits: &Limits
         ReadEnd::Complete => match std::str::from_utf8(&req) {
             Err(e) => format!("error protocol\nrequest is not UTF-8: {e}\n"),
             Ok(text) => {
-                let result = control.lock().unwrap_or_else(PoisonError::into_inner).execute(text);
-                match result {
+                let received = Instant::now();
+                let (result, stamps, log, locked) = {
+                    let mut c = control.lock().unwrap_or_else(PoisonError::into_inner);
+                    let locked = Instant::now();
+                    let _ = c.take_apply_stamps();
+                    let result = c.execute(text);
+                    (result, c.take_apply_stamps(), c.write_log(), locked)
+                };
+                let reply = match result {
                     Ok(out) => format!("ok\n{out}"),
                     Err(e) => format!("error {}\n{e}\n", e.code()),
+                };
+                // A request that changed the tables: where its time went (`show writes`).
+                if let Some(s) = stamps {
+                    log.push(received, locked, &s, Instant::now());
                 }
+                reply
             }
         },
     };

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -464,6 +464,7 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'stati
 #[tonic::async_trait]
 impl P4Runtime for Service {
     async fn write(&self, request: Request<proto::WriteRequest>) -> Result<Response<proto::WriteResponse>, Status> {
+        let received = Instant::now();
         let req = request.into_inner();
         let s = &self.shared;
         s.check_device(req.device_id)?;
@@ -472,7 +473,19 @@ impl P4Runtime for Service {
         if req.updates.is_empty() {
             return Ok(Response::new(proto::WriteResponse {}));
         }
-        match s.on_control(move |c, cache| ops::write(c, cache, &req)).await? {
+        let (result, locked, stamps, log) = s
+            .on_control(move |c, cache| {
+                let locked = Instant::now();
+                let _ = c.take_apply_stamps();
+                let r = ops::write(c, cache, &req);
+                (r, locked, c.take_apply_stamps(), c.write_log())
+            })
+            .await?;
+        // Where an applied write's time went (`fastpath ctl show writes`).
+        if let Some(st) = stamps {
+            log.push(received, locked, &st, Instant::now());
+        }
+        match result {
             Ok(_) => Ok(Response::new(proto::WriteResponse {})),
             Err(outcomes) => Err(write_status(&outcomes)),
         }
