@@ -130,6 +130,9 @@ pub struct UpdateConfig {
     /// Writes the updater keeps in flight at most (1 ..= [`MAX_IN_FLIGHT`]): a write is sent
     /// on its schedule while fewer than this wait for their replies.
     pub in_flight: u32,
+    /// The DUT's control threads real-time at this priority (`fastpath run --control-rt`;
+    /// 0: the ordinary scheduler).
+    pub control_rt: u32,
     /// Fraction of the zero-loss rate offered during the updates.
     pub load: f64,
     /// Seconds of the run under updates.
@@ -204,6 +207,7 @@ impl Default for UpdateConfig {
             updates_per_s: 10_000,
             batch: 100,
             in_flight: 1,
+            control_rt: CONTROL_RT,
             load: 0.9,
             duration_s: 10.0,
             trial_s: 2.0,
@@ -304,14 +308,44 @@ pub struct UpdateRow {
     pub writes: u64,
     /// Writes the updater kept in flight at most.
     pub in_flight: u32,
+    /// The DUT's control threads' real-time priority (0: ordinary).
+    pub control_rt: u32,
     /// Writes refused (each with its reason in the log; there should be none).
     pub refused: u64,
     /// Time from a write to its reply, which comes once every worker applied it.
     pub write_to_effect_ms: WriteMs,
+    /// Where the time went inside fastpath, per stage (`fastpath ctl show writes`).
+    pub stages_us: Vec<StageRow>,
     /// Routes and ACL rules at start.
     pub base_routes: u32,
     /// ACL rules at start.
     pub base_acl: u32,
+}
+
+/// One stage of a write inside fastpath, µs over the run's writes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StageRow {
+    /// The stage, as `show writes` names it.
+    pub stage: String,
+    /// Median.
+    pub p50: u32,
+    /// 99th percentile.
+    pub p99: u32,
+    /// Largest.
+    pub max: u32,
+}
+
+/// The stages of a `show writes` table (lines of a name and three numbers).
+pub fn parse_stages(table: &str) -> Vec<StageRow> {
+    table
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let [name @ .., p50, p99, max] = w.as_slice() else { return None };
+            let n = |x: &str| x.parse::<u32>().ok();
+            Some(StageRow { stage: name.join(" "), p50: n(p50)?, p99: n(p99)?, max: n(max)? }).filter(|r| !r.stage.is_empty())
+        })
+        .collect()
 }
 
 /// Results of a run.
@@ -430,6 +464,10 @@ pub fn traffic_route(sink_ip: Ipv4Addr, variant: u32) -> (u32, u8) {
     let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
     (u32::from(sink_ip) & mask, len)
 }
+
+/// The DUT's control threads' real-time priority by default: below the lab's probes and
+/// updater ([`crate::gen::PROBE_RT_PRIORITY`]).
+pub const CONTROL_RT: u32 = 5;
 
 /// Most writes the updater keeps in flight ([`UpdateConfig::in_flight`]).
 pub const MAX_IN_FLIGHT: u32 = 8;
@@ -576,6 +614,11 @@ pub fn change_update(names: &Names, sink_ip: Ipv4Addr, sink_mac: [u8; 6], c: Cha
 /// One request on the control socket (the `fastpath ctl` protocol: the text, a half-close, the
 /// reply `ok\n…` or `error CODE\n…`).
 fn ctl_request(path: &Path, text: &str) -> Result<(), String> {
+    ctl_output(path, text).map(|_| ())
+}
+
+/// [`ctl_request`], returning the reply's output (after `ok`).
+fn ctl_output(path: &Path, text: &str) -> Result<String, String> {
     let mut c = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
     c.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
     c.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
@@ -583,7 +626,7 @@ fn ctl_request(path: &Path, text: &str) -> Result<(), String> {
     let mut reply = String::new();
     c.read_to_string(&mut reply).map_err(|e| e.to_string())?;
     match reply.split_once('\n').map_or(reply.as_str(), |x| x.0) {
-        "ok" => Ok(()),
+        "ok" => Ok(reply.split_once('\n').map_or("", |x| x.1).to_string()),
         status => Err(format!("{status}: {}", reply.lines().nth(1).unwrap_or_default())),
     }
 }
@@ -710,6 +753,14 @@ impl Updated {
 /// earlier (which replaced the same traffic route), so writes in flight together never touch
 /// the same entry; a refused write's adds are not deleted later.
 fn updater(t: &Topology, cfg: &UpdateConfig, writer: &Writer, stop: &AtomicBool) -> Updated {
+    // The updater is the tester's clock, like the latency probes: off the DUT's core, and
+    // real-time (its threads — the control socket's blocking ones too — inherit it), since it
+    // sleeps but for building a request and taking a reply. An ordinary thread waking on the
+    // generator's core waits for the generator's time slice (`gen::realtime_probe_thread`);
+    // unpinned at nice 0 it also landed on the worker's core and waited there: the client then
+    // saw 24 ms p50 for writes that took 1.6 ms inside fastpath.
+    let _ = topo::pin_to_tester_cpus();
+    let _ = fastpath_io::sys::set_realtime(crate::gen::PROBE_RT_PRIORITY);
     let period = Duration::from_secs_f64(f64::from(cfg.batch) / f64::from(cfg.updates_per_s.max(1)));
     let keep = cfg.keep();
     let depth = cfg.in_flight.clamp(1, MAX_IN_FLIGHT) as usize;
@@ -798,7 +849,7 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
     let tag = format!("fp-update-{}", std::process::id());
     let (spec, entries, sock) =
         (cfg.work_dir.join(format!("{tag}.toml")), cfg.work_dir.join(format!("{tag}.txt")), cfg.work_dir.join(format!("{tag}.sock")));
-    let files = Cleanup(vec![spec.clone(), entries.clone(), sock.clone()]);
+    let mut files = Cleanup(vec![spec.clone(), entries.clone(), sock.clone()]);
     let write = |p: &Path, s: &str| std::fs::write(p, s).map_err(|e| LabError::Io(format!("{}: {e}", p.display())));
     write(&spec, SPEC)?;
     write(&entries, &base_entries(t.sink_ip, t.sink_mac, cfg.base_routes, cfg.base_acl, cfg.in_flight))?;
@@ -807,11 +858,21 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
     let p = |s: &Path| s.to_string_lossy().into_owned();
     dc.fastpath_cmd = vec![p(&cfg.fastpath_exe), "run".into(), p(&spec), "--entries".into(), p(&entries)];
     dc.fastpath_cmd.extend(["--port".into(), format!("p0={k}:{{in}}"), "--port".into(), format!("p1={k}:{{out}}")]);
+    // The control socket also answers `show writes` (where the writes' time went) after the
+    // run.
+    let ctl_sock = match cfg.via {
+        Via::P4rt => cfg.work_dir.join(format!("{tag}-ctl.sock")),
+        Via::Ctl => sock.clone(),
+    };
+    files.0.push(ctl_sock.clone());
     let front = match cfg.via {
-        Via::P4rt => ["--p4rt".to_string(), format!("unix:{}", p(&sock))],
-        Via::Ctl => ["--ctl".to_string(), p(&sock)],
+        Via::P4rt => vec!["--p4rt".to_string(), format!("unix:{}", p(&sock)), "--ctl".into(), p(&ctl_sock)],
+        Via::Ctl => vec!["--ctl".to_string(), p(&sock)],
     };
     dc.fastpath_cmd.extend(["--core".into(), "1".into()]);
+    if cfg.control_rt > 0 {
+        dc.fastpath_cmd.extend(["--control-rt".into(), cfg.control_rt.to_string()]);
+    }
     dc.fastpath_cmd.extend(front);
     dc.fastpath_cmd.extend(cfg.fastpath_args.iter().cloned());
     dc.label = Some("fastpath".into());
@@ -851,6 +912,7 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
         flows,
         updates_asked_per_s: cfg.updates_per_s,
         in_flight: cfg.in_flight,
+        control_rt: cfg.control_rt,
         base_routes: cfg.base_routes + cfg.in_flight,
         base_acl: cfg.base_acl,
         ..UpdateRow::default()
@@ -933,6 +995,13 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
         row.write_to_effect_ms.p99,
         row.write_to_effect_ms.max
     ));
+    match ctl_output(&ctl_sock, "show writes\n") {
+        Ok(table) => {
+            progress(&format!("inside fastpath, per write (`fastpath ctl show writes`):\n{}", table.trim_end()));
+            row.stages_us = parse_stages(&table);
+        }
+        Err(e) => progress(&format!("  show writes: {e}")),
+    }
     drop(traffic);
     drop(writer);
     drop(dut);
