@@ -54,6 +54,10 @@ pub struct ClientConfig {
     pub tls: Option<ClientTls>,
     /// Longest wait for the connection, the arbitration answer and the P4Info.
     pub timeout: Duration,
+    /// Largest response header list accepted (HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`), which
+    /// holds a failed Write's status trailer. Default [`MAX_STATUS_BYTES`]; Python's gRPC
+    /// accepts 8 KiB (`grpc.max_metadata_size`).
+    pub max_header_list_bytes: u32,
 }
 
 impl ClientConfig {
@@ -65,6 +69,7 @@ impl ClientConfig {
             election_id: proto::Uint128 { high: 0, low: 1 },
             tls: None,
             timeout: Duration::from_secs(10),
+            max_header_list_bytes: MAX_STATUS_BYTES,
         }
     }
 }
@@ -488,7 +493,7 @@ fn endpoint(cfg: &ClientConfig) -> Result<Endpoint, ClientError> {
     // A failed Write's status carries one p4.v1.Error per update in its trailer: far past
     // HTTP/2's default 16 KiB header list for a batch of a few hundred updates, where the
     // connection would end with a protocol error instead of the errors.
-    Ok(ep.connect_timeout(cfg.timeout).http2_max_header_list_size(MAX_STATUS_BYTES))
+    Ok(ep.connect_timeout(cfg.timeout).http2_max_header_list_size(cfg.max_header_list_bytes))
 }
 
 /// Largest response header list (the status trailer of a failed Write) the client accepts.
