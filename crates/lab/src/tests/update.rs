@@ -845,6 +845,7 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
     for ns in topo::cleanup_stale() {
         progress(&format!("removed {ns}, left behind by a lab run that no longer exists"));
     }
+    let _autogroup = Autogroup::raise(topo::LAB_NICE);
     let t = Topology::create(&TopoConfig::default())?;
     let tag = format!("fp-update-{}", std::process::id());
     let (spec, entries, sock) =
@@ -1007,6 +1008,38 @@ pub fn run(cfg: &UpdateConfig, progress: &mut dyn FnMut(&str)) -> Result<UpdateR
     drop(dut);
     drop(files);
     Ok(UpdateResults { rows: vec![row], samples: upd.ms })
+}
+
+/// The nice value of the session's scheduler autogroup (`/proc/self/autogroup`), set for the
+/// run and put back when it ends.
+///
+/// With autogroups on (`kernel.sched_autogroup_enabled`, Debian's default), CFS shares a CPU
+/// fairly between sessions first and only then by nice value inside each: the DUT's worker at
+/// nice −20 ([`topo::LAB_NICE`]) got ~72 % of its core against one `cargo build` of another
+/// session at nice 0 (5 s of `/proc/PID/task/TID/schedstat`: 4.1 s run, 1.6 s waiting), and a
+/// change waited 16 ms (p99) for the worker to take it from its mailbox. With the session's
+/// autogroup at −20 as well, in the next run: 0.2 ms, and a write's p99 inside fastpath went
+/// from 19.6 to 2.7 ms. The lab's processes (and the DUT, which it starts) are one session.
+struct Autogroup(Option<String>);
+
+impl Autogroup {
+    fn raise(nice: i32) -> Autogroup {
+        const PATH: &str = "/proc/self/autogroup";
+        // "/autogroup-130 nice 0"
+        let before = std::fs::read_to_string(PATH).ok().and_then(|s| s.split("nice").nth(1).map(|n| n.trim().to_string()));
+        match before {
+            Some(b) if std::fs::write(PATH, nice.to_string()).is_ok() => Autogroup(Some(b)),
+            _ => Autogroup(None),
+        }
+    }
+}
+
+impl Drop for Autogroup {
+    fn drop(&mut self) {
+        if let Some(b) = &self.0 {
+            let _ = std::fs::write("/proc/self/autogroup", b);
+        }
+    }
 }
 
 /// Removes the run's files when it ends, however it ends.
