@@ -407,8 +407,19 @@ impl<'a> Control<'a> {
         if ops.is_empty() {
             return Ok(0);
         }
-        let shared: Arc<[EntryOp]> = ops.into();
-        let result = self.transact(shared);
+        self.apply_shared(ops.into())
+    }
+
+    /// [`Control::apply`] with the ops already in the shared slice every worker gets (no copy
+    /// of them is made). Control thread only.
+    ///
+    /// # Errors
+    /// As [`Control::apply`].
+    pub fn apply_shared(&mut self, ops: Arc<[EntryOp]>) -> Result<usize, CtlError> {
+        if ops.is_empty() {
+            return Ok(0);
+        }
+        let result = self.transact(ops.clone());
         let what = |k: usize| ops.get(k).map_or_else(String::new, |op| op_text(self.shadow.program(), op));
         match result {
             Ok(n) => Ok(n),
