@@ -15,9 +15,11 @@
 //!    traffic but the route that carries it.
 //! 2. A run of `duration_s` at `load` (default 0.9) of that rate while the updater writes
 //!    `updates_per_s` changes per second in writes of `batch` changes. Half the changes are ACL
-//!    rules (deny rules on 10.128.0.0/9 destinations, added then deleted), half are routes
-//!    (10.0.0.0/9 /24s, added then deleted); every write also replaces the traffic's route by
-//!    an equal one, so every write touches the table the packets use.
+//!    rules (deny rules on /32 destinations in 10.192.0.0/10, added then deleted), half are
+//!    routes (/24s in 10.128.0.0/9, added then deleted): prefixes of their own, never a base
+//!    entry's ([`write_changes`]). Every write also replaces a route of the traffic by an equal
+//!    one, so every write touches the table the packets use. Up to `in_flight` writes wait for
+//!    their replies at once.
 //!
 //! **The front ends** ([`Via`]). By default the updater is a P4Runtime controller
 //! ([`fastpath_p4rt::Client`] on a one-thread tokio runtime): it connects to the DUT's
@@ -35,7 +37,13 @@
 //! the text protocol answers its request the same way. So the time from sending a write to its
 //! reply bounds the time to its effect on every worker from above; that is the figure reported
 //! (p50, p99, max). A packet sees a write entirely or not at all: changes are applied between
-//! batches, never inside one (the control crate's tests).
+//! batches, never inside one (the control crate's tests). After the run the DUT's own stamps
+//! of each hand-off (`fastpath ctl show writes`) say where the time went.
+//!
+//! **Scheduling.** The updater is pinned off the DUT's core and real-time, like the latency
+//! probes; the DUT runs its control threads real-time (`--control-rt`, [`CONTROL_RT`]); the
+//! lab's session autogroup takes the lab's nice for the run (`/proc/self/autogroup`). Each removed a
+//! wait for someone else's time slice that had been most of a write's time (docs/lab.md).
 
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
