@@ -152,9 +152,9 @@ impl CtlError {
 }
 
 fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'a str)> {
-    const WHAT: [&str; 6] = ["tables", "counters", "meters", "conntrack", "queues", "plan"];
+    const WHAT: [&str; 7] = ["tables", "counters", "meters", "conntrack", "queues", "plan", "writes"];
     let Some(&what) = words.get(1) else {
-        return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack, queues or plan".into(), words[0]));
+        return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack, queues, plan or writes".into(), words[0]));
     };
     if let ("session", Some(&id)) = (what, words.get(2)) {
         return id.parse().map(Show::Session).map_err(|_| (format!("session id '{id}' is not a number"), id));
@@ -187,7 +187,10 @@ fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'
         "writes" => Show::Writes,
         other => {
             let hint = suggest(other, WHAT).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
-            return Err((format!("cannot show \"{other}\"{hint} (tables, table NAME, counters, meters, conntrack, queues, plan)"), other));
+            return Err((
+                format!("cannot show \"{other}\"{hint} (tables, table NAME, counters, meters, conntrack, queues, plan, writes)"),
+                other,
+            ));
         }
     })
 }
@@ -261,6 +264,9 @@ mod tests {
         assert_eq!(r[1].cmd, Command::Show(Show::Counters { json: true }));
         assert_eq!(r[2].cmd, Command::Show(Show::Tables));
         assert_eq!(r[3].cmd, Command::Help);
+        assert_eq!(parse_request(&p, "show writes").unwrap()[0].cmd, Command::Show(Show::Writes));
+        let e = parse_request(&p, "show wrtes").unwrap_err().to_string();
+        assert!(e.contains("did you mean \"writes\""), "{e}");
     }
 
     proptest::proptest! {

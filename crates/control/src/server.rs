@@ -376,6 +376,13 @@ mod tests {
             assert!(e.to_string().contains("did you mean \"forward\""), "{e}");
             let out = request(&path, "show tables").unwrap();
             assert!(out.lines().any(|l| l.starts_with("port_map") && l.split_whitespace().nth(2) == Some("1")), "{out}");
+            // Only the request that changed the tables was timed, at every stage.
+            let out = request(&path, "show writes").unwrap();
+            assert!(out.starts_with("writes timed: 1 "), "{out}");
+            let total = out.lines().find(|l| l.starts_with("total")).unwrap_or_else(|| panic!("{out}"));
+            let p50: u64 = total.split_whitespace().rev().nth(2).unwrap().parse().unwrap();
+            assert!(p50 > 0, "{out}");
+            assert_eq!(out.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit())).count(), 9, "{out}");
         });
         drop(server);
         assert!(!path.exists(), "the socket file is removed");
