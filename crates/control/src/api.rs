@@ -8,7 +8,7 @@
 //! table fib4 del 198.18.0.0/15          # or delete; the key must exist
 //! table fib4 clear
 //! meter policer 7 cir 1250000 cbs 15000 ebs 15000
-//! show tables | table NAME | counters [json] | meters | conntrack | queues | plan
+//! show tables | table NAME | counters [json] | meters | conntrack | queues | plan | writes
 //! help
 //! ```
 //! Changes use the entries-file grammar (`fastpath_pipeline::entries`) and are checked against
@@ -48,6 +48,8 @@ pub enum Show {
     Sessions,
     /// One session and its counters (summed over workers).
     Session(u32),
+    /// Where the time of the last writes went, per stage ([`crate::writes`]).
+    Writes,
 }
 
 /// One parsed command.
@@ -86,6 +88,7 @@ session add ID port P s-vlan S c-vlan C mac M ip A tier T [acl K] [up CIR[/PIR]]
 session modify ID [tier T] [acl K] [up CIR[/PIR]|none]
 session del ID                                   subscriber sessions (pipelines/vbng.toml)
 show tables | counters [json] | meters | conntrack | queues | plan | sessions | session ID
+show writes                                      where the last writes' time went, per stage
 show table T                                     T's entries, as commands that load back
 help
 Changes in one request are applied together: every worker switches between two batches.";
@@ -149,9 +152,9 @@ impl CtlError {
 }
 
 fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'a str)> {
-    const WHAT: [&str; 6] = ["tables", "counters", "meters", "conntrack", "queues", "plan"];
+    const WHAT: [&str; 7] = ["tables", "counters", "meters", "conntrack", "queues", "plan", "writes"];
     let Some(&what) = words.get(1) else {
-        return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack, queues or plan".into(), words[0]));
+        return Err(("'show' needs what: tables, table NAME, counters, meters, conntrack, queues, plan or writes".into(), words[0]));
     };
     if let ("session", Some(&id)) = (what, words.get(2)) {
         return id.parse().map(Show::Session).map_err(|_| (format!("session id '{id}' is not a number"), id));
@@ -181,9 +184,13 @@ fn parse_show<'a>(prog: &Program, words: &[&'a str]) -> Result<Show, (String, &'
         "queues" | "queue" | "tm" => Show::Queues,
         "plan" => Show::Plan,
         "sessions" => Show::Sessions,
+        "writes" => Show::Writes,
         other => {
             let hint = suggest(other, WHAT).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
-            return Err((format!("cannot show \"{other}\"{hint} (tables, table NAME, counters, meters, conntrack, queues, plan)"), other));
+            return Err((
+                format!("cannot show \"{other}\"{hint} (tables, table NAME, counters, meters, conntrack, queues, plan, writes)"),
+                other,
+            ));
         }
     })
 }
@@ -257,6 +264,9 @@ mod tests {
         assert_eq!(r[1].cmd, Command::Show(Show::Counters { json: true }));
         assert_eq!(r[2].cmd, Command::Show(Show::Tables));
         assert_eq!(r[3].cmd, Command::Help);
+        assert_eq!(parse_request(&p, "show writes").unwrap()[0].cmd, Command::Show(Show::Writes));
+        let e = parse_request(&p, "show wrtes").unwrap_err().to_string();
+        assert!(e.contains("did you mean \"writes\""), "{e}");
     }
 
     proptest::proptest! {

@@ -94,6 +94,7 @@ pub mod state;
 #[cfg(test)]
 pub(crate) mod testutil;
 pub mod web;
+pub mod writes;
 
 pub use api::{parse_request, Command, CtlError, Show};
 pub use conn::Limits;
@@ -102,3 +103,4 @@ pub use mailbox::{mailbox, ControlEnd, WorkerEnd};
 pub use metrics::{Counters, LoopCounters, PortCounters, WorkerSnapshot};
 pub use server::{bind_socket, default_socket_path, request, running_sockets, Access, Server};
 pub use state::{op_text, Control, TableInfo};
+pub use writes::{ApplyStamps, WriteLog};

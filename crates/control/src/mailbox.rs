@@ -85,6 +85,11 @@ pub enum FromWorker {
         /// The classifiers the worker replaced, handed back so that the control thread, not
         /// the worker, frees them.
         retired: Vec<Arc<Acl>>,
+        /// When the worker took the message from its mailbox, and when it had applied it
+        /// ([`crate::writes`]).
+        picked: Instant,
+        /// See `picked`.
+        applied: Instant,
     },
     /// The worker's counters.
     Snapshot {
@@ -228,9 +233,10 @@ impl WorkerEnd {
             self.seen += 1;
             let reply = match msg {
                 ToWorker::Apply { seq, ops, prebuilt } => {
+                    let picked = Instant::now();
                     let mut retired = Vec::new();
                     let result = pipe.apply_ops_prebuilt(&ops, &prebuilt, &mut retired);
-                    FromWorker::Applied { seq, result, retired }
+                    FromWorker::Applied { seq, result, retired, picked, applied: Instant::now() }
                 }
                 ToWorker::Snapshot { seq } => {
                     let mut snap = Box::new(WorkerSnapshot::of(pipe));

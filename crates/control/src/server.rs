@@ -33,7 +33,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where sockets go by default: one per running `fastpath run`, named by its pid.
 pub const SOCKET_DIR: &str = "/run/fastpath";
@@ -238,11 +238,23 @@ fn serve_one(mut conn: UnixStream, control: &Mutex<Control<'_>>, limits: &Limits
         ReadEnd::Complete => match std::str::from_utf8(&req) {
             Err(e) => format!("error protocol\nrequest is not UTF-8: {e}\n"),
             Ok(text) => {
-                let result = control.lock().unwrap_or_else(PoisonError::into_inner).execute(text);
-                match result {
+                let received = Instant::now();
+                let (result, stamps, log, locked) = {
+                    let mut c = control.lock().unwrap_or_else(PoisonError::into_inner);
+                    let locked = Instant::now();
+                    let _ = c.take_apply_stamps();
+                    let result = c.execute(text);
+                    (result, c.take_apply_stamps(), c.write_log(), locked)
+                };
+                let reply = match result {
                     Ok(out) => format!("ok\n{out}"),
                     Err(e) => format!("error {}\n{e}\n", e.code()),
+                };
+                // A request that changed the tables: where its time went (`show writes`).
+                if let Some(s) = stamps {
+                    log.push(received, locked, &s, Instant::now());
                 }
+                reply
             }
         },
     };
@@ -364,6 +376,13 @@ mod tests {
             assert!(e.to_string().contains("did you mean \"forward\""), "{e}");
             let out = request(&path, "show tables").unwrap();
             assert!(out.lines().any(|l| l.starts_with("port_map") && l.split_whitespace().nth(2) == Some("1")), "{out}");
+            // Only the request that changed the tables was timed, at every stage.
+            let out = request(&path, "show writes").unwrap();
+            assert!(out.starts_with("writes timed: 1 "), "{out}");
+            let total = out.lines().find(|l| l.starts_with("total")).unwrap_or_else(|| panic!("{out}"));
+            let p50: u64 = total.split_whitespace().rev().nth(2).unwrap().parse().unwrap();
+            assert!(p50 > 0, "{out}");
+            assert_eq!(out.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit())).count(), 9, "{out}");
         });
         drop(server);
         assert!(!path.exists(), "the socket file is removed");

@@ -36,6 +36,7 @@ use crate::api::{parse_request, Command, CtlError, Line, Show, HELP};
 use crate::mailbox::{ControlEnd, FromWorker, MailError, ToWorker};
 use crate::metrics::{Counters, WorkerSnapshot};
 use crate::session::{SessionCmd, Sessions};
+use crate::writes::{ApplyStamps, WriteLog};
 use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
 use fastpath_pipeline::ir::{Program, TableImpl};
 use fastpath_pipeline::objects::{Meter, MeterRates};
@@ -70,6 +71,12 @@ pub struct Control<'a> {
     folds: Vec<(usize, JoinHandle<Folded>)>,
     /// Ports of the running data plane, which a pipeline reloaded from spec text is sized for.
     ports: usize,
+    /// The stamps of the last transaction that succeeded, until a front end takes them.
+    stamps: Option<ApplyStamps>,
+    /// Where the front ends' writes spent their time.
+    writes: WriteLog,
+    /// Run first on each background thread ([`Control::set_background_setup`]).
+    background_setup: fn(),
 }
 
 /// The accepted changes since start, enough to rebuild the control replica from the spec and
@@ -233,6 +240,9 @@ impl<'a> Control<'a> {
             sessions,
             folds: Vec::new(),
             ports: 1,
+            stamps: None,
+            writes: WriteLog::default(),
+            background_setup: || {},
         }
     }
 
@@ -249,6 +259,15 @@ impl<'a> Control<'a> {
         self
     }
 
+    /// Runs `setup` first on every background thread the control plane starts (the full
+    /// classifier builds). A data plane whose control threads are real-time
+    /// (`fastpath run --control-rt`) gives its builds back the ordinary scheduler this way:
+    /// threads inherit their creator's policy, and a build of some milliseconds at real-time
+    /// priority would hold the control threads' core for that long.
+    pub fn set_background_setup(&mut self, setup: fn()) {
+        self.background_setup = setup;
+    }
+
     /// Ops held in the change log (bounded; see [`Control::with_log_limit`]).
     pub fn log_len(&self) -> usize {
         self.log.len
@@ -263,6 +282,17 @@ impl<'a> Control<'a> {
     /// The shadow replica (every accepted change applied).
     pub fn shadow(&self) -> &Pipeline {
         &self.shadow
+    }
+
+    /// The stamps of the last transaction that succeeded ([`crate::writes`]), taken: a front
+    /// end that took them after its request ran knows they are its own.
+    pub fn take_apply_stamps(&mut self) -> Option<ApplyStamps> {
+        self.stamps.take()
+    }
+
+    /// The log of where the front ends' writes spent their time (shared; `show writes`).
+    pub fn write_log(&self) -> WriteLog {
+        self.writes.clone()
     }
 
     /// Changes accepted since start (ops, over all requests).
@@ -377,8 +407,19 @@ impl<'a> Control<'a> {
         if ops.is_empty() {
             return Ok(0);
         }
-        let shared: Arc<[EntryOp]> = ops.into();
-        let result = self.transact(shared);
+        self.apply_shared(ops.into())
+    }
+
+    /// [`Control::apply`] with the ops already in the shared slice every worker gets (no copy
+    /// of them is made). Control thread only.
+    ///
+    /// # Errors
+    /// As [`Control::apply`].
+    pub fn apply_shared(&mut self, ops: Arc<[EntryOp]>) -> Result<usize, CtlError> {
+        if ops.is_empty() {
+            return Ok(0);
+        }
+        let result = self.transact(ops.clone());
         let what = |k: usize| ops.get(k).map_or_else(String::new, |op| op_text(self.shadow.program(), op));
         match result {
             Ok(n) => Ok(n),
@@ -474,6 +515,8 @@ impl<'a> Control<'a> {
 
     /// The transaction behind [`Control::apply`] and the text protocol's changes.
     fn transact(&mut self, ops: Arc<[EntryOp]>) -> Result<usize, Refusal> {
+        let start = Instant::now();
+        self.stamps = None;
         if let Err((k, msg)) = self.shadow.apply_ops(&ops) {
             let dirty_classifier =
                 ops.iter().filter_map(EntryOp::table).any(|t| self.shadow.program().tables.get(t).is_some_and(|d| d.imp == TableImpl::Acl));
@@ -490,13 +533,24 @@ impl<'a> Control<'a> {
         self.finish_folds(&mut prebuilt);
         let prebuilt: Arc<[_]> = prebuilt.into();
         let seq = self.next_seq();
-        let replies = self.broadcast(std::iter::repeat_with(|| ToWorker::Apply { seq, ops: ops.clone(), prebuilt: prebuilt.clone() }), seq);
+        let shadowed = Instant::now();
+        let replies =
+            self.broadcast_timed(std::iter::repeat_with(|| ToWorker::Apply { seq, ops: ops.clone(), prebuilt: prebuilt.clone() }), seq);
+        let replied = Instant::now();
         self.start_folds();
-        for r in replies.map_err(Refusal::Ctl)? {
-            if let (worker, FromWorker::Applied { result: Err((op, msg)), .. }) = r {
-                return Err(Refusal::Worker { worker, op, msg });
+        let (replies, posted) = replies.map_err(Refusal::Ctl)?;
+        let (mut picked, mut applied) = (posted, posted);
+        for r in replies {
+            match r {
+                (worker, FromWorker::Applied { result: Err((op, msg)), .. }) => return Err(Refusal::Worker { worker, op, msg }),
+                (_, FromWorker::Applied { picked: p, applied: a, .. }) => {
+                    picked = picked.max(p);
+                    applied = applied.max(a);
+                }
+                _ => {}
             }
         }
+        self.stamps = Some(ApplyStamps { start, shadowed, posted, picked, applied, replied, returned: Instant::now() });
         Ok(ops.len())
     }
 
@@ -526,7 +580,11 @@ impl<'a> Control<'a> {
     /// is published with the next write (`finish_folds`); until then the delta answers.
     fn start_folds(&mut self) {
         for (t, job) in self.shadow.fold_jobs() {
-            let spawned = std::thread::Builder::new().name("fp-acl-fold".into()).spawn(move || job.run());
+            let setup = self.background_setup;
+            let spawned = std::thread::Builder::new().name("fp-acl-fold".into()).spawn(move || {
+                setup();
+                job.run()
+            });
             // No thread: the table keeps its delta until a commit past the rebuild bound
             // builds in full.
             if let Ok(h) = spawned {
@@ -640,6 +698,11 @@ impl<'a> Control<'a> {
 
     /// Posts one message to each worker (in worker order) and collects every answer to `seq`.
     fn broadcast(&self, msgs: impl IntoIterator<Item = ToWorker>, seq: u64) -> Result<Vec<(usize, FromWorker)>, CtlError> {
+        self.broadcast_timed(msgs, seq).map(|r| r.0)
+    }
+
+    /// [`Control::broadcast`], and when the last message was posted.
+    fn broadcast_timed(&self, msgs: impl IntoIterator<Item = ToWorker>, seq: u64) -> Result<(Vec<(usize, FromWorker)>, Instant), CtlError> {
         let mut posted = Vec::with_capacity(self.workers.len());
         let mut first_err = None;
         for ((w, end), msg) in self.workers.iter().enumerate().zip(msgs) {
@@ -650,7 +713,8 @@ impl<'a> Control<'a> {
                 }
             }
         }
-        let deadline = Instant::now() + self.timeout;
+        let posted_at = Instant::now();
+        let deadline = posted_at + self.timeout;
         let mut out = Vec::with_capacity(posted.len());
         for w in posted {
             match self.workers[w].reply(seq, deadline) {
@@ -661,7 +725,7 @@ impl<'a> Control<'a> {
             }
         }
         match first_err {
-            None => Ok(out),
+            None => Ok((out, posted_at)),
             Some((worker, e)) => Err(CtlError::Worker {
                 worker,
                 msg: match e {
@@ -739,6 +803,7 @@ impl<'a> Control<'a> {
             Show::Queues => o = self.counters()?.render_queues(),
             Show::Plan => o = self.shadow.show_plan(),
             Show::Sessions => o = self.show_sessions(),
+            Show::Writes => o = self.writes.render(),
             Show::Session(id) => o = self.show_session(id)?,
             Show::Table { name } => {
                 // The control replica holds exactly what every worker holds.
@@ -1243,6 +1308,10 @@ ingress = "apply acl"
             acl,
             |p| p.table("acl").unwrap().built_classifier(),
             |c| {
+                static SETUPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+                c.set_background_setup(|| {
+                    SETUPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                });
                 assert!(!c.shadow().table("acl").unwrap().built_classifier().unwrap().acl.has_delta(), "a bulk load builds in full");
                 let mut next = 300;
                 let delta = |c: &Control<'_>| {
@@ -1279,6 +1348,8 @@ ingress = "apply acl"
                     }
                 }
                 assert!(settled >= 2, "{settled}");
+                let setups = SETUPS.load(std::sync::atomic::Ordering::SeqCst);
+                assert!(setups > settled, "every build thread ran the setup first: {setups} for {settled} settled and round 4's");
                 assert_eq!(c.shadow().table_len(0), 300 + 200 - 100);
                 c.shadow().table("acl").unwrap().built_classifier().expect("built")
             },

@@ -129,6 +129,22 @@ pub fn set_realtime(priority: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Gives the calling thread the ordinary scheduler back (`SCHED_OTHER`), for a thread that
+/// inherited a real-time policy from the thread that started it ([`set_realtime`]) and does
+/// long work. Its nice value is kept.
+///
+/// # Errors
+/// As `sched_setscheduler(2)`.
+pub fn set_normal() -> io::Result<()> {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `p` is a live sched_param; pid 0 means the calling thread.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `CLOCK_REALTIME` in nanoseconds: the clock of the kernel's receive timestamps
 /// (`af_packet::RawSocket::recv_stamped`).
 pub fn realtime_ns() -> u64 {

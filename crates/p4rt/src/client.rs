@@ -54,6 +54,10 @@ pub struct ClientConfig {
     pub tls: Option<ClientTls>,
     /// Longest wait for the connection, the arbitration answer and the P4Info.
     pub timeout: Duration,
+    /// Largest response header list accepted (HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`), which
+    /// holds a failed Write's status trailer. Default [`MAX_STATUS_BYTES`]; Python's gRPC
+    /// accepts 8 KiB (`grpc.max_metadata_size`).
+    pub max_header_list_bytes: u32,
 }
 
 impl ClientConfig {
@@ -65,6 +69,7 @@ impl ClientConfig {
             election_id: proto::Uint128 { high: 0, low: 1 },
             tls: None,
             timeout: Duration::from_secs(10),
+            max_header_list_bytes: MAX_STATUS_BYTES,
         }
     }
 }
@@ -488,7 +493,7 @@ fn endpoint(cfg: &ClientConfig) -> Result<Endpoint, ClientError> {
     // A failed Write's status carries one p4.v1.Error per update in its trailer: far past
     // HTTP/2's default 16 KiB header list for a batch of a few hundred updates, where the
     // connection would end with a protocol error instead of the errors.
-    Ok(ep.connect_timeout(cfg.timeout).http2_max_header_list_size(MAX_STATUS_BYTES))
+    Ok(ep.connect_timeout(cfg.timeout).http2_max_header_list_size(cfg.max_header_list_bytes))
 }
 
 /// Largest response header list (the status trailer of a failed Write) the client accepts.
@@ -612,17 +617,14 @@ impl Client {
     /// status's `p4.v1.Error` details), or [`ClientError::Rpc`] when the request failed as a
     /// whole (not the primary, wrong device, the connection lost).
     pub async fn write_with(&mut self, updates: Vec<proto::Update>, atomicity: i32) -> Result<(), ClientError> {
-        let req = proto::WriteRequest {
-            device_id: self.device_id,
-            election_id: Some(self.election_id),
-            updates,
-            atomicity,
-            ..Default::default()
-        };
-        match self.rpc.write(req).await {
-            Ok(_) => Ok(()),
-            Err(status) => Err(write_error(status)),
-        }
+        self.writes().write_with(updates, atomicity).await
+    }
+
+    /// A handle that writes as this client (the same connection, device and election id) and
+    /// may be cloned into tasks, so that several `Write`s are in flight at once. It writes only
+    /// while this client lives and is the primary.
+    pub fn writes(&self) -> Writes {
+        Writes { rpc: self.rpc.clone(), device_id: self.device_id, election_id: self.election_id }
     }
 
     /// Every entry of table `table` (by name), as the server reads them back.
@@ -648,6 +650,35 @@ impl Client {
             }));
         }
         Ok(out)
+    }
+}
+
+/// Writes as a [`Client`] ([`Client::writes`]); cheap to clone, one per write in flight.
+#[derive(Clone, Debug)]
+pub struct Writes {
+    rpc: P4RuntimeClient<Channel>,
+    device_id: u64,
+    election_id: proto::Uint128,
+}
+
+impl Writes {
+    /// As [`Client::write_with`]: `updates` in one `WriteRequest` with `atomicity`; returns
+    /// when the server answers.
+    ///
+    /// # Errors
+    /// As [`Client::write_with`].
+    pub async fn write_with(&self, updates: Vec<proto::Update>, atomicity: i32) -> Result<(), ClientError> {
+        let req = proto::WriteRequest {
+            device_id: self.device_id,
+            election_id: Some(self.election_id),
+            updates,
+            atomicity,
+            ..Default::default()
+        };
+        match self.rpc.clone().write(req).await {
+            Ok(_) => Ok(()),
+            Err(status) => Err(write_error(status)),
+        }
     }
 }
 

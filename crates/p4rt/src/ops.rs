@@ -21,6 +21,7 @@ use fastpath_pipeline::ir::Program;
 use fastpath_pipeline::objects::MeterRates;
 use fastpath_pipeline::value::Match;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use tonic::Code;
 
 /// The keys of the tables the server has written (module docs).
@@ -143,40 +144,51 @@ const MAX_RETRIES: usize = 8;
 /// # Errors
 /// One outcome per update (in order) when any update failed.
 pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequest) -> Result<usize, Vec<Outcome>> {
-    let prog = ctl.pipeline_info().clone();
     let n = req.updates.len();
     let mut outcome: Vec<Outcome> = vec![None; n];
-    let mut ops: Vec<(usize, EntryOp)> = Vec::with_capacity(n);
+    // The accepted updates: their positions in the request, and their ops (moved into one
+    // shared slice for `Control::apply_shared`, not copied).
+    let mut at: Vec<usize> = Vec::with_capacity(n);
+    let mut ops: Vec<EntryOp> = Vec::with_capacity(n);
     cache.sync(ctl);
-    // The keys this request adds (true) or removes (false), over the cache.
+    // The keys this request adds (true) or removes (false), over the cache; once the write is
+    // applied, the cache takes them as they are.
     let mut delta: BTreeMap<(usize, Vec<Match>), bool> = BTreeMap::new();
-    for (k, u) in req.updates.iter().enumerate() {
-        match plan(&prog, u) {
-            Err(r) => outcome[k] = Some(r),
-            Ok(Planned::Meter(op)) => ops.push((k, op)),
-            Ok(Planned::Table(tu)) => {
-                let (t, key) = tu.key();
-                let present = match delta.get(&(t, key.to_vec())) {
-                    Some(&p) => p,
-                    None => cache.table(ctl, &prog, t).contains(key),
-                };
-                let name = &prog.tables[t].name;
-                let refused = match (&tu, present) {
-                    (TableUpdate::Insert(_), true) => Some(Refused {
-                        code: Code::AlreadyExists,
-                        msg: format!("table \"{name}\": an entry with this match exists (MODIFY it)"),
-                    }),
-                    (TableUpdate::Modify(_) | TableUpdate::Delete { .. }, false) => {
-                        Some(Refused::not_found(format!("table \"{name}\": no entry with this match")))
-                    }
-                    _ => None,
-                };
-                if let Some(r) = refused {
-                    outcome[k] = Some(r);
-                    continue;
+    {
+        // Planning only reads the control plane: its program is borrowed, not copied.
+        let prog = ctl.pipeline_info();
+        for (k, u) in req.updates.iter().enumerate() {
+            match plan(prog, u) {
+                Err(r) => outcome[k] = Some(r),
+                Ok(Planned::Meter(op)) => {
+                    at.push(k);
+                    ops.push(op);
                 }
-                delta.insert((t, key.to_vec()), !matches!(tu, TableUpdate::Delete { .. }));
-                ops.push((k, tu.op(&prog)));
+                Ok(Planned::Table(tu)) => {
+                    let (t, key) = tu.key();
+                    let present = match delta.get(&(t, key.to_vec())) {
+                        Some(&p) => p,
+                        None => cache.table(ctl, prog, t).contains(key),
+                    };
+                    let name = &prog.tables[t].name;
+                    let refused = match (&tu, present) {
+                        (TableUpdate::Insert(_), true) => Some(Refused {
+                            code: Code::AlreadyExists,
+                            msg: format!("table \"{name}\": an entry with this match exists (MODIFY it)"),
+                        }),
+                        (TableUpdate::Modify(_) | TableUpdate::Delete { .. }, false) => {
+                            Some(Refused::not_found(format!("table \"{name}\": no entry with this match")))
+                        }
+                        _ => None,
+                    };
+                    if let Some(r) = refused {
+                        outcome[k] = Some(r);
+                        continue;
+                    }
+                    delta.insert((t, key.to_vec()), !matches!(tu, TableUpdate::Delete { .. }));
+                    at.push(k);
+                    ops.push(tu.op(prog));
+                }
             }
         }
     }
@@ -185,27 +197,39 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
         return Err(abort_rest(outcome));
     }
     let mut retries = 0;
-    loop {
-        if ops.is_empty() {
-            break;
-        }
-        let batch: Vec<EntryOp> = ops.iter().map(|(_, op)| op.clone()).collect();
-        match ctl.apply(&batch) {
+    let mut refused_any = false;
+    while !ops.is_empty() {
+        let batch: Arc<[EntryOp]> = std::mem::take(&mut ops).into();
+        match ctl.apply_shared(batch.clone()) {
             Ok(_) => {
-                // The cache follows what was applied.
-                for (_, op) in &ops {
-                    let (t, key, present) = match op {
-                        EntryOp::Add(e) | EntryOp::Modify(e) => (e.table, &e.key, true),
-                        EntryOp::Del { table, key } => (*table, key, false),
-                        _ => continue,
-                    };
-                    // The cache holds canonical keys; the op carries the stored form.
-                    let key = entry::canon_key(&prog, t, key).unwrap_or_else(|| key.clone());
-                    let set = cache.table(ctl, &prog, t);
-                    if present {
-                        set.insert(key);
-                    } else {
-                        set.remove(&key);
+                // The cache follows what was applied: the planned keys, unless an op was taken
+                // out on the way (then from the ops, as the tables store them).
+                if refused_any {
+                    let prog = ctl.pipeline_info().clone();
+                    for op in batch.iter() {
+                        let (t, key, present) = match op {
+                            EntryOp::Add(e) | EntryOp::Modify(e) => (e.table, &e.key, true),
+                            EntryOp::Del { table, key } => (*table, key, false),
+                            _ => continue,
+                        };
+                        let key = entry::canon_key(&prog, t, key).unwrap_or_else(|| key.clone());
+                        let set = cache.table(ctl, &prog, t);
+                        if present {
+                            set.insert(key);
+                        } else {
+                            set.remove(&key);
+                        }
+                    }
+                } else {
+                    for ((t, key), present) in delta {
+                        // Tables the planning read are in the cache already.
+                        if let Some(set) = cache.tables.get_mut(&t) {
+                            if present {
+                                set.insert(key);
+                            } else {
+                                set.remove(&key);
+                            }
+                        }
                     }
                 }
                 cache.at = ctl.changes();
@@ -214,20 +238,22 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
             Err(CtlError::Rejected(e)) => {
                 // `line` is the refused op's position in `batch`, from 1.
                 cache.tables.clear();
-                let pos = e.line.saturating_sub(1).min(ops.len() - 1);
+                refused_any = true;
+                let pos = e.line.saturating_sub(1).min(batch.len() - 1);
                 let code = if e.msg.contains("full") { Code::ResourceExhausted } else { Code::InvalidArgument };
-                let (k, _) = ops.remove(pos);
+                let k = at.remove(pos);
                 outcome[k] = Some(Refused { code, msg: format!("{}: {}", e.input, e.msg) });
                 if atomic || retries >= MAX_RETRIES {
                     return Err(abort_rest(outcome));
                 }
                 retries += 1;
+                ops = batch.iter().enumerate().filter(|&(j, _)| j != pos).map(|(_, op)| op.clone()).collect();
             }
             Err(other) => {
                 cache.tables.clear();
                 let msg = other.to_string();
-                for (k, _) in &ops {
-                    outcome[*k] = Some(Refused { code: Code::Internal, msg: msg.clone() });
+                for &k in &at {
+                    outcome[k] = Some(Refused { code: Code::Internal, msg: msg.clone() });
                 }
                 return Err(outcome);
             }

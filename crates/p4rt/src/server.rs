@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -433,25 +433,78 @@ async fn forward_punts(shared: Arc<Shared>, mut punts: mpsc::Receiver<PuntedFram
     }
 }
 
-/// A `grpc-status-details-bin` status for a failed Write: one `p4.v1.Error` per update.
+/// Bytes of the encoded `google.rpc.Status` (message and details) a failed Write's
+/// `grpc-status-details-bin` trailer carries at most. It goes on the wire in base64 (4/3 of
+/// it) next to `grpc-message`, and the whole header list must fit the 8 KiB of metadata that
+/// Python's gRPC accepts (`grpc.max_metadata_size`; p4runtime-shell, finsy): a larger trailer
+/// reaches such a client as a protocol error, not as the Write's errors.
+pub const STATUS_DETAILS_MAX: usize = 4096;
+
+/// Bytes of a failed Write's status message at most (it travels twice: `grpc-message` and in
+/// the details).
+pub const STATUS_MESSAGE_MAX: usize = 1024;
+
+/// `s` cut to at most `max` bytes, at a character boundary, marked with `…` when cut.
+fn capped(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// The status of a failed Write: code UNKNOWN, a message naming the first refused update, and
+/// in `grpc-status-details-bin` one `p4.v1.Error` per update, in order (`OK` for those that
+/// would have applied), as P4Runtime asks — within [`STATUS_DETAILS_MAX`]: the `ABORTED`
+/// updates (not applied because another failed) carry their code only; if that is still too
+/// large, only the first refused update keeps its message; if even the codes alone do not fit
+/// (a write of more than ~100 updates), the details are left out and the message says so.
 fn write_status(outcomes: &[ops::Outcome]) -> Status {
-    let details: Vec<proto::Any> = outcomes
-        .iter()
-        .map(|o| {
-            let e = match o {
-                None => proto::Error { canonical_code: Code::Ok as i32, ..Default::default() },
-                Some(r) => proto::Error { canonical_code: r.code as i32, message: r.msg.clone(), ..Default::default() },
-            };
-            proto::to_any("p4.v1.Error", &e)
-        })
-        .collect();
-    let failed: Vec<String> =
-        outcomes.iter().enumerate().filter_map(|(k, o)| o.as_ref().map(|r| format!("update {k}: {}", r.msg))).collect();
-    let n = failed.len();
-    let first = failed.into_iter().next().unwrap_or_default();
-    let message = if n > 1 { format!("{n} of {} updates failed; first: {first}", outcomes.len()) } else { first };
-    let st = proto::RpcStatus { code: Code::Unknown as i32, message: message.clone(), details };
-    Status::with_details(Code::Unknown, message, st.encode_to_vec().into())
+    let refused = |o: &ops::Outcome| o.as_ref().is_some_and(|r| r.code != Code::Aborted);
+    let first = outcomes.iter().position(refused).or_else(|| outcomes.iter().position(Option::is_some));
+    let n = outcomes.iter().filter(|o| refused(o)).count();
+    let aborted = outcomes.iter().filter(|o| o.as_ref().is_some_and(|r| r.code == Code::Aborted)).count();
+    let first_text = first.and_then(|k| outcomes[k].as_ref().map(|r| format!("update {k}: {}", r.msg))).unwrap_or_default();
+    let mut message = if n > 1 { format!("{n} of {} updates failed; first: {first_text}", outcomes.len()) } else { first_text };
+    if aborted > 0 {
+        message.push_str(&format!(" ({aborted} not applied: the write is atomic)"));
+    }
+    let message = capped(&message, STATUS_MESSAGE_MAX);
+    for all_messages in [true, false] {
+        let details: Vec<proto::Any> = outcomes
+            .iter()
+            .enumerate()
+            .map(|(k, o)| {
+                let e = match o {
+                    None => proto::Error { canonical_code: Code::Ok as i32, ..Default::default() },
+                    Some(r) => {
+                        let keep = r.code != Code::Aborted && (all_messages || Some(k) == first);
+                        let msg = if keep { capped(&r.msg, STATUS_MESSAGE_MAX) } else { String::new() };
+                        proto::Error { canonical_code: r.code as i32, message: msg, ..Default::default() }
+                    }
+                };
+                proto::to_any("p4.v1.Error", &e)
+            })
+            .collect();
+        let st = proto::RpcStatus { code: Code::Unknown as i32, message: message.clone(), details };
+        let bytes = st.encode_to_vec();
+        if bytes.len() <= STATUS_DETAILS_MAX {
+            return Status::with_details(Code::Unknown, message, bytes.into());
+        }
+    }
+    Status::new(
+        Code::Unknown,
+        capped(
+            &format!(
+                "{message} [the {} per-update errors are left out: more than a {STATUS_DETAILS_MAX}-byte status trailer]",
+                outcomes.len()
+            ),
+            STATUS_MESSAGE_MAX + 100,
+        ),
+    )
 }
 
 /// The P4Runtime service.
@@ -464,6 +517,7 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'stati
 #[tonic::async_trait]
 impl P4Runtime for Service {
     async fn write(&self, request: Request<proto::WriteRequest>) -> Result<Response<proto::WriteResponse>, Status> {
+        let received = Instant::now();
         let req = request.into_inner();
         let s = &self.shared;
         s.check_device(req.device_id)?;
@@ -472,7 +526,19 @@ impl P4Runtime for Service {
         if req.updates.is_empty() {
             return Ok(Response::new(proto::WriteResponse {}));
         }
-        match s.on_control(move |c, cache| ops::write(c, cache, &req)).await? {
+        let (result, locked, stamps, log) = s
+            .on_control(move |c, cache| {
+                let locked = Instant::now();
+                let _ = c.take_apply_stamps();
+                let r = ops::write(c, cache, &req);
+                (r, locked, c.take_apply_stamps(), c.write_log())
+            })
+            .await?;
+        // Where an applied write's time went (`fastpath ctl show writes`).
+        if let Some(st) = stamps {
+            log.push(received, locked, &st, Instant::now());
+        }
+        match result {
             Ok(_) => Ok(Response::new(proto::WriteResponse {})),
             Err(outcomes) => Err(write_status(&outcomes)),
         }
@@ -720,6 +786,73 @@ fn packet_out_port(s: &Shared, p: &proto::PacketOut) -> Result<(u16, bool), Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes of metadata a failed Write's status puts on the wire: `grpc-message`
+    /// (percent-encoded; ASCII here) and `grpc-status-details-bin` in base64.
+    fn trailer_bytes(st: &Status) -> usize {
+        st.message().len() + st.details().len().div_ceil(3) * 4
+    }
+
+    fn refused(code: Code, msg: &str) -> ops::Outcome {
+        Some(crate::entry::Refused { code, msg: msg.into() })
+    }
+
+    #[test]
+    fn a_failed_write_status_names_the_refused_update_and_fits_8_kib_of_metadata() {
+        use prost::Message as _;
+        let decode = |st: &Status| proto::RpcStatus::decode(st.details()).unwrap();
+        let errors = |st: &Status| -> Vec<(i32, String)> {
+            decode(st)
+                .details
+                .iter()
+                .map(|a| proto::Error::decode(a.value.as_slice()).unwrap())
+                .map(|e| (e.canonical_code, e.message))
+                .collect()
+        };
+        let aborted = || refused(Code::Aborted, "not applied: another update of this atomic write failed");
+        // Small: every update's error, the refused one with its message, the aborted ones with
+        // their code only.
+        let small = write_status(&[aborted(), refused(Code::NotFound, "table \"fib4\": no entry with this match"), aborted()]);
+        assert_eq!(small.code(), Code::Unknown);
+        assert!(small.message().starts_with("update 1: table \"fib4\": no entry"), "{}", small.message());
+        assert!(small.message().contains("2 not applied"), "{}", small.message());
+        let e = errors(&small);
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[1], (Code::NotFound as i32, "table \"fib4\": no entry with this match".into()));
+        assert_eq!(e[0], (Code::Aborted as i32, String::new()));
+        // CONTINUE_ON_ERROR: the applied ones are OK, each refused one keeps its message.
+        let mixed = write_status(&[None, refused(Code::AlreadyExists, "a"), None, refused(Code::NotFound, "b")]);
+        assert!(mixed.message().starts_with("2 of 4 updates failed; first: update 1: a"), "{}", mixed.message());
+        assert_eq!(errors(&mixed), [(0, String::new()), (6, "a".into()), (0, String::new()), (5, "b".into())]);
+        // The lab's writes: 201 updates, one refused, the rest aborted: too many for every
+        // code, so the message says so and names the refused update.
+        for n in [60usize, 201, 1000, 5000] {
+            let mut o: Vec<ops::Outcome> = (0..n).map(|_| aborted()).collect();
+            o[n - 1] = refused(Code::AlreadyExists, "table \"fib4\": an entry with this match exists (MODIFY it)");
+            let st = write_status(&o);
+            assert!(trailer_bytes(&st) < 7 * 1024, "{n} updates: {} bytes", trailer_bytes(&st));
+            assert!(st.message().contains(&format!("update {}: table \"fib4\": an entry", n - 1)), "{n}: {}", st.message());
+            if st.details().is_empty() {
+                assert!(st.message().contains("per-update errors are left out"), "{}", st.message());
+            } else {
+                let e = errors(&st);
+                assert_eq!(e.len(), n);
+                assert_eq!(e[n - 1].0, Code::AlreadyExists as i32);
+            }
+        }
+        assert!(!write_status(&(0..60).map(|_| aborted()).chain([refused(Code::NotFound, "x")]).collect::<Vec<_>>()).details().is_empty());
+        // Many refused updates with long messages: the first keeps its message.
+        let long = "x".repeat(300);
+        let st = write_status(&(0..40).map(|_| refused(Code::InvalidArgument, &long)).collect::<Vec<_>>());
+        assert!(trailer_bytes(&st) < 7 * 1024);
+        let e = errors(&st);
+        assert_eq!(e.len(), 40);
+        assert_eq!(e[0].1.len(), 300);
+        assert!(e[1..].iter().all(|x| x.1.is_empty() && x.0 == Code::InvalidArgument as i32));
+        // A huge message is cut, at a character boundary.
+        let st = write_status(&[refused(Code::InvalidArgument, &"é".repeat(5000))]);
+        assert!(st.message().len() <= STATUS_MESSAGE_MAX && st.message().ends_with('…'), "{}", st.message().len());
+    }
 
     #[test]
     fn listen_addresses_parse() {

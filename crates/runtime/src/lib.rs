@@ -116,6 +116,12 @@ pub struct Options {
     pub punt_port: Option<u16>,
     /// Or hand them to this exception path.
     pub exception: Option<ExceptionFactory>,
+    /// Run the front ends' threads ([`Dataplane::serve`]) and those they start (connection
+    /// threads, the P4Runtime server's) real-time, `SCHED_FIFO` at this priority (1–99), so
+    /// that a write's hand-offs between them do not wait for a busy thread's time slice on a
+    /// shared core. The control plane's background classifier builds go back to the ordinary
+    /// scheduler. `None`: the ordinary scheduler for all.
+    pub control_rt: Option<i32>,
 }
 
 impl Default for Options {
@@ -131,6 +137,7 @@ impl Default for Options {
             control: true,
             punt_port: None,
             exception: None,
+            control_rt: None,
         }
     }
 }
@@ -145,6 +152,7 @@ pub type Report = MultiReport<WorkerSnapshot>;
 /// A running data plane (module docs).
 pub struct Dataplane {
     control: Option<SharedControl>,
+    control_rt: Option<i32>,
     slots: Arc<[LiveSlot]>,
     stop: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
@@ -210,7 +218,13 @@ impl Dataplane {
         let control = opts.control.then(|| {
             let (spec, entries) = (spec.clone(), entries.clone());
             let rebuild = Box::new(move || build_pipeline(&spec, &entries, n_ports));
-            Arc::new(Mutex::new(Control::new(shadow, rebuild, ends).with_ports(n_ports)))
+            let mut c = Control::new(shadow, rebuild, ends).with_ports(n_ports);
+            if opts.control_rt.is_some() {
+                c.set_background_setup(|| {
+                    let _ = fastpath_io::sys::set_normal();
+                });
+            }
+            Arc::new(Mutex::new(c))
         });
         let mut mcfg = MultiConfig {
             workers: opts.workers,
@@ -228,6 +242,7 @@ impl Dataplane {
         let names = ports.iter().map(|p| p.name().to_string()).collect();
         let need = n_ports * (opts.xdp.fill_size + opts.xdp.tx_size) as usize + 2 * fastpath_packet::BATCH_MAX + 256;
         let pool_size = opts.pool.unwrap_or(need.max(8192));
+        let control_rt = opts.control_rt;
         let runtime = {
             let (slots, stop, done) = (slots.clone(), stop.clone(), done.clone());
             std::thread::Builder::new()
@@ -255,7 +270,7 @@ impl Dataplane {
                 })
                 .map_err(|e| format!("starting the runtime thread: {e}"))?
         };
-        Ok(Dataplane { control, slots, stop, done, runtime, front: Vec::new(), names, housekeeping, worker_cores })
+        Ok(Dataplane { control, control_rt, slots, stop, done, runtime, front: Vec::new(), names, housekeeping, worker_cores })
     }
 
     /// The control plane (None when started without one).
@@ -265,16 +280,26 @@ impl Dataplane {
 
     /// Runs a front end on a thread of its own: `f` gets the control plane and a flag that
     /// turns true once the workers have stopped; it should return soon after. Joined by
-    /// [`Dataplane::wait`].
+    /// [`Dataplane::wait`]. With [`Options::control_rt`] the thread is real-time (a refusal, no
+    /// CAP_SYS_NICE, is said once on stderr and the thread runs as it is).
     ///
     /// # Errors
     /// No control plane, or the thread could not start.
     pub fn serve(&mut self, name: &str, f: impl FnOnce(&Mutex<Control<'static>>, &AtomicBool) + Send + 'static) -> Result<(), String> {
         let control = self.control.clone().ok_or_else(|| format!("{name}: the data plane runs without a control plane"))?;
         let done = self.done.clone();
+        let rt = self.control_rt;
+        let label = name.to_string();
         let h = std::thread::Builder::new()
             .name(format!("fp-{name}"))
-            .spawn(move || f(&control, &done))
+            .spawn(move || {
+                if let Some(p) = rt {
+                    if let Err(e) = fastpath_io::sys::set_realtime(p) {
+                        eprintln!("fastpath: --control-rt {p}: the {label} thread stays on the ordinary scheduler: {e}");
+                    }
+                }
+                f(&control, &done)
+            })
             .map_err(|e| format!("{name}: no thread: {e}"))?;
         self.front.push((name.to_string(), h));
         Ok(())
@@ -643,5 +668,49 @@ mod tests {
         let e = dp.wait().err().unwrap();
         assert!(e.contains("port p0") && e.contains("fp-no-such-if0"), "{e}");
         assert!(served.load(Ordering::SeqCst), "the front end ran and was joined");
+    }
+
+    /// The calling thread's scheduling policy and real-time priority (`/proc/thread-self/stat`
+    /// fields 40 and 41).
+    fn policy() -> (u32, u32) {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = after.split_whitespace().collect();
+        // Fields from 3 on: rt_priority is field 40, policy 41.
+        (f[41 - 3].parse().unwrap(), f[40 - 3].parse().unwrap())
+    }
+
+    /// With `control_rt`, a front end's thread is SCHED_FIFO and so are the threads it starts
+    /// (connection threads); the control plane's background builds go back to SCHED_OTHER.
+    #[test]
+    fn control_rt_makes_front_end_threads_real_time_and_background_builds_ordinary() {
+        if !fastpath_io::sys::is_root() {
+            eprintln!("skipped: setting a real-time policy needs root");
+            assert!(std::env::var_os("CI").is_none(), "CI runs this test as root");
+            return;
+        }
+        let spec = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/l2fwd.toml"));
+        let port = PortSpec::AfPacket { name: "p0".into(), iface: "fp-no-such-if1".into() };
+        let opts = Options { pin: false, control_rt: Some(3), ..Options::default() };
+        let mut dp = Dataplane::start(spec, vec![], vec![port], opts).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        dp.serve("rt-probe", move |ctl, _| {
+            let child = std::thread::spawn(policy).join().unwrap();
+            // What Control::start_folds runs first on a build thread (set by the runtime).
+            let built = std::thread::spawn(|| {
+                let _ = fastpath_io::sys::set_normal();
+                policy()
+            })
+            .join()
+            .unwrap();
+            let _ = tx.send((policy(), child, built, ctl.lock().is_ok()));
+        })
+        .unwrap();
+        let (me, child, built, locked) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let _ = dp.wait();
+        assert_eq!(me, (1, 3), "the front end's thread: SCHED_FIFO at 3");
+        assert_eq!(child, (1, 3), "a thread it starts inherits it");
+        assert_eq!(built.0, 0, "a background build is SCHED_OTHER again");
+        assert!(locked);
     }
 }

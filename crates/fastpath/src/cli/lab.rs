@@ -325,6 +325,15 @@ pub struct LabArgs {
     /// update-under-load: changes per write (one control request each).
     #[arg(long, default_value_t = 100)]
     batch: u32,
+    /// update-under-load: writes the updater keeps in flight at most (1-8): a write is sent on
+    /// its schedule while fewer than this wait for their replies; writes in flight together
+    /// touch different entries.
+    #[arg(long = "in-flight", default_value_t = 1)]
+    in_flight: u32,
+    /// update-under-load: the DUT's control threads real-time at this priority (fastpath run
+    /// --control-rt); 0 leaves them on the ordinary scheduler.
+    #[arg(long = "control-rt", default_value_t = update::CONTROL_RT, value_parser = clap::value_parser!(u32).range(0..=99))]
+    control_rt: u32,
     /// update-under-load: the offered load as a fraction of the zero-loss rate.
     #[arg(long, default_value_t = 0.9)]
     load: f64,
@@ -1106,6 +1115,8 @@ pub fn run(a: LabArgs) -> Result<(), String> {
                 base_acl: a.base_entries / 10,
                 updates_per_s: a.updates,
                 batch: a.batch,
+                in_flight: a.in_flight,
+                control_rt: a.control_rt,
                 load: a.load,
                 duration_s: f64::from(a.seconds),
                 trial_s: a.trial_s.unwrap_or(2.0),

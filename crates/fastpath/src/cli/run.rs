@@ -114,6 +114,12 @@ pub struct RunArgs {
     /// never past the moment a packet held by the traffic manager's shapers may leave.
     #[arg(long = "idle-sleep", default_value_t = 0)]
     idle_sleep_us: u64,
+    /// Run the control threads (--ctl, --p4rt and the other front ends, and the threads they
+    /// start) real-time, SCHED_FIFO at this priority (1-99; needs CAP_SYS_NICE), so a change's
+    /// hand-offs between them do not wait for a busy thread's time slice on the cores the
+    /// workers leave (a generator, a build). Classifier rebuilds stay ordinary.
+    #[arg(long = "control-rt", value_name = "PRIO", value_parser = clap::value_parser!(i32).range(1..=99))]
+    control_rt: Option<i32>,
     /// Stop after this many seconds (live ports).
     #[arg(long)]
     pub(super) duration: Option<f64>,
@@ -477,6 +483,7 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         control: server.is_some() || metrics.is_some() || web.is_some() || pfcp.is_some() || p4rt.is_some(),
         punt_port: a.punt.as_deref().map(|n| punt_port(n, ports)).transpose()?,
         exception,
+        control_rt: a.control_rt,
     };
     let live: Vec<PortSpec> = ports
         .iter()
