@@ -626,6 +626,73 @@ fn prefix_of(def: &TableDef, key: &[Match], width: u8) -> Result<(u128, u8), Tab
 }
 
 impl TableStage {
+    /// Pass 1 of a classifier table: every lane's result into the scratch `out`; the lanes
+    /// that hit when that is known (the specialised reader and the empty table). Out of line:
+    /// inlined, its registers cost the other engines' loops instructions.
+    #[inline(never)]
+    fn acl_pass(&mut self, pool: &Pool, b: &Batch, lanes: Lanes) -> Option<Lanes> {
+        let Engine::Acl { live, .. } = &self.engine else { return None };
+        let sc = &mut *self.scratch;
+        let mut hit_lanes = Lanes::NONE;
+        // The classifier reads each field once, straight into its 32-bit parts (a missing
+        // port range reads as 0: see `keys_fields`).
+        let live = live.as_ref().filter(|a| !a.is_empty());
+        let mut flat = [0u32; 4 * MAX_KEY_FIELDS];
+        match (live, self.acl_cache.as_deref_mut()) {
+            // No rules: every packet misses, whatever its key.
+            (None, _) => {
+                each_lane!(i in lanes => { sc.out[i] = None });
+                return Some(Lanes::NONE);
+            }
+            // Every field fits one 32-bit part (the 5-tuple, ports, VLANs): each is read
+            // with its own extractor straight into the key, which the cache looks up first.
+            (Some(acl), Some(cache)) if self.acl_key.is_some() => {
+                cache.belong_to(acl);
+                let Some(ak) = &self.acl_key else { return None };
+                let nf = ak.fields();
+                let cached = cache.in_use();
+                // Monomorphised for the key's width in `u64`s.
+                macro_rules! pass {
+                    ($k:literal) => {
+                        if cached {
+                            for i in lanes {
+                                let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| cache.classify(acl, &k, nf));
+                                sc.out[i] = r;
+                                hit_lanes.insert_if(i, r.is_some());
+                            }
+                            cache.judge(lanes.count());
+                        } else {
+                            for i in lanes {
+                                let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| aclkey::classify(acl, &k, nf));
+                                sc.out[i] = r;
+                                hit_lanes.insert_if(i, r.is_some());
+                            }
+                        }
+                    };
+                }
+                match nf.div_ceil(2) {
+                    1 => pass!(1),
+                    2 => pass!(2),
+                    3 => pass!(3),
+                    _ => pass!(4),
+                }
+                return Some(hit_lanes);
+            }
+            (Some(acl), _) => {
+                for i in lanes {
+                    sc.out[i] = match keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i)) {
+                        Some(vals) => {
+                            let n = split_chunks(vals, &self.chunks, &mut flat);
+                            acl.classify(&flat[..n]).map(|(a, _)| a)
+                        }
+                        None => None,
+                    };
+                }
+            }
+        }
+        None
+    }
+
     /// The plain interpreter: per packet, read every key field, look the key up, run the entry's
     /// primitives. The reference the specialised passes are tested against; no fast forms.
     fn run_reference(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
@@ -699,6 +766,9 @@ impl Stage for TableStage {
         }
         // Pass 1: keys (straight into the engine's key width). A packet missing a key field
         // misses. Results go to `sc.out` (None = miss) for every lane.
+        // The lanes that hit, when pass 1 knows them (classifier tables).
+        let is_acl = matches!(self.engine, Engine::Acl { .. });
+        let known_hits = if is_acl { self.acl_pass(pool, b, lanes) } else { None };
         let sc = &mut *self.scratch;
         // Lanes whose key could not be read (a header missing): rare, so recorded on a branch
         // that is almost never taken, and `have` is the lanes minus these.
@@ -706,67 +776,8 @@ impl Stage for TableStage {
         let mut fused = false;
         // Port-indexed direct tables leave their results in `sc.res` (MISS = miss).
         let mut direct_fused = false;
-        // The lanes that hit, when pass 1 knows them (classifier tables).
-        let mut hit_lanes = Lanes::NONE;
-        let mut hits_known = false;
         let hit = |r: u32| (r != MISS).then_some(r);
-        if let Engine::Acl { live, .. } = &self.engine {
-            // The classifier reads each field once, straight into its 32-bit parts (a missing
-            // port range reads as 0: see `keys_fields`).
-            let live = live.as_ref().filter(|a| !a.is_empty());
-            let mut flat = [0u32; 4 * MAX_KEY_FIELDS];
-            match (live, self.acl_cache.as_deref_mut()) {
-                // No rules: every packet misses, whatever its key.
-                (None, _) => {
-                    each_lane!(i in lanes => { sc.out[i] = None });
-                    hits_known = true;
-                }
-                // Every field fits one 32-bit part (the 5-tuple, ports, VLANs): each is read
-                // with its own extractor straight into the key, which the cache looks up first.
-                (Some(acl), Some(cache)) if self.acl_key.is_some() => {
-                    cache.belong_to(acl);
-                    let Some(ak) = &self.acl_key else { return };
-                    let nf = ak.fields();
-                    let cached = cache.in_use();
-                    // Monomorphised for the key's width in `u64`s.
-                    macro_rules! pass {
-                        ($k:literal) => {
-                            if cached {
-                                for i in lanes {
-                                    let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| cache.classify(acl, &k, nf));
-                                    sc.out[i] = r;
-                                    hit_lanes.insert_if(i, r.is_some());
-                                }
-                                cache.judge(lanes.count());
-                            } else {
-                                for i in lanes {
-                                    let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| aclkey::classify(acl, &k, nf));
-                                    sc.out[i] = r;
-                                    hit_lanes.insert_if(i, r.is_some());
-                                }
-                            }
-                        };
-                    }
-                    match nf.div_ceil(2) {
-                        1 => pass!(1),
-                        2 => pass!(2),
-                        3 => pass!(3),
-                        _ => pass!(4),
-                    }
-                    hits_known = true;
-                }
-                (Some(acl), _) => {
-                    for i in lanes {
-                        sc.out[i] = match keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i)) {
-                            Some(vals) => {
-                                let n = split_chunks(vals, &self.chunks, &mut flat);
-                                acl.classify(&flat[..n]).map(|(a, _)| a)
-                            }
-                            None => None,
-                        };
-                    }
-                }
-            }
+        if is_acl {
             fused = true;
         } else if let Some(x) = self.extract {
             // One key field: the loop is monomorphised per extractor shape and key width.
@@ -883,8 +894,10 @@ impl Stage for TableStage {
         }
         let mut hits = 0u64;
         // A miss that does nothing (an ACL's `no_action` default) needs no action pass.
-        let act_lanes =
-            if hits_known && self.def.default_drop.is_none() && matches!(self.default_fast, Fast::Nop) { hit_lanes } else { lanes };
+        let act_lanes = match known_hits {
+            Some(h) if self.def.default_drop.is_none() && matches!(self.default_fast, Fast::Nop) => h,
+            _ => lanes,
+        };
         // The action pass, monomorphised over where the lookup result is read from.
         macro_rules! act {
             ($get:expr) => {
