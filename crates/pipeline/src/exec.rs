@@ -431,35 +431,43 @@ impl Pipeline {
 /// bits (with a constant or with another field) read by their extractors in 64-bit arithmetic.
 /// Anything else is evaluated per packet.
 fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
-    let mut out = Lanes::NONE;
     if src.is_empty() {
-        return out;
+        return src;
     }
     // A comparison operator matched once per batch, the loop monomorphised for it.
     macro_rules! by_op {
         ($op:expr, |$i:ident, $o:ident| $holds:expr) => {
             match $op {
-                CmpOp::Eq => each_lane!($i in src => { let $o = |x, y| x == y; out.insert_if($i, $holds) }),
-                CmpOp::Ne => each_lane!($i in src => { let $o = |x, y| x != y; out.insert_if($i, $holds) }),
-                op => each_lane!($i in src => { let $o = |x, y| op.holds(x, y); out.insert_if($i, $holds) }),
+                CmpOp::Eq => lanes_where(src, |$i| {
+                    let $o = |x, y| x == y;
+                    $holds
+                }),
+                CmpOp::Ne => lanes_where(src, |$i| {
+                    let $o = |x, y| x != y;
+                    $holds
+                }),
+                op => lanes_where(src, |$i| {
+                    let $o = |x, y| op.holds(x, y);
+                    $holds
+                }),
             }
         };
     }
     let narrow = |f: &crate::ir::FieldRef| f.width <= 64;
     match cond {
-        CondC::Not(c) => return src.and_not(cond_mask(c, src, pool, b)),
-        CondC::And(x, y) => return cond_mask(y, cond_mask(x, src, pool, b), pool, b),
+        CondC::Not(c) => src.and_not(cond_mask(c, src, pool, b)),
+        CondC::And(x, y) => cond_mask(y, cond_mask(x, src, pool, b), pool, b),
         CondC::Or(x, y) => {
             let first = cond_mask(x, src, pool, b);
-            return first.or(cond_mask(y, src.and_not(first), pool, b));
+            first.or(cond_mask(y, src.and_not(first), pool, b))
         }
         CondC::Valid(need) => {
             let need = *need;
-            each_lane!(i in src => { out.insert_if(i, b.meta(i).valid.has_all(need)) });
+            lanes_where(src, |i| b.meta(i).valid.has_all(need))
         }
         CondC::Hit(t) => {
             let t = u32::from(*t);
-            each_lane!(i in src => { out.insert_if(i, b.meta(i).hits >> t & 1 != 0) });
+            lanes_where(src, |i| b.meta(i).hits >> t & 1 != 0)
         }
         // `ct.new`, `meta.color == 1`: metadata only, one comparison.
         CondC::MetaCmp(f, op, v) => {
@@ -475,7 +483,7 @@ fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
         // `udp.dport == 67`: a missing field is false.
         CondC::Cmp(f, op, v) if narrow(f) && *v <= u128::from(u64::MAX) => {
             let (x, v) = (f.extractor(), *v as u64);
-            by_op!(*op, |i, o| x.read64(pool.data(b.handle(i)), b.meta(i)).is_some_and(|a| o(a, v)));
+            by_op!(*op, |i, o| x.read64(pool.data(b.handle(i)), b.meta(i)).is_some_and(|a| o(a, v)))
         }
         // `ipv4.src != meta.sip`: false when either is missing.
         CondC::FieldCmp(fa, op, fb) if narrow(fa) && narrow(fb) => {
@@ -486,10 +494,18 @@ fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
                     (Some(a), Some(c)) => o(a, c),
                     _ => false,
                 }
-            });
+            })
         }
-        _ => each_lane!(i in src => { out.insert_if(i, cond.eval(pool.data(b.handle(i)), b.meta(i))) }),
+        _ => lanes_where(src, |i| cond.eval(pool.data(b.handle(i)), b.meta(i))),
     }
+}
+
+/// The lanes of `src` that `keep` keeps. Out of line, one copy per leaf shape: inside the
+/// condition's dispatch, the loops shared its registers and spilled per packet.
+#[inline(never)]
+fn lanes_where(src: Lanes, mut keep: impl FnMut(usize) -> bool) -> Lanes {
+    let mut out = Lanes::NONE;
+    each_lane!(i in src => { out.insert_if(i, keep(i)) });
     out
 }
 
