@@ -1,13 +1,13 @@
 //! The front of a classifier (`acl`) table on the specialised path: reading a packet's key
 //! ([`AclKey`]) and the exact-match cache of recent keys ([`AclCache`]).
 //!
-//! A classifier key is up to [`MAX_KEY_FIELDS`] 32-bit words: the input port, or 1, 2 or 4
-//! big-endian bytes of a header (the 5-tuple, VLANs, DSCP…). Read word by word, each costs a
-//! header-validity test, an offset load, a bounds check and a shift, about 20 instructions.
-//! [`AclKey`] is built once per table: the words that sit in the same header (within 16 bytes
-//! and test form a group, and a packet pays the validity test, the offset load and the bounds
-//! check once per group; each word is then a load and a shift. The IPv4 5-tuple plus the input
-//! port is two groups (IPv4, L4) and the port.
+//! A classifier key is up to [`MAX_KEY_FIELDS`] 32-bit words: metadata (the input port, a
+//! register) or 1, 2 or 4 big-endian bytes of a header (the 5-tuple, VLANs, DSCP…). Read word by
+//! word, each header word costs a validity test, an offset load, a bounds check and a shift,
+//! about 20 instructions. [`AclKey`] is built once per table: the words of the same header and
+//! test, within 16 bytes of each other, form a group, and a packet pays the validity test, the
+//! offset load and the bounds check once per group; each word is then a load and a shift. The
+//! IPv4 5-tuple plus the input port is two groups (IPv4, L4) and the port.
 
 use crate::field::Extract;
 use crate::ir::MAX_KEY_FIELDS;
@@ -15,7 +15,7 @@ use fastpath_packet::{HdrSet, Meta, Slot};
 use fastpath_tables::acl::Acl;
 use std::sync::Arc;
 
-const MISS: u32 = u32::MAX;
+use super::MISS;
 
 /// One word of a classifier key: `n` big-endian bytes at `byte` of header `slot`, which the
 /// packet has when it has every header of `needs` (or of `alt`, when not empty). A `range`
