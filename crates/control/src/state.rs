@@ -1241,26 +1241,31 @@ ingress = "forward 1"
         }
     }
 
-    /// A classifier change is built once, on the control thread: every worker ends up with
-    /// the control replica's classifier itself (the same allocation), not a rebuild of its own.
-    #[test]
-    fn workers_adopt_the_classifier_the_control_thread_built() {
-        const ACL: &str = r#"
+    /// A pipeline of one two-field classifier table `acl` of `size` entries.
+    fn two_field_acl(size: usize) -> Pipeline {
+        let spec = format!(
+            r#"
 name = "a"
 [parser]
 headers = ["eth", "ipv4"]
 [[table]]
 name = "acl"
-key = [{ field = "ipv4.src", match = "ternary" }, { field = "ipv4.dst", match = "ternary" }]
+key = [{{ field = "ipv4.src", match = "ternary" }}, {{ field = "ipv4.dst", match = "ternary" }}]
 actions = ["forward", "drop"]
-size = 16
+size = {size}
 default = "drop"
 [control]
 ingress = "apply acl"
-"#;
-        fn acl() -> Pipeline {
-            fastpath_pipeline::compile("a.toml", ACL).unwrap_or_else(|e| panic!("{e}")).instantiate()
-        }
+"#
+        );
+        fastpath_pipeline::compile("a.toml", &spec).unwrap_or_else(|e| panic!("{e}")).instantiate()
+    }
+
+    /// A classifier change is built once, on the control thread: every worker ends up with
+    /// the control replica's classifier itself (the same allocation), not a rebuild of its own.
+    #[test]
+    fn workers_adopt_the_classifier_the_control_thread_built() {
+        let acl = || two_field_acl(16);
         let (ours, theirs) = with_workers_of(
             2,
             acl,
@@ -1282,24 +1287,11 @@ ingress = "apply acl"
     /// delta left.
     #[test]
     fn full_classifier_builds_run_in_the_background_and_reach_every_worker() {
-        const ACL: &str = r#"
-name = "a"
-[parser]
-headers = ["eth", "ipv4"]
-[[table]]
-name = "acl"
-key = [{ field = "ipv4.src", match = "ternary" }, { field = "ipv4.dst", match = "ternary" }]
-actions = ["forward", "drop"]
-size = 4096
-default = "drop"
-[control]
-ingress = "apply acl"
-"#;
         fn add(i: u32) -> String {
             format!("table acl add 10.{}.{}.0/24 * priority {} => forward({})\n", i / 256, i % 256, i % 5, i % 7)
         }
         fn acl() -> Pipeline {
-            let mut p = fastpath_pipeline::compile("a.toml", ACL).unwrap_or_else(|e| panic!("{e}")).instantiate();
+            let mut p = two_field_acl(4096);
             p.load_entries("base", &(0..300).map(add).collect::<String>()).unwrap();
             p
         }
