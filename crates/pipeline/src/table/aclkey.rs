@@ -15,7 +15,8 @@ use fastpath_packet::{HdrSet, Meta, Slot};
 use fastpath_tables::acl::Acl;
 use std::sync::Arc;
 
-use super::MISS;
+/// A lookup that found no entry (the table's results are entry indices).
+pub(crate) const MISS: u32 = u32::MAX;
 
 /// One word of a classifier key: `n` big-endian bytes at `byte` of header `slot`, which the
 /// packet has when it has every header of `needs` (or of `alt`, when not empty). A `range`

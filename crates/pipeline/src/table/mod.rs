@@ -24,7 +24,7 @@ use crate::stages::l2edit::L2Edit;
 use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
 use crate::value::Match;
-use aclkey::{AclCache, AclKey};
+use aclkey::{AclCache, AclKey, MISS};
 use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
 /// A built classifier (the engine of `acl` tables), shared read-only between replicas.
@@ -34,8 +34,6 @@ use fastpath_tables::exact::ExactTable;
 use fastpath_tables::lpm::{Lpm4, Lpm6};
 use std::collections::HashMap;
 use std::sync::Arc;
-
-const MISS: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ActionEntry {
