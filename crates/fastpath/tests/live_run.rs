@@ -107,6 +107,14 @@ fn setup_queues(q: u32) -> Setup {
     Setup { peer, dut, _v0, _v1, entries }
 }
 
+/// The tcx BPF links process `pid` holds (from `/proc/PID/fdinfo`).
+fn tcx_links(pid: u32) -> usize {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else { return 0 };
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .filter(|info| info.lines().any(|l| l.split_whitespace().eq(["link_type:", "tcx"])))
+        .count()
+}
+
 fn start(s: &Setup, ports: [&str; 2], extra: &[&str]) -> ChildGuard {
     let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/l2fwd.toml");
     let mut c = Command::new("ip");
@@ -122,8 +130,18 @@ fn start(s: &Setup, ports: [&str; 2], extra: &[&str]) -> ChildGuard {
     // only once each worker has started and read its mailbox. (`ip netns exec` execs fastpath,
     // so the child's PID is fastpath's, and so is its default socket's name.)
     let t0 = Instant::now();
+    let tc = extra.windows(2).any(|w| w == ["--mode", "tc"]);
     loop {
         let link = s.dut.ip(&["link", "show", "d0"]).unwrap();
+        if tc {
+            // tcx links show in no `ip link` output: count the process's BPF links of that type.
+            if tcx_links(child.child().id()) == 2 {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "fastpath did not attach its tc program to both ports");
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
         if !(ports[0].contains("afxdp") || ports[0].contains("=xdp:")) || link.contains("xdp") {
             break;
         }
@@ -244,7 +262,8 @@ fn a_port_that_cannot_open_is_named() {
 /// The XDP datapath (`xdp:` ports): l2fwd compiled to eBPF forwards every frame exactly, MACs
 /// swapped, in both directions, and prints its per-port and per-table counters. In native mode
 /// a veth hands redirected frames to its peer only when the peer has NAPI (GRO on, as the lab's
-/// hosts have); generic mode needs nothing of the peer.
+/// hosts have); generic mode needs nothing of the peer, nor does tc mode (the program at tcx
+/// ingress, counting in the same maps).
 fn xdp_forwards(mode: &str, gro_on_hosts: bool) {
     let s = setup();
     if gro_on_hosts {
@@ -254,7 +273,11 @@ fn xdp_forwards(mode: &str, gro_on_hosts: bool) {
     }
     let g = start(&s, ["p0=xdp:d0", "p1=xdp:d1"], &["--mode", mode]);
     let link = s.dut.ip(&["link", "show", "d1"]).unwrap();
-    assert!(link.contains(if mode == "skb" { "xdpgeneric" } else { "xdp" }), "{link}");
+    match mode {
+        "tc" => assert!(!link.contains("xdp"), "tc mode attaches no XDP program: {link}"),
+        "skb" => assert!(link.contains("xdpgeneric"), "{link}"),
+        _ => assert!(link.contains("xdp"), "{link}"),
+    }
     let (n, len) = (500u32, 128usize);
     send_and_check(&s.peer, "h0", "h1", 0, n, len);
     send_and_check(&s.peer, "h1", "h0", 1, n, len);
@@ -286,6 +309,14 @@ fn xdp_datapath_generic_mode_forwards_exactly() {
         return;
     }
     xdp_forwards("skb", false);
+}
+
+#[test]
+fn xdp_datapath_tc_mode_forwards_exactly() {
+    if !root_or_skip() {
+        return;
+    }
+    xdp_forwards("tc", false);
 }
 
 #[test]

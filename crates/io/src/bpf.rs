@@ -592,12 +592,16 @@ pub mod tc_action {
     pub const OK: i32 = 0;
     /// Drop it (`TC_ACT_SHOT` / `TCX_DROP`).
     pub const SHOT: i32 = 2;
+    /// Sent where `bpf_redirect` said (`TC_ACT_REDIRECT` / `TCX_REDIRECT`).
+    pub const REDIRECT: i32 = 7;
 }
 
 /// Field offsets in `struct __sk_buff` (the tc program's context), from `linux/bpf.h`.
 pub mod sk_buff {
     /// `len`: bytes of the packet (from the Ethernet header at tc ingress).
     pub const LEN: i16 = 0;
+    /// `ifindex`: the device the packet is on (at tc ingress, the one that received it).
+    pub const IFINDEX: i16 = 40;
     /// `data`: packet start (u32 in the context, a pointer to the verifier).
     pub const DATA: i16 = 76;
     /// `data_end`: end of the linear part.
@@ -659,7 +663,7 @@ struct XdpMdCtx {
 /// Result of a (non-live) test run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TestRun {
-    /// The program's return value (an XDP action).
+    /// The program's return value (an XDP action or a tc verdict).
     pub retval: u32,
     /// Average run time per repetition in ns, as the kernel measured it.
     pub duration_ns: u32,
@@ -796,6 +800,35 @@ impl Prog {
         };
         if sys_bpf(BPF_PROG_TEST_RUN, &mut a) < 0 {
             return Err(BpfError::last("prog test run"));
+        }
+        Ok(TestRun { retval: a.retval, duration_ns: a.duration, data_len: a.data_size_out as usize })
+    }
+
+    /// Runs a tc (`SCHED_CLS`) program once on an skb built from a copy of `data` (an Ethernet
+    /// frame) as if it arrived on device `ifindex` (which must exist in the caller's namespace).
+    /// Returns its verdict (a redirect is reported, not carried out) and the frame it left in
+    /// `out`.
+    ///
+    /// # Errors
+    /// `ENODEV` for a missing device; `EINVAL` for frames shorter than 14 bytes; `ENOSPC` when
+    /// `out` is too small.
+    pub fn test_run_skb_on(&self, ifindex: u32, data: &[u8], out: &mut [u8]) -> Result<TestRun, BpfError> {
+        // `struct __sk_buff` up to `ifindex` (the kernel takes a prefix and zeroes the rest).
+        let mut ctx = [0u32; 11];
+        ctx[sk_buff::IFINDEX as usize / 4] = ifindex;
+        let mut a = TestRunAttr {
+            prog_fd: self.fd() as u32,
+            data_size_in: data.len() as u32,
+            data_in: data.as_ptr() as u64,
+            data_out: out.as_mut_ptr() as u64,
+            data_size_out: out.len() as u32,
+            repeat: 1,
+            ctx_size_in: std::mem::size_of_val(&ctx) as u32,
+            ctx_in: ctx.as_mut_ptr() as u64,
+            ..Default::default()
+        };
+        if sys_bpf(BPF_PROG_TEST_RUN, &mut a) < 0 {
+            return Err(BpfError::last("prog test run (skb)"));
         }
         Ok(TestRun { retval: a.retval, duration_ns: a.duration, data_len: a.data_size_out as usize })
     }

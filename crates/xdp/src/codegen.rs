@@ -24,7 +24,7 @@
 //! entry while its action runs; `r0`–`r5` are scratch (helper calls clobber them).
 
 use crate::asm::{Alu, Asm, Jmp, Label, Size};
-use fastpath_io::bpf::{helper, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
+use fastpath_io::bpf::{helper, sk_buff, tc_action, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use fastpath_packet::{DropReason, Hdr, HdrSet, Slot, NO_PORT};
 use fastpath_pipeline::ir::{
     ActionDef, CmpOp, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, StageDef, SymStep, TableImpl, MAX_ARGS,
@@ -49,6 +49,44 @@ pub const MAX_KEY_FIELDS: usize = 8;
 pub const MAX_TABLES: usize = 31;
 /// Size of a table map's value: the action index (u32, padded to 8) and `MAX_ARGS` u64 arguments.
 pub const VALUE_SIZE: u32 = 8 + 8 * MAX_ARGS as u32;
+
+/// `bpf_skb_pull_data(skb, len)`: makes the first `len` bytes of a tc program's packet linear.
+const HELPER_SKB_PULL_DATA: i32 = 39;
+
+/// The kernel hook a generated program runs at. The pipeline's code is the same at both; the
+/// context, the verdicts and the way a frame leaves differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// XDP (driver or generic): an `xdp_md` context, `XDP_*` verdicts, and a redirect through
+    /// the port map (`bpf_redirect_map`).
+    Xdp,
+    /// tc ingress (tcx): an `__sk_buff` context, `TC_ACT_*` verdicts, and `bpf_redirect` to the
+    /// output port's ifindex. The skb goes on whole: a 64 KB GSO segment keeps its segment size
+    /// and its checksum state, and nothing is copied on the way in.
+    Tc,
+}
+
+impl Hook {
+    fn pass(self) -> i32 {
+        match self {
+            Hook::Xdp => xdp_action::PASS,
+            Hook::Tc => tc_action::OK,
+        }
+    }
+    fn drop(self) -> i32 {
+        match self {
+            Hook::Xdp => xdp_action::DROP,
+            Hook::Tc => tc_action::SHOT,
+        }
+    }
+    /// Context offsets of the receiving device's ifindex, the frame's start and its end.
+    fn ctx(self) -> (i16, i16, i16) {
+        match self {
+            Hook::Xdp => (xdp_md::INGRESS_IFINDEX, xdp_md::DATA, xdp_md::DATA_END),
+            Hook::Tc => (sk_buff::IFINDEX, sk_buff::DATA, sk_buff::DATA_END),
+        }
+    }
+}
 
 /// What the XDP datapath cannot run, and where it is in the spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -239,6 +277,7 @@ struct Gen<'a> {
     layout: Layout,
     /// Some condition reads a table's hit bit: only then are the bits kept (per packet).
     hits: bool,
+    hook: Hook,
 }
 
 /// True when `c` reads a table's hit bit.
@@ -388,7 +427,7 @@ impl Gen<'_> {
 
     fn drop(&mut self, r: DropReason) {
         self.count(self.layout.drop(r));
-        self.a.ret(xdp_action::DROP);
+        self.a.ret(self.hook.drop());
     }
 
     /// Drops the packet as `no_verdict` unless an output port was chosen; leaves it in `r1`.
@@ -619,15 +658,16 @@ pub fn vlan_restore_prologue(kfunc_id: u32) -> [Insn; VLAN_PROLOGUE_LEN] {
 }
 
 /// Generates the program for `p` (which must pass [`check`]) over ports whose ifindexes are
-/// `ifindexes` (port `i` is `ifindexes[i]`), referring to the maps in `maps`.
-pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds) -> Vec<Insn> {
+/// `ifindexes` (port `i` is `ifindexes[i]`), referring to the maps in `maps`, for `hook`.
+pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Vec<Insn> {
     let layout = Layout { ports: ifindexes.len(), tables: p.tables.len() };
     let hits = p.ingress.iter().chain(&p.egress).any(|s| matches!(s, SymStep::Mask(_, _, c) if reads_hits(c)));
-    let mut g = Gen { a: Asm::new(), p, maps, layout, hits };
+    let mut g = Gen { a: Asm::new(), p, maps, layout, hits, hook };
+    let (ctx_ifindex, ctx_data, ctx_data_end) = hook.ctx();
     let a = &mut g.a;
     a.alu_reg(Alu::Mov, R6, R1);
-    // in_port from the ingress device.
-    a.ldx(Size::W, R2, R6, xdp_md::INGRESS_IFINDEX);
+    // in_port from the receiving device.
+    a.ldx(Size::W, R2, R6, ctx_ifindex);
     let have = a.label();
     for (port, &ifx) in ifindexes.iter().enumerate() {
         let next = a.label();
@@ -636,7 +676,7 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds) -> Vec<Insn> {
         a.ja(have);
         a.bind(next);
     }
-    a.ret(xdp_action::PASS);
+    a.ret(hook.pass());
     a.bind(have);
     a.stx(Size::Dw, R10, IN_PORT, R1);
     a.st(Size::Dw, R10, OUT_PORT, i32::from(NO_PORT));
@@ -660,12 +700,24 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds) -> Vec<Insn> {
     }
     g.count_reg(R1);
     let a = &mut g.a;
-    a.ldx(Size::W, R7, R6, xdp_md::DATA);
-    a.ldx(Size::W, R8, R6, xdp_md::DATA_END);
     let parsed = a.label();
+    a.ldx(Size::W, R7, R6, ctx_data);
+    a.ldx(Size::W, R8, R6, ctx_data_end);
     a.alu_reg(Alu::Mov, R1, R7);
     a.alu_imm(Alu::Add, R1, 14);
     a.jmp_reg(Jmp::Le, R1, R8, parsed);
+    if hook == Hook::Tc {
+        // An skb's linear part may end before the Ethernet header does (a frame built of
+        // pages): pull 14 bytes into it and look again.
+        a.alu_reg(Alu::Mov, R1, R6);
+        a.alu_imm(Alu::Mov, R2, 14);
+        a.call(HELPER_SKB_PULL_DATA);
+        a.ldx(Size::W, R7, R6, ctx_data);
+        a.ldx(Size::W, R8, R6, ctx_data_end);
+        a.alu_reg(Alu::Mov, R1, R7);
+        a.alu_imm(Alu::Add, R1, 14);
+        a.jmp_reg(Jmp::Le, R1, R8, parsed);
+    }
     g.drop(DropReason::EthTruncated);
     g.a.bind(parsed);
     g.steps(&p.ingress);
@@ -686,9 +738,29 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds) -> Vec<Insn> {
     g.count_reg(R1);
     let a = &mut g.a;
     a.ldx(Size::Dw, R2, R10, OUT_PORT);
-    a.raw(&Insn::ld_map_fd(R1, maps.devmap));
-    a.alu_imm(Alu::Mov, R3, xdp_action::DROP);
-    a.call(helper::REDIRECT_MAP);
+    match hook {
+        Hook::Xdp => {
+            a.raw(&Insn::ld_map_fd(R1, maps.devmap));
+            a.alu_imm(Alu::Mov, R3, xdp_action::DROP);
+            a.call(helper::REDIRECT_MAP);
+        }
+        Hook::Tc => {
+            // The port's ifindex by a compare chain (the port is in range, checked above), then
+            // out of that device's egress.
+            let found = a.label();
+            for (port, &ifx) in ifindexes.iter().enumerate() {
+                let next = a.label();
+                a.jmp_imm(Jmp::Ne, R2, port as i32, next);
+                a.alu_imm(Alu::Mov, R1, ifx as i32);
+                a.ja(found);
+                a.bind(next);
+            }
+            a.ret(tc_action::SHOT);
+            a.bind(found);
+            a.alu_imm(Alu::Mov, R2, 0);
+            a.call(helper::REDIRECT);
+        }
+    }
     a.exit();
     g.a.finish()
 }

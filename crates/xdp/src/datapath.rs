@@ -7,16 +7,18 @@
 //!  load_entries / apply_op              entries file or typed ops ▸ map updates (take effect at once)
 //!  attach(mode)                         one BPF link per port (detached on drop, even on SIGKILL);
 //!                                       native: a copy bound to the port that restores a VLAN tag
-//!                                       the driver holds outside the frame, where the driver can
+//!                                       the driver holds outside the frame, where the driver can;
+//!                                       tc: the same pipeline as a SCHED_CLS program on tcx ingress
 //!  counters()                           per-CPU array summed: per port, per drop reason, per table
 //! ```
 //!
 //! Thread: control path only (every call is a system call); the program runs in the kernel's
 //! receive path of each port, on whichever CPU receives.
 
-use crate::codegen::{self, Layout, MapFds, Unsupported, VALUE_SIZE};
+use crate::codegen::{self, Hook, Layout, MapFds, Unsupported, VALUE_SIZE};
 use fastpath_io::bpf::{
-    BpfError, Insn, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_F_XDP_DEV_BOUND_ONLY, BPF_F_XDP_HAS_FRAGS, BPF_XDP,
+    BpfError, Insn, Link, Map, MapType, Prog, ProgType, UpdateFlags, XdpAttachMode, BPF_F_XDP_DEV_BOUND_ONLY, BPF_F_XDP_HAS_FRAGS,
+    BPF_TCX_INGRESS, BPF_XDP,
 };
 use fastpath_packet::DropReason;
 use fastpath_pipeline::entries::{entry_commands, EntryError, EntryOp, EntrySpec};
@@ -101,6 +103,14 @@ pub enum AttachMode {
     Native,
     /// Generic (skb) mode.
     Skb,
+    /// The tc hook (tcx ingress, Linux ≥ 6.6) instead of XDP: the same pipeline as a
+    /// `SCHED_CLS` program that forwards each skb whole with `bpf_redirect`. On veth this is the
+    /// way for TCP with the hosts' offloads on: a 64 KB GSO segment is neither copied (generic
+    /// XDP copies every cloned or paged skb) nor bounded by the egress MTU, and it keeps its
+    /// segment size and checksum state. The kernel has already moved an outer VLAN tag out of the
+    /// frame (`skb_vlan_untag`) when tc runs: the pipeline does not see it and the tag leaves
+    /// with the frame.
+    Tc,
 }
 
 /// A pipeline compiled to XDP, loaded, with its maps.
@@ -115,8 +125,12 @@ pub struct XdpDatapath {
     layout: Layout,
     prog: Prog,
     insns: Vec<Insn>,
-    /// Per attached port: its link, mode, and the port-bound program when it restores VLAN tags.
-    links: Vec<(Link, XdpAttachMode, Option<Prog>)>,
+    fds: MapFds,
+    /// The tc program, loaded when first attached with [`AttachMode::Tc`].
+    tc: Option<Prog>,
+    /// Per attached port: its link, mode name, and the port-bound program when it restores VLAN
+    /// tags.
+    links: Vec<(Link, &'static str, Option<Prog>)>,
 }
 
 fn bpf(what: impl Into<String>) -> impl FnOnce(BpfError) -> XdpDpError {
@@ -183,7 +197,7 @@ impl XdpDatapath {
         }
         let counters = Map::create(MapType::PERCPU_ARRAY, 4, 8, layout.slots(), "fp_counters").map_err(bpf("creating the counters"))?;
         let fds = MapFds { tables: tables.iter().map(Map::fd).collect(), devmap: devmap.fd(), counters: counters.fd() };
-        let insns = codegen::generate(&program, &ifindexes, &fds);
+        let insns = codegen::generate(&program, &ifindexes, &fds, Hook::Xdp);
         // The program reads only the Ethernet header, in the first buffer: it can take
         // multi-buffer frames, which the kernel would otherwise drop (GRO/GSO skbs in generic
         // mode, jumbo frames).
@@ -199,6 +213,8 @@ impl XdpDatapath {
             layout,
             prog,
             insns,
+            fds,
+            tc: None,
             links: Vec::new(),
         })
     }
@@ -231,6 +247,25 @@ impl XdpDatapath {
     /// The loaded program (tests run it with `BPF_PROG_TEST_RUN`).
     pub fn prog(&self) -> &Prog {
         &self.prog
+    }
+
+    /// Generates and loads the same pipeline for the tc hook ([`AttachMode::Tc`]), once.
+    ///
+    /// # Errors
+    /// The verifier's rejection with its log.
+    pub fn load_tc(&mut self) -> Result<(), XdpDpError> {
+        if self.tc.is_none() {
+            let insns = codegen::generate(&self.program, &self.ifindexes, &self.fds, Hook::Tc);
+            let name = format!("fp_{}", self.program.name);
+            let p = Prog::load(ProgType::SCHED_CLS, &insns, "GPL", BPF_TCX_INGRESS, &name).map_err(bpf("loading the tc program"))?;
+            self.tc = Some(p);
+        }
+        Ok(())
+    }
+
+    /// The tc program, once [`XdpDatapath::load_tc`] (or attaching in tc mode) loaded it.
+    pub fn tc_prog(&self) -> Option<&Prog> {
+        self.tc.as_ref()
     }
 
     /// The ports' ifindexes, in port order.
@@ -301,6 +336,7 @@ impl XdpDatapath {
             AttachMode::Auto => &[XdpAttachMode::Native, XdpAttachMode::Skb],
             AttachMode::Native => &[XdpAttachMode::Native],
             AttachMode::Skb => &[XdpAttachMode::Skb],
+            AttachMode::Tc => return self.attach_tc(),
         };
         for (i, p) in self.ports.iter().enumerate() {
             let mut last = None;
@@ -309,7 +345,7 @@ impl XdpDatapath {
                     // A device-bound program attaches in native mode only.
                     if let Some(bound) = self.load_vlan_restore(i) {
                         if let Ok(l) = Link::xdp(&bound, self.ifindexes[i], m) {
-                            self.links.push((l, m, Some(bound)));
+                            self.links.push((l, m.name(), Some(bound)));
                             last = None;
                             break;
                         }
@@ -317,7 +353,7 @@ impl XdpDatapath {
                 }
                 match Link::xdp(&self.prog, self.ifindexes[i], m) {
                     Ok(l) => {
-                        self.links.push((l, m, None));
+                        self.links.push((l, m.name(), None));
                         last = None;
                         break;
                     }
@@ -329,7 +365,24 @@ impl XdpDatapath {
                 return Err(XdpDpError::Attach { port: p.name.clone(), iface: p.iface.clone(), mode: m.name(), err: Box::new(err), hint });
             }
         }
-        Ok(self.links.iter().map(|(_, m, _)| m.name()).collect())
+        Ok(self.links.iter().map(|l| l.1).collect())
+    }
+
+    /// [`XdpDatapath::attach`] with [`AttachMode::Tc`]: one tcx ingress link per port.
+    fn attach_tc(&mut self) -> Result<Vec<&'static str>, XdpDpError> {
+        self.load_tc()?;
+        let prog = self.tc.as_ref().expect("loaded by load_tc");
+        for (p, &ifx) in self.ports.iter().zip(&self.ifindexes) {
+            let link = Link::tcx_ingress(prog, ifx).map_err(|err| {
+                let hint = match err.errno() {
+                    libc::EPERM | libc::EACCES => "run as root (CAP_NET_ADMIN and CAP_BPF)",
+                    _ => "tc programs attach through tcx links, which need Linux 6.6 or later",
+                };
+                XdpDpError::Attach { port: p.name.clone(), iface: p.iface.clone(), mode: "tc", err: Box::new(err), hint }
+            })?;
+            self.links.push((link, "tc", None));
+        }
+        Ok(self.links.iter().map(|l| l.1).collect())
     }
 
     /// Detaches the program from every port (the maps and entries stay).

@@ -15,5 +15,5 @@ pub mod asm;
 pub mod codegen;
 pub mod datapath;
 
-pub use codegen::{check, Unsupported};
+pub use codegen::{check, Hook, Unsupported};
 pub use datapath::{AttachMode, XdpCounters, XdpDatapath, XdpDpError, XdpPortSpec};

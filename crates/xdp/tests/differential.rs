@@ -1,16 +1,16 @@
 //! The XDP datapath against the batch executor: the same spec and entries, the same frames;
 //! every frame must get the same verdict (the same output port, or a drop for the same reason)
-//! and leave with the same bytes. The XDP program runs through `BPF_PROG_TEST_RUN` on the
-//! ports of a veth pair in a namespace this test creates; its verdict is read from its return
-//! value and from which counter moved.
+//! and leave with the same bytes, at both hooks the datapath compiles for (XDP and tc). Each
+//! program runs through `BPF_PROG_TEST_RUN` on the ports of a veth pair in a namespace this
+//! test creates; its verdict is read from its return value and from which counter moved.
 //!
 //! Needs root (CI runs it as root; a missing root fails there rather than skipping).
 
-use fastpath_io::bpf::xdp_action;
+use fastpath_io::bpf::{tc_action, xdp_action, Prog, TestRun};
 use fastpath_io::netns::{Netns, VethPair};
 use fastpath_io::sys::is_root;
 use fastpath_packet::{Batch, DropReason, Pool, Verdict};
-use fastpath_xdp::{XdpCounters, XdpDatapath, XdpPortSpec};
+use fastpath_xdp::{Hook, XdpCounters, XdpDatapath, XdpPortSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -30,10 +30,16 @@ enum Outcome {
     Drop(DropReason),
 }
 
-fn xdp_outcome(dp: &XdpDatapath, port: u16, frame: &[u8]) -> Outcome {
+/// What `prog` (the datapath's program for `hook`) did with `frame` arriving on `port`.
+fn bpf_outcome(dp: &XdpDatapath, prog: &Prog, hook: Hook, port: u16, frame: &[u8]) -> Outcome {
     let before = dp.counters();
     let mut out = vec![0u8; frame.len() + 512];
-    let r = dp.prog().test_run_xdp_on(dp.ifindexes()[usize::from(port)], frame, &mut out).unwrap();
+    let ifindex = dp.ifindexes()[usize::from(port)];
+    let r: TestRun = match hook {
+        Hook::Xdp => prog.test_run_xdp_on(ifindex, frame, &mut out),
+        Hook::Tc => prog.test_run_skb_on(ifindex, frame, &mut out),
+    }
+    .unwrap();
     let after = dp.counters();
     let moved = |b: &XdpCounters, a: &XdpCounters| -> Vec<String> {
         let mut v = Vec::new();
@@ -52,14 +58,18 @@ fn xdp_outcome(dp: &XdpDatapath, port: u16, frame: &[u8]) -> Outcome {
     let m = moved(&before, &after);
     assert_eq!(m.len(), 1, "exactly one tx or drop counter moves per frame: {m:?}");
     assert_eq!(after.rx[usize::from(port)], before.rx[usize::from(port)] + 1, "rx counted");
+    let (redirect, drop) = match hook {
+        Hook::Xdp => (xdp_action::REDIRECT, xdp_action::DROP),
+        Hook::Tc => (tc_action::REDIRECT, tc_action::SHOT),
+    };
     match r.retval as i32 {
-        xdp_action::REDIRECT => {
+        v if v == redirect => {
             let p: u16 =
                 m[0].strip_prefix("tx").and_then(|x| x.parse().ok()).unwrap_or_else(|| panic!("redirect without a tx count: {m:?}"));
             Outcome::Tx(p, out[..r.data_len].to_vec())
         }
-        xdp_action::DROP => Outcome::Drop(DropReason::from_name(&m[0]).unwrap_or_else(|| panic!("drop without a reason: {m:?}"))),
-        other => panic!("unexpected XDP action {other}"),
+        v if v == drop => Outcome::Drop(DropReason::from_name(&m[0]).unwrap_or_else(|| panic!("drop without a reason: {m:?}"))),
+        other => panic!("unexpected {hook:?} verdict {other}"),
     }
 }
 
@@ -80,6 +90,18 @@ fn engine_outcome(pipe: &mut fastpath_pipeline::Pipeline, pool: &mut Pool, ports
     out
 }
 
+/// Whether the kernel's skb test run (`bpf_prog_test_run_skb`) accepts `frame`: it refuses a
+/// frame of the Ethernet header alone, and an IPv4 or IPv6 frame shorter than its IP header
+/// (measured on Linux 6.18). The XDP leg still runs such frames.
+fn skb_test_run_takes(frame: &[u8]) -> bool {
+    let body = frame.len().saturating_sub(14);
+    match u16::from_be_bytes([frame[12], frame[13]]) {
+        0x0800 => body >= 20,
+        0x86dd => body >= 40,
+        _ => body >= 1,
+    }
+}
+
 /// Runs `frames` (ingress port, bytes) through both datapaths built from `spec` + `entries`.
 fn agree(tag: &str, spec: &str, entries: &str, cases: u32) {
     let ns = Netns::new(&format!("fpx-{tag}")).unwrap();
@@ -88,12 +110,14 @@ fn agree(tag: &str, spec: &str, entries: &str, cases: u32) {
     ns.run(move || {
         let prog = fastpath_pipeline::compile("t.toml", &spec).unwrap();
         let ports = [("p0", "x0"), ("p1", "x1")].map(|(n, i)| XdpPortSpec { name: n.into(), iface: i.into() });
-        let dp = XdpDatapath::build(prog.clone(), &ports).unwrap();
+        let mut dp = XdpDatapath::build(prog.clone(), &ports).unwrap();
         dp.load_entries("entries", &entries).unwrap();
+        dp.load_tc().unwrap();
         let mut pipe = prog.instantiate();
         pipe.load_entries("entries", &entries).unwrap();
         // The runner's closure is `Fn`: the engine and its pool live in a cell.
         let engine = std::cell::RefCell::new((pipe, Pool::new(8)));
+        let tc_runs = std::cell::Cell::new(0u32);
         let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
         runner
             .run(&frames(), |fs| {
@@ -101,12 +125,19 @@ fn agree(tag: &str, spec: &str, entries: &str, cases: u32) {
                 let (pipe, pool) = &mut *e;
                 for (port, f) in fs {
                     let want = engine_outcome(pipe, pool, 2, port, &f);
-                    let got = xdp_outcome(&dp, port, &f);
-                    prop_assert_eq!(&got, &want, "port {} frame {:02x?}", port, f);
+                    for (hook, prog) in [(Hook::Xdp, dp.prog()), (Hook::Tc, dp.tc_prog().unwrap())] {
+                        if hook == Hook::Tc && !skb_test_run_takes(&f) {
+                            continue;
+                        }
+                        tc_runs.set(tc_runs.get() + u32::from(hook == Hook::Tc));
+                        let got = bpf_outcome(&dp, prog, hook, port, &f);
+                        prop_assert_eq!(&got, &want, "{:?}: port {} frame {:02x?}", hook, port, f);
+                    }
                 }
                 Ok(())
             })
             .unwrap();
+        assert!(tc_runs.get() >= cases, "the tc program ran on {} frames only", tc_runs.get());
     })
     .unwrap();
 }

@@ -21,6 +21,10 @@
 //! before the pipeline runs; in generic mode the kfunc cannot be used (a device-bound program is
 //! refused there by `dev_xdp_attach`) and the program sees the frame without the tag — pinned
 //! here, so a kernel that starts to hand it over shows up.
+//!
+//! At the tc hook (`AttachMode::Tc`) the stack has already run `skb_vlan_untag`: an outer tag,
+//! 802.1Q or 802.1ad, is skb metadata before the program runs, so the program never sees 0x88a8
+//! at offset 12 (pinned here too; docs/xdp.md says so).
 //! Root only (CI runs as root); namespaces are removed on every path, panics included.
 
 #[path = "../../io/tests/netns_common/mod.rs"]
@@ -173,6 +177,20 @@ fn xdp_datapath_native_sees_and_forwards_the_inline_outer_tag() {
         return;
     }
     inline_tags(AttachMode::Native, "fp-xvn");
+}
+
+#[test]
+fn tc_mode_does_not_see_the_outer_tag_the_stack_took_out() {
+    if skip_unless_root() {
+        return;
+    }
+    let r = rig(AttachMode::Tc, false, "fp-xvt");
+    let sent: Vec<Vec<u8>> = (0..N).map(shaped).collect();
+    let got = send(&r, &sent, sent.len());
+    let c = r.dp.counters();
+    assert_eq!(c.rx[0], u64::from(N), "every frame reached the tc program: {c:?}");
+    assert_eq!(hits(&c), (0, u64::from(N)), "the outer tag was out of the frame before tc ran: {c:?}");
+    assert!(got.is_empty(), "{} frames forwarded", got.len());
 }
 
 /// Untagged and C-tagged frames sent while the sender's tc program pushes an S-tag held as skb

@@ -176,9 +176,15 @@ pub struct RunArgs {
 /// XDP attach mode on the command line.
 #[derive(Clone, Copy, ValueEnum)]
 pub(super) enum Mode {
+    /// Driver (native) XDP where the driver has it, else generic.
     Auto,
+    /// Driver XDP only.
     Native,
+    /// Generic (skb) XDP.
     Skb,
+    /// xdp: ports only: the pipeline at the tc hook (tcx ingress) instead of XDP; each skb is
+    /// forwarded whole, so TCP with the hosts' offloads on (64 KB GSO segments) is not copied.
+    Tc,
 }
 
 /// Zero-copy policy on the command line.
@@ -444,6 +450,7 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
             Mode::Auto => XdpMode::Auto,
             Mode::Native => XdpMode::Native,
             Mode::Skb => XdpMode::Skb,
+            Mode::Tc => return Err("--mode tc is for xdp: ports (the eBPF datapath); afxdp: ports use auto, native or skb".into()),
         },
         zero_copy: match a.zero_copy {
             Zc::Auto => ZeroCopy::Auto,

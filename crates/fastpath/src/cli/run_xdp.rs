@@ -67,10 +67,12 @@ pub fn run(a: &RunArgs, ports: &[(String, String)]) -> Result<(), String> {
         Mode::Auto => AttachMode::Auto,
         Mode::Native => AttachMode::Native,
         Mode::Skb => AttachMode::Skb,
+        Mode::Tc => AttachMode::Tc,
     };
     let modes = dp.attach(mode).map_err(|e| e.to_string())?;
     let list: Vec<String> = specs.iter().zip(&modes).map(|(p, m)| format!("{}={} ({m} mode)", p.name, p.iface)).collect();
-    eprintln!("fastpath: {} as an XDP program of {} instructions on {} (Ctrl-C stops)", a.spec.display(), dp.insns(), list.join(" "));
+    let hook = if matches!(a.mode, Mode::Tc) { "a tc" } else { "an XDP" };
+    eprintln!("fastpath: {} as {hook} program of {} instructions on {} (Ctrl-C stops)", a.spec.display(), dp.insns(), list.join(" "));
     let t0 = Instant::now();
     let tty = std::io::stdout().is_terminal();
     let mut ended_by = "signal";
