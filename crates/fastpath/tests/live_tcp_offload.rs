@@ -1,8 +1,9 @@
-//! TCP with the endpoints' offloads on, through both fastpath datapaths, checked by an
+//! TCP with the endpoints' offloads on, through every fastpath datapath, checked by an
 //! independent dissector: `fastpath lab tcp --check` sends a few MB with iperf3 from a sender
 //! whose checksum offload, TSO and GSO are on (veth's defaults) through `fastpath` (AF_XDP
-//! ports with `--multi-buffer`) and `fastpath-xdp` (the XDP datapath, generic mode, DUT veths at
-//! MTU 65,535), captures what the receiver gets, and reads the capture with tshark.
+//! ports with `--multi-buffer`), `fastpath-xdp` (the XDP datapath, generic mode, DUT veths at
+//! MTU 65,535) and `fastpath-tc` (the same program at tc ingress), captures what the receiver
+//! gets, and reads the capture with tshark.
 //!
 //! What must hold for each DUT: the transfer completes; tshark sees no bad IPv4 header checksum,
 //! no TCP checksum that is wrong (a checksum that holds the sender's pseudo-header sum is the
@@ -12,7 +13,7 @@
 //! more tshark retransmissions than were sent or reordered; the receiver's stack counted
 //! no checksum error (`TcpInCsumErrors`, the authority when a capture cannot verify). The AF_XDP
 //! DUT copies frames, so it must deliver MTU-sized frames with full checksums (it cut the
-//! sender's 64 KB segments); the XDP datapath must deliver the sender's GSO segments whole
+//! sender's 64 KB segments); the eBPF datapath (XDP and tc) must deliver the sender's GSO segments whole
 //! (frames above 1514 bytes). Bounded: `timeout 240` around the lab, which removes its
 //! namespaces on every exit path; checked after.
 
@@ -21,7 +22,7 @@ mod common;
 use std::process::Command;
 
 #[test]
-fn tcp_with_offloads_on_through_both_fastpath_datapaths_is_clean() {
+fn tcp_with_offloads_on_through_every_fastpath_datapath_is_clean() {
     if !common::root_or_skip() {
         return;
     }
@@ -30,7 +31,20 @@ fn tcp_with_offloads_on_through_both_fastpath_datapaths_is_clean() {
         assert!(found, "{prog} is needed (scripts/setup-lab.sh; tshark: scripts/test installs it)");
     }
     let out = Command::new("timeout")
-        .args(["-k", "5", "240", env!("CARGO_BIN_EXE_fastpath"), "lab", "tcp", "--dut", "fastpath", "--dut", "fastpath-xdp"])
+        .args([
+            "-k",
+            "5",
+            "240",
+            env!("CARGO_BIN_EXE_fastpath"),
+            "lab",
+            "tcp",
+            "--dut",
+            "fastpath",
+            "--dut",
+            "fastpath-xdp",
+            "--dut",
+            "fastpath-tc",
+        ])
         .args(["--duration", "0", "--check", "--transfer", "8M", "--json", "--report", "/dev/null"])
         .output()
         .unwrap();
@@ -39,7 +53,7 @@ fn tcp_with_offloads_on_through_both_fastpath_datapaths_is_clean() {
     let rows: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let unsupported: Vec<&serde_json::Value> = rows.iter().filter(|r| r["measurement"] == "unsupported").collect();
     assert!(unsupported.is_empty(), "a fastpath DUT could not carry offloaded TCP: {unsupported:?}\n{stderr}");
-    for dut in ["fastpath", "fastpath-xdp"] {
+    for dut in ["fastpath", "fastpath-xdp", "fastpath-tc"] {
         let check = rows
             .iter()
             .find(|r| r["measurement"] == "check" && r["dut"] == dut)
@@ -66,7 +80,7 @@ fn tcp_with_offloads_on_through_both_fastpath_datapaths_is_clean() {
             assert!(n("largest_frame") <= 1514, "the AF_XDP DUT cuts 64 KB segments to the MTU: {check}");
             assert_eq!(n("partial_tcp_checksums"), 0, "a copied frame needs its full checksum: {check}");
         } else {
-            assert!(n("largest_frame") > 1514, "the XDP datapath passes the sender's GSO segments whole: {check}");
+            assert!(n("largest_frame") > 1514, "the eBPF datapath passes the sender's GSO segments whole: {check}");
         }
         let t = rows
             .iter()
@@ -77,7 +91,7 @@ fn tcp_with_offloads_on_through_both_fastpath_datapaths_is_clean() {
     }
     // Every namespace the run created carries its PID: none may be left.
     let dut_ns: Vec<&str> = stderr.lines().filter_map(|l| l.split("DUT namespace ").nth(1)?.split([',', ' ']).next()).collect();
-    assert_eq!(dut_ns.len(), 2, "one DUT namespace per DUT:\n{stderr}");
+    assert_eq!(dut_ns.len(), 3, "one DUT namespace per DUT:\n{stderr}");
     let pid = dut_ns[0].split('-').nth(2).unwrap();
     let ns = fastpath_io::netns::ip(&["netns", "list"]).unwrap();
     assert!(!ns.lines().any(|l| l.contains(&format!("-{pid}-"))), "namespaces of the run left behind:\n{ns}");

@@ -34,6 +34,9 @@ pub enum DutKind {
     Fastpath,
     /// fastpath's XDP datapath: the pipeline compiled to eBPF, run in the ports' receive path.
     FastpathXdp,
+    /// The same eBPF datapath at the tc hook (tcx ingress, `--mode tc`): each skb, a 64 KB GSO
+    /// segment included, forwarded whole.
+    FastpathTc,
     /// Linux bridge, untuned.
     LinuxBridge,
     /// Linux bridge with threaded NAPI pinned to the DUT core and netfilter calls off.
@@ -48,9 +51,10 @@ pub enum DutKind {
 
 impl DutKind {
     /// Every kind, in report order.
-    pub const ALL: [DutKind; 7] = [
+    pub const ALL: [DutKind; 8] = [
         DutKind::Fastpath,
         DutKind::FastpathXdp,
+        DutKind::FastpathTc,
         DutKind::LinuxBridge,
         DutKind::LinuxBridgeTuned,
         DutKind::TestpmdAfXdp,
@@ -63,6 +67,7 @@ impl DutKind {
         match self {
             DutKind::Fastpath => "fastpath",
             DutKind::FastpathXdp => "fastpath-xdp",
+            DutKind::FastpathTc => "fastpath-tc",
             DutKind::LinuxBridge => "linux-bridge",
             DutKind::LinuxBridgeTuned => "linux-bridge-tuned",
             DutKind::TestpmdAfXdp => "testpmd-afxdp",
@@ -74,7 +79,7 @@ impl DutKind {
     /// The `--port` arguments of a fastpath DUT of this kind (`{in}`/`{out}` for the interfaces).
     pub fn fastpath_ports(self) -> [&'static str; 2] {
         match self {
-            DutKind::FastpathXdp => ["p0=xdp:{in}", "p1=xdp:{out}"],
+            DutKind::FastpathXdp | DutKind::FastpathTc => ["p0=xdp:{in}", "p1=xdp:{out}"],
             _ => ["p0=afxdp:{in}", "p1=afxdp:{out}"],
         }
     }
@@ -83,9 +88,18 @@ impl DutKind {
     /// otherwise. `fastpath-xdp`: `skb`, because the senders hand the DUT skbs (the probes, the
     /// kernel stack) and generic XDP runs on the skb as it is, where native XDP on veth copies
     /// each into a page first (3 runs each, 64 B: p50 2.2 / 2.0 µs at 0.02 / 0.25 Mpps in skb
-    /// mode against 3.1 / 2.7 in native mode; docs/xdp.md).
+    /// mode against 3.1 / 2.7 in native mode; docs/xdp.md). `fastpath-tc`: `tc`.
     pub fn fastpath_mode(self) -> Option<&'static str> {
-        (self == DutKind::FastpathXdp).then_some("skb")
+        match self {
+            DutKind::FastpathXdp => Some("skb"),
+            DutKind::FastpathTc => Some("tc"),
+            _ => None,
+        }
+    }
+
+    /// True for the DUTs that are fastpath (any datapath).
+    pub fn is_fastpath(self) -> bool {
+        matches!(self, DutKind::Fastpath | DutKind::FastpathXdp | DutKind::FastpathTc)
     }
 
     /// Parses a name; `testpmd` means `testpmd-afxdp` and `ovs` means `ovs-afxdp`.
@@ -286,7 +300,7 @@ impl Dut {
             DutKind::LinuxBridge | DutKind::LinuxBridgeTuned => d.bridge(site, cfg)?,
             DutKind::TestpmdAfXdp | DutKind::TestpmdAfPacket => d.testpmd(site, cfg)?,
             DutKind::OvsAfXdp => d.ovs(site, cfg)?,
-            DutKind::Fastpath | DutKind::FastpathXdp => d.fastpath(site, cfg)?,
+            DutKind::Fastpath | DutKind::FastpathXdp | DutKind::FastpathTc => d.fastpath(site, cfg)?,
         }
         if let Some(n) = cfg.nice {
             d.renice(n)?;
@@ -562,10 +576,13 @@ impl Dut {
             let _ = ns_exec(&self.ns, &["ip", "link", "del", &br]);
         }
         if let Some(d) = self.tmp.take() {
-            if matches!(self.kind, DutKind::Fastpath | DutKind::FastpathXdp) {
+            if self.kind.is_fastpath() {
                 // The ports' own lines: the XDP mode obtained, and the kernel's loss counters.
                 let log = std::fs::read_to_string(d.join("fastpath.log")).unwrap_or_default();
-                for l in log.lines().filter(|l| l.starts_with("fastpath: af_xdp") || l.contains("as an XDP program")) {
+                for l in log
+                    .lines()
+                    .filter(|l| l.starts_with("fastpath: af_xdp") || l.contains("as an XDP program") || l.contains("as a tc program"))
+                {
                     eprintln!("  DUT {l}");
                 }
             }

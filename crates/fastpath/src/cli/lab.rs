@@ -13,7 +13,8 @@
 //! (per port, per stage with cycles per packet) are printed on stderr after the run; the spec and entries are written to a
 //! temporary directory so the binary needs no source tree. The `fastpath-xdp` DUT is the same
 //! command with `--port p0=xdp:dut0 --port p1=xdp:dut1 --mode skb`: the pipeline compiled to an
-//! XDP program (`fastpath_xdp`) that forwards in the ports' receive path.
+//! XDP program (`fastpath_xdp`) that forwards in the ports' receive path; `fastpath-tc` runs
+//! the same program at the tc hook (`--mode tc`).
 //!
 //! `fastpath lab overlay` is different: tenant A ▸ DUT ▸ tenant B namespaces whose kernels run
 //! real VXLAN interfaces; DUTs `fastpath` (this binary running `pipelines/sdn-overlay.toml`) and
@@ -66,7 +67,7 @@ const L2FWD_ENTRIES: &str = "table port_pair add 0 => forward(1)\ntable port_pai
 
 /// The tcp test's DUTs when none is named: both fastpath datapaths and the baselines a switch
 /// user would otherwise run.
-const TCP_DUTS: [DutKind; 4] = [DutKind::Fastpath, DutKind::FastpathXdp, DutKind::LinuxBridge, DutKind::OvsAfXdp];
+const TCP_DUTS: [DutKind; 5] = [DutKind::Fastpath, DutKind::FastpathXdp, DutKind::FastpathTc, DutKind::LinuxBridge, DutKind::OvsAfXdp];
 
 /// Which lab test.
 #[derive(Clone, Copy, ValueEnum)]
@@ -116,12 +117,12 @@ pub enum LabTest {
 /// Arguments of `fastpath lab`.
 #[derive(Args)]
 #[command(after_help = "\
-DUTs: fastpath, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp \
+DUTs: fastpath, fastpath-xdp, fastpath-tc, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp \
 (repeat --dut to measure several in one run). Needs root and a kernel with XDP sockets \
 (>= 5.18 for the live-frames generator).\n\nExamples:\n  \
 fastpath lab rfc2544 --dut fastpath --dut linux-bridge-tuned --sizes 64,1518 --runs 3 --json\n  \
 fastpath lab tcp --streams 1,4 --pairs 2 --duration 10 --interval 1 --transfer 1G --check\n  \
-fastpath lab tcp --dut fastpath-xdp --dut linux-bridge --pairs 2 --duration 600 --interval 60 --transfer 1G,4G,16G\n  \
+fastpath lab tcp --dut fastpath-tc --dut linux-bridge --pairs 2 --duration 600 --interval 60 --transfer 1G,4G,16G\n  \
 fastpath lab gen --sizes 64,1518 --trial-s 2\n  \
 fastpath lab overlay --dut fastpath --dut linux-vxlan --duration 10 --streams 4 --json\n  \
 fastpath lab incast --senders 2,4,8,16 --flows-per-sender 2 --bytes 8m --rate 100mbit --buffer 1m\n  \
@@ -131,11 +132,12 @@ fastpath lab bng-rfc2544 --subscribers 40000,80000,256000 --json\n  \
 fastpath lab update-under-load --updates 10000 --batch 100 --load 0.9 --duration 10 --via p4rt\n  \
 fastpath lab bng-dhcp --subscribers 1000 --perfdhcp-rate 500,1000,2000,5000 --json-out dhcp.jsonl --report dhcp.html\n  \
 fastpath lab metrics-cost --scrape-rate 10,1 --repeat 6 --trial-s 3\n\n\
-tcp (all four by default: fastpath, fastpath-xdp, linux-bridge, ovs-afxdp): N sender/receiver namespace \
+tcp (all five by default: fastpath, fastpath-xdp, fastpath-tc, linux-bridge, ovs-afxdp): N sender/receiver namespace \
 pairs (--pairs) through one DUT, each pair on its own two DUT ports; the endpoints keep checksum offload, \
 TSO, GSO and GRO on (--no-offloads: all off). fastpath runs with --multi-buffer (64 KB segments cut into \
 MTU-sized ones with full checksums in its AF_XDP ports), fastpath-xdp in generic mode on DUT veths of MTU \
-65535 (GSO segments cross whole). Each DUT first carries a probe transfer (4 MiB); one that cannot is \
+65535 (GSO segments cross whole, copied once by generic XDP), fastpath-tc at tc ingress (each skb forwarded \
+whole by bpf_redirect, nothing copied). Each DUT first carries a probe transfer (4 MiB); one that cannot is \
 reported with the counters that say why. Per run: throughput per pair and summed at every --interval, \
 retransmits, CPU per core (machine, softirq, the DUT's threads) and CPU per Gbit/s; --transfer sizes: \
 completion time with all pairs transferring at once; --check: tshark on the probe (checksums, \
@@ -358,8 +360,9 @@ pub struct LabArgs {
     /// socket, --ctl).
     #[arg(long, default_value = "p4rt", value_parser = update::Via::parse)]
     via: update::Via,
-    /// Extra argument for the `fastpath` and `fastpath-xdp` DUTs' `fastpath run` (repeat), e.g.
-    /// --fastpath-arg=--busy-poll=50 (AF_XDP ports), --fastpath-arg=--mode=native (xdp ports).
+    /// Extra argument for the `fastpath`, `fastpath-xdp` and `fastpath-tc` DUTs' `fastpath run`
+    /// (repeat), e.g. --fastpath-arg=--busy-poll=50 (AF_XDP ports), --fastpath-arg=--mode=native
+    /// (xdp ports).
     #[arg(long = "fastpath-arg", allow_hyphen_values = true)]
     fastpath_args: Vec<String>,
 }
@@ -395,7 +398,8 @@ impl Drop for TempDir {
     }
 }
 
-/// The `fastpath run …` command line the lab starts for the `fastpath` and `fastpath-xdp` DUTs.
+/// The `fastpath run …` command line the lab starts for the `fastpath`, `fastpath-xdp` and
+/// `fastpath-tc` DUTs.
 fn fastpath_cmd(kind: DutKind, exe: &str, spec: &str, entries: &str, core: usize, extra: &[String]) -> Vec<String> {
     let [p0, p1] = kind.fastpath_ports();
     let mut v: Vec<String> =
@@ -620,8 +624,13 @@ fn tcp_row(v: &serde_json::Value) -> Option<String> {
                 .map(|a| a.iter().map(|p| format!("{:.2}", p["gbps"].as_f64().unwrap_or(f64::NAN))).collect())
                 .unwrap_or_default();
             let per = |k: &str| v[k].as_f64().map_or("–".to_owned(), |x| format!("{x:.1}"));
+            let held = &v["vs_first_interval"];
+            let held = match (held["min_ratio"].as_f64(), held["last_ratio"].as_f64()) {
+                (Some(lo), Some(last)) => format!("  vs the first interval: lowest {lo:.3}, last {last:.3}"),
+                _ => String::new(),
+            };
             format!(
-                "{:<13} {} {:>2} stream(s) × {} pair(s) {:>7.2} Gbit/s ({})  {} retransmits  DUT CPU {:.0} %  machine CPU {:.0} % (per core {})  CPU % per Gbit/s: DUT {} machine {}\n",
+                "{:<13} {} {:>2} stream(s) × {} pair(s) {:>7.2} Gbit/s ({})  {} retransmits  DUT CPU {:.0} %  machine CPU {:.0} % (per core {})  CPU % per Gbit/s: DUT {} machine {}{held}\n",
                 s("dut"),
                 s("tool"),
                 u("streams"),
@@ -994,7 +1003,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
     ) && !switch_test
         && a.duts.is_empty()
     {
-        return Err("name at least one --dut (fastpath, fastpath-xdp, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
+        return Err("name at least one --dut (fastpath, fastpath-xdp, fastpath-tc, linux-bridge, linux-bridge-tuned, testpmd-afxdp, testpmd-afpacket, ovs-afxdp)".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
     let dir = TempDir(std::env::temp_dir().join(format!("fastpath-lab-{}", std::process::id())));
@@ -1175,7 +1184,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
             r.json_lines()
         }
     };
-    for k in [DutKind::Fastpath, DutKind::FastpathXdp] {
+    for k in [DutKind::Fastpath, DutKind::FastpathXdp, DutKind::FastpathTc] {
         if let Ok(text) = std::fs::read_to_string(counters(k)) {
             // Where the DUT's packets (and cycles) went from its last start to its stop (all sizes).
             eprintln!("{} DUT counters (its last start):\n{}", k.name(), text.trim_end());
@@ -1212,6 +1221,8 @@ mod tests {
         );
         let x = fastpath_cmd(DutKind::FastpathXdp, "/bin/fp", "/t/l2fwd.toml", "/t/e.txt", 1, &[]);
         assert_eq!(x.join(" "), "/bin/fp run /t/l2fwd.toml --entries /t/e.txt --port p0=xdp:{in} --port p1=xdp:{out} --core 1 --mode skb");
+        let t = fastpath_cmd(DutKind::FastpathTc, "/bin/fp", "/t/l2fwd.toml", "/t/e.txt", 1, &[]);
+        assert_eq!(t.join(" "), "/bin/fp run /t/l2fwd.toml --entries /t/e.txt --port p0=xdp:{in} --port p1=xdp:{out} --core 1 --mode tc");
         let n = fastpath_cmd(DutKind::FastpathXdp, "/bin/fp", "/t/l2fwd.toml", "/t/e.txt", 1, &["--mode=native".into()]);
         assert_eq!(
             n.join(" "),
@@ -1418,7 +1429,7 @@ mod tests {
         assert_eq!((a.pairs, a.seconds, a.interval, a.check, a.no_offloads), (2, 600, 60, true, false));
         assert_eq!(a.transfers, vec![1 << 30, 4 << 30, 16 << 30]);
         assert!(a.duts.is_empty(), "no --dut: the four TCP DUTs");
-        assert_eq!(TCP_DUTS.map(DutKind::name), ["fastpath", "fastpath-xdp", "linux-bridge", "ovs-afxdp"]);
+        assert_eq!(TCP_DUTS.map(DutKind::name), ["fastpath", "fastpath-xdp", "fastpath-tc", "linux-bridge", "ovs-afxdp"]);
         let a = lab_args(&["tcp"]).unwrap();
         assert_eq!((a.pairs, a.seconds, a.interval, a.transfers.len()), (1, 10, 1, 0));
         assert!(lab_args(&["tcp", "--pairs", "0"]).err().is_some_and(|e| e.contains("--pairs")));
@@ -1429,7 +1440,7 @@ mod tests {
 
     #[test]
     fn table_shows_tcp_rows() {
-        let l = r#"{"test":"tcp","dut":"fastpath-xdp","tool":"iperf3","streams":1,"gbps":9.5,"pairs":2,"per_pair":[{"pair":0,"gbps":5.0},{"pair":1,"gbps":4.5}],"retransmits":12,"dut_cpu_pct":0.0,"machine_cpu_pct":190.0,"core_cpu_pct":[95.0,95.0],"machine_cpu_pct_per_gbps":20.0,"dut_cpu_pct_per_gbps":0.0}
+        let l = r#"{"test":"tcp","dut":"fastpath-xdp","tool":"iperf3","streams":1,"gbps":9.5,"pairs":2,"per_pair":[{"pair":0,"gbps":5.0},{"pair":1,"gbps":4.5}],"retransmits":12,"dut_cpu_pct":0.0,"machine_cpu_pct":190.0,"core_cpu_pct":[95.0,95.0],"machine_cpu_pct_per_gbps":20.0,"dut_cpu_pct_per_gbps":0.0,"vs_first_interval":{"first_gbps":9.8,"min_ratio":0.93,"min_at_s":120.0,"max_deviation":0.07,"last_ratio":0.99}}
 {"test":"tcp","measurement":"transfer","dut":"linux-bridge","bytes":1073741824,"completion_s":[0.9,1.1],"all_done_s":1.1,"gbps":15.6,"retransmits":0,"dut_cpu_pct":0.0,"machine_cpu_pct":180.0}
 {"test":"tcp","measurement":"check","dut":"fastpath","bytes":4194304,"seconds":0.02,"frames":2900,"largest_frame":1514,"bad_ip_checksums":0,"bad_tcp_checksums":0,"partial_tcp_checksums":0,"retransmissions":0,"receiver_csum_errors":0}
 {"test":"tcp","measurement":"unsupported","dut":"ovs-afxdp","why":"cannot carry offloaded TCP: the probe did not complete"}"#;
@@ -1437,7 +1448,10 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 4, "{t}");
         assert!(
-            lines[0].contains("× 2 pair(s)") && lines[0].contains("9.50 Gbit/s (5.00 + 4.50)") && lines[0].contains("machine 20.0"),
+            lines[0].contains("× 2 pair(s)")
+                && lines[0].contains("9.50 Gbit/s (5.00 + 4.50)")
+                && lines[0].contains("machine 20.0")
+                && lines[0].contains("vs the first interval: lowest 0.930, last 0.990"),
             "{t}"
         );
         assert!(lines[1].contains("done in 0.90 / 1.10 s") && lines[1].contains("15.60 Gbit/s"), "{t}");

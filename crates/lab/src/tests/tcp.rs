@@ -169,6 +169,43 @@ pub struct TcpRow {
     pub dut_cpu_pct_per_gbps: Option<f64>,
     /// Every interval's CPU sample.
     pub cpu: Vec<CpuSample>,
+    /// The summed throughput of every later interval against the first (the switch-server's
+    /// stability test); null with fewer than two intervals.
+    pub vs_first_interval: Option<VsFirst>,
+}
+
+/// How a run's summed throughput held against its first interval.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct VsFirst {
+    /// The first interval's summed throughput, Gbit/s.
+    pub first_gbps: f64,
+    /// The lowest later interval ÷ the first.
+    pub min_ratio: f64,
+    /// When that interval ended, seconds since the start.
+    pub min_at_s: f64,
+    /// The largest |later interval ÷ the first − 1|.
+    pub max_deviation: f64,
+    /// The last interval ÷ the first.
+    pub last_ratio: f64,
+}
+
+impl VsFirst {
+    /// Of a (seconds, Gbit/s) series; `None` with fewer than two intervals or a first of 0.
+    pub fn of(series: &[(f64, f64)]) -> Option<VsFirst> {
+        let (&(_, first), rest) = series.split_first()?;
+        if rest.is_empty() || first <= 0.0 {
+            return None;
+        }
+        let (mut min_ratio, mut min_at_s, mut max_deviation) = (f64::INFINITY, 0.0, 0.0f64);
+        for &(t, g) in rest {
+            let r = g / first;
+            if r < min_ratio {
+                (min_ratio, min_at_s) = (r, t);
+            }
+            max_deviation = max_deviation.max((r - 1.0).abs());
+        }
+        Some(VsFirst { first_gbps: first, min_ratio, min_at_s, max_deviation, last_ratio: rest[rest.len() - 1].1 / first })
+    }
 }
 
 /// File transfers of one size through one DUT, one per pair at once (one JSON line).
@@ -373,6 +410,10 @@ pub fn dut_setup(dc: &DutConfig, offloads: bool) -> (DutConfig, String) {
                 )
             }
         }
+        (DutKind::FastpathTc, true) => "eBPF datapath at tc ingress (tcx, --mode tc): each skb, a 64 KB GSO segment \
+                                         included, goes on whole by bpf_redirect, nothing copied, its segment size and \
+                                         checksum state intact; DUT veths at the hosts' MTU"
+            .to_owned(),
         (DutKind::LinuxBridge | DutKind::LinuxBridgeTuned, true) => "forwards the GSO skbs as they are".to_owned(),
         (_, true) => "runs as it is (no large-frame or checksum-offload setting)".to_owned(),
     };
@@ -970,6 +1011,7 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                     dut_core_cpu_pct: mean_columns(cpu.iter().map(|c| c.dut_core_pct.clone())),
                     machine_cpu_pct_per_gbps: per_gbps(m.machine_cpu_pct, m.gbps),
                     dut_cpu_pct_per_gbps: per_gbps(m.dut_cpu_pct, m.gbps),
+                    vs_first_interval: VsFirst::of(&m.gbps_over_time),
                     cpu,
                     m,
                 };
@@ -984,6 +1026,18 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
                     row.m.machine_cpu_pct,
                     row.machine_cpu_pct_per_gbps.map_or("–".into(), |x| format!("{x:.1}"))
                 ));
+                if let Some(v) = row.vs_first_interval {
+                    progress(&format!(
+                        "{name} {} ×{n}: against the first interval ({:.2} Gbit/s): lowest {:.3} (at {:.0} s), last {:.3}, \
+                         largest deviation {:.1} %",
+                        tool.name(),
+                        v.first_gbps,
+                        v.min_ratio,
+                        v.min_at_s,
+                        v.last_ratio,
+                        v.max_deviation * 100.0
+                    ));
+                }
                 out.rows.push(row);
             }
         }
@@ -1156,6 +1210,7 @@ impl TcpResults {
                             .join(" / "),
                         f1(r.dut_cpu_pct_per_gbps),
                         f1(r.machine_cpu_pct_per_gbps),
+                        r.vs_first_interval.map_or("–".to_owned(), |v| format!("{:.3} / {:.3}", v.min_ratio, v.last_ratio)),
                     ]
                 })
                 .collect();
@@ -1172,6 +1227,7 @@ impl TcpResults {
                     "per core % (softirq)",
                     "DUT CPU % per Gbit/s",
                     "machine CPU % per Gbit/s",
+                    "vs the first interval: lowest / last",
                 ],
                 rows,
             );
@@ -1400,6 +1456,16 @@ mod tests {
     }
 
     #[test]
+    fn later_intervals_are_judged_against_the_first() {
+        let v = VsFirst::of(&[(60.0, 10.0), (120.0, 9.0), (180.0, 10.8), (240.0, 9.5)]).unwrap();
+        assert_eq!((v.first_gbps, v.min_at_s), (10.0, 120.0));
+        assert!((v.min_ratio - 0.9).abs() < 1e-12 && (v.last_ratio - 0.95).abs() < 1e-12, "{v:?}");
+        assert!((v.max_deviation - 0.1).abs() < 1e-12, "the lowest (-10 %) outweighs the highest (+8 %): {v:?}");
+        assert_eq!(VsFirst::of(&[(60.0, 10.0)]), None, "one interval: nothing to compare");
+        assert_eq!(VsFirst::of(&[(60.0, 0.0), (120.0, 1.0)]), None, "a first interval of nothing");
+        assert_eq!(VsFirst::of(&[]), None);
+    }
+    #[test]
     fn sizes_parse_in_binary_multiples_like_iperf3() {
         assert_eq!(parse_size("1G").unwrap(), 1 << 30);
         assert_eq!(parse_size("16g").unwrap(), 16 << 30);
@@ -1527,9 +1593,17 @@ mod tests {
         assert!(note.contains("65535"), "{note}");
         assert_eq!((dut_mtu(DutKind::FastpathXdp, true), dut_mtu(DutKind::FastpathXdp, false)), (65535, 1500));
         assert_eq!(
-            (dut_mtu(DutKind::Fastpath, true), dut_mtu(DutKind::LinuxBridge, true), dut_mtu(DutKind::OvsAfXdp, true)),
-            (1500, 1500, 1500)
+            (
+                dut_mtu(DutKind::Fastpath, true),
+                dut_mtu(DutKind::FastpathTc, true),
+                dut_mtu(DutKind::LinuxBridge, true),
+                dut_mtu(DutKind::OvsAfXdp, true)
+            ),
+            (1500, 1500, 1500, 1500)
         );
+        let (t, note) = dut_setup(&DutConfig::new(DutKind::FastpathTc), true);
+        assert!(t.fastpath_cmd.windows(2).any(|w| w[0] == "--mode" && w[1] == "tc"), "{:?}", t.fastpath_cmd);
+        assert!(note.contains("bpf_redirect"), "{note}");
         let mut nat = DutConfig::new(DutKind::FastpathXdp);
         nat.fastpath_cmd.push("--mode=native".into());
         assert!(dut_setup(&nat, true).1.contains("native"));
