@@ -787,6 +787,12 @@ impl Prog {
     /// `ENODEV` for a missing device; as [`Prog::test_run_xdp`] otherwise.
     pub fn test_run_xdp_on(&self, ingress_ifindex: u32, data: &[u8], out: &mut [u8]) -> Result<TestRun, BpfError> {
         let mut ctx = XdpMdCtx { data: 0, data_end: data.len() as u32, ingress_ifindex, ..Default::default() };
+        self.test_run_once(data, out, &mut ctx as *mut XdpMdCtx as u64, std::mem::size_of::<XdpMdCtx>(), "prog test run")
+    }
+
+    /// One run of the program on a copy of `data` with the context at `ctx_in` (`ctx_size`
+    /// bytes); the frame it leaves goes to `out`.
+    fn test_run_once(&self, data: &[u8], out: &mut [u8], ctx_in: u64, ctx_size: usize, what: &'static str) -> Result<TestRun, BpfError> {
         let mut a = TestRunAttr {
             prog_fd: self.fd() as u32,
             data_size_in: data.len() as u32,
@@ -794,12 +800,12 @@ impl Prog {
             data_out: out.as_mut_ptr() as u64,
             data_size_out: out.len() as u32,
             repeat: 1,
-            ctx_size_in: std::mem::size_of::<XdpMdCtx>() as u32,
-            ctx_in: &mut ctx as *mut XdpMdCtx as u64,
+            ctx_size_in: ctx_size as u32,
+            ctx_in,
             ..Default::default()
         };
         if sys_bpf(BPF_PROG_TEST_RUN, &mut a) < 0 {
-            return Err(BpfError::last("prog test run"));
+            return Err(BpfError::last(what));
         }
         Ok(TestRun { retval: a.retval, duration_ns: a.duration, data_len: a.data_size_out as usize })
     }
@@ -816,21 +822,7 @@ impl Prog {
         // `struct __sk_buff` up to `ifindex` (the kernel takes a prefix and zeroes the rest).
         let mut ctx = [0u32; 11];
         ctx[sk_buff::IFINDEX as usize / 4] = ifindex;
-        let mut a = TestRunAttr {
-            prog_fd: self.fd() as u32,
-            data_size_in: data.len() as u32,
-            data_in: data.as_ptr() as u64,
-            data_out: out.as_mut_ptr() as u64,
-            data_size_out: out.len() as u32,
-            repeat: 1,
-            ctx_size_in: std::mem::size_of_val(&ctx) as u32,
-            ctx_in: ctx.as_mut_ptr() as u64,
-            ..Default::default()
-        };
-        if sys_bpf(BPF_PROG_TEST_RUN, &mut a) < 0 {
-            return Err(BpfError::last("prog test run (skb)"));
-        }
-        Ok(TestRun { retval: a.retval, duration_ns: a.duration, data_len: a.data_size_out as usize })
+        self.test_run_once(data, out, ctx.as_mut_ptr() as u64, std::mem::size_of_val(&ctx), "prog test run (skb)")
     }
 
     /// Runs an XDP program on live frames (`BPF_F_TEST_XDP_LIVE_FRAMES`, kernel ≥ 5.18): the

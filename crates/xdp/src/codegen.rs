@@ -657,6 +657,18 @@ pub fn vlan_restore_prologue(kfunc_id: u32) -> [Insn; VLAN_PROLOGUE_LEN] {
     out
 }
 
+/// A compare chain: for the first `(from, to)` with `r2 == from`, `r1 = to` and a jump to
+/// `found`; falls through when none matches.
+fn translate(a: &mut Asm, pairs: impl Iterator<Item = (i32, i32)>, found: Label) {
+    for (from, to) in pairs {
+        let next = a.label();
+        a.jmp_imm(Jmp::Ne, R2, from, next);
+        a.alu_imm(Alu::Mov, R1, to);
+        a.ja(found);
+        a.bind(next);
+    }
+}
+
 /// Generates the program for `p` (which must pass [`check`]) over ports whose ifindexes are
 /// `ifindexes` (port `i` is `ifindexes[i]`), referring to the maps in `maps`, for `hook`.
 pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Vec<Insn> {
@@ -669,13 +681,7 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     // in_port from the receiving device.
     a.ldx(Size::W, R2, R6, ctx_ifindex);
     let have = a.label();
-    for (port, &ifx) in ifindexes.iter().enumerate() {
-        let next = a.label();
-        a.jmp_imm(Jmp::Ne, R2, ifx as i32, next);
-        a.alu_imm(Alu::Mov, R1, port as i32);
-        a.ja(have);
-        a.bind(next);
-    }
+    translate(a, ifindexes.iter().enumerate().map(|(port, &ifx)| (ifx as i32, port as i32)), have);
     a.ret(hook.pass());
     a.bind(have);
     a.stx(Size::Dw, R10, IN_PORT, R1);
@@ -748,13 +754,7 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
             // The port's ifindex by a compare chain (the port is in range, checked above), then
             // out of that device's egress.
             let found = a.label();
-            for (port, &ifx) in ifindexes.iter().enumerate() {
-                let next = a.label();
-                a.jmp_imm(Jmp::Ne, R2, port as i32, next);
-                a.alu_imm(Alu::Mov, R1, ifx as i32);
-                a.ja(found);
-                a.bind(next);
-            }
+            translate(a, ifindexes.iter().enumerate().map(|(port, &ifx)| (port as i32, ifx as i32)), found);
             a.ret(tc_action::SHOT);
             a.bind(found);
             a.alu_imm(Alu::Mov, R2, 0);
