@@ -122,6 +122,7 @@ DUTs: fastpath, fastpath-xdp, fastpath-tc, linux-bridge, linux-bridge-tuned, tes
 (>= 5.18 for the live-frames generator).\n\nExamples:\n  \
 fastpath lab rfc2544 --dut fastpath --dut linux-bridge-tuned --sizes 64,1518 --runs 3 --json\n  \
 fastpath lab tcp --streams 1,4 --pairs 2 --duration 10 --interval 1 --transfer 1G --check\n  \
+fastpath lab tcp --dut fastpath-tc --dut linux-bridge --pairs 2 --duration 20 --interval 5 --runs 3\n  \
 fastpath lab tcp --dut fastpath-tc --dut linux-bridge --pairs 2 --duration 600 --interval 60 --transfer 1G,4G,16G\n  \
 fastpath lab gen --sizes 64,1518 --trial-s 2\n  \
 fastpath lab overlay --dut fastpath --dut linux-vxlan --duration 10 --streams 4 --json\n  \
@@ -187,7 +188,9 @@ pub struct LabArgs {
     max_trials: u32,
     /// Times the whole rfc2544 measurement runs, every DUT once per run (in reverse order on
     /// every other run); each result is the median run, with the spread over the runs. A shared
-    /// machine is noisy: give 3 or more for figures you publish.
+    /// machine is noisy: give 3 or more for figures you publish. tcp: the throughput runs are
+    /// repeated so, and a median line per DUT and stream count gives the ratios to the first
+    /// non-fastpath DUT named (the check and the transfers run once).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
     /// Acceptable loss ratio (0 = RFC 2544; 0.005 = 0.5 %) [default: 0; bng-rfc2544 0.005].
@@ -589,6 +592,25 @@ fn tcp_row(v: &serde_json::Value) -> Option<String> {
             .unwrap_or_default()
     };
     Some(match v.get("measurement").and_then(serde_json::Value::as_str) {
+        Some("median") => {
+            let ratio = |k: &str| v[k].as_f64().map_or("–".to_owned(), |x| format!("{x:.3}"));
+            let vs = match v["baseline"].as_str() {
+                Some(b) if b != v["dut"].as_str().unwrap_or("") => {
+                    format!("  vs {b}: Gbit/s {}×, CPU per Gbit/s {}×", ratio("vs_baseline_gbps"), ratio("vs_baseline_cpu_per_gbps"))
+                }
+                _ => String::new(),
+            };
+            format!(
+                "{:<13} median of {} runs, {:>2} stream(s): {:.2} Gbit/s ({:.2}–{:.2}), machine CPU % per Gbit/s {}{vs}\n",
+                s("dut"),
+                u("runs"),
+                u("streams"),
+                f("gbps"),
+                f("gbps_min"),
+                f("gbps_max"),
+                v["machine_cpu_pct_per_gbps"].as_f64().map_or("–".to_owned(), |x| format!("{x:.1}"))
+            )
+        }
         Some("transfer") => format!(
             "{:<13} transfer {:>12} B per pair: done in {} s (all {:.2} s, {:.2} Gbit/s), {} retransmits, DUT CPU {:.0} %, machine CPU {:.0} %\n",
             s("dut"),
@@ -1060,6 +1082,7 @@ pub fn run(a: LabArgs) -> Result<(), String> {
                 transfers: a.transfers.clone(),
                 check: a.check,
                 offloads: !a.no_offloads,
+                runs: a.runs,
                 ..TcpConfig::default()
             };
             let r = tcp::run(&cfg, &mut progress).map_err(|e| e.to_string())?;
@@ -1430,6 +1453,8 @@ mod tests {
         assert_eq!(a.transfers, vec![1 << 30, 4 << 30, 16 << 30]);
         assert!(a.duts.is_empty(), "no --dut: the four TCP DUTs");
         assert_eq!(TCP_DUTS.map(DutKind::name), ["fastpath", "fastpath-xdp", "fastpath-tc", "linux-bridge", "ovs-afxdp"]);
+        let a = lab_args(&["tcp", "--runs", "3"]).unwrap();
+        assert_eq!(a.runs, 3);
         let a = lab_args(&["tcp"]).unwrap();
         assert_eq!((a.pairs, a.seconds, a.interval, a.transfers.len()), (1, 10, 1, 0));
         assert!(lab_args(&["tcp", "--pairs", "0"]).err().is_some_and(|e| e.contains("--pairs")));
@@ -1443,10 +1468,17 @@ mod tests {
         let l = r#"{"test":"tcp","dut":"fastpath-xdp","tool":"iperf3","streams":1,"gbps":9.5,"pairs":2,"per_pair":[{"pair":0,"gbps":5.0},{"pair":1,"gbps":4.5}],"retransmits":12,"dut_cpu_pct":0.0,"machine_cpu_pct":190.0,"core_cpu_pct":[95.0,95.0],"machine_cpu_pct_per_gbps":20.0,"dut_cpu_pct_per_gbps":0.0,"vs_first_interval":{"first_gbps":9.8,"min_ratio":0.93,"min_at_s":120.0,"max_deviation":0.07,"last_ratio":0.99}}
 {"test":"tcp","measurement":"transfer","dut":"linux-bridge","bytes":1073741824,"completion_s":[0.9,1.1],"all_done_s":1.1,"gbps":15.6,"retransmits":0,"dut_cpu_pct":0.0,"machine_cpu_pct":180.0}
 {"test":"tcp","measurement":"check","dut":"fastpath","bytes":4194304,"seconds":0.02,"frames":2900,"largest_frame":1514,"bad_ip_checksums":0,"bad_tcp_checksums":0,"partial_tcp_checksums":0,"retransmissions":0,"receiver_csum_errors":0}
-{"test":"tcp","measurement":"unsupported","dut":"ovs-afxdp","why":"cannot carry offloaded TCP: the probe did not complete"}"#;
+{"test":"tcp","measurement":"unsupported","dut":"ovs-afxdp","why":"cannot carry offloaded TCP: the probe did not complete"}
+{"test":"tcp","measurement":"median","dut":"fastpath-tc","tool":"iperf3","streams":4,"runs":3,"gbps":12.27,"gbps_min":12.07,"gbps_max":12.47,"machine_cpu_pct_per_gbps":8.35,"baseline":"linux-bridge","vs_baseline_gbps":1.05,"vs_baseline_cpu_per_gbps":0.977}"#;
         let t = table(l);
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 4, "{t}");
+        assert_eq!(lines.len(), 5, "{t}");
+        assert!(
+            lines[4].contains("median of 3 runs")
+                && lines[4].contains("12.27 Gbit/s (12.07–12.47)")
+                && lines[4].contains("vs linux-bridge: Gbit/s 1.050×, CPU per Gbit/s 0.977×"),
+            "{t}"
+        );
         assert!(
             lines[0].contains("× 2 pair(s)")
                 && lines[0].contains("9.50 Gbit/s (5.00 + 4.50)")

@@ -82,6 +82,10 @@ pub struct TcpConfig {
     /// The endpoints keep checksum offload, TSO, GSO and GRO on (default); off: all four off,
     /// for every DUT (the lab's behaviour before the DUTs carried offloaded TCP).
     pub offloads: bool,
+    /// Times every DUT's throughput runs are repeated, the DUTs in the order given on odd runs
+    /// and reversed on even ones; with more than one, [`MedianRow`]s summarise them. The probe
+    /// runs every time; the check and the transfers on the first run only.
+    pub runs: u32,
 }
 
 impl Default for TcpConfig {
@@ -97,6 +101,7 @@ impl Default for TcpConfig {
             check: false,
             probe_bytes: 4 << 20,
             offloads: true,
+            runs: 1,
         }
     }
 }
@@ -142,6 +147,8 @@ pub struct TcpRow {
     pub tool: &'static str,
     /// Parallel streams per pair.
     pub streams: u32,
+    /// Which run (1-based; see [`TcpConfig::runs`]).
+    pub run: u32,
     /// Summed throughput and CPU (flattened: `gbps`, `gbps_over_time`, `dut_cpu_pct`, …).
     #[serde(flatten)]
     pub m: TcpMeasure,
@@ -206,6 +213,78 @@ impl VsFirst {
         }
         Some(VsFirst { first_gbps: first, min_ratio, min_at_s, max_deviation, last_ratio: rest[rest.len() - 1].1 / first })
     }
+}
+
+/// One (DUT, tool, streams) over every run (one JSON line, `"measurement":"median"`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MedianRow {
+    /// `tcp`.
+    pub test: &'static str,
+    /// `median`.
+    pub measurement: &'static str,
+    /// DUT name.
+    pub dut: String,
+    /// `iperf3` or `iperf2`.
+    pub tool: &'static str,
+    /// Parallel streams per pair.
+    pub streams: u32,
+    /// Runs it had.
+    pub runs: usize,
+    /// Median summed throughput, Gbit/s, and the lowest and highest run.
+    pub gbps: f64,
+    /// See `gbps`.
+    pub gbps_min: f64,
+    /// See `gbps`.
+    pub gbps_max: f64,
+    /// Median machine CPU (% of one core) per Gbit/s.
+    pub machine_cpu_pct_per_gbps: Option<f64>,
+    /// The baseline: the first DUT named that is not fastpath (null when none ran).
+    pub baseline: Option<String>,
+    /// Median over the runs of this DUT's Gbit/s ÷ the baseline's in the same run.
+    pub vs_baseline_gbps: Option<f64>,
+    /// Median over the runs of this DUT's machine CPU per Gbit/s ÷ the baseline's.
+    pub vs_baseline_cpu_per_gbps: Option<f64>,
+}
+
+/// The median of `v` (the upper middle of an even count); `None` when empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+/// One [`MedianRow`] per (DUT, tool, streams) of `rows`, in first-seen order, against
+/// `baseline` (a DUT name) where it ran in the same run.
+fn medians(rows: &[TcpRow], baseline: Option<&str>) -> Vec<MedianRow> {
+    let mut out: Vec<MedianRow> = Vec::new();
+    for r in rows {
+        if out.iter().any(|m| m.dut == r.dut && m.tool == r.tool && m.streams == r.streams) {
+            continue;
+        }
+        let mine: Vec<&TcpRow> = rows.iter().filter(|x| x.dut == r.dut && x.tool == r.tool && x.streams == r.streams).collect();
+        let base_of = |x: &TcpRow| {
+            rows.iter().find(|b| Some(b.dut.as_str()) == baseline && b.tool == x.tool && b.streams == x.streams && b.run == x.run)
+        };
+        let ratio = |f: &dyn Fn(&TcpRow) -> Option<f64>| {
+            median(mine.iter().filter_map(|x| Some(f(x)? / f(base_of(x)?)?)).filter(|v| v.is_finite()).collect())
+        };
+        let g: Vec<f64> = mine.iter().map(|x| x.m.gbps).collect();
+        out.push(MedianRow {
+            test: "tcp",
+            measurement: "median",
+            dut: r.dut.clone(),
+            tool: r.tool,
+            streams: r.streams,
+            runs: mine.len(),
+            gbps: median(g.clone()).unwrap_or(0.0),
+            gbps_min: g.iter().copied().fold(f64::INFINITY, f64::min),
+            gbps_max: g.iter().copied().fold(0.0, f64::max),
+            machine_cpu_pct_per_gbps: median(mine.iter().filter_map(|x| x.machine_cpu_pct_per_gbps).collect()),
+            baseline: baseline.map(str::to_owned),
+            vs_baseline_gbps: ratio(&|x| Some(x.m.gbps)),
+            vs_baseline_cpu_per_gbps: ratio(&|x| x.machine_cpu_pct_per_gbps),
+        });
+    }
+    out
 }
 
 /// File transfers of one size through one DUT, one per pair at once (one JSON line).
@@ -314,8 +393,10 @@ pub struct UnsupportedRow {
 /// Results of a TCP run.
 #[derive(Clone, Debug, Default)]
 pub struct TcpResults {
-    /// One per (DUT, tool, streams).
+    /// One per (DUT, tool, streams, run).
     pub rows: Vec<TcpRow>,
+    /// With more than one run: one per (DUT, tool, streams).
+    pub medians: Vec<MedianRow>,
     /// One per (DUT, transfer size).
     pub transfers: Vec<TransferRow>,
     /// One per DUT, with `check`.
@@ -912,171 +993,223 @@ pub fn run(cfg: &TcpConfig, progress: &mut dyn FnMut(&str)) -> Result<TcpResults
     for ns in topo::cleanup_stale() {
         progress(&format!("removed {ns}, left behind by a lab run that no longer exists"));
     }
+    if cfg.runs == 0 {
+        return Err(LabError::Config("tcp needs at least one run".into()));
+    }
     let mut out = TcpResults { pairs: cfg.pairs, ..TcpResults::default() };
-    for dc in &cfg.duts {
-        if topo::interrupted() {
-            return Err(LabError::Interrupted);
+    for run in 1..=cfg.runs {
+        let mut order: Vec<&DutConfig> = cfg.duts.iter().collect();
+        if run % 2 == 0 {
+            order.reverse();
         }
-        let name = dc.name().to_owned();
-        let (dc, how) = dut_setup(dc, cfg.offloads);
-        let mtu = dut_mtu(dc.kind, cfg.offloads);
-        let t = PairsTopo::create(&PairsConfig { pairs: cfg.pairs, dut_mtu: mtu, host_offloads: cfg.offloads, ..PairsConfig::default() })?;
-        let dut = match Dut::start_at(&t.site(), &dc) {
-            Ok(d) => d,
-            Err(e) => {
-                progress(&format!("{name}: skipped: {e}"));
-                out.skipped.push((name, e.to_string()));
-                continue;
-            }
-        };
-        progress(&format!("{name}: DUT namespace {}, {} pair(s), DUT interfaces at MTU {mtu}", t.dut_ns, cfg.pairs));
-        progress(&format!("{name}: {how}"));
-        out.setups.push((name.clone(), how));
-        match probe(&t, &dut, &name, cfg.probe_bytes, cfg.check, cfg.offloads)? {
-            Ok(c) => {
-                progress(&format!(
-                    "{name}: probe of {} done in {:.2} s{}",
-                    size_text(c.bytes),
-                    c.seconds,
-                    if cfg.check {
-                        format!(
-                            "; capture: {} frames (largest {} B, {} dropped by the capture), bad IP/TCP checksums {}/{}, partial {}, \
-                             retransmissions {} ({} spurious), segments lost before the receiver {}; sender RetransSegs {}, receiver \
-                             D-SACKs {}, TcpInCsumErrors {}",
-                            c.frames,
-                            c.largest_frame,
-                            c.capture_dropped,
-                            c.bad_ip_checksums,
-                            c.bad_tcp_checksums,
-                            c.partial_tcp_checksums,
-                            c.retransmissions,
-                            c.spurious_retransmissions,
-                            c.lost_segments,
-                            c.sender_retrans_segs,
-                            c.receiver_duplicates,
-                            c.receiver_csum_errors
-                        )
-                    } else {
-                        String::new()
-                    }
-                ));
-                if cfg.check {
-                    out.checks.push(c);
-                }
-            }
-            Err(e) => {
-                let why = format!("cannot carry {}TCP: {e}", if cfg.offloads { "offloaded " } else { "" });
-                progress(&format!("{name}: {why}"));
-                out.unsupported.push(UnsupportedRow { test: "tcp", measurement: "unsupported", dut: name, why });
-                continue;
-            }
+        if cfg.runs > 1 {
+            let names: Vec<&str> = order.iter().map(|d| d.name()).collect();
+            progress(&format!("run {run} of {}: {}", cfg.runs, names.join(", ")));
         }
-        let jobs = jobs_of(&t);
-        let pids = dut.pids();
-        for &tool in &cfg.tools {
-            for &n in cfg.streams.iter().filter(|_| cfg.duration_s > 0) {
-                if topo::interrupted() {
-                    return Err(LabError::Interrupted);
-                }
-                let secs = cfg.duration_s;
-                let mut tick = |s: &CpuSample, g: f64| {
-                    progress(&format!(
-                        "{name} {} ×{n}, {} pair(s): {:>4.0}/{secs} s  {g:.2} Gbit/s at the receivers  machine CPU {:.0} %  DUT CPU {:.0} %",
-                        tool.name(),
-                        cfg.pairs,
-                        s.t_s,
-                        s.machine_pct,
-                        s.dut_pct
-                    ))
-                };
-                let (outs, cpu) = run_iperf(tool, &jobs, n, Load::Seconds(secs), cfg.interval_s, &pids, &mut tick)?;
-                let m = summed(&outs, &cpu);
-                let row = TcpRow {
-                    test: "tcp",
-                    dut: name.clone(),
-                    tool: tool.name(),
-                    streams: n,
-                    pairs: cfg.pairs,
-                    interval_s: cfg.interval_s,
-                    offloads: cfg.offloads,
-                    dut_mtu: mtu,
-                    per_pair: outs
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| PairMeasure { pair: i, gbps: o.gbps, gbps_over_time: o.series.clone(), retransmits: o.retransmits })
-                        .collect(),
-                    retransmits: outs.iter().map(|o| o.retransmits).sum(),
-                    core_cpu_pct: mean_columns(cpu.iter().map(|c| c.core_pct.clone())),
-                    core_softirq_pct: mean_columns(cpu.iter().map(|c| c.core_softirq_pct.clone())),
-                    dut_core_cpu_pct: mean_columns(cpu.iter().map(|c| c.dut_core_pct.clone())),
-                    machine_cpu_pct_per_gbps: per_gbps(m.machine_cpu_pct, m.gbps),
-                    dut_cpu_pct_per_gbps: per_gbps(m.dut_cpu_pct, m.gbps),
-                    vs_first_interval: VsFirst::of(&m.gbps_over_time),
-                    cpu,
-                    m,
-                };
-                let each: Vec<String> = row.per_pair.iter().map(|p| format!("{:.2}", p.gbps)).collect();
-                progress(&format!(
-                    "{name} {} ×{n}: {:.2} Gbit/s (pairs {}), {} retransmits, DUT CPU {:.0} %, machine CPU {:.0} % ({} % per Gbit/s)",
-                    tool.name(),
-                    row.m.gbps,
-                    each.join(" + "),
-                    row.retransmits,
-                    row.m.dut_cpu_pct,
-                    row.m.machine_cpu_pct,
-                    row.machine_cpu_pct_per_gbps.map_or("–".into(), |x| format!("{x:.1}"))
-                ));
-                if let Some(v) = row.vs_first_interval {
-                    progress(&format!(
-                        "{name} {} ×{n}: against the first interval ({:.2} Gbit/s): lowest {:.3} (at {:.0} s), last {:.3}, \
-                         largest deviation {:.1} %",
-                        tool.name(),
-                        v.first_gbps,
-                        v.min_ratio,
-                        v.min_at_s,
-                        v.last_ratio,
-                        v.max_deviation * 100.0
-                    ));
-                }
-                out.rows.push(row);
-            }
+        for dc in order {
+            one_dut(cfg, dc, run, &mut out, progress)?;
         }
-        for &bytes in &cfg.transfers {
-            if topo::interrupted() {
-                return Err(LabError::Interrupted);
-            }
-            let t0 = Instant::now();
-            let mut tick = |s: &CpuSample, g: f64| {
-                progress(&format!("{name} transfer of {} per pair: {:>4.0} s  {g:.2} Gbit/s at the receivers", size_text(bytes), s.t_s))
-            };
-            let (outs, cpu) = run_iperf(TcpTool::Iperf3, &jobs, 1, Load::Bytes(bytes), cfg.interval_s, &pids, &mut tick)?;
-            let wall = t0.elapsed().as_secs_f64();
-            let completion_s: Vec<f64> = outs.iter().map(|o| o.seconds).collect();
-            let all_done_s = completion_s.iter().copied().fold(0.0, f64::max);
-            let m = summed(&outs, &cpu);
-            let row = TransferRow {
-                test: "tcp",
-                measurement: "transfer",
-                dut: name.clone(),
-                bytes,
-                gbps: if all_done_s > 0.0 { outs.iter().map(|o| o.bytes).sum::<u64>() as f64 * 8.0 / all_done_s / 1e9 } else { 0.0 },
-                completion_s,
-                all_done_s,
-                wall_s: wall,
-                retransmits: outs.iter().map(|o| o.retransmits).sum(),
-                machine_cpu_pct: m.machine_cpu_pct,
-                dut_cpu_pct: m.dut_cpu_pct,
-            };
+    }
+    if cfg.runs > 1 {
+        let baseline = cfg.duts.iter().find(|d| !d.kind.is_fastpath()).map(DutConfig::name);
+        out.medians = medians(&out.rows, baseline);
+        for m in &out.medians {
             progress(&format!(
-                "{name} transfer of {} per pair: all done in {:.2} s ({:.2} Gbit/s; wall clock {wall:.1} s with connecting)",
-                size_text(bytes),
-                row.all_done_s,
-                row.gbps
+                "{} {} ×{}: median of {} runs {:.2} Gbit/s ({:.2}–{:.2}){}",
+                m.dut,
+                m.tool,
+                m.streams,
+                m.runs,
+                m.gbps,
+                m.gbps_min,
+                m.gbps_max,
+                match (&m.baseline, m.vs_baseline_gbps, m.vs_baseline_cpu_per_gbps) {
+                    (Some(b), Some(g), c) if *b != m.dut => format!(
+                        ", {g:.3}× {b}'s Gbit/s at {}× its CPU per Gbit/s (medians of the runs' ratios)",
+                        c.map_or("–".into(), |c| format!("{c:.3}"))
+                    ),
+                    _ => String::new(),
+                }
             ));
-            out.transfers.push(row);
         }
     }
     Ok(out)
+}
+
+/// Everything `run` measures of one DUT in run `run`: its topology, start, the probe (and on the
+/// first run the check), the throughput runs, and on the first run the transfers.
+fn one_dut(cfg: &TcpConfig, dc: &DutConfig, run: u32, out: &mut TcpResults, progress: &mut dyn FnMut(&str)) -> Result<(), LabError> {
+    let first = run == 1;
+    if topo::interrupted() {
+        return Err(LabError::Interrupted);
+    }
+    let name = dc.name().to_owned();
+    let (dc, how) = dut_setup(dc, cfg.offloads);
+    let mtu = dut_mtu(dc.kind, cfg.offloads);
+    let t = PairsTopo::create(&PairsConfig { pairs: cfg.pairs, dut_mtu: mtu, host_offloads: cfg.offloads, ..PairsConfig::default() })?;
+    let dut = match Dut::start_at(&t.site(), &dc) {
+        Ok(d) => d,
+        Err(e) => {
+            progress(&format!("{name}: skipped: {e}"));
+            if first {
+                out.skipped.push((name, e.to_string()));
+            }
+            return Ok(());
+        }
+    };
+    progress(&format!("{name}: DUT namespace {}, {} pair(s), DUT interfaces at MTU {mtu}", t.dut_ns, cfg.pairs));
+    progress(&format!("{name}: {how}"));
+    if first {
+        out.setups.push((name.clone(), how));
+    }
+    let check = cfg.check && first;
+    match probe(&t, &dut, &name, cfg.probe_bytes, check, cfg.offloads)? {
+        Ok(c) => {
+            progress(&format!(
+                "{name}: probe of {} done in {:.2} s{}",
+                size_text(c.bytes),
+                c.seconds,
+                if check {
+                    format!(
+                        "; capture: {} frames (largest {} B, {} dropped by the capture), bad IP/TCP checksums {}/{}, partial {}, \
+                             retransmissions {} ({} spurious), segments lost before the receiver {}; sender RetransSegs {}, receiver \
+                             D-SACKs {}, TcpInCsumErrors {}",
+                        c.frames,
+                        c.largest_frame,
+                        c.capture_dropped,
+                        c.bad_ip_checksums,
+                        c.bad_tcp_checksums,
+                        c.partial_tcp_checksums,
+                        c.retransmissions,
+                        c.spurious_retransmissions,
+                        c.lost_segments,
+                        c.sender_retrans_segs,
+                        c.receiver_duplicates,
+                        c.receiver_csum_errors
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+            if check {
+                out.checks.push(c);
+            }
+        }
+        Err(e) => {
+            let why = format!("cannot carry {}TCP: {e}", if cfg.offloads { "offloaded " } else { "" });
+            progress(&format!("{name}: {why}"));
+            if !out.unsupported.iter().any(|u| u.dut == name) {
+                out.unsupported.push(UnsupportedRow { test: "tcp", measurement: "unsupported", dut: name, why });
+            }
+            return Ok(());
+        }
+    }
+    let jobs = jobs_of(&t);
+    let pids = dut.pids();
+    for &tool in &cfg.tools {
+        for &n in cfg.streams.iter().filter(|_| cfg.duration_s > 0) {
+            if topo::interrupted() {
+                return Err(LabError::Interrupted);
+            }
+            let secs = cfg.duration_s;
+            let mut tick = |s: &CpuSample, g: f64| {
+                progress(&format!(
+                    "{name} {} ×{n}, {} pair(s): {:>4.0}/{secs} s  {g:.2} Gbit/s at the receivers  machine CPU {:.0} %  DUT CPU {:.0} %",
+                    tool.name(),
+                    cfg.pairs,
+                    s.t_s,
+                    s.machine_pct,
+                    s.dut_pct
+                ))
+            };
+            let (outs, cpu) = run_iperf(tool, &jobs, n, Load::Seconds(secs), cfg.interval_s, &pids, &mut tick)?;
+            let m = summed(&outs, &cpu);
+            let row = TcpRow {
+                test: "tcp",
+                dut: name.clone(),
+                tool: tool.name(),
+                streams: n,
+                run,
+                pairs: cfg.pairs,
+                interval_s: cfg.interval_s,
+                offloads: cfg.offloads,
+                dut_mtu: mtu,
+                per_pair: outs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| PairMeasure { pair: i, gbps: o.gbps, gbps_over_time: o.series.clone(), retransmits: o.retransmits })
+                    .collect(),
+                retransmits: outs.iter().map(|o| o.retransmits).sum(),
+                core_cpu_pct: mean_columns(cpu.iter().map(|c| c.core_pct.clone())),
+                core_softirq_pct: mean_columns(cpu.iter().map(|c| c.core_softirq_pct.clone())),
+                dut_core_cpu_pct: mean_columns(cpu.iter().map(|c| c.dut_core_pct.clone())),
+                machine_cpu_pct_per_gbps: per_gbps(m.machine_cpu_pct, m.gbps),
+                dut_cpu_pct_per_gbps: per_gbps(m.dut_cpu_pct, m.gbps),
+                vs_first_interval: VsFirst::of(&m.gbps_over_time),
+                cpu,
+                m,
+            };
+            let each: Vec<String> = row.per_pair.iter().map(|p| format!("{:.2}", p.gbps)).collect();
+            progress(&format!(
+                "{name} {} ×{n}: {:.2} Gbit/s (pairs {}), {} retransmits, DUT CPU {:.0} %, machine CPU {:.0} % ({} % per Gbit/s)",
+                tool.name(),
+                row.m.gbps,
+                each.join(" + "),
+                row.retransmits,
+                row.m.dut_cpu_pct,
+                row.m.machine_cpu_pct,
+                row.machine_cpu_pct_per_gbps.map_or("–".into(), |x| format!("{x:.1}"))
+            ));
+            if let Some(v) = row.vs_first_interval {
+                progress(&format!(
+                    "{name} {} ×{n}: against the first interval ({:.2} Gbit/s): lowest {:.3} (at {:.0} s), last {:.3}, \
+                         largest deviation {:.1} %",
+                    tool.name(),
+                    v.first_gbps,
+                    v.min_ratio,
+                    v.min_at_s,
+                    v.last_ratio,
+                    v.max_deviation * 100.0
+                ));
+            }
+            out.rows.push(row);
+        }
+    }
+    for &bytes in cfg.transfers.iter().filter(|_| first) {
+        if topo::interrupted() {
+            return Err(LabError::Interrupted);
+        }
+        let t0 = Instant::now();
+        let mut tick = |s: &CpuSample, g: f64| {
+            progress(&format!("{name} transfer of {} per pair: {:>4.0} s  {g:.2} Gbit/s at the receivers", size_text(bytes), s.t_s))
+        };
+        let (outs, cpu) = run_iperf(TcpTool::Iperf3, &jobs, 1, Load::Bytes(bytes), cfg.interval_s, &pids, &mut tick)?;
+        let wall = t0.elapsed().as_secs_f64();
+        let completion_s: Vec<f64> = outs.iter().map(|o| o.seconds).collect();
+        let all_done_s = completion_s.iter().copied().fold(0.0, f64::max);
+        let m = summed(&outs, &cpu);
+        let row = TransferRow {
+            test: "tcp",
+            measurement: "transfer",
+            dut: name.clone(),
+            bytes,
+            gbps: if all_done_s > 0.0 { outs.iter().map(|o| o.bytes).sum::<u64>() as f64 * 8.0 / all_done_s / 1e9 } else { 0.0 },
+            completion_s,
+            all_done_s,
+            wall_s: wall,
+            retransmits: outs.iter().map(|o| o.retransmits).sum(),
+            machine_cpu_pct: m.machine_cpu_pct,
+            dut_cpu_pct: m.dut_cpu_pct,
+        };
+        progress(&format!(
+            "{name} transfer of {} per pair: all done in {:.2} s ({:.2} Gbit/s; wall clock {wall:.1} s with connecting)",
+            size_text(bytes),
+            row.all_done_s,
+            row.gbps
+        ));
+        out.transfers.push(row);
+    }
+    Ok(())
 }
 
 /// Parses iperf3 `-J` output: the summed interval series (interval end s, Gbps), the mean Gbps at
@@ -1155,6 +1288,7 @@ impl TcpResults {
     /// and the DUTs that could not carry offloaded TCP.
     pub fn json_lines(&self) -> String {
         let mut s = super::json_lines(&self.rows);
+        s.push_str(&super::json_lines(&self.medians));
         s.push_str(&super::json_lines(&self.transfers));
         s.push_str(&super::json_lines(&self.checks));
         s.push_str(&super::json_lines(&self.unsupported));
@@ -1231,6 +1365,45 @@ impl TcpResults {
                 ],
                 rows,
             );
+            if !self.medians.is_empty() {
+                report.para(format!(
+                    "Over {} runs, the DUTs in the order given on odd runs and reversed on even ones: the median run and the \
+                     spread; ratios are medians of each run's ratio to the baseline measured in that run.",
+                    self.medians.iter().map(|m| m.runs).max().unwrap_or(0)
+                ));
+                let f3 = |x: Option<f64>| x.map_or("–".to_owned(), |v| format!("{v:.3}"));
+                let rows = self
+                    .medians
+                    .iter()
+                    .map(|m| {
+                        vec![
+                            m.dut.clone(),
+                            m.tool.to_owned(),
+                            m.streams.to_string(),
+                            format!("{:.2}", m.gbps),
+                            format!("{:.2}–{:.2}", m.gbps_min, m.gbps_max),
+                            m.machine_cpu_pct_per_gbps.map_or("–".to_owned(), |v| format!("{v:.1}")),
+                            m.baseline.clone().unwrap_or_else(|| "–".into()),
+                            f3(m.vs_baseline_gbps),
+                            f3(m.vs_baseline_cpu_per_gbps),
+                        ]
+                    })
+                    .collect();
+                report.table(
+                    &[
+                        "DUT",
+                        "tool",
+                        "streams per pair",
+                        "Gbit/s, median",
+                        "lowest–highest run",
+                        "machine CPU % per Gbit/s, median",
+                        "baseline",
+                        "Gbit/s ÷ baseline's",
+                        "CPU per Gbit/s ÷ baseline's",
+                    ],
+                    rows,
+                );
+            }
             let label = |r: &TcpRow| format!("{} {} ×{}", r.dut, r.tool, r.streams);
             let mut c = Chart::new("TCP throughput over time").x_label("time (s)").y_label("throughput (Gbit/s)");
             for r in &self.rows {
@@ -1453,6 +1626,40 @@ mod tests {
         assert_eq!((m.machine_cpu_pct, m.dut_cpu_pct), (160.0, 95.0));
         assert_eq!(per_gbps(m.machine_cpu_pct, m.gbps), Some(160.0 / 3.75));
         assert_eq!(per_gbps(100.0, 0.0), None);
+    }
+
+    #[test]
+    fn medians_take_each_runs_ratio_to_the_baseline_of_that_run() {
+        let row = |dut: &str, run: u32, gbps: f64, cpu: f64| TcpRow {
+            test: "tcp",
+            dut: dut.into(),
+            tool: "iperf3",
+            streams: 1,
+            run,
+            m: TcpMeasure { gbps, ..TcpMeasure::default() },
+            machine_cpu_pct_per_gbps: Some(cpu),
+            ..TcpRow::default()
+        };
+        // Run 3 is the bridge's best and fastpath's best, so the median of the ratios (1.1)
+        // is not the ratio of the medians (11 / 10).
+        let rows = [
+            row("fastpath-tc", 1, 11.0, 8.0),
+            row("linux-bridge", 1, 10.0, 8.0),
+            row("linux-bridge", 2, 9.0, 9.0),
+            row("fastpath-tc", 2, 9.0, 9.0),
+            row("fastpath-tc", 3, 14.0, 7.0),
+            row("linux-bridge", 3, 12.0, 7.0),
+        ];
+        let m = medians(&rows, Some("linux-bridge"));
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].dut.as_str(), m[0].runs, m[0].gbps, m[0].gbps_min, m[0].gbps_max), ("fastpath-tc", 3, 11.0, 9.0, 14.0));
+        assert!((m[0].vs_baseline_gbps.unwrap() - 1.1).abs() < 1e-12, "{:?}", m[0]);
+        assert_eq!(m[0].vs_baseline_cpu_per_gbps, Some(1.0));
+        assert_eq!((m[1].dut.as_str(), m[1].gbps, m[1].vs_baseline_gbps), ("linux-bridge", 10.0, Some(1.0)));
+        let none = medians(&rows, None);
+        assert_eq!(none[0].vs_baseline_gbps, None, "no baseline, no ratio");
+        assert_eq!(median(vec![3.0, 1.0]), Some(3.0), "the upper middle of an even count");
+        assert_eq!(median(vec![]), None);
     }
 
     #[test]
