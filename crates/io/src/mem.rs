@@ -5,7 +5,8 @@
 //! [`Templates`]: the frames the source gives, in the order it gives them, for one period of
 //! the traffic pattern — packet `j` is flow `j mod F` at size `sizes[j mod S]`, so the period
 //! is `lcm(F, S)` — stored as each frame's first `stride` bytes (64 or 128, enough for all its
-//! headers) in one contiguous, cache-line-aligned array plus a `u16` length per frame. Short
+//! headers; 64 when every frame fits in 64, as it is then restored whole) in one contiguous,
+//! cache-line-aligned array plus a `u16` length per frame. Short
 //! periods are repeated up to a batch (256) so a burst wraps at most once.
 //!
 //! ```text
@@ -471,7 +472,24 @@ impl Templates {
         if hdr > MAX_STRIDE {
             return Err(MemError::HeadersTooLong(hdr));
         }
+        // Frames that all fit one line are restored whole by one line, whatever the header
+        // length says (a closure's default is 128: l2fwd's and the router's 64-byte frames
+        // copied 64 bytes past their end on every pass, 4 instructions per packet). A frame
+        // that comes out longer than asked (its headers did not fit) builds again with the
+        // stride its headers need.
+        if hdr > LINE && seq.iter().all(|&len| len <= LINE) {
+            if let Some(t) = Self::build_stride(gen, flows, &seq, LINE)? {
+                return Ok(t);
+            }
+        }
         let stride = if hdr <= LINE { LINE } else { MAX_STRIDE };
+        // (At this stride `hdr` fits, so the build never gives up.)
+        Self::build_stride(gen, flows, &seq, stride)?.ok_or(MemError::HeadersTooLong(hdr))
+    }
+
+    /// [`Templates::build`] with `stride` bytes per template; `None` when a frame comes out
+    /// longer than `stride` and its headers may be too (`header_len() > stride`).
+    fn build_stride(gen: &dyn TemplateGen, flows: u32, seq: &[usize], stride: usize) -> Result<Option<Templates>, MemError> {
         let (f, s) = (u64::from(flows), seq.len() as u64);
         let period = f / gcd(f, s) * s;
         let reps = (BATCH_MAX as u64).div_ceil(period);
@@ -499,11 +517,14 @@ impl Templates {
             }
             let frame = gen.frame((j as u64 % f) as u32, seq[j % seq.len()]);
             let len = frame.len().min(MAX_FRAME);
+            if len > stride && gen.header_len() > stride {
+                return Ok(None);
+            }
             lens[j] = len as u16;
             let k = len.min(dst.len());
             dst[..k].copy_from_slice(&frame[..k]);
         }
-        Ok(Templates { heads, lens, period, flows })
+        Ok(Some(Templates { heads, lens, period, flows }))
     }
 
     /// Number of flows.

@@ -367,11 +367,30 @@ fn custom_generator_plugs_in() {
         v[14] = flow as u8;
         v
     };
-    let t = Templates::build(&gen, 3, &FrameSizes::Fixed(60)).unwrap();
+    let t = Templates::build(&gen, 3, &FrameSizes::Fixed(200)).unwrap();
     assert_eq!(t.stride(), 128, "a closure restores the default 128 bytes");
+    let t = Templates::build(&gen, 3, &FrameSizes::Fixed(60)).unwrap();
+    assert_eq!(t.stride(), 64, "frames of at most 64 bytes are restored whole by one line");
     let frames = receive(&mut MemSource::from_templates("g", t), 7, 16);
     assert_eq!(frames.iter().map(|f| f[14]).collect::<Vec<_>>(), vec![0, 1, 2, 0, 1, 2, 0]);
     assert!(frames.iter().all(|f| f.len() == 60));
+}
+
+#[test]
+fn a_frame_longer_than_asked_gets_the_stride_its_headers_need() {
+    // Headers that do not fit the size asked for: the frame comes out 100 bytes long.
+    let gen = |flow: u32, len: usize| {
+        let mut v: Vec<u8> = (0..len.max(100)).map(|k| k as u8).collect();
+        v[99] = flow as u8;
+        v
+    };
+    let t = Templates::build(&gen, 2, &FrameSizes::Fixed(64)).unwrap();
+    assert_eq!(t.stride(), 128);
+    for (i, f) in receive(&mut MemSource::from_templates("g", t), 4, 16).iter().enumerate() {
+        assert_eq!(f.len(), 100);
+        assert_eq!(f[64..99], (64..99).map(|k| k as u8).collect::<Vec<_>>()[..], "bytes past the first line restored");
+        assert_eq!(f[99], i as u8 % 2);
+    }
 }
 
 #[test]

@@ -100,7 +100,15 @@ pub struct TableStage {
     /// Classifier tables whose fields are the input port or whole header fields of 1, 2 or 4
     /// bytes: how to read the key a header at a time (specialised build only).
     acl_key: Option<AclKey>,
+    /// Port-indexed tables (specialised build only): each input port's output port when its
+    /// entry is `forward P`, else `MISS`, kept with the entries. While every entry is a
+    /// `forward` (l2fwd's port pairs) and a miss drops, the stage is one load per packet: no
+    /// bounds checks (a `u16` indexes 2^16 slots), no entry index, no form.
+    port_out: Option<Box<[u32; PORTS]>>,
 }
+
+/// Slots of a port-indexed table: every `meta.in_port`.
+const PORTS: usize = 1 << 16;
 
 struct Scratch {
     keys: [u128; BATCH_MAX],
@@ -152,6 +160,11 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
         scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX] }),
         acl_cache: (special && def.imp == TableImpl::Acl).then(|| Box::new(AclCache::new())),
+        port_out: (special
+            && def.imp == TableImpl::Direct
+            && matches!(def.key.as_slice(), [k] if matches!(k.field.extractor(), Extract::InPort)))
+        .then(|| vec![MISS; PORTS].into_boxed_slice().try_into().ok())
+        .flatten(),
         acl_key: (special && def.imp == TableImpl::Acl)
             .then(|| {
                 AclKey::new(&def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect::<Vec<_>>())
@@ -391,6 +404,12 @@ impl TableOps for TableStage {
                     return Err(full);
                 }
                 *slot = idx;
+                if let Some(po) = self.port_out.as_deref_mut().and_then(|po| po.get_mut(k as usize)) {
+                    *po = match self.fast.get(idx as usize) {
+                        Some(Fast::Forward(p)) => u32::from(*p),
+                        _ => MISS,
+                    };
+                }
             }
             Engine::Exact64(t) => {
                 let k = self_pack(&self.def, key)? as u64;
@@ -446,6 +465,9 @@ impl TableOps for TableStage {
         let found = match &mut self.engine {
             Engine::Direct(v) => {
                 let k = self_pack(&self.def, key)? as usize;
+                if let Some(po) = self.port_out.as_deref_mut().and_then(|po| po.get_mut(k)) {
+                    *po = MISS;
+                }
                 match v.get_mut(k) {
                     Some(s) if *s != MISS => {
                         *s = MISS;
@@ -571,7 +593,12 @@ impl TableOps for TableStage {
 
     fn clear(&mut self) {
         match &mut self.engine {
-            Engine::Direct(v) => v.fill(MISS),
+            Engine::Direct(v) => {
+                v.fill(MISS);
+                if let Some(po) = self.port_out.as_deref_mut() {
+                    po.fill(MISS);
+                }
+            }
             Engine::Exact64(t) => *t = ExactTable::with_capacity(self.def.size),
             Engine::Exact128(t) => *t = ExactTable::with_capacity(self.def.size),
             Engine::Lpm4(t) => **t = Lpm4::new(),
@@ -959,9 +986,16 @@ impl Stage for TableStage {
                 }
             };
         }
-        if let (true, Engine::Direct(v)) = (direct_fused, &self.engine) {
-            let v: &[u32] = v;
-            dispatch!(|i: usize| v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS));
+        if direct_fused {
+            match (self.port_out.as_deref(), self.def.default_drop, self.kinds, &self.engine) {
+                // Every entry forwards and a miss drops: the output port straight from the input's.
+                (Some(po), Some(reason), Fast::FORWARD, _) => hits = port_forward(po, self.bit, reason, b, act_lanes, cx),
+                (_, _, _, Engine::Direct(v)) => {
+                    let v: &[u32] = v;
+                    dispatch!(|i: usize| v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS));
+                }
+                _ => {} // `direct_fused` is a direct engine's
+            }
         } else {
             dispatch!(|i: usize| out[i].unwrap_or(MISS));
         }
@@ -982,6 +1016,28 @@ impl Stage for TableStage {
     fn table_ref(&self) -> Option<&dyn TableOps> {
         Some(self)
     }
+}
+
+/// The action pass of a port-indexed table whose entries all forward and whose miss drops
+/// `reason`: each lane's output port from `port_out` by its input port; returns the hits.
+/// Out of line (measured: inlined, the loop moved the router's registers in the stage's other
+/// loops, +4 instructions per packet on `scripts/instructions router`).
+#[inline(never)]
+fn port_forward(port_out: &[u32; PORTS], bit: u32, reason: DropReason, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) -> u64 {
+    // Misses are counted, as they are the rare branch.
+    let mut missed = 0u64;
+    each_lane!(i in lanes => {
+        let p = port_out[usize::from(b.meta(i).in_port)];
+        if p != MISS {
+            let m = b.meta_mut(i);
+            m.hits |= bit;
+            m.out_port = p as u16;
+        } else {
+            missed += 1;
+            cx.drop(b, i, reason);
+        }
+    });
+    lanes.count() as u64 - missed
 }
 
 /// Applies a pre-digested action ([`Fast`], every form but `General`) to slot `i`: the action
