@@ -76,6 +76,12 @@ pub(crate) fn start_or_skip(
     }
 }
 
+/// The median of `v` (the upper middle value of an even count); `None` when empty.
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
 /// One JSON object per line, one line per row (rows that fail to serialise are left out).
 pub(crate) fn json_lines<T: serde::Serialize>(rows: &[T]) -> String {
     let mut s = String::new();

@@ -334,9 +334,8 @@ fn combine_runs(runs: Vec<(Rfc2544Row, Vec<Vec<f64>>)>) -> (Rfc2544Row, Vec<Vec<
 }
 
 /// The median (the upper middle value for an even count; 0 for none).
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+fn median(v: Vec<f64>) -> f64 {
+    super::median(v).unwrap_or(0.0)
 }
 
 fn check_interrupt() -> Result<(), LabError> {

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::median;
 use super::tcp_cpu::{mean_columns, CpuSample, Sampler};
 use super::tcp_pairs::{PairsConfig, PairsTopo};
 use crate::dut::{Dut, DutConfig, DutKind};
@@ -244,12 +245,6 @@ pub struct MedianRow {
     pub vs_baseline_gbps: Option<f64>,
     /// Median over the runs of this DUT's machine CPU per Gbit/s ÷ the baseline's.
     pub vs_baseline_cpu_per_gbps: Option<f64>,
-}
-
-/// The median of `v` (the upper middle of an even count); `None` when empty.
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
 }
 
 /// One [`MedianRow`] per (DUT, tool, streams) of `rows`, in first-seen order, against
