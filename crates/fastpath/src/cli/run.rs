@@ -89,7 +89,7 @@ pub struct RunArgs {
     /// other threads run on the remaining cores, when there are any.)
     #[arg(long)]
     no_pin: bool,
-    /// XDP attach mode for afxdp and xdp ports.
+    /// XDP attach mode for afxdp and xdp ports (or tc, xdp ports only).
     #[arg(long, value_enum, default_value_t = Mode::Auto)]
     pub(super) mode: Mode,
     /// Zero-copy policy for afxdp ports.
@@ -182,8 +182,9 @@ pub(super) enum Mode {
     Native,
     /// Generic (skb) XDP.
     Skb,
-    /// xdp: ports only: the pipeline at the tc hook (tcx ingress) instead of XDP; each skb is
-    /// forwarded whole, so TCP with the hosts' offloads on (64 KB GSO segments) is not copied.
+    /// The pipeline at the tc hook (tcx ingress) instead of XDP, for `xdp:` ports only; each
+    /// skb is forwarded whole, so TCP with the hosts' offloads on (64 KB GSO segments) is not
+    /// copied.
     Tc,
 }
 
