@@ -8,6 +8,10 @@
 //! test, within 16 bytes of each other, form a group, and a packet pays the validity test, the
 //! offset load and the bounds check once per group; each word is then a load and a shift. The
 //! IPv4 5-tuple plus the input port is two groups (IPv4, L4) and the port.
+//!
+//! The cache does not need the words, only something equal exactly when they are: a key of at
+//! most two groups goes to it raw ([`AclKey::read_raw`]), each group's 16 bytes masked to the
+//! bytes its words occupy. The words are made from the raw key only on a cache miss.
 
 use crate::field::Extract;
 use crate::ir::MAX_KEY_FIELDS;
@@ -69,6 +73,13 @@ pub(crate) struct AclKey {
     ng: usize,
     /// Words of the key.
     nf: usize,
+    /// Per group: the bytes of its window its words read (the raw form's mask).
+    masks: [u128; 2],
+    /// The raw form's metadata word: each metadata key word's shift in it (the input port, when
+    /// in the key, is bits 0..16).
+    meta_shift: [u32; MAX_KEY_FIELDS],
+    /// Whether the key has a raw form (at most two groups; port and metadata in 64 bits).
+    raw: bool,
 }
 
 impl AclKey {
@@ -118,7 +129,86 @@ impl AclKey {
             g.words[g.nw] = (k, w.byte - g.lo, w.n, 32 - 8 * w.n as u32);
             g.nw += 1;
         }
-        Some(AclKey { ports, metas, nm, groups, ng, nf: fields.len() })
+        // The raw form: at most two groups, the metadata words packed in one u64.
+        let mut masks = [0u128; 2];
+        for (g, mask) in groups.iter().zip(masks.iter_mut()).take(ng) {
+            for &(_, rel, n, _) in &g.words[..g.nw] {
+                *mask |= ((1u128 << (8 * n)) - 1) << (8 * rel);
+            }
+        }
+        let mut meta_shift = [0u32; MAX_KEY_FIELDS];
+        let mut bits = if ports != 0 { 16 } else { 0 };
+        for (&(_, _, mask), sh) in metas[..nm].iter().zip(meta_shift.iter_mut()) {
+            *sh = bits;
+            bits += 32 - mask.leading_zeros();
+        }
+        let raw = ng <= 2 && bits <= 64;
+        Some(AclKey { ports, metas, nm, groups, ng, nf: fields.len(), masks, meta_shift, raw })
+    }
+
+    /// Header groups of the raw form (0, 1 or 2), when the key has one.
+    pub(crate) fn raw_groups(&self) -> Option<usize> {
+        self.raw.then_some(self.ng)
+    }
+
+    /// The key of one packet in its raw form, for the cache: per header group (`G` of them,
+    /// as [`AclKey::raw_groups`]), the [`WINDOW`] bytes at the group's first word masked to the
+    /// bytes its words read (two `u64`s, little-endian), then the metadata word (the input port
+    /// in bits 0..16, each metadata field at its shift); `N` is `2 * G + 1`. Two packets have
+    /// the same raw key exactly when they have the same key words ([`AclKey::raw_words`] turns
+    /// one into the other). No per-word work: a 16-byte load and a mask per header. `None`
+    /// when the key misses (as [`AclKey::read`]).
+    #[inline(always)]
+    pub(crate) fn read_raw<const G: usize, const N: usize>(&self, d: &[u8], m: &Meta) -> Option<[u64; N]> {
+        let mut out = [0u64; N];
+        let mut meta = if self.ports != 0 { u64::from(m.in_port) } else { 0 };
+        for (j, &(_, x, mask)) in self.metas[..self.nm.min(MAX_KEY_FIELDS)].iter().enumerate() {
+            let v = u64::from(x.read64(d, m).unwrap_or(0) as u32 & mask);
+            meta |= v << (self.meta_shift[j % MAX_KEY_FIELDS] % 64);
+        }
+        if let Some(last) = out.last_mut() {
+            *last = meta;
+        }
+        for gi in 0..G {
+            let g = &self.groups[gi % MAX_KEY_FIELDS];
+            if !g.hdr.present(m) {
+                if g.hdr.range {
+                    continue;
+                }
+                return None;
+            }
+            let at = usize::from(m.off[g.hdr.slot % m.off.len()]) + g.lo;
+            let win = match d.get(at..).and_then(|s| s.first_chunk::<WINDOW>()) {
+                Some(w) => u128::from_le_bytes(*w),
+                None => partial_window(g, d.get(at..).unwrap_or_default())?,
+            } & self.masks[gi % 2];
+            out[(2 * gi) % N] = win as u64;
+            out[(2 * gi + 1) % N] = (win >> 64) as u64;
+        }
+        Some(out)
+    }
+
+    /// The key words of a raw key (as [`AclKey::read_raw`] gives it), in key order: what the
+    /// classifier is asked on a cache miss.
+    pub(crate) fn raw_words<const N: usize>(&self, raw: &[u64; N]) -> [u32; MAX_KEY_FIELDS] {
+        let mut w = [0u32; MAX_KEY_FIELDS];
+        let meta = raw.last().copied().unwrap_or(0);
+        let mut p = self.ports;
+        while p != 0 {
+            w[p.trailing_zeros() as usize % MAX_KEY_FIELDS] = meta as u32 & 0xffff;
+            p &= p - 1;
+        }
+        for (j, &(k, _, mask)) in self.metas[..self.nm].iter().enumerate() {
+            w[k % MAX_KEY_FIELDS] = (meta >> (self.meta_shift[j] % 64)) as u32 & mask;
+        }
+        for (gi, g) in self.groups[..self.ng.min(N / 2)].iter().enumerate() {
+            let win = (u128::from(raw[2 * gi]) | u128::from(raw[2 * gi + 1]) << 64).to_le_bytes();
+            for &(k, rel, _, shift) in &g.words[..g.nw] {
+                let r = rel.min(WINDOW - 4);
+                w[k % MAX_KEY_FIELDS] = u32::from_be_bytes([win[r], win[r + 1], win[r + 2], win[r + 3]]) >> shift;
+            }
+        }
+        w
     }
 
     /// Words of the key.
@@ -174,6 +264,20 @@ impl AclKey {
     }
 }
 
+/// A group's window near the frame's end (`rest` is the frame from the window's start): the
+/// bytes that are there, zeros after; `None` (the key misses) when one of its words is cut short.
+#[cold]
+#[inline(never)]
+fn partial_window(g: &Group, rest: &[u8]) -> Option<u128> {
+    if g.words[..g.nw].iter().any(|&(_, rel, n, _)| rel + n > rest.len()) {
+        return None;
+    }
+    let mut win = [0u8; WINDOW];
+    let n = rest.len().min(WINDOW);
+    win[..n].copy_from_slice(&rest[..n]);
+    Some(u128::from_le_bytes(win))
+}
+
 /// Slots of a classifier table's result cache (a power of two), in pairs: a key may live in
 /// either slot of its pair.
 const ACL_CACHE_SLOTS: usize = 8192;
@@ -192,8 +296,10 @@ const ACL_CACHE_SLOTS: usize = 8192;
 pub(crate) struct AclCache {
     /// The classifier the entries came from (`Arc::as_ptr`), 0 for none.
     owner: usize,
-    /// Key (as [`AclKey::read`] gives it, unused words 0), result (`MISS` for a miss), valid.
-    slots: Box<[([u64; MAX_KEY_FIELDS / 2], u32, bool)]>,
+    /// Key (as [`AclKey::read`] or [`AclKey::read_raw`] gives it, unused words 0), result
+    /// (`MISS` for a miss), valid.
+    /// A fixed length, so that an index masked to it needs no bounds check.
+    slots: Box<[([u64; CACHE_KEY_WORDS], u32, bool); ACL_CACHE_SLOTS]>,
     /// Misses of the current batch.
     misses: u32,
     /// Batches left before the cache, standing aside, is tried again (0: in use).
@@ -205,7 +311,12 @@ const RETRY_EVERY: u32 = 16;
 
 impl AclCache {
     pub(crate) fn new() -> AclCache {
-        AclCache { owner: 0, slots: vec![([0; MAX_KEY_FIELDS / 2], MISS, false); ACL_CACHE_SLOTS].into_boxed_slice(), misses: 0, aside: 0 }
+        AclCache {
+            owner: 0,
+            slots: vec![([0; CACHE_KEY_WORDS], MISS, false); ACL_CACHE_SLOTS].into_boxed_slice().try_into().expect("ACL_CACHE_SLOTS slots"),
+            misses: 0,
+            aside: 0,
+        }
     }
 
     /// Whether this batch goes through the cache (once per batch, before its lookups).
@@ -243,41 +354,63 @@ impl AclCache {
         }
     }
 
-    /// The classifier's answer for the `nf`-word `key` (`acl` must be the owner). A key not in
-    /// its pair replaces the pair's second slot after moving the first there, so the pair keeps
-    /// the two most recent keys.
+    /// The classifier's answer for `key` (`acl` must be the owner): `K` words of a word key
+    /// ([`AclKey::read`]) or a raw key ([`AclKey::read_raw`]); `words` gives its `nf` key words,
+    /// asked only on a miss. A key not in its pair replaces the pair's second slot after moving
+    /// the first there, so the pair keeps the two most recent keys.
     #[inline(always)]
-    pub(crate) fn classify<const K: usize>(&mut self, acl: &Acl, key: &[u64; K], nf: usize) -> Option<u32> {
-        let h = key.iter().fold(0u64, |h, &w| (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    pub(crate) fn classify<const K: usize>(
+        &mut self,
+        acl: &Acl,
+        key: &[u64; K],
+        words: impl FnOnce(&[u64; K]) -> [u32; MAX_KEY_FIELDS],
+        nf: usize,
+    ) -> Option<u32> {
+        // A folded multiply per word (the product's halves xored): every bit of a word reaches
+        // the index bits, which a plain multiply does not do for a word's top bits (a raw key's
+        // windows hold addresses there).
+        let fold = |x: u64| {
+            let p = u128::from(x) * 0x9E37_79B9_7F4A_7C15;
+            (p as u64) ^ (p >> 64) as u64
+        };
+        let h = key.iter().fold(0u64, |h, &w| fold(h ^ w));
         let i = (h >> 40) as usize & (ACL_CACHE_SLOTS - 2);
-        let (Some(a), Some(b)) = (self.slots.get(i), self.slots.get(i + 1)) else { return None };
+        let (a, b) = (&self.slots[i], &self.slots[i | 1]);
         if a.2 && a.0.first_chunk::<K>() == Some(key) {
             return (a.1 != MISS).then_some(a.1);
         }
         if b.2 && b.0.first_chunk::<K>() == Some(key) {
             return (b.1 != MISS).then_some(b.1);
         }
-        self.fill(acl, key, nf, i)
+        self.fill(acl, key, &words(key), nf, i)
     }
 
-    /// A cache miss: classifies `key` and stores it in pair `i`.
+    /// A cache miss: classifies `words` and stores `key` in pair `i`.
     #[cold]
     #[inline(never)]
-    fn fill<const K: usize>(&mut self, acl: &Acl, key: &[u64; K], nf: usize, i: usize) -> Option<u32> {
+    fn fill<const K: usize>(&mut self, acl: &Acl, key: &[u64; K], words: &[u32; MAX_KEY_FIELDS], nf: usize, i: usize) -> Option<u32> {
         self.misses += 1;
-        let mut full = [0u64; MAX_KEY_FIELDS / 2];
+        let mut full = [0u64; CACHE_KEY_WORDS];
         full.iter_mut().zip(key).for_each(|(f, &k)| *f = k);
-        let r = classify(acl, key, nf);
+        let r = classify_words(acl, words, nf);
         self.slots[i + 1] = self.slots[i];
         self.slots[i] = (full, r.unwrap_or(MISS), true);
         r
     }
 }
 
-/// The classifier's answer for the `nf`-word `key` (as [`AclKey::read`] gives it), uncached.
+/// `u64`s of a cached key: a word key's four, or a raw key's two windows and metadata word.
+const CACHE_KEY_WORDS: usize = 5;
+
+/// The key words of a word key (as [`AclKey::read`] gives it).
 #[inline]
-pub(crate) fn classify<const K: usize>(acl: &Acl, key: &[u64; K], nf: usize) -> Option<u32> {
-    let words: [u32; MAX_KEY_FIELDS] = std::array::from_fn(|k| key.get(k / 2).map_or(0, |w| (w >> (32 * (k & 1))) as u32));
+pub(crate) fn unpack<const K: usize>(key: &[u64; K]) -> [u32; MAX_KEY_FIELDS] {
+    std::array::from_fn(|k| key.get(k / 2).map_or(0, |w| (w >> (32 * (k & 1))) as u32))
+}
+
+/// The classifier's answer for the first `nf` of `words`, uncached.
+#[inline]
+pub(crate) fn classify_words(acl: &Acl, words: &[u32; MAX_KEY_FIELDS], nf: usize) -> Option<u32> {
     acl.classify(words.get(..nf).unwrap_or_default()).map(|(a, _)| a)
 }
 
@@ -340,6 +473,44 @@ mod tests {
         assert_eq!(k.read::<3>(&d[..37], &m), None);
     }
 
+    /// The raw form gives the same key words as the word form, on any frame (cut anywhere,
+    /// with or without its L4 header), and two frames share a raw key exactly when they share
+    /// the key words.
+    #[test]
+    fn raw_keys_are_the_word_keys() {
+        use proptest::prelude::*;
+        let k = AclKey::new(&five_tuple()).expect("a uniform key");
+        assert_eq!(k.raw_groups(), Some(2));
+        let mut runner = proptest::test_runner::TestRunner::default();
+        let strat = (
+            proptest::collection::vec(any::<u8>(), 64),
+            14usize..=64,
+            any::<bool>(),
+            any::<u16>(),
+            proptest::collection::vec(any::<u8>(), 64),
+            14usize..=64,
+        );
+        runner
+            .run(&strat, |(bytes, cut, udp, port, bytes2, cut2)| {
+                let (_, mut m) = frame(udp);
+                m.in_port = port;
+                let words = k.read::<3>(&bytes[..cut], &m).map(|w| unpack(&w));
+                let raw = k.read_raw::<2, 5>(&bytes[..cut], &m);
+                prop_assert_eq!(raw.map(|r| k.raw_words(&r)), words);
+                let raw2 = k.read_raw::<2, 5>(&bytes2[..cut2], &m);
+                let words2 = k.read::<3>(&bytes2[..cut2], &m).map(|w| unpack(&w));
+                prop_assert_eq!(raw == raw2, words == words2);
+                Ok(())
+            })
+            .expect("raw and word keys agree");
+        // The key only: bytes outside its words do not enter the raw key.
+        let (mut d, m) = frame(true);
+        let before = k.read_raw::<2, 5>(&d, &m);
+        d[14 + 10] ^= 0xff; // the IPv4 checksum
+        d[34] ^= 0xff; // the source port
+        assert_eq!(k.read_raw::<2, 5>(&d, &m), before);
+    }
+
     #[test]
     fn words_more_than_a_window_apart_are_separate_groups() {
         let k = AclKey::new(&[(v4(0), 32, false), (v4(12), 32, false), (v4(16), 32, false)]).expect("uniform");
@@ -362,7 +533,7 @@ mod tests {
             let used = c.in_use();
             if used {
                 for k in first..first + 32 {
-                    assert_eq!(c.classify(&acl, &[k], 1), (k == 7).then_some(5));
+                    assert_eq!(c.classify(&acl, &[k], unpack, 1), (k == 7).then_some(5));
                 }
                 c.judge(32);
             }

@@ -675,31 +675,52 @@ impl TableStage {
                 cache.belong_to(acl);
                 let Some(ak) = &self.acl_key else { return None };
                 let nf = ak.fields();
-                let cached = cache.in_use();
-                // Monomorphised for the key's width in `u64`s.
+                // Monomorphised for the key's form and width in `u64`s.
                 macro_rules! pass {
-                    ($k:literal) => {
-                        if cached {
-                            for i in lanes {
-                                let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| cache.classify(acl, &k, nf));
-                                sc.out[i] = r;
-                                hit_lanes.insert_if(i, r.is_some());
-                            }
-                            cache.judge(lanes.count());
-                        } else {
-                            for i in lanes {
-                                let r = ak.read::<$k>(pool.data(b.handle(i)), b.meta(i)).and_then(|k| aclkey::classify(acl, &k, nf));
-                                sc.out[i] = r;
-                                hit_lanes.insert_if(i, r.is_some());
-                            }
-                        }
+                    (|$d:ident, $m:ident| $read:expr, $each:expr) => {
+                        each_lane!(i in lanes => {
+                            let ($d, $m) = (pool.data(b.handle(i)), b.meta(i));
+                            let r = match $read {
+                                Some(k) => $each(k),
+                                None => None,
+                            };
+                            sc.out[i] = r;
+                            hit_lanes.insert_if(i, r.is_some());
+                        })
                     };
                 }
-                match nf.div_ceil(2) {
-                    1 => pass!(1),
-                    2 => pass!(2),
-                    3 => pass!(3),
-                    _ => pass!(4),
+                if cache.in_use() {
+                    // Through the cache: the raw key when the key has one (no per-word work).
+                    macro_rules! cached {
+                        (|$d:ident, $m:ident| $read:expr, $words:expr) => {
+                            pass!(|$d, $m| $read, |k| cache.classify(acl, &k, $words, nf))
+                        };
+                    }
+                    match (ak.raw_groups(), nf.div_ceil(2)) {
+                        // Up to two headers (the 5-tuple: IPv4 and L4): a masked window each.
+                        (Some(2), _) => cached!(|d, m| ak.read_raw::<2, 5>(d, m), |k: &[u64; 5]| ak.raw_words(k)),
+                        (Some(1), _) => cached!(|d, m| ak.read_raw::<1, 3>(d, m), |k: &[u64; 3]| ak.raw_words(k)),
+                        (Some(_), _) => cached!(|d, m| ak.read_raw::<0, 1>(d, m), |k: &[u64; 1]| ak.raw_words(k)),
+                        (None, 1) => cached!(|d, m| ak.read::<1>(d, m), aclkey::unpack),
+                        (None, 2) => cached!(|d, m| ak.read::<2>(d, m), aclkey::unpack),
+                        (None, 3) => cached!(|d, m| ak.read::<3>(d, m), aclkey::unpack),
+                        (None, _) => cached!(|d, m| ak.read::<4>(d, m), aclkey::unpack),
+                    }
+                    cache.judge(lanes.count());
+                } else {
+                    // The cache stands aside (keys do not repeat): the words, straight to the
+                    // classifier.
+                    macro_rules! direct {
+                        ($k:literal) => {
+                            pass!(|d, m| ak.read::<$k>(d, m), |k| aclkey::classify_words(acl, &aclkey::unpack(&k), nf))
+                        };
+                    }
+                    match nf.div_ceil(2) {
+                        1 => direct!(1),
+                        2 => direct!(2),
+                        3 => direct!(3),
+                        _ => direct!(4),
+                    }
                 }
                 return Some(hit_lanes);
             }
