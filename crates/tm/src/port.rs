@@ -18,6 +18,18 @@
 //! the burst would be refused one at a time, so results never differ. Occupancy only grows
 //! during an enqueue, so one watermark update per class and burst is the exact maximum.
 //!
+//! **Deferred bursts.** A plain port that is empty when a burst arrives does not write it into
+//! its rings: it keeps the burst (and the next ones, up to 64 packets) in arrival order in a
+//! small batch, moves the tails and does all the accounting as above, and gives each packet a
+//! *cell*: its class and, for a DRR class, the DRR round it leaves in. From an empty port every
+//! deficit is 0, so a DRR packet whose class has `s` bytes up to and including it in the batch
+//! leaves in round ⌈s / quantum⌉ (one multiply by a precomputed inverse). A dequeue that takes
+//! everything then needs no turns: the strict classes from 7 down, then round by round the DRR
+//! classes in active-list order, is exactly the order DRR would send; each cell's start is the
+//! sum of the cells before it, and each packet is copied once, from the batch to its place.
+//! Any other call (a smaller budget, a burst that may be refused, a round past 7) first writes
+//! the batch into the rings, where the general paths take over.
+//!
 //! **A burst is one arrival instant.** DRR classes that become non-empty during one enqueue
 //! burst join the tail of the active list together at its end, highest class first (they
 //! used to join in the order of their first packet). Bursts of one packet keep arrival
@@ -34,6 +46,20 @@ use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
 use crate::wred::{RedAction, Rng, WredParams};
 use crate::{Desc, Enq, TmDrop};
+
+/// The packets per class of a batch's cell counts (one byte per class: the sum over rounds
+/// of each round's 8 counts read as one little-endian word; a batch holds at most 64 packets,
+/// so no byte carries).
+#[inline]
+fn lanes(count: &[u8; 256]) -> u64 {
+    let mut s = 0u64;
+    for r in count.chunks_exact(CLASSES).take(CELLS / CLASSES) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(r);
+        s = s.wrapping_add(u64::from_le_bytes(w));
+    }
+    s
+}
 
 #[derive(Clone, Debug)]
 struct FlatQueue {
@@ -122,6 +148,65 @@ pub struct FlatPort {
     shaper: Option<ShaperParams>,
     tb: TokenBucket,
     no_queue: u64,
+    /// Whole bursts held back from the rings (plain ports; see "Deferred bursts").
+    pend: Pending,
+    /// Bursts may be held back: a plain port whose DRR quanta are all at least 2.
+    pend_ok: bool,
+}
+
+/// Most descriptors a plain port holds back in [`Pending`].
+const PEND: usize = 64;
+/// Cells of a deferred batch: rounds 0..=7 × classes 0..=7 (`8 × round + class`); round 0
+/// holds the strict classes, round `r` ≥ 1 the DRR packets that leave in DRR round `r`.
+const CELLS: usize = 64;
+
+/// Bursts accepted while the port was empty and not yet written to the rings (see the module
+/// doc): their descriptors in arrival order, each one's cell, the packets per cell, and the
+/// bytes per class so far. The rings' tails already count them; their slots are written by
+/// [`FlatPort::flush`] (or never, when one dequeue takes them all).
+#[derive(Clone, Debug)]
+struct Pending {
+    descs: [Desc; PEND],
+    key: [u8; PEND],
+    n: usize,
+    /// Packets per cell, indexed by a whole `u8` (no mask; cells past 63 are never counted).
+    count: [u8; 256],
+    cum: [u64; CLASSES],
+    /// Per class, quantum − 1 and `u64::MAX / quantum + 1`, so that the round of a DRR
+    /// packet, ⌈bytes / quantum⌉, is one multiply (Lemire, Kaser and Kurz, "Faster remainder
+    /// by direct computation", 2019: exact for 32-bit dividends and divisors ≥ 2); both 0 for
+    /// strict classes (round 0).
+    q_less1: [u64; CLASSES],
+    q_inv: [u64; CLASSES],
+    /// 0xff in the byte of each DRR class: round-0 cells of DRR classes (a class's bytes
+    /// still 0 after a zero-length packet, which leaves in round 1) send a batch to the rings.
+    drr_lanes: u64,
+}
+
+impl Pending {
+    fn new(sp_mask: u8, quantum: [u32; CLASSES]) -> Pending {
+        let drr = |c: usize| sp_mask >> c & 1 == 0;
+        Pending {
+            descs: [Desc::default(); PEND],
+            key: [0; PEND],
+            n: 0,
+            count: [0; 256],
+            cum: [0; CLASSES],
+            q_less1: std::array::from_fn(|c| if drr(c) { u64::from(quantum[c].max(2) - 1) } else { 0 }),
+            q_inv: std::array::from_fn(|c| if drr(c) { u64::MAX / u64::from(quantum[c].max(2)) + 1 } else { 0 }),
+            drr_lanes: (0..CLASSES).filter(|&c| drr(c)).fold(0, |m, c| m | 0xff << (8 * c)),
+        }
+    }
+
+    /// Empties the batch.
+    #[inline]
+    fn reset(&mut self) {
+        self.n = 0;
+        if let Some(c) = self.count.get_mut(..CELLS) {
+            c.fill(0);
+        }
+        self.cum = [0; CLASSES];
+    }
 }
 
 impl FlatPort {
@@ -168,6 +253,8 @@ impl FlatPort {
             tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
             shaper,
             no_queue: 0,
+            pend: Pending::new(sp_mask, quantum),
+            pend_ok: plain && (0..CLASSES).all(|c| sp_mask >> c & 1 != 0 || quantum[c] >= 2),
         }
     }
 
@@ -177,7 +264,7 @@ impl FlatPort {
         let n = pkts.len().min(res.len());
         let (pkts, res) = (&pkts[..n], &mut res[..n]);
         let before = self.nonempty;
-        if self.plain && self.enqueue_whole(buf, pkts) {
+        if self.plain && self.enqueue_plain(buf, pkts) {
             res.fill(Enq::Queued);
         } else {
             for (d, r) in pkts.iter().zip(res.iter_mut()) {
@@ -194,6 +281,146 @@ impl FlatPort {
     #[inline]
     fn join_drr(&mut self, before: u8) {
         self.drr.activate_all(self.nonempty & !before & !self.sp_mask);
+    }
+
+    /// A plain port's burst: held back (see "Deferred bursts") when the port was empty or holds
+    /// only held-back bursts, else written to the rings; false, with nothing changed but the
+    /// held-back bursts written to the rings, when some packet could be refused.
+    #[inline(never)]
+    fn enqueue_plain(&mut self, buf: &mut SharedBuffer, pkts: &[Desc]) -> bool {
+        let p = &self.pend;
+        if (p.n > 0 || self.nonempty == 0) && p.n + pkts.len() <= PEND && self.pend_ok && self.enqueue_pending(buf, pkts) {
+            return true;
+        }
+        self.flush();
+        self.enqueue_whole(buf, pkts)
+    }
+
+    /// [`enqueue_whole`](Self::enqueue_whole) into the held-back batch: one pass sums the
+    /// bytes per class and gives each packet its cell (its class and, for DRR, the round it
+    /// leaves in), then the same burst check, then the descriptors are copied in one block.
+    /// False, with nothing changed, when some packet could be refused or a DRR round is past
+    /// 7 (the caller writes the batch to the rings and tries the burst there).
+    fn enqueue_pending(&mut self, buf: &mut SharedBuffer, pkts: &[Desc]) -> bool {
+        let n = pkts.len();
+        let pd = &mut self.pend;
+        // The batch began at an empty port: no ring holds more than the batch.
+        if pd.n + n > self.rings.min_cap() as usize || buf.free_pkts() < n as u64 {
+            return false;
+        }
+        let cum0 = pd.cum;
+        let was = lanes(&pd.count);
+        let (mut any_class, mut rounds, mut wide) = (0u8, 0u64, 0u64);
+        let (q1, qi) = (&pd.q_less1, &pd.q_inv);
+        let Some(keys) = pd.key.get_mut(pd.n..pd.n + n) else { return false };
+        for (d, key) in pkts.iter().zip(keys) {
+            let c = usize::from(d.class & 7);
+            any_class |= d.class;
+            let s = pd.cum[c] + u64::from(d.len_bytes);
+            pd.cum[c] = s;
+            // DRR round r gives credit r × quantum (the deficits of an empty port are 0): the
+            // packet leaves in round ⌈s / quantum⌉, the first whose credit covers the class's
+            // bytes up to it; strict classes are round 0.
+            let t = s + q1[c];
+            let r = ((u128::from(t) * u128::from(qi[c])) >> 64) as u64;
+            wide |= t;
+            rounds |= r;
+            let k = (r << 3) as u8 | c as u8;
+            *key = k;
+            pd.count[usize::from(k)] += 1;
+        }
+        let undo = |pd: &mut Pending| {
+            for &k in pd.key.get(pd.n..pd.n + n).unwrap_or_default() {
+                pd.count[usize::from(k)] -= 1;
+            }
+            pd.cum = cum0;
+        };
+        if usize::from(any_class) >= CLASSES {
+            undo(pd);
+            return false;
+        }
+        let mut round0 = [0u8; 8];
+        round0.copy_from_slice(pd.count.get(..CLASSES).unwrap_or(&[0; 8]));
+        if rounds >= (CELLS / CLASSES) as u64 || wide >> 32 != 0 || u64::from_le_bytes(round0) & pd.drr_lanes != 0 {
+            undo(pd);
+            return false;
+        }
+        let now = lanes(&pd.count);
+        let burst = now - was; // packets per class, a byte each (no byte borrows)
+        let mut add = [0u64; CLASSES];
+        let mut seen = 0u8;
+        for c in 0..CLASSES {
+            add[c] = pd.cum[c] - cum0[c];
+            seen |= u8::from((burst >> (8 * c)) as u8 != 0) << c;
+        }
+        if !self.admit_whole(buf, &add, seen) {
+            undo(&mut self.pend);
+            return false;
+        }
+        // The batch began at an empty port: each tail is its head plus the batch's packets.
+        for c in 0..CLASSES {
+            self.rings.tail[c] = self.rings.head[c].wrapping_add(u32::from((now >> (8 * c)) as u8));
+        }
+        self.commit_whole(buf, &add, seen, n);
+        let pd = &mut self.pend;
+        if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
+            dst.copy_from_slice(pkts);
+        }
+        pd.n += n;
+        true
+    }
+
+    /// The burst check of [`enqueue_whole`](Self::enqueue_whole): `add[c]` bytes joining each
+    /// class (`seen` the classes with packets) would all pass one at a time.
+    #[inline]
+    fn admit_whole(&self, buf: &SharedBuffer, add: &[u64; CLASSES], seen: u8) -> bool {
+        let free = buf.free_bytes();
+        let (mut need, mut top) = (0u64, 0u64);
+        for (c, ((&min, &q0), &a)) in self.min_bytes.iter().zip(&self.occ_bytes).zip(add).enumerate() {
+            let s0 = q0.saturating_sub(min);
+            let s1 = (q0 + a).saturating_sub(min);
+            need += s1 - s0;
+            top = top.max(if seen >> c & 1 != 0 { s1 } else { 0 });
+        }
+        need <= free && top < alpha_times(free - need, self.alpha_log2_min)
+    }
+
+    /// Commits a burst that passed [`admit_whole`](Self::admit_whole), the tails already moved.
+    #[inline]
+    fn commit_whole(&mut self, buf: &mut SharedBuffer, add: &[u64; CLASSES], seen: u8, n: usize) {
+        let mut need = 0u64;
+        for (c, &a) in add.iter().enumerate() {
+            let (min, q0) = (self.min_bytes[c], self.occ_bytes[c]);
+            let q1 = q0 + a;
+            need += q1.saturating_sub(min) - q0.saturating_sub(min);
+            self.occ_bytes[c] = q1;
+            self.hwm_bytes[c] = self.hwm_bytes[c].max(q1);
+            self.hwm_pkts[c] = self.hwm_pkts[c].max(self.rings.tail[c].wrapping_sub(self.rings.head[c]));
+        }
+        buf.take_shared(need, n as u32);
+        self.nonempty |= seen;
+    }
+
+    /// Writes the held-back batch into the rings (it began at an empty port, so each class's
+    /// packets go from its head on). Nothing to do when none is held.
+    #[cold]
+    fn flush(&mut self) {
+        let n = self.pend.n;
+        if n == 0 {
+            return;
+        }
+        let mut t = self.rings.head;
+        if let Some((slots, all, base, mask)) = self.rings.all_slots_mut() {
+            for d in self.pend.descs.get(..n).unwrap_or_default() {
+                let c = usize::from(d.class & 7);
+                if let Some(slot) = slots.get_mut((base[c] + (t[c] & mask[c])) as usize & all) {
+                    *slot = *d;
+                }
+                t[c] = t[c].wrapping_add(1);
+            }
+        }
+        debug_assert_eq!(t, self.rings.tail);
+        self.pend.reset();
     }
 
     /// Takes all of `pkts` if none of them would be refused one at a time (see the module
@@ -367,7 +594,14 @@ impl FlatPort {
     /// [`dequeue_burst`](Self::dequeue_burst) of a plain port: no shaper can refuse, so each
     /// strict class drains in one run and each DRR turn sends its packets in one run; the
     /// buffer and the counters are settled once per class at the end.
+    #[inline(never)]
     fn dequeue_plain(&mut self, buf: &mut SharedBuffer, out: &mut [Desc]) -> usize {
+        if self.pend.n > 0 {
+            if self.pend.n <= out.len() {
+                return self.drain_pending(buf, out);
+            }
+            self.flush();
+        }
         let heads = self.rings.head;
         let mut taken = [0u64; CLASSES];
         let mut n = 0;
@@ -416,6 +650,61 @@ impl FlatPort {
         }
         self.nonempty = nonempty;
         buf.give_shared(released, n as u32);
+        n
+    }
+
+    /// A dequeue that takes everything a plain port holds, all of it held back (see "Deferred
+    /// bursts"): each cell's place in the output is the sum of the cells before it (the strict
+    /// classes from 7 down, then round by round the DRR classes in active-list order), and each
+    /// packet is copied once, from the batch to its place. The port is empty after.
+    fn drain_pending(&mut self, buf: &mut SharedBuffer, out: &mut [Desc]) -> usize {
+        let pd = &mut self.pend;
+        let n = pd.n;
+        let count = &pd.count;
+        let mut off = [0u8; 256];
+        let mut at = 0u8;
+        let mut strict = self.nonempty & self.sp_mask;
+        while let Some(c) = sp::highest(strict) {
+            let c = c & 7;
+            off[c] = at;
+            at += count[c];
+            strict &= !(1 << c);
+        }
+        let (list, len) = (self.drr.list, self.drr.len);
+        debug_assert!(!self.drr.granted && self.drr.deficit == [0; CLASSES]);
+        let mut round = CLASSES;
+        while usize::from(at) < n && round < CELLS {
+            let mut l = list;
+            for _ in 0..len {
+                let k = (round | (l & 7) as usize) & 255;
+                off[k] = at;
+                at += count[k];
+                l >>= 4;
+            }
+            round += CLASSES;
+        }
+        let (descs, keys) = (pd.descs.get(..n).unwrap_or_default(), pd.key.get(..n).unwrap_or_default());
+        for (d, &k) in descs.iter().zip(keys) {
+            let k = usize::from(k);
+            let p = off[k];
+            off[k] = p + 1;
+            if let Some(slot) = out.get_mut(usize::from(p)) {
+                *slot = *d;
+            }
+        }
+        let mut released = 0;
+        for c in 0..CLASSES {
+            let q = self.occ_bytes[c];
+            released += q.saturating_sub(self.min_bytes[c]);
+            self.deq_pkts[c] += u64::from(self.rings.tail[c].wrapping_sub(self.rings.head[c]));
+            self.deq_bytes[c] += q;
+            self.occ_bytes[c] = 0;
+        }
+        self.rings.head = self.rings.tail;
+        self.nonempty = 0;
+        (self.drr.list, self.drr.len) = (0, 0);
+        buf.give_shared(released, n as u32);
+        self.pend.reset();
         n
     }
 

@@ -165,6 +165,12 @@ impl ClassRings {
         u64::from(held) + n as u64 <= u64::from(self.min_cap) || (0..8).all(|c| self.room(c) as usize >= n)
     }
 
+    /// The smallest ring's slots.
+    #[inline]
+    pub(crate) fn min_cap(&self) -> u32 {
+        self.min_cap
+    }
+
     /// Free slots of class `c`.
     #[inline]
     pub(crate) fn room(&self, c: usize) -> u32 {
