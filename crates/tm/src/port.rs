@@ -152,6 +152,8 @@ pub struct FlatPort {
     pend: Pending,
     /// Bursts may be held back: a plain port whose DRR quanta are all at least 2.
     pend_ok: bool,
+    /// No class has a reservation (`min_bytes` all 0).
+    no_min: bool,
 }
 
 /// Most descriptors a plain port holds back in [`Pending`].
@@ -254,6 +256,7 @@ impl FlatPort {
             shaper,
             no_queue: 0,
             pend: Pending::new(sp_mask, quantum),
+            no_min: cfg.classes.iter().all(|c| c.min_bytes == 0),
             pend_ok: plain && (0..CLASSES).all(|c| sp_mask >> c & 1 != 0 || quantum[c] >= 2),
         }
     }
@@ -309,7 +312,7 @@ impl FlatPort {
             return false;
         }
         let cum0 = pd.cum;
-        let was = lanes(&pd.count);
+        let was = if self.no_min { 0 } else { lanes(&pd.count) };
         let (mut any_class, mut rounds, mut wide) = (0u8, 0u64, 0u64);
         let (q1, qi) = (&pd.q_less1, &pd.q_inv);
         let Some(keys) = pd.key.get_mut(pd.n..pd.n + n) else { return false };
@@ -346,6 +349,9 @@ impl FlatPort {
             return false;
         }
         let now = lanes(&pd.count);
+        if self.no_min {
+            return self.commit_pending_no_min(buf, pkts, &cum0, now);
+        }
         let burst = now - was; // packets per class, a byte each (no byte borrows)
         let mut add = [0u64; CLASSES];
         let mut seen = 0u8;
@@ -363,6 +369,45 @@ impl FlatPort {
         }
         self.commit_whole(buf, &add, seen, n);
         let pd = &mut self.pend;
+        if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
+            dst.copy_from_slice(pkts);
+        }
+        pd.n += n;
+        true
+    }
+
+    /// The burst check and commit of [`enqueue_pending`](Self::enqueue_pending) on a port
+    /// with no reservations, where a class's occupancy is its bytes in the batch (`cum`): the
+    /// burst's bytes `need` (Σ cum − Σ `cum0`) must be free, and the fullest class of the
+    /// batch below α_min × what is free after (a class of an earlier burst makes this only
+    /// stricter: still sufficient). `now` holds the batch's packets per class, a byte each.
+    #[inline]
+    fn commit_pending_no_min(&mut self, buf: &mut SharedBuffer, pkts: &[Desc], cum0: &[u64; CLASSES], now: u64) -> bool {
+        let n = pkts.len();
+        let pd = &mut self.pend;
+        let cum = pd.cum;
+        let need = cum.iter().sum::<u64>() - cum0.iter().sum::<u64>();
+        let top = cum.iter().copied().fold(0, u64::max);
+        let free = buf.free_bytes();
+        if need > free || top >= alpha_times(free - need, self.alpha_log2_min) {
+            for &k in pd.key.get(pd.n..pd.n + n).unwrap_or_default() {
+                pd.count[usize::from(k)] -= 1;
+            }
+            pd.cum = *cum0;
+            return false;
+        }
+        let cnt = now.to_le_bytes();
+        let mut seen = 0u8;
+        for c in 0..CLASSES {
+            let k = u32::from(cnt[c]);
+            self.rings.tail[c] = self.rings.head[c].wrapping_add(k);
+            self.occ_bytes[c] = cum[c];
+            self.hwm_bytes[c] = self.hwm_bytes[c].max(cum[c]);
+            self.hwm_pkts[c] = self.hwm_pkts[c].max(k);
+            seen |= u8::from(k != 0) << c;
+        }
+        buf.take_shared(need, n as u32);
+        self.nonempty = seen;
         if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
             dst.copy_from_slice(pkts);
         }
