@@ -47,9 +47,10 @@ use crate::shaper::{ShaperParams, TokenBucket};
 use crate::wred::{RedAction, Rng, WredParams};
 use crate::{Desc, Enq, TmDrop};
 
-/// The packets per class of a batch's cell counts (one byte per class: the sum over rounds
-/// of each round's 8 counts read as one little-endian word; a batch holds at most 64 packets,
-/// so no byte carries).
+/// The packets per class of a batch's cell counts, one byte per class (class `c` in byte
+/// `c`): the sum over rounds of each round's 8 counts read as one little-endian word (cell
+/// `8r + 7 − c`, so the sum's bytes come reversed); a batch holds at most 64 packets, so no
+/// byte carries.
 #[inline]
 fn lanes(count: &[u8; 256]) -> u64 {
     let mut s = 0u64;
@@ -58,7 +59,7 @@ fn lanes(count: &[u8; 256]) -> u64 {
         w.copy_from_slice(r);
         s = s.wrapping_add(u64::from_le_bytes(w));
     }
-    s
+    s.swap_bytes()
 }
 
 #[derive(Clone, Debug)]
@@ -158,7 +159,7 @@ pub struct FlatPort {
 
 /// Most descriptors a plain port holds back in [`Pending`].
 const PEND: usize = 64;
-/// Cells of a deferred batch: rounds 0..=7 × classes 0..=7 (`8 × round + class`); round 0
+/// Cells of a deferred batch: rounds 0..=7 × classes 7..=0 (`8 × round + 7 − class`); round 0
 /// holds the strict classes, round `r` ≥ 1 the DRR packets that leave in DRR round `r`.
 const CELLS: usize = 64;
 
@@ -196,7 +197,7 @@ impl Pending {
             cum: [0; CLASSES],
             q_less1: std::array::from_fn(|c| if drr(c) { u64::from(quantum[c].max(2) - 1) } else { 0 }),
             q_inv: std::array::from_fn(|c| if drr(c) { u64::MAX / u64::from(quantum[c].max(2)) + 1 } else { 0 }),
-            drr_lanes: (0..CLASSES).filter(|&c| drr(c)).fold(0, |m, c| m | 0xff << (8 * c)),
+            drr_lanes: (0..CLASSES).filter(|&c| drr(c)).fold(0, |m, c| m | 0xff << (8 * (7 - c))),
         }
     }
 
@@ -328,7 +329,7 @@ impl FlatPort {
             let r = ((u128::from(t) * u128::from(qi[c])) >> 64) as u64;
             wide |= t;
             rounds |= r;
-            let k = (r << 3) as u8 | c as u8;
+            let k = (r << 3) as u8 | (7 - c) as u8;
             *key = k;
             pd.count[usize::from(k)] += 1;
         }
@@ -707,26 +708,45 @@ impl FlatPort {
         let n = pd.n;
         let count = &pd.count;
         let mut off = [0u8; 256];
-        let mut at = 0u8;
-        let mut strict = self.nonempty & self.sp_mask;
-        while let Some(c) = sp::highest(strict) {
-            let c = c & 7;
-            off[c] = at;
-            at += count[c];
-            strict &= !(1 << c);
-        }
-        let (list, len) = (self.drr.list, self.drr.len);
         debug_assert!(!self.drr.granted && self.drr.deficit == [0; CLASSES]);
-        let mut round = CLASSES;
-        while usize::from(at) < n && round < CELLS {
-            let mut l = list;
-            for _ in 0..len {
-                let k = (round | (l & 7) as usize) & 255;
-                off[k] = at;
-                at += count[k];
-                l >>= 4;
+        let (list, len) = (self.drr.list, self.drr.len);
+        if self.drr.is_descending(self.nonempty & !self.sp_mask) {
+            // Cell 8r + (7 − c): with the DRR classes listed highest first (one burst, or
+            // bursts that added no class), the order to send is the cells' own order, and each
+            // cell's start is a prefix sum, 8 cells per word (bytes: a batch holds ≤ 64).
+            const ONES: u64 = 0x0101_0101_0101_0101;
+            let mut base = 0u64;
+            for (src, dst) in count.chunks_exact(CLASSES).zip(off.chunks_exact_mut(CLASSES)).take(CELLS / CLASSES) {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(src);
+                let x = u64::from_le_bytes(w);
+                let incl = x.wrapping_mul(ONES);
+                dst.copy_from_slice(&((incl - x) + base * ONES).to_le_bytes());
+                base += incl >> 56;
+                if base >= n as u64 {
+                    break;
+                }
             }
-            round += CLASSES;
+        } else {
+            let mut at = 0u8;
+            let mut strict = self.nonempty & self.sp_mask;
+            while let Some(c) = sp::highest(strict) {
+                let c = c & 7;
+                off[7 - c] = at;
+                at += count[7 - c];
+                strict &= !(1 << c);
+            }
+            let mut round = CLASSES;
+            while usize::from(at) < n && round < CELLS {
+                let mut l = list;
+                for _ in 0..len {
+                    let k = (round | (7 - (l & 7)) as usize) & 255;
+                    off[k] = at;
+                    at += count[k];
+                    l >>= 4;
+                }
+                round += CLASSES;
+            }
         }
         let (descs, keys) = (pd.descs.get(..n).unwrap_or_default(), pd.key.get(..n).unwrap_or_default());
         for (d, &k) in descs.iter().zip(keys) {
