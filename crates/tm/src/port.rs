@@ -48,9 +48,8 @@ use crate::wred::{RedAction, Rng, WredParams};
 use crate::{Desc, Enq, TmDrop};
 
 /// The packets per class of a batch's cell counts, one byte per class (class `c` in byte
-/// `c`): the sum over rounds of each round's 8 counts read as one little-endian word (cell
-/// `8r + 7 − c`, so the sum's bytes come reversed); a batch holds at most 64 packets, so no
-/// byte carries.
+/// `c`): the sum over rounds of each round's 8 counts read as one little-endian word; a batch
+/// holds at most 64 packets, so no byte carries.
 #[inline]
 fn lanes(count: &[u8; 256]) -> u64 {
     let mut s = 0u64;
@@ -59,7 +58,31 @@ fn lanes(count: &[u8; 256]) -> u64 {
         w.copy_from_slice(r);
         s = s.wrapping_add(u64::from_le_bytes(w));
     }
-    s.swap_bytes()
+    s
+}
+
+/// Copies each of `descs` to `out[off[key]]`, `key` its cell, and moves the cell's start on.
+/// Out of line: on its own the loop keeps `out` in a register (measured).
+#[inline(never)]
+fn scatter(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mut [Desc]) {
+    for (d, &k) in descs.iter().zip(keys) {
+        let k = usize::from(k);
+        let p = off[k];
+        off[k] = p.wrapping_add(1);
+        if let Some(slot) = out.get_mut(usize::from(p)) {
+            *slot = *d;
+        }
+    }
+}
+
+/// Bit `i` set for each non-zero byte `i` of `x` (the bytes' bits folded into bit 0 of each
+/// byte, then gathered into the top byte by one multiply).
+#[inline]
+fn nonzero_bytes(x: u64) -> u8 {
+    let y = x | x >> 4;
+    let y = y | y >> 2;
+    let y = (y | y >> 1) & 0x0101_0101_0101_0101;
+    (y.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
 }
 
 #[derive(Clone, Debug)]
@@ -159,7 +182,7 @@ pub struct FlatPort {
 
 /// Most descriptors a plain port holds back in [`Pending`].
 const PEND: usize = 64;
-/// Cells of a deferred batch: rounds 0..=7 × classes 7..=0 (`8 × round + 7 − class`); round 0
+/// Cells of a deferred batch: rounds 0..=7 × classes 0..=7 (`8 × round + class`); round 0
 /// holds the strict classes, round `r` ≥ 1 the DRR packets that leave in DRR round `r`.
 const CELLS: usize = 64;
 
@@ -181,6 +204,8 @@ struct Pending {
     /// strict classes (round 0).
     q_less1: [u64; CLASSES],
     q_inv: [u64; CLASSES],
+    /// The largest `q_less1`.
+    q_less1_max: u64,
     /// 0xff in the byte of each DRR class: round-0 cells of DRR classes (a class's bytes
     /// still 0 after a zero-length packet, which leaves in round 1) send a batch to the rings.
     drr_lanes: u64,
@@ -197,7 +222,8 @@ impl Pending {
             cum: [0; CLASSES],
             q_less1: std::array::from_fn(|c| if drr(c) { u64::from(quantum[c].max(2) - 1) } else { 0 }),
             q_inv: std::array::from_fn(|c| if drr(c) { u64::MAX / u64::from(quantum[c].max(2)) + 1 } else { 0 }),
-            drr_lanes: (0..CLASSES).filter(|&c| drr(c)).fold(0, |m, c| m | 0xff << (8 * (7 - c))),
+            q_less1_max: (0..CLASSES).filter(|&c| drr(c)).map(|c| u64::from(quantum[c].max(2) - 1)).max().unwrap_or(0),
+            drr_lanes: (0..CLASSES).filter(|&c| drr(c)).fold(0, |m, c| m | 0xff << (8 * c)),
         }
     }
 
@@ -314,24 +340,35 @@ impl FlatPort {
         }
         let cum0 = pd.cum;
         let was = if self.no_min { 0 } else { lanes(&pd.count) };
-        let (mut any_class, mut rounds, mut wide) = (0u8, 0u64, 0u64);
+        let (mut any_class, mut rounds) = (0u8, 0u64);
         let (q1, qi) = (&pd.q_less1, &pd.q_inv);
         let Some(keys) = pd.key.get_mut(pd.n..pd.n + n) else { return false };
-        for (d, key) in pkts.iter().zip(keys) {
+        let (cum, count) = (&mut pd.cum, &mut pd.count);
+        // DRR round r gives credit r × quantum (the deficits of an empty port are 0): a packet
+        // leaves in round ⌈s / quantum⌉, s its class's bytes up to and including it, the first
+        // round whose credit covers them; strict classes are round 0.
+        let mut cell = |d: &Desc| {
             let c = usize::from(d.class & 7);
             any_class |= d.class;
-            let s = pd.cum[c] + u64::from(d.len_bytes);
-            pd.cum[c] = s;
-            // DRR round r gives credit r × quantum (the deficits of an empty port are 0): the
-            // packet leaves in round ⌈s / quantum⌉, the first whose credit covers the class's
-            // bytes up to it; strict classes are round 0.
-            let t = s + q1[c];
-            let r = ((u128::from(t) * u128::from(qi[c])) >> 64) as u64;
-            wide |= t;
+            let s = cum[c] + u64::from(d.len_bytes);
+            cum[c] = s;
+            let r = ((u128::from(s + q1[c]) * u128::from(qi[c])) >> 64) as u64;
             rounds |= r;
-            let k = (r << 3) as u8 | (7 - c) as u8;
-            *key = k;
-            pd.count[usize::from(k)] += 1;
+            let k = (r << 3) as u8 | c as u8;
+            count[usize::from(k)] += 1;
+            k
+        };
+        // Two packets a step (the loop's own work is a third of a packet's).
+        let mut pairs = pkts.chunks_exact(2);
+        let mut kpairs = keys.chunks_exact_mut(2);
+        for (p, k) in (&mut pairs).zip(&mut kpairs) {
+            if let ([a, b], [ka, kb]) = (p, k) {
+                *ka = cell(a);
+                *kb = cell(b);
+            }
+        }
+        for (d, k) in pairs.remainder().iter().zip(kpairs.into_remainder()) {
+            *k = cell(d);
         }
         let undo = |pd: &mut Pending| {
             for &k in pd.key.get(pd.n..pd.n + n).unwrap_or_default() {
@@ -345,21 +382,22 @@ impl FlatPort {
         }
         let mut round0 = [0u8; 8];
         round0.copy_from_slice(pd.count.get(..CLASSES).unwrap_or(&[0; 8]));
-        if rounds >= (CELLS / CLASSES) as u64 || wide >> 32 != 0 || u64::from_le_bytes(round0) & pd.drr_lanes != 0 {
+        // The multiply is exact while bytes + quantum − 1 < 2^32 (the fullest class bounds it).
+        let top = pd.cum.iter().copied().fold(0, u64::max);
+        if rounds >= (CELLS / CLASSES) as u64 || (top + pd.q_less1_max) >> 32 != 0 || u64::from_le_bytes(round0) & pd.drr_lanes != 0 {
             undo(pd);
             return false;
         }
         let now = lanes(&pd.count);
         if self.no_min {
-            return self.commit_pending_no_min(buf, pkts, &cum0, now);
+            return self.commit_pending_no_min(buf, pkts, &cum0, now, top);
         }
         let burst = now - was; // packets per class, a byte each (no byte borrows)
         let mut add = [0u64; CLASSES];
-        let mut seen = 0u8;
         for c in 0..CLASSES {
             add[c] = pd.cum[c] - cum0[c];
-            seen |= u8::from((burst >> (8 * c)) as u8 != 0) << c;
         }
+        let seen = nonzero_bytes(burst);
         if !self.admit_whole(buf, &add, seen) {
             undo(&mut self.pend);
             return false;
@@ -383,12 +421,11 @@ impl FlatPort {
     /// batch below α_min × what is free after (a class of an earlier burst makes this only
     /// stricter: still sufficient). `now` holds the batch's packets per class, a byte each.
     #[inline]
-    fn commit_pending_no_min(&mut self, buf: &mut SharedBuffer, pkts: &[Desc], cum0: &[u64; CLASSES], now: u64) -> bool {
+    fn commit_pending_no_min(&mut self, buf: &mut SharedBuffer, pkts: &[Desc], cum0: &[u64; CLASSES], now: u64, top: u64) -> bool {
         let n = pkts.len();
         let pd = &mut self.pend;
         let cum = pd.cum;
         let need = cum.iter().sum::<u64>() - cum0.iter().sum::<u64>();
-        let top = cum.iter().copied().fold(0, u64::max);
         let free = buf.free_bytes();
         if need > free || top >= alpha_times(free - need, self.alpha_log2_min) {
             for &k in pd.key.get(pd.n..pd.n + n).unwrap_or_default() {
@@ -398,17 +435,15 @@ impl FlatPort {
             return false;
         }
         let cnt = now.to_le_bytes();
-        let mut seen = 0u8;
         for c in 0..CLASSES {
             let k = u32::from(cnt[c]);
             self.rings.tail[c] = self.rings.head[c].wrapping_add(k);
             self.occ_bytes[c] = cum[c];
             self.hwm_bytes[c] = self.hwm_bytes[c].max(cum[c]);
             self.hwm_pkts[c] = self.hwm_pkts[c].max(k);
-            seen |= u8::from(k != 0) << c;
         }
         buf.take_shared(need, n as u32);
-        self.nonempty = seen;
+        self.nonempty = nonzero_bytes(now);
         if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
             dst.copy_from_slice(pkts);
         }
@@ -711,17 +746,18 @@ impl FlatPort {
         debug_assert!(!self.drr.granted && self.drr.deficit == [0; CLASSES]);
         let (list, len) = (self.drr.list, self.drr.len);
         if self.drr.is_descending(self.nonempty & !self.sp_mask) {
-            // Cell 8r + (7 − c): with the DRR classes listed highest first (one burst, or
-            // bursts that added no class), the order to send is the cells' own order, and each
-            // cell's start is a prefix sum, 8 cells per word (bytes: a batch holds ≤ 64).
+            // With the DRR classes listed highest first (one burst, or bursts that added no
+            // class), the order to send is round by round, class 7 to 0 within a round: each
+            // cell's start is a prefix sum over the rounds' words with their bytes reversed,
+            // 8 cells per word (bytes: a batch holds ≤ 64).
             const ONES: u64 = 0x0101_0101_0101_0101;
             let mut base = 0u64;
             for (src, dst) in count.chunks_exact(CLASSES).zip(off.chunks_exact_mut(CLASSES)).take(CELLS / CLASSES) {
                 let mut w = [0u8; 8];
                 w.copy_from_slice(src);
-                let x = u64::from_le_bytes(w);
+                let x = u64::from_be_bytes(w);
                 let incl = x.wrapping_mul(ONES);
-                dst.copy_from_slice(&((incl - x) + base * ONES).to_le_bytes());
+                dst.copy_from_slice(&((incl - x) + base * ONES).to_be_bytes());
                 base += incl >> 56;
                 if base >= n as u64 {
                     break;
@@ -732,15 +768,15 @@ impl FlatPort {
             let mut strict = self.nonempty & self.sp_mask;
             while let Some(c) = sp::highest(strict) {
                 let c = c & 7;
-                off[7 - c] = at;
-                at += count[7 - c];
+                off[c] = at;
+                at += count[c];
                 strict &= !(1 << c);
             }
             let mut round = CLASSES;
             while usize::from(at) < n && round < CELLS {
                 let mut l = list;
                 for _ in 0..len {
-                    let k = (round | (7 - (l & 7)) as usize) & 255;
+                    let k = (round | (l & 7) as usize) & 255;
                     off[k] = at;
                     at += count[k];
                     l >>= 4;
@@ -748,15 +784,7 @@ impl FlatPort {
                 round += CLASSES;
             }
         }
-        let (descs, keys) = (pd.descs.get(..n).unwrap_or_default(), pd.key.get(..n).unwrap_or_default());
-        for (d, &k) in descs.iter().zip(keys) {
-            let k = usize::from(k);
-            let p = off[k];
-            off[k] = p + 1;
-            if let Some(slot) = out.get_mut(usize::from(p)) {
-                *slot = *d;
-            }
-        }
+        scatter(pd.descs.get(..n).unwrap_or_default(), pd.key.get(..n).unwrap_or_default(), &mut off, out);
         let mut released = 0;
         for c in 0..CLASSES {
             let q = self.occ_bytes[c];
