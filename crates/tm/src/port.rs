@@ -40,7 +40,7 @@
 use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
 use crate::counters::QueueCounters;
-use crate::queue::ClassRings;
+use crate::queue::{scatter, ClassRings};
 use crate::sched::drr::Drr;
 use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
@@ -59,20 +59,6 @@ fn lanes(count: &[u8; 256]) -> u64 {
         s = s.wrapping_add(u64::from_le_bytes(w));
     }
     s
-}
-
-/// Copies each of `descs` to `out[off[key]]`, `key` its cell, and moves the cell's start on.
-/// Out of line: on its own the loop keeps `out` in a register (measured).
-#[inline(never)]
-fn scatter(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mut [Desc]) {
-    for (d, &k) in descs.iter().zip(keys) {
-        let k = usize::from(k);
-        let p = off[k];
-        off[k] = p.wrapping_add(1);
-        if let Some(slot) = out.get_mut(usize::from(p)) {
-            *slot = *d;
-        }
-    }
 }
 
 /// Bit `i` set for each non-zero byte `i` of `x` (the bytes' bits folded into bit 0 of each

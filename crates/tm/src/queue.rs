@@ -255,6 +255,20 @@ impl ClassRings {
     }
 }
 
+/// Copies each of `descs` to `out[off[key]]`, `key` its cell, and moves the cell's start on.
+/// Out of line: on its own the loop keeps `out` in a register (measured).
+#[inline(never)]
+pub(crate) fn scatter(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mut [Desc]) {
+    for (d, &k) in descs.iter().zip(keys) {
+        let k = usize::from(k);
+        let p = off[k];
+        off[k] = p.wrapping_add(1);
+        if let Some(slot) = out.get_mut(usize::from(p)) {
+            *slot = *d;
+        }
+    }
+}
+
 /// No slot: the end of a list.
 pub const NIL: u32 = u32::MAX;
 
