@@ -110,6 +110,21 @@ impl ClassCtr {
         self.hwm_pkts = self.hwm_pkts.max(self.enq_pkts - self.deq_pkts);
     }
 
+    /// [`on_dequeue`](Self::on_dequeue) after enqueues that left the watermarks as they were
+    /// (held-back bursts): the occupancy before this dequeue is a peak.
+    #[inline]
+    fn on_first_dequeue(&mut self, len: u64) {
+        self.settle_hwm();
+        self.on_dequeue(len);
+    }
+
+    /// The watermarks at least the occupancy (after held-back enqueues).
+    #[inline]
+    fn settle_hwm(&mut self) {
+        self.hwm_bytes = self.hwm_bytes.max(self.enq_bytes - self.deq_bytes);
+        self.hwm_pkts = self.hwm_pkts.max(self.enq_pkts - self.deq_pkts);
+    }
+
     #[inline]
     fn on_dequeue(&mut self, len: u64) {
         self.deq_pkts += 1;
@@ -123,8 +138,9 @@ impl ClassCtr {
             deq_bytes: self.deq_bytes,
             occ_bytes: self.enq_bytes - self.deq_bytes,
             occ_pkts: self.enq_pkts - self.deq_pkts,
-            hwm_bytes: self.hwm_bytes,
-            hwm_pkts: self.hwm_pkts,
+            // At least the occupancy: held-back bursts leave the watermarks to their dequeue.
+            hwm_bytes: self.hwm_bytes.max(self.enq_bytes - self.deq_bytes),
+            hwm_pkts: self.hwm_pkts.max(self.enq_pkts - self.deq_pkts),
             ..*drops
         }
         .read()
@@ -161,7 +177,6 @@ const BATCH: usize = 64;
 struct Batch {
     descs: [Desc; BATCH],
     key: [u8; BATCH],
-    group: [u16; BATCH],
     n: usize,
     groups: [u16; BATCH],
     ng: usize,
@@ -171,16 +186,7 @@ struct Batch {
 
 impl Default for Batch {
     fn default() -> Batch {
-        Batch {
-            descs: [Desc::default(); BATCH],
-            key: [0; BATCH],
-            group: [0; BATCH],
-            n: 0,
-            groups: [0; BATCH],
-            ng: 0,
-            count: [0; 256],
-            bytes: 0,
-        }
+        Batch { descs: [Desc::default(); BATCH], key: [0; BATCH], n: 0, groups: [0; BATCH], ng: 0, count: [0; 256], bytes: 0 }
     }
 }
 
@@ -266,6 +272,9 @@ struct Hq<const C: usize> {
     batching: bool,
     /// `u64::MAX / quantum + 1`: ⌊s / quantum⌋ is one multiply (exact for s < 2^32).
     q_inv: u64,
+    /// Per class, the longest packet a held-back burst takes: the queue limit, at most a
+    /// quantum.
+    limit_q: [u32; CLASSES],
     batch: Box<Batch>,
 }
 
@@ -419,6 +428,7 @@ impl<const C: usize> Hq<C> {
             reserved: qcfg.iter().any(|q: &QCfg| q.min > 0),
             batching: !shaped && qcfg.iter().all(|q: &QCfg| q.min == 0) && quantum >= 2,
             q_inv: u64::MAX / u64::from(quantum.max(2).unsigned_abs()) + 1,
+            limit_q: qcfg.map(|q: QCfg| q.limit.min(quantum.unsigned_abs())),
             batch: Box::default(),
             shaper,
             ghead: NIL,
@@ -475,56 +485,63 @@ impl<const C: usize> Hq<C> {
     #[inline(never)]
     fn enqueue_held(&mut self, buf: &mut SharedBuffer, pkts: &[Desc]) -> bool {
         let n = pkts.len();
-        let b = &mut *self.batch;
+        let Hq { pipes, groups, batch, limit_q, q_inv, .. } = self;
+        let b = &mut **batch;
         let (n0, ng0) = (b.n, b.ng);
-        let (mut rounds, mut longest, mut bytes) = (0u64, 0u32, 0u64);
-        let mut done = 0;
-        for (i, d) in pkts.iter().enumerate() {
+        let mut ng = ng0;
+        let (mut rounds, mut bytes, mut done) = (0u64, 0u64, 0usize);
+        let Some(keys) = b.key.get_mut(n0..n0 + n) else { return false };
+        for (d, key) in pkts.iter().zip(keys) {
             let c = usize::from(d.class);
-            let Some(rec) = self.pipes.get_mut(d.pipe as usize) else { break };
             let len = d.len_bytes;
-            if c >= C || rec.pipe.active != 0 || len > self.qcfg[c & 7].limit {
+            let Some(rec) = pipes.get_mut(d.pipe as usize) else { break };
+            // A packet over its queue's limit, or over a quantum (the round below needs it),
+            // takes the per-packet path.
+            if c >= C || len > limit_q[c & 7] || rec.pipe.active != 0 {
                 break;
             }
             let g = rec.pipe.group;
-            let Some(grp) = self.groups.get_mut(usize::from(g)) else { break };
+            let Some(grp) = groups.get_mut(usize::from(g)) else { break };
             rec.pipe.active = 1 << c;
             if grp.bpos == NO_POS {
-                grp.bpos = b.ng as u8;
-                b.groups[b.ng & (BATCH - 1)] = g;
-                b.ng += 1;
+                grp.bpos = ng as u8;
+                b.groups[ng & (BATCH - 1)] = g;
+                ng += 1;
             }
             // Group round robin from an empty port, every packet at most a quantum: the
             // group's k-th packet leaves in round ⌊bytes before it / quantum⌋ + 1 (see the
             // module doc); pipes and classes choose nothing (one packet per pipe).
             let before = grp.bbytes;
             grp.bbytes = before + u64::from(len);
-            let r = ((u128::from(before) * u128::from(self.q_inv)) >> 64) as u64;
+            let ctr = &mut grp.ctr[c & 7];
+            ctr.enq_pkts += 1;
+            ctr.enq_bytes += u64::from(len);
+            let r = ((u128::from(before) * u128::from(*q_inv)) >> 64) as u64;
             rounds |= r;
-            longest = longest.max(len);
             bytes += u64::from(len);
             let k = (r << 6) as u8 | grp.bpos;
-            b.key[(n0 + i) & (BATCH - 1)] = k;
-            b.group[(n0 + i) & (BATCH - 1)] = g;
+            *key = k;
             b.count[usize::from(k)] += 1;
-            done = i + 1;
+            done += 1;
         }
+        b.ng = ng;
         let fits = done == n
             && rounds < 4
-            && longest <= self.quantum.unsigned_abs()
             && b.bytes + bytes < 1 << 32
             && buf.free_pkts() >= n as u64
             && bytes <= buf.free_bytes()
             && self.qcfg.iter().take(C).all(|q| alpha_times(buf.free_bytes() - bytes, q.alpha_log2) > 0);
+        let b = &mut *self.batch;
         if !fits {
-            for (i, d) in pkts.iter().enumerate().take(done) {
-                let k = b.key[(n0 + i) & (BATCH - 1)];
+            for (d, &k) in pkts.iter().zip(&b.key[n0..]).take(done) {
                 b.count[usize::from(k)] -= 1;
-                if let Some(rec) = self.pipes.get_mut(d.pipe as usize) {
-                    rec.pipe.active = 0;
-                }
-                if let Some(grp) = self.groups.get_mut(usize::from(b.group[(n0 + i) & (BATCH - 1)])) {
+                let Some(rec) = self.pipes.get_mut(d.pipe as usize) else { continue };
+                rec.pipe.active = 0;
+                if let Some(grp) = self.groups.get_mut(usize::from(rec.pipe.group)) {
                     grp.bbytes -= u64::from(d.len_bytes);
+                    let ctr = &mut grp.ctr[usize::from(d.class) & 7];
+                    ctr.enq_pkts -= 1;
+                    ctr.enq_bytes -= u64::from(d.len_bytes);
                 }
             }
             for &g in b.groups.get(ng0..b.ng).unwrap_or_default() {
@@ -534,11 +551,6 @@ impl<const C: usize> Hq<C> {
             }
             b.ng = ng0;
             return false;
-        }
-        for (d, &g) in pkts.iter().zip(b.group.get(n0..n0 + n).unwrap_or_default()) {
-            if let Some(grp) = self.groups.get_mut(usize::from(g)) {
-                grp.ctr[usize::from(d.class) & (C - 1) & 7].on_enqueue(u64::from(d.len_bytes));
-            }
         }
         if let Some(dst) = b.descs.get_mut(n0..n0 + n) {
             dst.copy_from_slice(pkts);
@@ -573,6 +585,9 @@ impl<const C: usize> Hq<C> {
         for d in self.batch.descs.get(..n).unwrap_or_default() {
             if let Some(rec) = self.pipes.get_mut(d.pipe as usize) {
                 rec.pipe.active = 0;
+                if let Some(grp) = self.groups.get_mut(usize::from(rec.pipe.group)) {
+                    grp.ctr[usize::from(d.class) & 7].settle_hwm();
+                }
             }
         }
         for i in 0..n {
@@ -652,12 +667,9 @@ impl<const C: usize> Hq<C> {
             }
         }
         scatter(b.descs.get(..n).unwrap_or_default(), b.key.get(..n).unwrap_or_default(), &mut off, out);
-        for (d, &g) in b.descs.iter().zip(&b.group).take(n) {
+        for d in b.descs.iter().take(n) {
             let c = usize::from(d.class) & (C - 1) & 7;
             let len = d.len_bytes;
-            if let Some(grp) = self.groups.get_mut(usize::from(g)) {
-                grp.ctr[c].on_dequeue(u64::from(len));
-            }
             let Some(rec) = self.pipes.get_mut(d.pipe as usize) else { continue };
             let p = &mut rec.pipe;
             p.active = 0;
@@ -665,6 +677,11 @@ impl<const C: usize> Hq<C> {
                 let quantum = self.profiles.get(usize::from(p.profile)).map_or(0, |x| x.quantum[c]);
                 rec.q[c & (C - 1)].credit = pay(quantum, len).saturating_add(quantum);
                 p.wrr_cur = ((c + 1) & 7) as u8;
+            }
+            if let Some(grp) = self.groups.get_mut(usize::from(p.group)) {
+                // The batch's enqueues left the watermarks to the first dequeue of each
+                // group × class: its occupancy has only grown since the port was empty.
+                grp.ctr[c].on_first_dequeue(u64::from(len));
             }
         }
         let bytes = self.batch.bytes;
