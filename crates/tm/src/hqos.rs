@@ -110,12 +110,12 @@ impl ClassCtr {
         self.hwm_pkts = self.hwm_pkts.max(self.enq_pkts - self.deq_pkts);
     }
 
-    /// [`on_dequeue`](Self::on_dequeue) after enqueues that left the watermarks as they were
-    /// (held-back bursts): the occupancy before this dequeue is a peak.
+    /// Everything held leaves, after enqueues that left the watermarks as they were
+    /// (held-back bursts): the occupancy now is a peak.
     #[inline]
-    fn on_first_dequeue(&mut self, len: u64) {
+    fn drain(&mut self) {
         self.settle_hwm();
-        self.on_dequeue(len);
+        (self.deq_pkts, self.deq_bytes) = (self.enq_pkts, self.enq_bytes);
     }
 
     /// The watermarks at least the occupancy (after held-back enqueues).
@@ -272,6 +272,8 @@ struct Hq<const C: usize> {
     batching: bool,
     /// `u64::MAX / quantum + 1`: ⌊s / quantum⌋ is one multiply (exact for s < 2^32).
     q_inv: u64,
+    /// The smallest α exponent of the port's classes.
+    alpha_log2_min: i8,
     /// Per class, the longest packet a held-back burst takes: the queue limit, at most a
     /// quantum.
     limit_q: [u32; CLASSES],
@@ -429,6 +431,7 @@ impl<const C: usize> Hq<C> {
             batching: !shaped && qcfg.iter().all(|q: &QCfg| q.min == 0) && quantum >= 2,
             q_inv: u64::MAX / u64::from(quantum.max(2).unsigned_abs()) + 1,
             limit_q: qcfg.map(|q: QCfg| q.limit.min(quantum.unsigned_abs())),
+            alpha_log2_min: qcfg.iter().take(C).map(|q: &QCfg| q.alpha_log2).min().unwrap_or(0),
             batch: Box::default(),
             shaper,
             ghead: NIL,
@@ -530,7 +533,7 @@ impl<const C: usize> Hq<C> {
             && b.bytes + bytes < 1 << 32
             && buf.free_pkts() >= n as u64
             && bytes <= buf.free_bytes()
-            && self.qcfg.iter().take(C).all(|q| alpha_times(buf.free_bytes() - bytes, q.alpha_log2) > 0);
+            && alpha_times(buf.free_bytes() - bytes, self.alpha_log2_min) > 0;
         let b = &mut *self.batch;
         if !fits {
             for (d, &k) in pkts.iter().zip(&b.key[n0..]).take(done) {
@@ -667,26 +670,28 @@ impl<const C: usize> Hq<C> {
             }
         }
         scatter(b.descs.get(..n).unwrap_or_default(), b.key.get(..n).unwrap_or_default(), &mut off, out);
-        for d in b.descs.iter().take(n) {
+        for d in b.descs.get(..n).unwrap_or_default() {
             let c = usize::from(d.class) & (C - 1) & 7;
-            let len = d.len_bytes;
             let Some(rec) = self.pipes.get_mut(d.pipe as usize) else { continue };
             let p = &mut rec.pipe;
             p.active = 0;
             if p.wrr_mask >> c & 1 != 0 {
                 let quantum = self.profiles.get(usize::from(p.profile)).map_or(0, |x| x.quantum[c]);
-                rec.q[c & (C - 1)].credit = pay(quantum, len).saturating_add(quantum);
+                rec.q[c & (C - 1)].credit = pay(quantum, d.len_bytes).saturating_add(quantum);
                 p.wrr_cur = ((c + 1) & 7) as u8;
             }
             if let Some(grp) = self.groups.get_mut(usize::from(p.group)) {
-                // The batch's enqueues left the watermarks to the first dequeue of each
-                // group × class: its occupancy has only grown since the port was empty.
-                grp.ctr[c].on_first_dequeue(u64::from(len));
+                // The whole batch leaves: each group × class of it sends what it holds (all
+                // from the batch, the port was empty), its watermark first (the batch's
+                // enqueues left it; the occupancy only grew since). Repeating it is harmless.
+                grp.ctr[c].drain();
+                (grp.bpos, grp.bbytes) = (NO_POS, 0);
             }
         }
-        let bytes = self.batch.bytes;
-        buf.give_shared(bytes, n as u32);
-        self.reset_held();
+        let b = &mut *self.batch;
+        buf.give_shared(b.bytes, n as u32);
+        b.count = [0; 256];
+        (b.n, b.ng, b.bytes) = (0, 0, 0);
         n
     }
 
