@@ -58,7 +58,7 @@
 use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, ConfigError, HqosConfig, Loc, Problem, CLASSES};
 use crate::counters::QueueCounters;
-use crate::queue::{scatter, ListQueue, Slab, NIL};
+use crate::queue::{ListQueue, Slab, NIL};
 use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
 use crate::{Desc, Enq, TmDrop};
@@ -97,8 +97,10 @@ struct ClassCtr {
     enq_bytes: u64,
     deq_pkts: u64,
     deq_bytes: u64,
-    hwm_bytes: u64,
+    /// Packets before bytes, as the occupancy pairs (enq, deq) are laid out: one compare
+    /// takes both maxima.
     hwm_pkts: u64,
+    hwm_bytes: u64,
 }
 
 impl ClassCtr {
@@ -669,8 +671,13 @@ impl<const C: usize> Hq<C> {
                 break 'rounds;
             }
         }
-        scatter(b.descs.get(..n).unwrap_or_default(), b.key.get(..n).unwrap_or_default(), &mut off, out);
-        for d in b.descs.get(..n).unwrap_or_default() {
+        for (d, &k) in b.descs.get(..n).unwrap_or_default().iter().zip(b.key.get(..n).unwrap_or_default()) {
+            let k = usize::from(k);
+            let at = off[k];
+            off[k] = at.wrapping_add(1);
+            if let Some(slot) = out.get_mut(usize::from(at)) {
+                *slot = *d;
+            }
             let c = usize::from(d.class) & (C - 1) & 7;
             let Some(rec) = self.pipes.get_mut(d.pipe as usize) else { continue };
             let p = &mut rec.pipe;
