@@ -169,6 +169,10 @@ struct Group {
 /// A group with no packet in the held-back batch.
 const NO_POS: u8 = u8::MAX;
 
+/// The class mask of a pipe whose packet is in the held-back batch: not idle (a second packet
+/// for it ends the batch), and read by nothing else until the batch is linked or sent.
+const HELD: u8 = u8::MAX;
+
 /// Most packets an HQoS port holds back (see "Held-back bursts" in the module doc).
 const BATCH: usize = 64;
 
@@ -507,7 +511,7 @@ impl<const C: usize> Hq<C> {
             }
             let g = rec.pipe.group;
             let Some(grp) = groups.get_mut(usize::from(g)) else { break };
-            rec.pipe.active = 1 << c;
+            rec.pipe.active = HELD;
             if grp.bpos == NO_POS {
                 grp.bpos = ng as u8;
                 b.groups[ng & (BATCH - 1)] = g;
