@@ -40,7 +40,7 @@
 use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
 use crate::counters::QueueCounters;
-use crate::queue::{scatter, ClassRings};
+use crate::queue::{copy_descs, scatter, ClassRings};
 use crate::sched::drr::Drr;
 use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
@@ -395,7 +395,7 @@ impl FlatPort {
         self.commit_whole(buf, &add, seen, n);
         let pd = &mut self.pend;
         if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
-            dst.copy_from_slice(pkts);
+            copy_descs(dst, pkts);
         }
         pd.n += n;
         true
@@ -431,7 +431,7 @@ impl FlatPort {
         buf.take_shared(need, n as u32);
         self.nonempty = nonzero_bytes(now);
         if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
-            dst.copy_from_slice(pkts);
+            copy_descs(dst, pkts);
         }
         pd.n += n;
         true
