@@ -183,6 +183,8 @@ struct Pending {
     n: usize,
     /// Packets per cell, indexed by a whole `u8` (no mask; cells past 63 are never counted).
     count: [u8; 256],
+    /// Each cell's next place in the output, during a drain.
+    off: [u8; 256],
     cum: [u64; CLASSES],
     /// Per class, quantum − 1 and `u64::MAX / quantum + 1`, so that the round of a DRR
     /// packet, ⌈bytes / quantum⌉, is one multiply (Lemire, Kaser and Kurz, "Faster remainder
@@ -205,6 +207,7 @@ impl Pending {
             key: [0; PEND],
             n: 0,
             count: [0; 256],
+            off: [0; 256],
             cum: [0; CLASSES],
             q_less1: std::array::from_fn(|c| if drr(c) { u64::from(quantum[c].max(2) - 1) } else { 0 }),
             q_inv: std::array::from_fn(|c| if drr(c) { u64::MAX / u64::from(quantum[c].max(2)) + 1 } else { 0 }),
@@ -735,7 +738,9 @@ impl FlatPort {
         let pd = &mut self.pend;
         let n = pd.n;
         let count = &pd.count;
-        let mut off = [0u8; 256];
+        // Every cell a key of the batch names is written below before the copy reads it, so
+        // the array is kept from call to call rather than zeroed.
+        let off = &mut pd.off;
         debug_assert!(!self.drr.granted && self.drr.deficit == [0; CLASSES]);
         let (list, len) = (self.drr.list, self.drr.len);
         if self.drr.is_descending(self.nonempty & !self.sp_mask) {
@@ -777,15 +782,18 @@ impl FlatPort {
                 round += CLASSES;
             }
         }
-        scatter(pd.descs.get(..n).unwrap_or_default(), pd.key.get(..n).unwrap_or_default(), &mut off, out);
-        let mut released = 0;
+        scatter(pd.descs.get(..n).unwrap_or_default(), pd.key.get(..n).unwrap_or_default(), off, out);
+        // Every queued byte leaves; without reservations all of them were shared.
+        let released = if self.no_min {
+            self.occ_bytes.iter().sum()
+        } else {
+            self.occ_bytes.iter().zip(&self.min_bytes).map(|(&q, &min)| q.saturating_sub(min)).sum()
+        };
         for c in 0..CLASSES {
-            let q = self.occ_bytes[c];
-            released += q.saturating_sub(self.min_bytes[c]);
             self.deq_pkts[c] += u64::from(self.rings.tail[c].wrapping_sub(self.rings.head[c]));
-            self.deq_bytes[c] += q;
-            self.occ_bytes[c] = 0;
+            self.deq_bytes[c] += self.occ_bytes[c];
         }
+        self.occ_bytes = [0; CLASSES];
         self.rings.head = self.rings.tail;
         self.nonempty = 0;
         (self.drr.list, self.drr.len) = (0, 0);
