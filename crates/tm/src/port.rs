@@ -18,7 +18,7 @@
 //! the burst would be refused one at a time, so results never differ. Occupancy only grows
 //! during an enqueue, so one watermark update per class and burst is the exact maximum.
 //!
-//! **Deferred bursts.** A plain port that is empty when a burst arrives does not write it into
+//! **Held-back bursts.** A plain port that is empty when a burst arrives does not write it into
 //! its rings: it keeps the burst (and the next ones, up to 64 packets) in arrival order in a
 //! small batch, moves the tails and does all the accounting as above, and gives each packet a
 //! *cell*: its class and, for a DRR class, the DRR round it leaves in. From an empty port every
@@ -158,7 +158,7 @@ pub struct FlatPort {
     shaper: Option<ShaperParams>,
     tb: TokenBucket,
     no_queue: u64,
-    /// Whole bursts held back from the rings (plain ports; see "Deferred bursts").
+    /// Whole bursts held back from the rings (plain ports; see "Held-back bursts").
     pend: Pending,
     /// Bursts may be held back: a plain port whose DRR quanta are all at least 2.
     pend_ok: bool,
@@ -168,7 +168,7 @@ pub struct FlatPort {
 
 /// Most descriptors a plain port holds back in [`Pending`].
 const PEND: usize = 64;
-/// Cells of a deferred batch: rounds 0..=7 × classes 0..=7 (`8 × round + class`); round 0
+/// Cells of a held-back batch: rounds 0..=7 × classes 0..=7 (`8 × round + class`); round 0
 /// holds the strict classes, round `r` ≥ 1 the DRR packets that leave in DRR round `r`.
 const CELLS: usize = 64;
 
@@ -302,7 +302,7 @@ impl FlatPort {
         self.drr.activate_all(self.nonempty & !before & !self.sp_mask);
     }
 
-    /// A plain port's burst: held back (see "Deferred bursts") when the port was empty or holds
+    /// A plain port's burst: held back (see "Held-back bursts") when the port was empty or holds
     /// only held-back bursts, else written to the rings; false, with nothing changed but the
     /// held-back bursts written to the rings, when some packet could be refused.
     #[inline(never)]
@@ -732,7 +732,7 @@ impl FlatPort {
         n
     }
 
-    /// A dequeue that takes everything a plain port holds, all of it held back (see "Deferred
+    /// A dequeue that takes everything a plain port holds, all of it held back (see "Held-back
     /// bursts"): each cell's place in the output is the sum of the cells before it (the strict
     /// classes from 7 down, then round by round the DRR classes in active-list order), and each
     /// packet is copied once, from the batch to its place. The port is empty after.
