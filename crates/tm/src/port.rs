@@ -18,6 +18,18 @@
 //! the burst would be refused one at a time, so results never differ. Occupancy only grows
 //! during an enqueue, so one watermark update per class and burst is the exact maximum.
 //!
+//! **Held-back bursts.** A plain port that is empty when a burst arrives does not write it into
+//! its rings: it keeps the burst (and the next ones, up to 64 packets) in arrival order in a
+//! small batch, moves the tails and does all the accounting as above, and gives each packet a
+//! *cell*: its class and, for a DRR class, the DRR round it leaves in. From an empty port every
+//! deficit is 0, so a DRR packet whose class has `s` bytes up to and including it in the batch
+//! leaves in round ⌈s / quantum⌉ (one multiply by a precomputed inverse). A dequeue that takes
+//! everything then needs no turns: the strict classes from 7 down, then round by round the DRR
+//! classes in active-list order, is exactly the order DRR would send; each cell's start is the
+//! sum of the cells before it, and each packet is copied once, from the batch to its place.
+//! Any other call (a smaller budget, a burst that may be refused, a round past 7) first writes
+//! the batch into the rings, where the general paths take over.
+//!
 //! **A burst is one arrival instant.** DRR classes that become non-empty during one enqueue
 //! burst join the tail of the active list together at its end, highest class first (they
 //! used to join in the order of their first packet). Bursts of one packet keep arrival
@@ -28,12 +40,36 @@
 use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
 use crate::counters::QueueCounters;
-use crate::queue::ClassRings;
+use crate::queue::{copy_descs, scatter, ClassRings};
 use crate::sched::drr::Drr;
 use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
 use crate::wred::{RedAction, Rng, WredParams};
 use crate::{Desc, Enq, TmDrop};
+
+/// The packets per class of a batch's cell counts, one byte per class (class `c` in byte
+/// `c`): the sum over rounds of each round's 8 counts read as one little-endian word; a batch
+/// holds at most 64 packets, so no byte carries.
+#[inline]
+fn lanes(count: &[u8; 256]) -> u64 {
+    let mut s = 0u64;
+    for r in count.chunks_exact(CLASSES).take(CELLS / CLASSES) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(r);
+        s = s.wrapping_add(u64::from_le_bytes(w));
+    }
+    s
+}
+
+/// Bit `i` set for each non-zero byte `i` of `x` (the bytes' bits folded into bit 0 of each
+/// byte, then gathered into the top byte by one multiply).
+#[inline]
+fn nonzero_bytes(x: u64) -> u8 {
+    let y = x | x >> 4;
+    let y = y | y >> 2;
+    let y = (y | y >> 1) & 0x0101_0101_0101_0101;
+    (y.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+}
 
 #[derive(Clone, Debug)]
 struct FlatQueue {
@@ -122,6 +158,73 @@ pub struct FlatPort {
     shaper: Option<ShaperParams>,
     tb: TokenBucket,
     no_queue: u64,
+    /// Whole bursts held back from the rings (plain ports; see "Held-back bursts").
+    pend: Pending,
+    /// Bursts may be held back: a plain port whose DRR quanta are all at least 2.
+    pend_ok: bool,
+    /// No class has a reservation (`min_bytes` all 0).
+    no_min: bool,
+}
+
+/// Most descriptors a plain port holds back in [`Pending`].
+const PEND: usize = 64;
+/// Cells of a held-back batch: rounds 0..=7 × classes 0..=7 (`8 × round + class`); round 0
+/// holds the strict classes, round `r` ≥ 1 the DRR packets that leave in DRR round `r`.
+const CELLS: usize = 64;
+
+/// Bursts accepted while the port was empty and not yet written to the rings (see the module
+/// doc): their descriptors in arrival order, each one's cell, the packets per cell, and the
+/// bytes per class so far. The rings' tails already count them; their slots are written by
+/// [`FlatPort::flush`] (or never, when one dequeue takes them all).
+#[derive(Clone, Debug)]
+struct Pending {
+    descs: [Desc; PEND],
+    key: [u8; PEND],
+    n: usize,
+    /// Packets per cell, indexed by a whole `u8` (no mask; cells past 63 are never counted).
+    count: [u8; 256],
+    /// Each cell's next place in the output, during a drain.
+    off: [u8; 256],
+    cum: [u64; CLASSES],
+    /// Per class, quantum − 1 and `u64::MAX / quantum + 1`, so that the round of a DRR
+    /// packet, ⌈bytes / quantum⌉, is one multiply (Lemire, Kaser and Kurz, "Faster remainder
+    /// by direct computation", 2019: exact for 32-bit dividends and divisors ≥ 2); both 0 for
+    /// strict classes (round 0).
+    q_less1: [u64; CLASSES],
+    q_inv: [u64; CLASSES],
+    /// The largest `q_less1`.
+    q_less1_max: u64,
+    /// 0xff in the byte of each DRR class: round-0 cells of DRR classes (a class's bytes
+    /// still 0 after a zero-length packet, which leaves in round 1) send a batch to the rings.
+    drr_lanes: u64,
+}
+
+impl Pending {
+    fn new(sp_mask: u8, quantum: [u32; CLASSES]) -> Pending {
+        let drr = |c: usize| sp_mask >> c & 1 == 0;
+        Pending {
+            descs: [Desc::default(); PEND],
+            key: [0; PEND],
+            n: 0,
+            count: [0; 256],
+            off: [0; 256],
+            cum: [0; CLASSES],
+            q_less1: std::array::from_fn(|c| if drr(c) { u64::from(quantum[c].max(2) - 1) } else { 0 }),
+            q_inv: std::array::from_fn(|c| if drr(c) { u64::MAX / u64::from(quantum[c].max(2)) + 1 } else { 0 }),
+            q_less1_max: (0..CLASSES).filter(|&c| drr(c)).map(|c| u64::from(quantum[c].max(2) - 1)).max().unwrap_or(0),
+            drr_lanes: (0..CLASSES).filter(|&c| drr(c)).fold(0, |m, c| m | 0xff << (8 * c)),
+        }
+    }
+
+    /// Empties the batch.
+    #[inline]
+    fn reset(&mut self) {
+        self.n = 0;
+        if let Some(c) = self.count.get_mut(..CELLS) {
+            c.fill(0);
+        }
+        self.cum = [0; CLASSES];
+    }
 }
 
 impl FlatPort {
@@ -168,6 +271,9 @@ impl FlatPort {
             tb: shaper.as_ref().map(TokenBucket::full).unwrap_or_default(),
             shaper,
             no_queue: 0,
+            pend: Pending::new(sp_mask, quantum),
+            no_min: cfg.classes.iter().all(|c| c.min_bytes == 0),
+            pend_ok: plain && (0..CLASSES).all(|c| sp_mask >> c & 1 != 0 || quantum[c] >= 2),
         }
     }
 
@@ -177,7 +283,7 @@ impl FlatPort {
         let n = pkts.len().min(res.len());
         let (pkts, res) = (&pkts[..n], &mut res[..n]);
         let before = self.nonempty;
-        if self.plain && self.enqueue_whole(buf, pkts) {
+        if self.plain && self.enqueue_plain(buf, pkts) {
             res.fill(Enq::Queued);
         } else {
             for (d, r) in pkts.iter().zip(res.iter_mut()) {
@@ -194,6 +300,199 @@ impl FlatPort {
     #[inline]
     fn join_drr(&mut self, before: u8) {
         self.drr.activate_all(self.nonempty & !before & !self.sp_mask);
+    }
+
+    /// A plain port's burst: held back (see "Held-back bursts") when the port was empty or holds
+    /// only held-back bursts, else written to the rings; false, with nothing changed but the
+    /// held-back bursts written to the rings, when some packet could be refused.
+    #[inline(never)]
+    fn enqueue_plain(&mut self, buf: &mut SharedBuffer, pkts: &[Desc]) -> bool {
+        let p = &self.pend;
+        if (p.n > 0 || self.nonempty == 0) && p.n + pkts.len() <= PEND && self.pend_ok && self.enqueue_pending(buf, pkts) {
+            return true;
+        }
+        self.flush();
+        self.enqueue_whole(buf, pkts)
+    }
+
+    /// [`enqueue_whole`](Self::enqueue_whole) into the held-back batch: one pass sums the
+    /// bytes per class and gives each packet its cell (its class and, for DRR, the round it
+    /// leaves in), then the same burst check, then the descriptors are copied in one block.
+    /// False, with nothing changed, when some packet could be refused or a DRR round is past
+    /// 7 (the caller writes the batch to the rings and tries the burst there).
+    fn enqueue_pending(&mut self, buf: &mut SharedBuffer, pkts: &[Desc]) -> bool {
+        let n = pkts.len();
+        let pd = &mut self.pend;
+        // The batch began at an empty port: no ring holds more than the batch.
+        if pd.n + n > self.rings.min_cap() as usize || buf.free_pkts() < n as u64 {
+            return false;
+        }
+        let cum0 = pd.cum;
+        let was = if self.no_min { 0 } else { lanes(&pd.count) };
+        let (mut any_class, mut rounds) = (0u8, 0u64);
+        let (q1, qi) = (&pd.q_less1, &pd.q_inv);
+        let Some(keys) = pd.key.get_mut(pd.n..pd.n + n) else { return false };
+        let (cum, count) = (&mut pd.cum, &mut pd.count);
+        // DRR round r gives credit r × quantum (the deficits of an empty port are 0): a packet
+        // leaves in round ⌈s / quantum⌉, s its class's bytes up to and including it, the first
+        // round whose credit covers them; strict classes are round 0.
+        let mut cell = |d: &Desc| {
+            let c = usize::from(d.class & 7);
+            any_class |= d.class;
+            let s = cum[c] + u64::from(d.len_bytes);
+            cum[c] = s;
+            let r = ((u128::from(s + q1[c]) * u128::from(qi[c])) >> 64) as u64;
+            rounds |= r;
+            let k = (r << 3) as u8 | c as u8;
+            count[usize::from(k)] += 1;
+            k
+        };
+        // Four packets a step (the loop's own work is a quarter of a packet's).
+        let mut quads = pkts.chunks_exact(4);
+        let mut kquads = keys.chunks_exact_mut(4);
+        for (p, k) in (&mut quads).zip(&mut kquads) {
+            if let ([a, b, c, d], [ka, kb, kc, kd]) = (p, k) {
+                *ka = cell(a);
+                *kb = cell(b);
+                *kc = cell(c);
+                *kd = cell(d);
+            }
+        }
+        for (d, k) in quads.remainder().iter().zip(kquads.into_remainder()) {
+            *k = cell(d);
+        }
+        let undo = |pd: &mut Pending| {
+            for &k in pd.key.get(pd.n..pd.n + n).unwrap_or_default() {
+                pd.count[usize::from(k)] -= 1;
+            }
+            pd.cum = cum0;
+        };
+        if usize::from(any_class) >= CLASSES {
+            undo(pd);
+            return false;
+        }
+        let mut round0 = [0u8; 8];
+        round0.copy_from_slice(pd.count.get(..CLASSES).unwrap_or(&[0; 8]));
+        // The multiply is exact while bytes + quantum − 1 < 2^32 (the fullest class bounds it).
+        let top = pd.cum.iter().copied().fold(0, u64::max);
+        if rounds >= (CELLS / CLASSES) as u64 || (top + pd.q_less1_max) >> 32 != 0 || u64::from_le_bytes(round0) & pd.drr_lanes != 0 {
+            undo(pd);
+            return false;
+        }
+        let now = lanes(&pd.count);
+        if self.no_min {
+            return self.commit_pending_no_min(buf, pkts, &cum0, now, top);
+        }
+        let burst = now - was; // packets per class, a byte each (no byte borrows)
+        let mut add = [0u64; CLASSES];
+        for c in 0..CLASSES {
+            add[c] = pd.cum[c] - cum0[c];
+        }
+        let seen = nonzero_bytes(burst);
+        if !self.admit_whole(buf, &add, seen) {
+            undo(&mut self.pend);
+            return false;
+        }
+        // The batch began at an empty port: each tail is its head plus the batch's packets.
+        for c in 0..CLASSES {
+            self.rings.tail[c] = self.rings.head[c].wrapping_add(u32::from((now >> (8 * c)) as u8));
+        }
+        self.commit_whole(buf, &add, seen, n);
+        let pd = &mut self.pend;
+        if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
+            copy_descs(dst, pkts);
+        }
+        pd.n += n;
+        true
+    }
+
+    /// The burst check and commit of [`enqueue_pending`](Self::enqueue_pending) on a port
+    /// with no reservations, where a class's occupancy is its bytes in the batch (`cum`): the
+    /// burst's bytes `need` (Σ cum − Σ `cum0`) must be free, and the fullest class of the
+    /// batch below α_min × what is free after (a class of an earlier burst makes this only
+    /// stricter: still sufficient). `now` holds the batch's packets per class, a byte each.
+    #[inline]
+    fn commit_pending_no_min(&mut self, buf: &mut SharedBuffer, pkts: &[Desc], cum0: &[u64; CLASSES], now: u64, top: u64) -> bool {
+        let n = pkts.len();
+        let pd = &mut self.pend;
+        let cum = pd.cum;
+        let need = cum.iter().sum::<u64>() - cum0.iter().sum::<u64>();
+        let free = buf.free_bytes();
+        if need > free || top >= alpha_times(free - need, self.alpha_log2_min) {
+            for &k in pd.key.get(pd.n..pd.n + n).unwrap_or_default() {
+                pd.count[usize::from(k)] -= 1;
+            }
+            pd.cum = *cum0;
+            return false;
+        }
+        let cnt = now.to_le_bytes();
+        for c in 0..CLASSES {
+            let k = u32::from(cnt[c]);
+            self.rings.tail[c] = self.rings.head[c].wrapping_add(k);
+            self.occ_bytes[c] = cum[c];
+            self.hwm_bytes[c] = self.hwm_bytes[c].max(cum[c]);
+            self.hwm_pkts[c] = self.hwm_pkts[c].max(k);
+        }
+        buf.take_shared(need, n as u32);
+        self.nonempty = nonzero_bytes(now);
+        if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
+            copy_descs(dst, pkts);
+        }
+        pd.n += n;
+        true
+    }
+
+    /// The burst check of [`enqueue_whole`](Self::enqueue_whole): `add[c]` bytes joining each
+    /// class (`seen` the classes with packets) would all pass one at a time.
+    #[inline]
+    fn admit_whole(&self, buf: &SharedBuffer, add: &[u64; CLASSES], seen: u8) -> bool {
+        let free = buf.free_bytes();
+        let (mut need, mut top) = (0u64, 0u64);
+        for (c, ((&min, &q0), &a)) in self.min_bytes.iter().zip(&self.occ_bytes).zip(add).enumerate() {
+            let s0 = q0.saturating_sub(min);
+            let s1 = (q0 + a).saturating_sub(min);
+            need += s1 - s0;
+            top = top.max(if seen >> c & 1 != 0 { s1 } else { 0 });
+        }
+        need <= free && top < alpha_times(free - need, self.alpha_log2_min)
+    }
+
+    /// Commits a burst that passed [`admit_whole`](Self::admit_whole), the tails already moved.
+    #[inline]
+    fn commit_whole(&mut self, buf: &mut SharedBuffer, add: &[u64; CLASSES], seen: u8, n: usize) {
+        let mut need = 0u64;
+        for (c, &a) in add.iter().enumerate() {
+            let (min, q0) = (self.min_bytes[c], self.occ_bytes[c]);
+            let q1 = q0 + a;
+            need += q1.saturating_sub(min) - q0.saturating_sub(min);
+            self.occ_bytes[c] = q1;
+            self.hwm_bytes[c] = self.hwm_bytes[c].max(q1);
+            self.hwm_pkts[c] = self.hwm_pkts[c].max(self.rings.tail[c].wrapping_sub(self.rings.head[c]));
+        }
+        buf.take_shared(need, n as u32);
+        self.nonempty |= seen;
+    }
+
+    /// Writes the held-back batch into the rings (it began at an empty port, so each class's
+    /// packets go from its head on). Nothing to do when none is held.
+    #[cold]
+    fn flush(&mut self) {
+        let n = self.pend.n;
+        if n == 0 {
+            return;
+        }
+        let mut t = self.rings.head;
+        if let Some((slots, all, base, mask)) = self.rings.all_slots_mut() {
+            for d in self.pend.descs.get(..n).unwrap_or_default() {
+                let c = usize::from(d.class & 7);
+                if let Some(slot) = slots.get_mut((base[c] + (t[c] & mask[c])) as usize & all) {
+                    *slot = *d;
+                }
+                t[c] = t[c].wrapping_add(1);
+            }
+        }
+        debug_assert_eq!(t, self.rings.tail);
+        self.pend.reset();
     }
 
     /// Takes all of `pkts` if none of them would be refused one at a time (see the module
@@ -309,6 +608,13 @@ impl FlatPort {
         if self.plain {
             return self.dequeue_plain(buf, &mut out[..budget]);
         }
+        self.dequeue_each(buf, budget, now_ns, out)
+    }
+
+    /// [`dequeue_burst`](Self::dequeue_burst) of a port with WRED or shapers: packet by packet.
+    /// Out of line, as [`dequeue_plain`](Self::dequeue_plain) is (measured: `tm_cost b`).
+    #[inline(never)]
+    fn dequeue_each(&mut self, buf: &mut SharedBuffer, budget: usize, now_ns: u64, out: &mut [Desc]) -> usize {
         if let Some(p) = &self.shaper {
             self.tb.refill(p, now_ns);
         }
@@ -367,7 +673,14 @@ impl FlatPort {
     /// [`dequeue_burst`](Self::dequeue_burst) of a plain port: no shaper can refuse, so each
     /// strict class drains in one run and each DRR turn sends its packets in one run; the
     /// buffer and the counters are settled once per class at the end.
+    #[inline(never)]
     fn dequeue_plain(&mut self, buf: &mut SharedBuffer, out: &mut [Desc]) -> usize {
+        if self.pend.n > 0 {
+            if self.pend.n <= out.len() {
+                return self.drain_pending(buf, out);
+            }
+            self.flush();
+        }
         let heads = self.rings.head;
         let mut taken = [0u64; CLASSES];
         let mut n = 0;
@@ -416,6 +729,78 @@ impl FlatPort {
         }
         self.nonempty = nonempty;
         buf.give_shared(released, n as u32);
+        n
+    }
+
+    /// A dequeue that takes everything a plain port holds, all of it held back (see "Held-back
+    /// bursts"): each cell's place in the output is the sum of the cells before it (the strict
+    /// classes from 7 down, then round by round the DRR classes in active-list order), and each
+    /// packet is copied once, from the batch to its place. The port is empty after.
+    fn drain_pending(&mut self, buf: &mut SharedBuffer, out: &mut [Desc]) -> usize {
+        let pd = &mut self.pend;
+        let n = pd.n;
+        let count = &pd.count;
+        // Every cell a key of the batch names is written below before the copy reads it, so
+        // the array is kept from call to call rather than zeroed.
+        let off = &mut pd.off;
+        debug_assert!(!self.drr.granted && self.drr.deficit == [0; CLASSES]);
+        let (list, len) = (self.drr.list, self.drr.len);
+        if self.drr.is_descending(self.nonempty & !self.sp_mask) {
+            // With the DRR classes listed highest first (one burst, or bursts that added no
+            // class), the order to send is round by round, class 7 to 0 within a round: each
+            // cell's start is a prefix sum over the rounds' words with their bytes reversed,
+            // 8 cells per word (bytes: a batch holds ≤ 64).
+            const ONES: u64 = 0x0101_0101_0101_0101;
+            let mut base = 0u64;
+            for (src, dst) in count.chunks_exact(CLASSES).zip(off.chunks_exact_mut(CLASSES)).take(CELLS / CLASSES) {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(src);
+                let x = u64::from_be_bytes(w);
+                let incl = x.wrapping_mul(ONES);
+                dst.copy_from_slice(&((incl - x) + base * ONES).to_be_bytes());
+                base += incl >> 56;
+                if base >= n as u64 {
+                    break;
+                }
+            }
+        } else {
+            let mut at = 0u8;
+            let mut strict = self.nonempty & self.sp_mask;
+            while let Some(c) = sp::highest(strict) {
+                let c = c & 7;
+                off[c] = at;
+                at += count[c];
+                strict &= !(1 << c);
+            }
+            let mut round = CLASSES;
+            while usize::from(at) < n && round < CELLS {
+                let mut l = list;
+                for _ in 0..len {
+                    let k = (round | (l & 7) as usize) & 255;
+                    off[k] = at;
+                    at += count[k];
+                    l >>= 4;
+                }
+                round += CLASSES;
+            }
+        }
+        scatter(pd.descs.get(..n).unwrap_or_default(), pd.key.get(..n).unwrap_or_default(), off, out);
+        // Every queued byte leaves; without reservations all of them were shared.
+        let released = if self.no_min {
+            self.occ_bytes.iter().sum()
+        } else {
+            self.occ_bytes.iter().zip(&self.min_bytes).map(|(&q, &min)| q.saturating_sub(min)).sum()
+        };
+        for c in 0..CLASSES {
+            self.deq_pkts[c] += u64::from(self.rings.tail[c].wrapping_sub(self.rings.head[c]));
+            self.deq_bytes[c] += self.occ_bytes[c];
+        }
+        self.occ_bytes = [0; CLASSES];
+        self.rings.head = self.rings.tail;
+        self.nonempty = 0;
+        (self.drr.list, self.drr.len) = (0, 0);
+        buf.give_shared(released, n as u32);
+        self.pend.reset();
         n
     }
 

@@ -165,6 +165,12 @@ impl ClassRings {
         u64::from(held) + n as u64 <= u64::from(self.min_cap) || (0..8).all(|c| self.room(c) as usize >= n)
     }
 
+    /// The smallest ring's slots.
+    #[inline]
+    pub(crate) fn min_cap(&self) -> u32 {
+        self.min_cap
+    }
+
     /// Free slots of class `c`.
     #[inline]
     pub(crate) fn room(&self, c: usize) -> u32 {
@@ -246,6 +252,38 @@ impl ClassRings {
         }
         self.head[c] = h;
         (n, credit, h == t)
+    }
+}
+
+/// Copies each of `descs` to `out[off[key]]`, `key` its cell, and moves the cell's start on.
+/// Out of line: on its own the loop keeps `out` in a register (measured).
+#[inline(never)]
+pub(crate) fn scatter(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mut [Desc]) {
+    for (d, &k) in descs.iter().zip(keys) {
+        let k = usize::from(k);
+        let p = off[k];
+        off[k] = p.wrapping_add(1);
+        if let Some(slot) = out.get_mut(usize::from(p)) {
+            *slot = *d;
+        }
+    }
+}
+
+/// `dst.copy_from_slice(src)` for a burst's descriptors, four at a time (64 bytes: two vector
+/// moves) rather than a call to `memcpy`, whose entry and exit cost as much as the copy at
+/// these sizes (measured: `tm_cost a` −0.8 per packet; the HQoS batch measured +1.1 with it
+/// and keeps `memcpy`). `dst` and `src` have the same length.
+#[inline]
+pub(crate) fn copy_descs(dst: &mut [Desc], src: &[Desc]) {
+    let mut d4 = dst.chunks_exact_mut(4);
+    let mut s4 = src.chunks_exact(4);
+    for (d, s) in (&mut d4).zip(&mut s4) {
+        if let (Ok(d), Ok(s)) = (<&mut [Desc; 4]>::try_from(d), <&[Desc; 4]>::try_from(s)) {
+            *d = *s;
+        }
+    }
+    for (d, s) in d4.into_remainder().iter_mut().zip(s4.remainder()) {
+        *d = *s;
     }
 }
 

@@ -31,7 +31,7 @@ fn class_cfg() -> impl Strategy<Value = ClassConfig> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => prop::collection::vec((0u8..=8, 1u32..2000), 0..24).prop_map(Op::Enq),
+        3 => prop::collection::vec((0u8..=8, prop_oneof![9 => 1u32..2000, 1 => Just(0u32)]), 0..24).prop_map(Op::Enq),
         2 => (0usize..40).prop_map(Op::Deq),
     ]
 }
@@ -48,9 +48,18 @@ proptest! {
         total_bytes in prop_oneof![2_000u64..60_000, 1_000_000u64..4_000_000],
         total_pkts in prop_oneof![4u32..200, 1_000u32..5_000],
         ops in prop::collection::vec(op(), 1..60),
+        // Half the ports have no reservations, and half have rings of 256 (bursts held back
+        // from the rings need room for the whole batch in the smallest ring): paths of their own.
+        reserve in any::<bool>(),
+        big_rings in any::<bool>(),
     ) {
         let mut port = FlatPortConfig { classes, drr_quantum_bytes: quantum, shaper: None };
-        if port.classes.iter().map(|c| c.min_bytes).sum::<u64>() > total_bytes {
+        if big_rings {
+            for c in &mut port.classes {
+                c.ring_pkts = 256;
+            }
+        }
+        if !reserve || port.classes.iter().map(|c| c.min_bytes).sum::<u64>() > total_bytes {
             for c in &mut port.classes {
                 c.min_bytes = 0;
             }

@@ -96,6 +96,14 @@ impl Drr {
         self.len += count;
     }
 
+    /// True when the active list is exactly the classes of `mask`, highest first (as one
+    /// burst from an empty port lists them).
+    #[inline]
+    pub(crate) fn is_descending(&self, mask: u8) -> bool {
+        let (nibbles, count) = JOIN[usize::from(mask)];
+        self.list == nibbles && self.len == count
+    }
+
     /// Drops the head class from the list.
     #[inline]
     fn pop_head(&mut self) {
