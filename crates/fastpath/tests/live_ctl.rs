@@ -290,7 +290,8 @@ fn ctl_without_a_running_fastpath_says_so() {
 fn thread_cpus(pid: u32) -> BTreeMap<String, Vec<usize>> {
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
-        let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        // A thread that ended between the listing and this read has no status: skip it.
+        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else { continue };
         let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).map(str::trim).unwrap_or("").to_string();
         let mut cpus = Vec::new();
         for part in field("Cpus_allowed_list:").split(',').filter(|p| !p.is_empty()) {
