@@ -637,16 +637,7 @@ impl<const C: usize> Hq<C> {
             }
         } else {
             (grp.head, grp.tail, grp.credit, grp.next) = (pi, pi, quantum, NIL);
-            let g = g as u32;
-            if self.ghead == NIL {
-                self.ghead = g;
-            } else if let Some(t) = self.groups.get_mut(self.gtail as usize) {
-                t.next = g;
-            }
-            self.gtail = g;
-            if self.shaped {
-                self.listed_groups += 1;
-            }
+            self.list_group(g as u32);
         }
     }
 
@@ -785,19 +776,24 @@ impl<const C: usize> Hq<C> {
                 grp.tail = pi;
                 grp.credit = self.quantum;
                 grp.next = NIL;
-                let g = g as u32;
-                if self.ghead == NIL {
-                    self.ghead = g;
-                } else if let Some(t) = self.groups.get_mut(self.gtail as usize) {
-                    t.next = g;
-                }
-                self.gtail = g;
-                if self.shaped {
-                    self.listed_groups += 1;
-                }
+                self.list_group(g as u32);
             }
         }
         Enq::Queued
+    }
+
+    /// Puts group `g`, which has just got its first pipe, at the end of the port's group list.
+    #[inline(always)]
+    fn list_group(&mut self, g: u32) {
+        if self.ghead == NIL {
+            self.ghead = g;
+        } else if let Some(t) = self.groups.get_mut(self.gtail as usize) {
+            t.next = g;
+        }
+        self.gtail = g;
+        if self.shaped {
+            self.listed_groups += 1;
+        }
     }
 
     /// The class of pipe `p` that goes next: highest active strict class, else the first active
