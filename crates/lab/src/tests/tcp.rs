@@ -1377,7 +1377,7 @@ impl TcpResults {
                             m.streams.to_string(),
                             format!("{:.2}", m.gbps),
                             format!("{:.2}–{:.2}", m.gbps_min, m.gbps_max),
-                            m.machine_cpu_pct_per_gbps.map_or("–".to_owned(), |v| format!("{v:.1}")),
+                            f1(m.machine_cpu_pct_per_gbps),
                             m.baseline.clone().unwrap_or_else(|| "–".into()),
                             f3(m.vs_baseline_gbps),
                             f3(m.vs_baseline_cpu_per_gbps),
