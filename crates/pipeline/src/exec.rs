@@ -502,10 +502,25 @@ fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
 
 /// The lanes of `src` that `keep` keeps. Out of line, one copy per leaf shape: inside the
 /// condition's dispatch, the loops shared its registers and spilled per packet.
+/// A dense mask (`0..n`, most batches) builds each 64-lane word in a register and stores it
+/// once, instead of a read-modify-write of the mask per lane.
 #[inline(never)]
 fn lanes_where(src: Lanes, mut keep: impl FnMut(usize) -> bool) -> Lanes {
     let mut out = Lanes::NONE;
-    each_lane!(i in src => { out.insert_if(i, keep(i)) });
+    if let Some(n) = src.prefix_len() {
+        for (w, word) in out.0.iter_mut().enumerate() {
+            let lo = w * 64;
+            let mut acc = 0u64;
+            for j in 0..n.saturating_sub(lo).min(64) {
+                acc |= u64::from(keep(lo + j)) << j;
+            }
+            *word = acc;
+        }
+    } else {
+        for i in src {
+            out.insert_if(i, keep(i));
+        }
+    }
     out
 }
 
