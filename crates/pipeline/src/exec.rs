@@ -75,6 +75,75 @@ pub trait Stage: Send {
     fn table_ref(&self) -> Option<&dyn TableOps> {
         None
     }
+    /// Whether [`Stage::run_with_pre`] runs `pre` inside this stage's own per-packet pass (the
+    /// build step then fuses a `pre` stage that runs just before this one on the same lanes:
+    /// [`Step::Fused`]).
+    fn folds(&self, _pre: PreOp) -> bool {
+        false
+    }
+    /// Runs `pre` on each packet of `lanes` and this stage on the packets `pre` kept, counting
+    /// `pre`'s drops in `pre_drops`; returns the lanes `pre` kept. The same results as running
+    /// `pre`'s stage over `lanes` and then this one, packet for packet: `pre` touches only its own
+    /// packet, and each packet still meets `pre` before this stage reads it.
+    fn run_with_pre(
+        &mut self,
+        pre: PreOp,
+        pool: &mut Pool,
+        b: &mut Batch,
+        lanes: Lanes,
+        cx: &mut StageCx<'_>,
+        pre_drops: &mut [u64; DropReason::COUNT],
+    ) -> Lanes {
+        run_apart(self, pre, pool, b, lanes, cx, pre_drops)
+    }
+}
+
+/// [`Stage::run_with_pre`] for a stage that does not fold `pre`: `pre` over `lanes`, then the
+/// stage over the lanes it kept.
+pub(crate) fn run_apart<S: Stage + ?Sized>(
+    s: &mut S,
+    pre: PreOp,
+    pool: &mut Pool,
+    b: &mut Batch,
+    lanes: Lanes,
+    cx: &mut StageCx<'_>,
+    pre_drops: &mut [u64; DropReason::COUNT],
+) -> Lanes {
+    let kept = pre.run(pool, b, lanes, pre_drops);
+    if !kept.is_empty() {
+        s.run(pool, b, kept, cx);
+    }
+    kept
+}
+
+/// A per-packet primitive that a stage may run in its own pass ([`Stage::folds`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreOp {
+    /// `ttl_dec` / `hop_limit_dec` ([`action::ttl_dec`]; drops `ttl_expired`).
+    TtlDec,
+}
+
+impl PreOp {
+    /// Applies the primitive to one packet; false when it drops it (and for which reason).
+    #[inline(always)]
+    pub fn apply(self, data: &mut [u8], m: &Meta) -> Result<(), DropReason> {
+        match self {
+            PreOp::TtlDec => action::ttl_dec(data, m).then_some(()).ok_or(DropReason::TtlExpired),
+        }
+    }
+
+    /// Applies it to every packet of `lanes` on its own; returns the lanes it kept.
+    pub fn run(self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, drops: &mut [u64; DropReason::COUNT]) -> Lanes {
+        let mut kept = lanes;
+        each_lane!(i in lanes => {
+            if let Err(reason) = self.apply(pool.data_mut(b.handle(i)), b.meta(i)) {
+                b.drop(i, reason);
+                drops[reason as usize] += 1;
+                kept.remove(i);
+            }
+        });
+        kept
+    }
 }
 
 /// One step of a compiled control block.
@@ -102,6 +171,20 @@ pub enum Step {
         /// Guard register.
         mask: u8,
         /// Index into the pipeline's stages.
+        stage: usize,
+    },
+    /// `Run { mask, stage: pre_stage }` then `Run { mask, stage }`, where `pre_stage` is the
+    /// primitive `pre` and `stage` folds it into its own pass ([`Stage::run_with_pre`]; chosen by
+    /// [`crate::build::special::fuse_steps`]). Counters are kept for both stages as if they ran
+    /// apart; `pre`'s cycles count in `stage`'s. A traced batch runs them apart.
+    Fused {
+        /// Guard register.
+        mask: u8,
+        /// The primitive.
+        pre: PreOp,
+        /// Its stage (for counters and traces).
+        pre_stage: usize,
+        /// The stage that runs it.
         stage: usize,
     },
 }
@@ -524,6 +607,28 @@ fn lanes_where(src: Lanes, mut keep: impl FnMut(usize) -> bool) -> Lanes {
     out
 }
 
+/// Runs stage `stage` over `lanes` (all live), keeping its counters and the traced lanes' records.
+fn run_stage(p: &mut Pipeline, stage: usize, pool: &mut Pool, b: &mut Batch, lanes: Lanes, now_ns: u64, trace_lanes: Lanes) {
+    if lanes.is_empty() {
+        return;
+    }
+    let st = &mut p.stats[stage];
+    let mut cx =
+        StageCx { now_ns, drops: &mut st.drops, objects: &mut p.objects, trace_lanes: trace_lanes.and(lanes), trace: &mut p.trace_buf };
+    let t0 = cycles();
+    p.stages[stage].run(pool, b, lanes, &mut cx);
+    let t1 = cycles();
+    st.calls += 1;
+    st.pkts_in += lanes.count() as u64;
+    st.pkts_out += lanes.and(b.live()).count() as u64;
+    st.cycles += t1.wrapping_sub(t0);
+    if !trace_lanes.is_empty() {
+        for i in trace_lanes.and(lanes) {
+            p.trace_buf.push((i, TraceRec::Stage { stage: stage as u16, verdict: b.verdict(i) }));
+        }
+    }
+}
+
 fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, now_ns: u64, trace_lanes: Lanes) {
     // The steps are a field of `p`, which the loop also borrows mutably for stages and stats:
     // take them out for the duration (a pointer swap, no allocation).
@@ -550,29 +655,35 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
             }
             Step::Run { mask, stage } => {
                 let lanes = p.masks[usize::from(*mask)].and(b.live());
+                run_stage(p, *stage, pool, b, lanes, now_ns, trace_lanes);
+            }
+            Step::Fused { mask, pre, pre_stage, stage } => {
+                let lanes = p.masks[usize::from(*mask)].and(b.live());
                 if lanes.is_empty() {
                     continue;
                 }
-                let st = &mut p.stats[*stage];
-                let mut cx = StageCx {
-                    now_ns,
-                    drops: &mut st.drops,
-                    objects: &mut p.objects,
-                    trace_lanes: trace_lanes.and(lanes),
-                    trace: &mut p.trace_buf,
+                // Traced lanes get a record after each stage: those batches run the two apart.
+                let both = if trace_lanes.and(lanes).is_empty() { p.stats.get_disjoint_mut([*pre_stage, *stage]).ok() } else { None };
+                let Some([pst, st]) = both else {
+                    run_stage(p, *pre_stage, pool, b, lanes, now_ns, trace_lanes);
+                    let lanes = lanes.and(b.live());
+                    run_stage(p, *stage, pool, b, lanes, now_ns, trace_lanes);
+                    continue;
                 };
+                let mut cx =
+                    StageCx { now_ns, drops: &mut st.drops, objects: &mut p.objects, trace_lanes: Lanes::NONE, trace: &mut p.trace_buf };
                 let t0 = cycles();
-                p.stages[*stage].run(pool, b, lanes, &mut cx);
+                let kept = p.stages[*stage].run_with_pre(*pre, pool, b, lanes, &mut cx, &mut pst.drops);
                 let t1 = cycles();
-                st.calls += 1;
-                st.pkts_in += lanes.count() as u64;
-                st.pkts_out += lanes.and(b.live()).count() as u64;
-                st.cycles += t1.wrapping_sub(t0);
-                if !trace_lanes.is_empty() {
-                    for i in trace_lanes.and(lanes) {
-                        p.trace_buf.push((i, TraceRec::Stage { stage: *stage as u16, verdict: b.verdict(i) }));
-                    }
+                pst.calls += 1;
+                pst.pkts_in += lanes.count() as u64;
+                pst.pkts_out += kept.count() as u64;
+                if !kept.is_empty() {
+                    st.calls += 1;
+                    st.pkts_in += kept.count() as u64;
+                    st.pkts_out += kept.and(b.live()).count() as u64;
                 }
+                st.cycles += t1.wrapping_sub(t0);
             }
         }
     }

@@ -65,6 +65,11 @@ impl Program {
         };
         let mut ingress = vec![Step::Run { mask: 0, stage: 0 }]; // the parser
         ingress.extend(steps(&self.ingress));
+        let mut egress = steps(&self.egress);
+        if special {
+            ingress = special::fuse_steps(self, &stages, ingress);
+            egress = special::fuse_steps(self, &stages, egress);
+        }
         // 256 registers: the compiler uses fewer than 255, and register 255 (u8::MAX) stays
         // empty — it is the `∅` of the first `rest = mask ∖ ∅` of every `if`.
         let masks = vec![Lanes::NONE; 256];
@@ -74,7 +79,7 @@ impl Program {
             stats: vec![StageStats::default(); stages.len()],
             stages,
             ingress,
-            egress: steps(&self.egress),
+            egress,
             masks,
             special,
             objects: Objects::new(self),

@@ -2,7 +2,7 @@
 //! interpreter and the dedicated loops [`crate::build::special`] picks for common shapes.
 
 use crate::action;
-use crate::exec::{Stage, StageCx};
+use crate::exec::{PreOp, Stage, StageCx};
 use crate::ir::{Prim, MAX_ARGS};
 use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Meta, Pool};
@@ -58,11 +58,7 @@ pub struct TtlDecStage;
 
 impl Stage for TtlDecStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
-        each_lane!(i in lanes => {
-            if !action::ttl_dec(pool.data_mut(b.handle(i)), b.meta(i)) {
-                cx.drop(b, i, DropReason::TtlExpired);
-            }
-        });
+        PreOp::TtlDec.run(pool, b, lanes, cx.drops);
     }
     fn describe(&self) -> String {
         "ttl_dec (IPv4 TTL / IPv6 hop limit, RFC 1624 checksum update)".into()

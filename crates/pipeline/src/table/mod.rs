@@ -17,7 +17,7 @@ pub use ops::{Adopt, BuiltClassifier, EntryView, TableError, TableOps};
 
 use crate::action;
 use crate::build::special::{fast_form, Fast};
-use crate::exec::{Stage, StageCx};
+use crate::exec::{PreOp, Stage, StageCx};
 use crate::field::Extract;
 use crate::ir::{MatchKind, Prim, Program, TableDef, TableImpl, MAX_ARGS, MAX_KEY_FIELDS};
 use crate::stages::l2edit::L2Edit;
@@ -804,12 +804,18 @@ impl TableStage {
     }
 }
 
-impl Stage for TableStage {
-    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
-        if !self.special {
-            self.run_reference(pool, b, lanes, cx);
-            return;
-        }
+impl TableStage {
+    /// The specialised stage. With `PRE`, `pre`'s primitive runs on each packet in the key pass,
+    /// before the key is read (only for the shapes [`Stage::folds`] accepts: one key field, not a
+    /// classifier, not a port-indexed table); returns the lanes it kept.
+    fn run_special<const PRE: bool>(
+        &mut self,
+        pool: &mut Pool,
+        b: &mut Batch,
+        mut lanes: Lanes,
+        cx: &mut StageCx<'_>,
+        mut pre: Option<(PreOp, &mut [u64; DropReason::COUNT])>,
+    ) -> Lanes {
         // Pass 1: keys (straight into the engine's key width). A packet missing a key field
         // misses. Results go to `sc.out` (None = miss) for every lane.
         // The lanes that hit, when pass 1 knows them (classifier tables).
@@ -827,10 +833,26 @@ impl Stage for TableStage {
             fused = true;
         } else if let Some(x) = self.extract {
             // One key field: the loop is monomorphised per extractor shape and key width.
+            // `pre` first when folded (the packet it drops leaves `lanes` after the pass).
+            let mut dropped = Lanes::NONE;
+            macro_rules! frame {
+                ($i:ident) => {{
+                    let d = pool.data_mut(b.handle($i));
+                    if let (true, Some((op, drops))) = (PRE, pre.as_mut()) {
+                        if let Err(reason) = op.apply(d, b.meta($i)) {
+                            b.drop($i, reason);
+                            drops[reason as usize] += 1;
+                            dropped.insert($i);
+                            continue;
+                        }
+                    }
+                    &*d
+                }};
+            }
             macro_rules! pass {
                 ($x:expr, $keys:expr, $ty:ty) => {
                     each_lane!(i in lanes => {
-                        let v = $x.read64(pool.data(b.handle(i)), b.meta(i));
+                        let v = $x.read64(frame!(i), b.meta(i));
                         $keys[i] = v.unwrap_or(0) as $ty;
                         if v.is_none() {
                             missing.insert(i);
@@ -851,7 +873,7 @@ impl Stage for TableStage {
                 (e @ Extract::Be32 { .. }, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
                 (e @ Extract::Be128 { .. }, _) => {
                     each_lane!(i in lanes => {
-                        let v = e.read(pool.data(b.handle(i)), b.meta(i));
+                        let v = e.read(frame!(i), b.meta(i));
                         sc.keys[i] = v.unwrap_or(0);
                         if v.is_none() {
                             missing.insert(i);
@@ -862,6 +884,12 @@ impl Stage for TableStage {
                 (e, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
                 (e, Engine::Direct(_)) => pass!(e, sc.k64, u64),
                 (e, _) => pass!(e, sc.keys, u128),
+            }
+            if PRE && !dropped.is_empty() {
+                lanes = lanes.and_not(dropped);
+                if lanes.is_empty() {
+                    return lanes;
+                }
             }
         } else if let (Engine::Exact64(_), [(x0, _, _), (x1, w1, _)]) = (&self.engine, self.key_x.as_slice()) {
             // Two fields in 64 bits (VNET or VRF + address): both reads inlined, u64 arithmetic.
@@ -1023,6 +1051,39 @@ impl Stage for TableStage {
         let misses = lanes.count() as u64 - hits;
         self.hits += hits;
         self.misses += misses;
+        lanes
+    }
+}
+
+impl Stage for TableStage {
+    fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        if self.special {
+            self.run_special::<false>(pool, b, lanes, cx, None);
+        } else {
+            self.run_reference(pool, b, lanes, cx);
+        }
+    }
+
+    fn folds(&self, _pre: PreOp) -> bool {
+        self.special
+            && self.extract.is_some_and(|x| !matches!((x, &self.engine), (Extract::InPort, Engine::Direct(_))))
+            && !matches!(self.engine, Engine::Acl { .. })
+    }
+
+    fn run_with_pre(
+        &mut self,
+        pre: PreOp,
+        pool: &mut Pool,
+        b: &mut Batch,
+        lanes: Lanes,
+        cx: &mut StageCx<'_>,
+        pre_drops: &mut [u64; DropReason::COUNT],
+    ) -> Lanes {
+        if self.folds(pre) {
+            self.run_special::<true>(pool, b, lanes, cx, Some((pre, pre_drops)))
+        } else {
+            crate::exec::run_apart(self, pre, pool, b, lanes, cx, pre_drops)
+        }
     }
 
     fn describe(&self) -> String {
