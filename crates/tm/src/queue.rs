@@ -269,24 +269,6 @@ pub(crate) fn scatter(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mu
     }
 }
 
-/// `dst.copy_from_slice(src)` for a burst's descriptors, four at a time (64 bytes: two vector
-/// moves) rather than a call to `memcpy`, whose entry and exit cost as much as the copy at
-/// these sizes (measured: `tm_cost a` −0.8 per packet; the HQoS batch measured +1.1 with it
-/// and keeps `memcpy`). `dst` and `src` have the same length.
-#[inline]
-pub(crate) fn copy_descs(dst: &mut [Desc], src: &[Desc]) {
-    let mut d4 = dst.chunks_exact_mut(4);
-    let mut s4 = src.chunks_exact(4);
-    for (d, s) in (&mut d4).zip(&mut s4) {
-        if let (Ok(d), Ok(s)) = (<&mut [Desc; 4]>::try_from(d), <&[Desc; 4]>::try_from(s)) {
-            *d = *s;
-        }
-    }
-    for (d, s) in d4.into_remainder().iter_mut().zip(s4.remainder()) {
-        *d = *s;
-    }
-}
-
 /// No slot: the end of a list.
 pub const NIL: u32 = u32::MAX;
 

@@ -31,7 +31,7 @@ fn class_cfg() -> impl Strategy<Value = ClassConfig> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => prop::collection::vec((0u8..=8, prop_oneof![9 => 1u32..2000, 1 => Just(0u32)]), 0..24).prop_map(Op::Enq),
+        3 => prop::collection::vec((prop_oneof![40 => 0u8..=8, 1 => 9u8..=255], prop_oneof![9 => 1u32..2000, 1 => Just(0u32)]), 0..24).prop_map(Op::Enq),
         2 => (0usize..40).prop_map(Op::Deq),
     ]
 }
