@@ -256,16 +256,38 @@ impl ClassRings {
 }
 
 /// Copies each of `descs` to `out[off[key]]`, `key` its cell, and moves the cell's start on.
-/// Out of line: on its own the loop keeps `out` in a register (measured).
+/// The caller guarantees every place is below `descs.len()` (the cells' starts are a prefix
+/// sum of their counts) and `descs.len() <= out.len()`. Out of line: on its own the loop keeps
+/// `out` in a register (measured).
 #[inline(never)]
 pub(crate) fn scatter(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mut [Desc]) {
+    // Into a window of a power-of-two length where one exists, so that a masked place needs
+    // no bounds check (the mask never changes a place, all of them are below the length).
+    match out.len() {
+        64.. if descs.len() <= 64 => scatter_in::<64>(descs, keys, off, out),
+        32.. if descs.len() <= 32 => scatter_in::<32>(descs, keys, off, out),
+        _ => {
+            for (d, &k) in descs.iter().zip(keys) {
+                let k = usize::from(k);
+                let p = off[k];
+                off[k] = p.wrapping_add(1);
+                if let Some(slot) = out.get_mut(usize::from(p)) {
+                    *slot = *d;
+                }
+            }
+        }
+    }
+}
+
+/// [`scatter`] into the first `N` slots of `out` (`N` a power of two, at most `out.len()`).
+#[inline(always)]
+fn scatter_in<const N: usize>(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mut [Desc]) {
+    let Some(Ok(win)) = out.get_mut(..N).map(<&mut [Desc; N]>::try_from) else { return };
     for (d, &k) in descs.iter().zip(keys) {
         let k = usize::from(k);
         let p = off[k];
         off[k] = p.wrapping_add(1);
-        if let Some(slot) = out.get_mut(usize::from(p)) {
-            *slot = *d;
-        }
+        win[usize::from(p) & (N - 1)] = *d;
     }
 }
 
