@@ -283,11 +283,24 @@ pub(crate) fn scatter(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mu
 #[inline(always)]
 fn scatter_in<const N: usize>(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mut [Desc]) {
     let Some(Ok(win)) = out.get_mut(..N).map(<&mut [Desc; N]>::try_from) else { return };
-    for (d, &k) in descs.iter().zip(keys) {
+    let mut put = |d: &Desc, k: u8| {
         let k = usize::from(k);
         let p = off[k];
         off[k] = p.wrapping_add(1);
         win[usize::from(p) & (N - 1)] = *d;
+    };
+    let mut d4 = descs.chunks_exact(4);
+    let mut k4 = keys.chunks_exact(4);
+    for (d, k) in (&mut d4).zip(&mut k4) {
+        if let ([a, b, c, e], [ka, kb, kc, ke]) = (d, k) {
+            put(a, *ka);
+            put(b, *kb);
+            put(c, *kc);
+            put(e, *ke);
+        }
+    }
+    for (d, &k) in d4.remainder().iter().zip(k4.remainder()) {
+        put(d, k);
     }
 }
 
