@@ -196,6 +196,9 @@ struct Pending {
     /// strict classes (round 0); [`NO_CLASS_LESS1`] and `u64::MAX` past class 7.
     q_less1: [u64; 256],
     q_inv: [u64; 256],
+    /// The batch's bytes, all classes (Σ `cum`), kept on ports without reservations, its one
+    /// reader, so that a burst's bytes are one subtraction rather than a second sum.
+    bytes: u64,
     /// The largest `q_less1`.
     q_less1_max: u64,
     /// 0xff in the byte of each DRR class: round-0 cells of DRR classes (a class's bytes
@@ -213,6 +216,7 @@ impl Pending {
             count: [0; 256],
             off: [0; 256],
             cum: [0; 256],
+            bytes: 0,
             q_less1: std::array::from_fn(|c| match c {
                 CLASSES.. => NO_CLASS_LESS1,
                 _ if drr(c) => u64::from(quantum[c].max(2) - 1),
@@ -238,6 +242,7 @@ impl Pending {
         if let Some(c) = self.cum.get_mut(..CLASSES) {
             c.fill(0);
         }
+        self.bytes = 0;
     }
 
     /// The batch's bytes per class.
@@ -416,7 +421,7 @@ impl FlatPort {
         }
         let now = lanes(&pd.count);
         if self.no_min {
-            return self.commit_pending_no_min(buf, pkts, &cum0, now, top);
+            return self.commit_pending_no_min(buf, pkts, now, top);
         }
         let burst = now - was; // packets per class, a byte each (no byte borrows)
         let mut add = [0u64; CLASSES];
@@ -439,15 +444,17 @@ impl FlatPort {
 
     /// The burst check and commit of [`enqueue_pending`](Self::enqueue_pending) on a port
     /// with no reservations, where a class's occupancy is its bytes in the batch (`cum`): the
-    /// burst's bytes `need` (Σ cum − Σ `cum0`) must be free, and the fullest class of the
-    /// batch below α_min × what is free after (a class of an earlier burst makes this only
-    /// stricter: still sufficient). `now` holds the batch's packets per class, a byte each.
+    /// burst's bytes `need` (Σ cum less the batch's bytes before it) must be free, and the
+    /// fullest class of the batch below α_min × what is free after (a class of an earlier
+    /// burst makes this only stricter: still sufficient). `now` holds the batch's packets per
+    /// class, a byte each.
     #[inline]
-    fn commit_pending_no_min(&mut self, buf: &mut SharedBuffer, pkts: &[Desc], cum0: &[u64; CLASSES], now: u64, top: u64) -> bool {
+    fn commit_pending_no_min(&mut self, buf: &mut SharedBuffer, pkts: &[Desc], now: u64, top: u64) -> bool {
         let n = pkts.len();
         let pd = &mut self.pend;
         let cum = pd.class_bytes();
-        let need = cum.iter().sum::<u64>() - cum0.iter().sum::<u64>();
+        let total = cum.iter().sum::<u64>();
+        let need = total - pd.bytes;
         let free = buf.free_bytes();
         if need > free || top >= alpha_times(free - need, self.alpha_log2_min) {
             pd.undo(pkts);
@@ -463,6 +470,7 @@ impl FlatPort {
         }
         buf.take_shared(need, n as u32);
         self.nonempty = nonzero_bytes(now);
+        pd.bytes = total;
         pd.n += n;
         true
     }
