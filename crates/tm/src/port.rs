@@ -40,7 +40,7 @@
 use crate::buffer::{alpha_times, SharedBuffer};
 use crate::config::{ClassSched, FlatPortConfig, CLASSES};
 use crate::counters::QueueCounters;
-use crate::queue::{copy_descs, scatter, ClassRings};
+use crate::queue::{scatter, ClassRings};
 use crate::sched::drr::Drr;
 use crate::sched::sp;
 use crate::shaper::{ShaperParams, TokenBucket};
@@ -185,13 +185,20 @@ struct Pending {
     count: [u8; 256],
     /// Each cell's next place in the output, during a drain.
     off: [u8; 256],
-    cum: [u64; CLASSES],
+    /// Bytes per class in the batch. This and the two tables below are indexed by the
+    /// packet's whole class byte, so the cell pass needs no mask and no separate check of
+    /// the class: entries 8..=255 (no such class) give any packet a round past 7, which
+    /// sends the burst to the per-packet path (they are back at 0 after it).
+    cum: [u64; 256],
     /// Per class, quantum − 1 and `u64::MAX / quantum + 1`, so that the round of a DRR
     /// packet, ⌈bytes / quantum⌉, is one multiply (Lemire, Kaser and Kurz, "Faster remainder
     /// by direct computation", 2019: exact for 32-bit dividends and divisors ≥ 2); both 0 for
-    /// strict classes (round 0).
-    q_less1: [u64; CLASSES],
-    q_inv: [u64; CLASSES],
+    /// strict classes (round 0); [`NO_CLASS_LESS1`] and `u64::MAX` past class 7.
+    q_less1: [u64; 256],
+    q_inv: [u64; 256],
+    /// The batch's bytes, all classes (Σ `cum`), kept on ports without reservations, its one
+    /// reader, so that a burst's bytes are one subtraction rather than a second sum.
+    bytes: u64,
     /// The largest `q_less1`.
     q_less1_max: u64,
     /// 0xff in the byte of each DRR class: round-0 cells of DRR classes (a class's bytes
@@ -208,9 +215,18 @@ impl Pending {
             n: 0,
             count: [0; 256],
             off: [0; 256],
-            cum: [0; CLASSES],
-            q_less1: std::array::from_fn(|c| if drr(c) { u64::from(quantum[c].max(2) - 1) } else { 0 }),
-            q_inv: std::array::from_fn(|c| if drr(c) { u64::MAX / u64::from(quantum[c].max(2)) + 1 } else { 0 }),
+            cum: [0; 256],
+            bytes: 0,
+            q_less1: std::array::from_fn(|c| match c {
+                CLASSES.. => NO_CLASS_LESS1,
+                _ if drr(c) => u64::from(quantum[c].max(2) - 1),
+                _ => 0,
+            }),
+            q_inv: std::array::from_fn(|c| match c {
+                CLASSES.. => u64::MAX,
+                _ if drr(c) => u64::MAX / u64::from(quantum[c].max(2)) + 1,
+                _ => 0,
+            }),
             q_less1_max: (0..CLASSES).filter(|&c| drr(c)).map(|c| u64::from(quantum[c].max(2) - 1)).max().unwrap_or(0),
             drr_lanes: (0..CLASSES).filter(|&c| drr(c)).fold(0, |m, c| m | 0xff << (8 * c)),
         }
@@ -223,9 +239,36 @@ impl Pending {
         if let Some(c) = self.count.get_mut(..CELLS) {
             c.fill(0);
         }
-        self.cum = [0; CLASSES];
+        if let Some(c) = self.cum.get_mut(..CLASSES) {
+            c.fill(0);
+        }
+        self.bytes = 0;
+    }
+
+    /// The batch's bytes per class.
+    #[inline]
+    fn class_bytes(&self) -> [u64; CLASSES] {
+        let mut b = [0u64; CLASSES];
+        b.copy_from_slice(self.cum.get(..CLASSES).unwrap_or(&[0; CLASSES]));
+        b
+    }
+
+    /// Takes the cells and bytes of the last `n` packets of the cell pass back out (`pkts`
+    /// those packets): the batch is as before the pass, invalid classes' bytes at 0 again.
+    #[cold]
+    fn undo(&mut self, pkts: &[Desc]) {
+        let keys = self.key.get(self.n..self.n + pkts.len()).unwrap_or_default();
+        for (d, &k) in pkts.iter().zip(keys) {
+            self.count[usize::from(k)] -= 1;
+            self.cum[usize::from(d.class)] -= u64::from(d.len_bytes);
+        }
     }
 }
+
+/// `q_less1` of a class byte past 7: with `q_inv` = `u64::MAX` the "round" is
+/// bytes + `NO_CLASS_LESS1` − 1 or more, past 7 (and no product overflows: the bytes of one
+/// batch are below 2^38).
+const NO_CLASS_LESS1: u64 = 1 << 32;
 
 impl FlatPort {
     /// Builds a port from a validated config.
@@ -327,61 +370,58 @@ impl FlatPort {
         if pd.n + n > self.rings.min_cap() as usize || buf.free_pkts() < n as u64 {
             return false;
         }
-        let cum0 = pd.cum;
+        let cum0 = pd.class_bytes();
         let was = if self.no_min { 0 } else { lanes(&pd.count) };
-        let (mut any_class, mut rounds) = (0u8, 0u64);
+        let mut rounds = 0u64;
         let (q1, qi) = (&pd.q_less1, &pd.q_inv);
         let Some(keys) = pd.key.get_mut(pd.n..pd.n + n) else { return false };
+        // The descriptors are copied in the same pass, four at a time; the slots past `n`
+        // are scratch until the burst is committed.
+        let Some(descs) = pd.descs.get_mut(pd.n..pd.n + n) else { return false };
         let (cum, count) = (&mut pd.cum, &mut pd.count);
         // DRR round r gives credit r × quantum (the deficits of an empty port are 0): a packet
         // leaves in round ⌈s / quantum⌉, s its class's bytes up to and including it, the first
-        // round whose credit covers them; strict classes are round 0.
+        // round whose credit covers them; strict classes are round 0. The tables are indexed
+        // by the whole class byte: no mask, and a class past 7 shows as a round past 7.
         let mut cell = |d: &Desc| {
-            let c = usize::from(d.class & 7);
-            any_class |= d.class;
+            let c = usize::from(d.class);
             let s = cum[c] + u64::from(d.len_bytes);
             cum[c] = s;
             let r = ((u128::from(s + q1[c]) * u128::from(qi[c])) >> 64) as u64;
             rounds |= r;
-            let k = (r << 3) as u8 | c as u8;
+            let k = (r as u8).wrapping_mul(CLASSES as u8).wrapping_add(d.class);
             count[usize::from(k)] += 1;
             k
         };
         // Four packets a step (the loop's own work is a quarter of a packet's).
         let mut quads = pkts.chunks_exact(4);
         let mut kquads = keys.chunks_exact_mut(4);
-        for (p, k) in (&mut quads).zip(&mut kquads) {
+        let mut dquads = descs.chunks_exact_mut(4);
+        for ((p, k), dq) in (&mut quads).zip(&mut kquads).zip(&mut dquads) {
             if let ([a, b, c, d], [ka, kb, kc, kd]) = (p, k) {
                 *ka = cell(a);
                 *kb = cell(b);
                 *kc = cell(c);
                 *kd = cell(d);
             }
+            dq.copy_from_slice(p);
         }
-        for (d, k) in quads.remainder().iter().zip(kquads.into_remainder()) {
+        for ((d, k), slot) in quads.remainder().iter().zip(kquads.into_remainder()).zip(dquads.into_remainder()) {
             *k = cell(d);
-        }
-        let undo = |pd: &mut Pending| {
-            for &k in pd.key.get(pd.n..pd.n + n).unwrap_or_default() {
-                pd.count[usize::from(k)] -= 1;
-            }
-            pd.cum = cum0;
-        };
-        if usize::from(any_class) >= CLASSES {
-            undo(pd);
-            return false;
+            *slot = *d;
         }
         let mut round0 = [0u8; 8];
         round0.copy_from_slice(pd.count.get(..CLASSES).unwrap_or(&[0; 8]));
         // The multiply is exact while bytes + quantum − 1 < 2^32 (the fullest class bounds it).
-        let top = pd.cum.iter().copied().fold(0, u64::max);
+        let top = pd.class_bytes().into_iter().fold(0, u64::max);
+        // A round past 7 (or a class past 7), an inexact multiply, or a DRR packet in round 0.
         if rounds >= (CELLS / CLASSES) as u64 || (top + pd.q_less1_max) >> 32 != 0 || u64::from_le_bytes(round0) & pd.drr_lanes != 0 {
-            undo(pd);
+            pd.undo(pkts);
             return false;
         }
         let now = lanes(&pd.count);
         if self.no_min {
-            return self.commit_pending_no_min(buf, pkts, &cum0, now, top);
+            return self.commit_pending_no_min(buf, pkts, now, top);
         }
         let burst = now - was; // packets per class, a byte each (no byte borrows)
         let mut add = [0u64; CLASSES];
@@ -390,7 +430,7 @@ impl FlatPort {
         }
         let seen = nonzero_bytes(burst);
         if !self.admit_whole(buf, &add, seen) {
-            undo(&mut self.pend);
+            self.pend.undo(pkts);
             return false;
         }
         // The batch began at an empty port: each tail is its head plus the batch's packets.
@@ -398,31 +438,26 @@ impl FlatPort {
             self.rings.tail[c] = self.rings.head[c].wrapping_add(u32::from((now >> (8 * c)) as u8));
         }
         self.commit_whole(buf, &add, seen, n);
-        let pd = &mut self.pend;
-        if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
-            copy_descs(dst, pkts);
-        }
-        pd.n += n;
+        self.pend.n += n;
         true
     }
 
     /// The burst check and commit of [`enqueue_pending`](Self::enqueue_pending) on a port
     /// with no reservations, where a class's occupancy is its bytes in the batch (`cum`): the
-    /// burst's bytes `need` (Σ cum − Σ `cum0`) must be free, and the fullest class of the
-    /// batch below α_min × what is free after (a class of an earlier burst makes this only
-    /// stricter: still sufficient). `now` holds the batch's packets per class, a byte each.
+    /// burst's bytes `need` (Σ cum less the batch's bytes before it) must be free, and the
+    /// fullest class of the batch below α_min × what is free after (a class of an earlier
+    /// burst makes this only stricter: still sufficient). `now` holds the batch's packets per
+    /// class, a byte each.
     #[inline]
-    fn commit_pending_no_min(&mut self, buf: &mut SharedBuffer, pkts: &[Desc], cum0: &[u64; CLASSES], now: u64, top: u64) -> bool {
+    fn commit_pending_no_min(&mut self, buf: &mut SharedBuffer, pkts: &[Desc], now: u64, top: u64) -> bool {
         let n = pkts.len();
         let pd = &mut self.pend;
-        let cum = pd.cum;
-        let need = cum.iter().sum::<u64>() - cum0.iter().sum::<u64>();
+        let cum = pd.class_bytes();
+        let total = cum.iter().sum::<u64>();
+        let need = total - pd.bytes;
         let free = buf.free_bytes();
         if need > free || top >= alpha_times(free - need, self.alpha_log2_min) {
-            for &k in pd.key.get(pd.n..pd.n + n).unwrap_or_default() {
-                pd.count[usize::from(k)] -= 1;
-            }
-            pd.cum = *cum0;
+            pd.undo(pkts);
             return false;
         }
         let cnt = now.to_le_bytes();
@@ -435,9 +470,7 @@ impl FlatPort {
         }
         buf.take_shared(need, n as u32);
         self.nonempty = nonzero_bytes(now);
-        if let Some(dst) = pd.descs.get_mut(pd.n..pd.n + n) {
-            copy_descs(dst, pkts);
-        }
+        pd.bytes = total;
         pd.n += n;
         true
     }

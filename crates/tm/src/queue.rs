@@ -256,34 +256,51 @@ impl ClassRings {
 }
 
 /// Copies each of `descs` to `out[off[key]]`, `key` its cell, and moves the cell's start on.
-/// Out of line: on its own the loop keeps `out` in a register (measured).
+/// The caller guarantees every place is below `descs.len()` (the cells' starts are a prefix
+/// sum of their counts) and `descs.len() <= out.len()`. Out of line: on its own the loop keeps
+/// `out` in a register (measured).
 #[inline(never)]
 pub(crate) fn scatter(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mut [Desc]) {
-    for (d, &k) in descs.iter().zip(keys) {
-        let k = usize::from(k);
-        let p = off[k];
-        off[k] = p.wrapping_add(1);
-        if let Some(slot) = out.get_mut(usize::from(p)) {
-            *slot = *d;
+    // Into a window of a power-of-two length where one exists, so that a masked place needs
+    // no bounds check (the mask never changes a place, all of them are below the length).
+    match out.len() {
+        64.. if descs.len() <= 64 => scatter_in::<64>(descs, keys, off, out),
+        32.. if descs.len() <= 32 => scatter_in::<32>(descs, keys, off, out),
+        _ => {
+            for (d, &k) in descs.iter().zip(keys) {
+                let k = usize::from(k);
+                let p = off[k];
+                off[k] = p.wrapping_add(1);
+                if let Some(slot) = out.get_mut(usize::from(p)) {
+                    *slot = *d;
+                }
+            }
         }
     }
 }
 
-/// `dst.copy_from_slice(src)` for a burst's descriptors, four at a time (64 bytes: two vector
-/// moves) rather than a call to `memcpy`, whose entry and exit cost as much as the copy at
-/// these sizes (measured: `tm_cost a` −0.8 per packet; the HQoS batch measured +1.1 with it
-/// and keeps `memcpy`). `dst` and `src` have the same length.
-#[inline]
-pub(crate) fn copy_descs(dst: &mut [Desc], src: &[Desc]) {
-    let mut d4 = dst.chunks_exact_mut(4);
-    let mut s4 = src.chunks_exact(4);
-    for (d, s) in (&mut d4).zip(&mut s4) {
-        if let (Ok(d), Ok(s)) = (<&mut [Desc; 4]>::try_from(d), <&[Desc; 4]>::try_from(s)) {
-            *d = *s;
+/// [`scatter`] into the first `N` slots of `out` (`N` a power of two, at most `out.len()`).
+#[inline(always)]
+fn scatter_in<const N: usize>(descs: &[Desc], keys: &[u8], off: &mut [u8; 256], out: &mut [Desc]) {
+    let Some(Ok(win)) = out.get_mut(..N).map(<&mut [Desc; N]>::try_from) else { return };
+    let mut put = |d: &Desc, k: u8| {
+        let k = usize::from(k);
+        let p = off[k];
+        off[k] = p.wrapping_add(1);
+        win[usize::from(p) & (N - 1)] = *d;
+    };
+    let mut d4 = descs.chunks_exact(4);
+    let mut k4 = keys.chunks_exact(4);
+    for (d, k) in (&mut d4).zip(&mut k4) {
+        if let ([a, b, c, e], [ka, kb, kc, ke]) = (d, k) {
+            put(a, *ka);
+            put(b, *kb);
+            put(c, *kc);
+            put(e, *ke);
         }
     }
-    for (d, s) in d4.into_remainder().iter_mut().zip(s4.remainder()) {
-        *d = *s;
+    for (d, &k) in d4.remainder().iter().zip(k4.remainder()) {
+        put(d, k);
     }
 }
 

@@ -31,8 +31,11 @@ fn class_cfg() -> impl Strategy<Value = ClassConfig> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => prop::collection::vec((0u8..=8, prop_oneof![9 => 1u32..2000, 1 => Just(0u32)]), 0..24).prop_map(Op::Enq),
-        2 => (0usize..40).prop_map(Op::Deq),
+        3 => prop::collection::vec((prop_oneof![40 => 0u8..=8, 1 => 9u8..=255], prop_oneof![9 => 1u32..2000, 1 => Just(0u32)]), 0..24).prop_map(Op::Enq),
+        // Bursts past 32 packets and budgets past 32 and 64: held-back batches drained whole
+        // into windows of 32 and 64 slots (with a large quantum, see below).
+        1 => prop::collection::vec((0u8..8, 1u32..2000), 24..48).prop_map(Op::Enq),
+        2 => prop_oneof![3 => 0usize..40, 1 => 40usize..=64].prop_map(Op::Deq),
     ]
 }
 
@@ -42,7 +45,7 @@ proptest! {
     #[test]
     fn flat_port_equals_reference(
         classes in prop::array::uniform8(class_cfg()),
-        quantum in prop::sample::select(vec![64u32, 300, 1500]),
+        quantum in prop::sample::select(vec![64u32, 300, 1500, 9000]),
         // Small buffers exercise every refusal (bursts fall back to the per-packet path); large
         // ones let whole bursts through the batched path.
         total_bytes in prop_oneof![2_000u64..60_000, 1_000_000u64..4_000_000],
