@@ -4,7 +4,8 @@
 //!  batch ─▶ parser ─▶ ingress steps ─▶ (traffic manager) ─▶ egress steps ─▶ end: Tx(out_port)
 //!                     │ Mask{dst,src,cond}: dst = src ∩ live ∩ {i | cond(i)}     or Drop(no_verdict)
 //!                     │ AndNot{dst,src,sub}: dst = src ∖ sub        (if / elif / else)
-//!                     └ Run{mask, stage}: stage.run(batch, mask ∩ live)
+//!                     │ Run{mask, stage}: stage.run(batch, mask ∩ live)
+//!                     └ Fused{mask, pre, stage}: pre then stage in stage's own pass
 //! ```
 //! Branches become lane masks, so every stage still runs once per batch over the packets its
 //! guard selects. Per stage the executor keeps calls, packets in and out, drops by reason and
