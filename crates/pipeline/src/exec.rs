@@ -391,27 +391,24 @@ impl Pipeline {
     fn enqueue(&mut self, pool: &mut Pool, b: &mut Batch, now_ns: u64, trace_lanes: Lanes) {
         let Some(tm) = self.tm.as_mut() else { return };
         let live = b.live();
-        let mut todo = Lanes::NONE;
-        let mut unforwarded = 0u64;
-        for i in live {
-            if b.meta(i).out_port == NO_PORT {
-                b.finish(i, Verdict::Drop(DropReason::NoVerdict));
-                unforwarded += 1;
-            } else {
-                todo.insert(i);
-            }
+        let mut todo = lanes_where(live, |i| b.meta(i).out_port != NO_PORT);
+        let unforwarded = live.and_not(todo);
+        for i in unforwarded {
+            b.finish(i, Verdict::Drop(DropReason::NoVerdict));
         }
-        self.end_stats.pkts_in += unforwarded;
-        self.end_stats.drops[DropReason::NoVerdict as usize] += unforwarded;
+        self.end_stats.pkts_in += unforwarded.count() as u64;
+        self.end_stats.drops[DropReason::NoVerdict as usize] += unforwarded.count() as u64;
         let s = &mut self.tm_stats;
         s.calls += 1;
         s.pkts_in += todo.count() as u64;
-        // Most batches go to one port: one pass gathers it and the rest waits for the next.
+        let ecn = self.tm_ecn;
+        // Most batches go to one port: one pass per port in the batch, each a mask of its lanes
+        // (built in registers), then a dense gather of their descriptors.
         while let Some(first) = todo.into_iter().next() {
             let port = b.meta(first).out_port;
             if port == FLOOD_PORT {
                 todo.remove(first);
-                let to = FloodTo { tm, stats: s, fdb: self.flood.as_ref(), ecn: self.tm_ecn };
+                let to = FloodTo { tm, stats: s, fdb: self.flood.as_ref(), ecn };
                 let r = flood(to, pool, b, first, now_ns);
                 if let (true, Some((port, class, enq))) = (trace_lanes.contains(first), r) {
                     let queue_bytes = tm.queue_counters(usize::from(port), usize::from(class)).map_or(0, |c| c.occ_bytes);
@@ -419,33 +416,42 @@ impl Pipeline {
                 }
                 continue;
             }
+            let group = lanes_where(todo, |i| b.meta(i).out_port == port);
+            todo = todo.and_not(group);
             let mut n = 0;
             let mut lanes = [0u8; BATCH_MAX];
-            for i in todo {
-                let m = b.meta(i);
-                if m.out_port != port {
-                    continue;
-                }
-                self.tm_in[n] = desc(pool, b.handle(i), m, self.tm_ecn);
-                if let Some(f) = self.tm_pipe {
-                    self.tm_in[n].pipe = crate::field::read_meta(m, f);
-                }
-                lanes[n] = i as u8;
-                n += 1;
-                todo.remove(i);
+            let tm_in = &mut self.tm_in;
+            match self.tm_pipe {
+                None => each_lane!(i in group => {
+                    tm_in[n % BATCH_MAX] = desc(pool, b.handle(i), b.meta(i), ecn);
+                    lanes[n % BATCH_MAX] = i as u8;
+                    n += 1;
+                }),
+                Some(f) => each_lane!(i in group => {
+                    let m = b.meta(i);
+                    tm_in[n % BATCH_MAX] = Desc { pipe: crate::field::read_meta(m, f), ..desc(pool, b.handle(i), m, ecn) };
+                    lanes[n % BATCH_MAX] = i as u8;
+                    n += 1;
+                }),
             }
-            tm.enqueue_burst(usize::from(port), &self.tm_in[..n], now_ns, &mut self.tm_res[..n]);
-            for (k, &i) in lanes[..n].iter().enumerate() {
+            let (tm_in, res) = (&self.tm_in[..n], &mut self.tm_res[..n]);
+            tm.enqueue_burst(usize::from(port), tm_in, now_ns, res);
+            for (&i, &r) in lanes[..n].iter().zip(res.iter()) {
                 let i = usize::from(i);
-                let r = self.tm_res[k];
-                match settle(s, pool, b.handle(i), b.meta(i), r) {
-                    None => b.finish(i, Verdict::Queued(port)),
-                    Some(reason) => b.finish(i, Verdict::Drop(reason)),
-                }
-                if trace_lanes.contains(i) {
-                    let class = self.tm_in[k].class;
-                    let queue_bytes = tm.queue_counters(usize::from(port), usize::from(class)).map_or(0, |c| c.occ_bytes);
-                    self.trace_buf.push((i, TraceRec::Tm { port, class, enq: r, queue_bytes }));
+                let v = match settle(s, pool, b.handle(i), b.meta(i), r) {
+                    None => Verdict::Queued(port),
+                    Some(reason) => Verdict::Drop(reason),
+                };
+                b.finish(i, v);
+            }
+            if !trace_lanes.is_empty() {
+                for (k, &i) in lanes[..n].iter().enumerate() {
+                    let i = usize::from(i);
+                    if trace_lanes.contains(i) {
+                        let class = tm_in[k].class;
+                        let queue_bytes = tm.queue_counters(usize::from(port), usize::from(class)).map_or(0, |c| c.occ_bytes);
+                        self.trace_buf.push((i, TraceRec::Tm { port, class, enq: res[k], queue_bytes }));
+                    }
                 }
             }
         }
