@@ -83,19 +83,11 @@ pub trait Stage: Send {
         false
     }
     /// Runs `pre` on each packet of `lanes` and this stage on the packets `pre` kept, counting
-    /// `pre`'s drops in `pre_drops`; returns the lanes `pre` kept. The same results as running
-    /// `pre`'s stage over `lanes` and then this one, packet for packet: `pre` touches only its own
-    /// packet, and each packet still meets `pre` before this stage reads it.
-    fn run_with_pre(
-        &mut self,
-        pre: PreOp,
-        pool: &mut Pool,
-        b: &mut Batch,
-        lanes: Lanes,
-        cx: &mut StageCx<'_>,
-        pre_drops: &mut [u64; DropReason::COUNT],
-    ) -> Lanes {
-        run_apart(self, pre, pool, b, lanes, cx, pre_drops)
+    /// `pre`'s drops in its stage's counters; returns the lanes `pre` kept. The same results as
+    /// running `pre`'s stage over `lanes` and then this one, packet for packet: `pre` touches
+    /// only its own packet, and each packet still meets `pre` before this stage reads it.
+    fn run_with_pre(&mut self, pre: Pre<'_>, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) -> Lanes {
+        run_apart(self, pre, pool, b, lanes, cx)
     }
 }
 
@@ -103,18 +95,25 @@ pub trait Stage: Send {
 /// stage over the lanes it kept.
 pub(crate) fn run_apart<S: Stage + ?Sized>(
     s: &mut S,
-    pre: PreOp,
+    pre: Pre<'_>,
     pool: &mut Pool,
     b: &mut Batch,
     lanes: Lanes,
     cx: &mut StageCx<'_>,
-    pre_drops: &mut [u64; DropReason::COUNT],
 ) -> Lanes {
-    let kept = pre.run(pool, b, lanes, pre_drops);
+    let kept = pre.op.run(pool, b, lanes, pre.drops);
     if !kept.is_empty() {
         s.run(pool, b, kept, cx);
     }
     kept
+}
+
+/// The primitive a fused step runs first, and its stage's drop counters.
+pub struct Pre<'a> {
+    /// The primitive.
+    pub op: PreOp,
+    /// Its stage's drops by reason.
+    pub drops: &'a mut [u64; DropReason::COUNT],
 }
 
 /// A per-packet primitive that a stage may run in its own pass ([`Stage::folds`]).
@@ -680,7 +679,7 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
                 let mut cx =
                     StageCx { now_ns, drops: &mut st.drops, objects: &mut p.objects, trace_lanes: Lanes::NONE, trace: &mut p.trace_buf };
                 let t0 = cycles();
-                let kept = p.stages[*stage].run_with_pre(*pre, pool, b, lanes, &mut cx, &mut pst.drops);
+                let kept = p.stages[*stage].run_with_pre(Pre { op: *pre, drops: &mut pst.drops }, pool, b, lanes, &mut cx);
                 let t1 = cycles();
                 pst.calls += 1;
                 pst.pkts_in += lanes.count() as u64;

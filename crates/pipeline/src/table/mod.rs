@@ -17,7 +17,7 @@ pub use ops::{Adopt, BuiltClassifier, EntryView, TableError, TableOps};
 
 use crate::action;
 use crate::build::special::{fast_form, Fast};
-use crate::exec::{PreOp, Stage, StageCx};
+use crate::exec::{Pre, PreOp, Stage, StageCx};
 use crate::field::Extract;
 use crate::ir::{MatchKind, Prim, Program, TableDef, TableImpl, MAX_ARGS, MAX_KEY_FIELDS};
 use crate::stages::l2edit::L2Edit;
@@ -814,7 +814,7 @@ impl TableStage {
         b: &mut Batch,
         mut lanes: Lanes,
         cx: &mut StageCx<'_>,
-        mut pre: Option<(PreOp, &mut [u64; DropReason::COUNT])>,
+        mut pre: Option<Pre<'_>>,
     ) -> Lanes {
         // Pass 1: keys (straight into the engine's key width). A packet missing a key field
         // misses. Results go to `sc.out` (None = miss) for every lane.
@@ -838,10 +838,10 @@ impl TableStage {
             macro_rules! frame {
                 ($i:ident) => {{
                     let d = pool.data_mut(b.handle($i));
-                    if let (true, Some((op, drops))) = (PRE, pre.as_mut()) {
-                        if let Err(reason) = op.apply(d, b.meta($i)) {
+                    if let (true, Some(pre)) = (PRE, pre.as_mut()) {
+                        if let Err(reason) = pre.op.apply(d, b.meta($i)) {
                             b.drop($i, reason);
-                            drops[reason as usize] += 1;
+                            pre.drops[reason as usize] += 1;
                             dropped.insert($i);
                             continue;
                         }
@@ -1070,19 +1070,11 @@ impl Stage for TableStage {
             && !matches!(self.engine, Engine::Acl { .. })
     }
 
-    fn run_with_pre(
-        &mut self,
-        pre: PreOp,
-        pool: &mut Pool,
-        b: &mut Batch,
-        lanes: Lanes,
-        cx: &mut StageCx<'_>,
-        pre_drops: &mut [u64; DropReason::COUNT],
-    ) -> Lanes {
-        if self.folds(pre) {
-            self.run_special::<true>(pool, b, lanes, cx, Some((pre, pre_drops)))
+    fn run_with_pre(&mut self, pre: Pre<'_>, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) -> Lanes {
+        if self.folds(pre.op) {
+            self.run_special::<true>(pool, b, lanes, cx, Some(pre))
         } else {
-            crate::exec::run_apart(self, pre, pool, b, lanes, cx, pre_drops)
+            crate::exec::run_apart(self, pre, pool, b, lanes, cx)
         }
     }
 
