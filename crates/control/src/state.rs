@@ -77,7 +77,13 @@ pub struct Control<'a> {
     writes: WriteLog,
     /// Run first on each background thread ([`Control::set_background_setup`]).
     background_setup: fn(),
+    /// To the thread that frees what the control thread retires ([`Control::retire`]); started
+    /// with the first.
+    reaper: Option<std::sync::mpsc::Sender<Garbage>>,
 }
+
+/// Something the control thread is done with, for [`Control::retire`] to free elsewhere.
+pub type Garbage = Box<dyn Send>;
 
 /// The accepted changes since start, enough to rebuild the control replica from the spec and
 /// the start-up entries (after a request failed part-way). Bounded: once it outgrows what it
@@ -103,7 +109,9 @@ impl ChangeLog {
         ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: BTreeMap::new(), pipes: BTreeMap::new(), compact_at }
     }
 
-    fn push(&mut self, ops: Arc<[EntryOp]>, shadow: &Pipeline) {
+    /// Appends `ops`; when that compacts the log, returns the ops it replaced (to free off
+    /// the write's path).
+    fn push(&mut self, ops: Arc<[EntryOp]>, shadow: &Pipeline) -> Option<Vec<Arc<[EntryOp]>>> {
         for op in ops.iter() {
             match op {
                 EntryOp::Meter { bank, index, .. } => {
@@ -124,11 +132,13 @@ impl ChangeLog {
         // What a snapshot would hold: a clear and the entries of each table, the meters.
         let snapshot: usize = self.tables.iter().map(|&t| 1 + shadow.table_len(t)).sum::<usize>() + self.meters.len() + self.pipes.len();
         if self.len > self.compact_at && self.len > 2 * snapshot {
-            self.compact(shadow);
+            return Some(self.compact(shadow));
         }
+        None
     }
 
-    fn compact(&mut self, shadow: &Pipeline) {
+    /// Replaces the log by a snapshot; returns the ops it held.
+    fn compact(&mut self, shadow: &Pipeline) -> Vec<Arc<[EntryOp]>> {
         let mut snap: Vec<EntryOp> = Vec::new();
         for &t in &self.tables {
             snap.push(EntryOp::Clear { table: t });
@@ -139,7 +149,7 @@ impl ChangeLog {
         snap.extend(self.meters.values().cloned());
         snap.extend(self.pipes.values().cloned());
         self.len = snap.len();
-        self.ops = vec![snap.into()];
+        std::mem::replace(&mut self.ops, vec![snap.into()])
     }
 
     fn iter(&self) -> impl Iterator<Item = &Arc<[EntryOp]>> {
@@ -243,6 +253,7 @@ impl<'a> Control<'a> {
             stamps: None,
             writes: WriteLog::default(),
             background_setup: || {},
+            reaper: None,
         }
     }
 
@@ -266,6 +277,34 @@ impl<'a> Control<'a> {
     /// priority would hold the control threads' core for that long.
     pub fn set_background_setup(&mut self, setup: fn()) {
         self.background_setup = setup;
+    }
+
+    /// Frees `garbage` on a background thread of the control plane (set up like the full
+    /// classifier builds, [`Control::set_background_setup`]) instead of on the caller's: a front
+    /// end hands over a request it has carried out (a P4Runtime `WriteRequest` is a thousand
+    /// small allocations at 200 updates), so that the control thread answers first. Frees it
+    /// here when no thread can be started. Control thread.
+    pub fn retire(&mut self, garbage: Garbage) {
+        if self.reaper.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<Garbage>();
+            let setup = self.background_setup;
+            let started = std::thread::Builder::new().name("fp-reaper".into()).spawn(move || {
+                setup();
+                // Each item is dropped as it arrives; the thread ends with the control plane.
+                for g in rx {
+                    drop(g);
+                }
+            });
+            if started.is_ok() {
+                self.reaper = Some(tx);
+            }
+        }
+        if let Some(tx) = &self.reaper {
+            if let Err(back) = tx.send(garbage) {
+                drop(back.0);
+                self.reaper = None;
+            }
+        }
     }
 
     /// Ops held in the change log (bounded; see [`Control::with_log_limit`]).
@@ -526,7 +565,9 @@ impl<'a> Control<'a> {
             return Err(Refusal::Op(k.min(ops.len().saturating_sub(1)), msg));
         }
         self.accepted += ops.len();
-        self.log.push(ops.clone(), &self.shadow);
+        if let Some(old) = self.log.push(ops.clone(), &self.shadow) {
+            self.retire(Box::new(old));
+        }
         // Classifiers are committed once, here (the last full build plus the changes since);
         // workers adopt the result, and with it any full build finished in the background.
         let mut prebuilt = self.shadow.built_classifiers(&ops);
@@ -1279,6 +1320,31 @@ ingress = "apply acl"
         for t in theirs {
             assert!(Arc::ptr_eq(&ours.acl, &t.expect("adopted").acl), "a worker rebuilt the classifier instead of adopting it");
         }
+    }
+
+    /// What the control thread retires is freed on the reaper thread, after the background
+    /// setup ran there, in the order retired; never on the caller's thread.
+    #[test]
+    fn retired_garbage_is_freed_on_the_reaper_thread() {
+        struct Noted(u32, std::sync::mpsc::Sender<(u32, Option<String>)>);
+        impl Drop for Noted {
+            fn drop(&mut self) {
+                let _ = self.1.send((self.0, std::thread::current().name().map(str::to_string)));
+            }
+        }
+        static SETUPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let pipe = || two_field_acl(16);
+        let mut c = Control::new(pipe(), Box::new(move || Ok(pipe())), Vec::new());
+        c.set_background_setup(|| {
+            SETUPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        for k in 0..3 {
+            c.retire(Box::new(Noted(k, tx.clone())));
+        }
+        let freed: Vec<(u32, Option<String>)> = (0..3).map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap()).collect();
+        assert_eq!(freed, (0..3).map(|k| (k, Some("fp-reaper".to_string()))).collect::<Vec<_>>());
+        assert_eq!(SETUPS.load(std::sync::atomic::Ordering::SeqCst), 1, "one reaper thread, set up once");
     }
 
     /// Classifier writes commit as a delta; once it outgrows its bound a full build runs on a

@@ -56,16 +56,25 @@ fn all_ones(width: u8) -> u128 {
 /// # Errors
 /// Empty, or a value that does not fit `width` bits (`what` names the field).
 pub fn decode(bytes: &[u8], width: u8, what: &str) -> Result<u128, Refused> {
+    decode_named(bytes, width, || what.to_string())
+}
+
+/// [`decode`], naming the field only when the value is refused: a write decodes several
+/// values per update, and formatting each one's name cost more than the decoding.
+fn decode_named(bytes: &[u8], width: u8, what: impl FnOnce() -> String) -> Result<u128, Refused> {
     if bytes.is_empty() {
+        let what = what();
         return Err(Refused::invalid(format!("{what}: empty byte string")));
     }
     let first = bytes.iter().position(|&b| b != 0).unwrap_or(bytes.len());
     let sig = bytes.get(first..).unwrap_or_default();
     if sig.len() > 16 {
+        let what = what();
         return Err(Refused::out_of_range(format!("{what}: {} significant bytes do not fit {width} bits", sig.len())));
     }
     let v = sig.iter().fold(0u128, |v, &b| v << 8 | u128::from(b));
     if v & !all_ones(width) != 0 {
+        let what = what();
         return Err(Refused::out_of_range(format!("{what}: value 0x{v:x} does not fit {width} bits")));
     }
     Ok(v)
@@ -154,51 +163,53 @@ pub fn key_of(prog: &Program, t: usize, matches: &[proto::FieldMatch]) -> Result
             )));
         };
         let (i, kd) = k;
-        let name = format!("table \"{}\" field \"{}\" (id {})", def.name, kd.name, fm.field_id);
+        let name = || format!("table \"{}\" field \"{}\" (id {})", def.name, kd.name, fm.field_id);
         if key[i].is_some() {
-            return Err(Refused::invalid(format!("{name}: given twice")));
+            return Err(Refused::invalid(format!("{n}: given twice", n = name())));
         }
         let w = kd.field.width;
         let all = all_ones(w);
         let m = match (&fm.field_match_type, kd.kind) {
-            (Some(FieldMatchType::Exact(e)), MatchKind::Exact) => Match::Exact(decode(&e.value, w, &name)?),
+            (Some(FieldMatchType::Exact(e)), MatchKind::Exact) => Match::Exact(decode_named(&e.value, w, name)?),
             (Some(FieldMatchType::Lpm(l)), MatchKind::Lpm) => {
-                let v = decode(&l.value, w, &name)?;
+                let v = decode_named(&l.value, w, name)?;
                 if l.prefix_len <= 0 || l.prefix_len > i32::from(w) {
                     return Err(Refused::invalid(format!(
-                        "{name}: prefix length {} out of 1..={w} (a /0 is a don't-care: omit the field)",
-                        l.prefix_len
+                        "{n}: prefix length {} out of 1..={w} (a /0 is a don't-care: omit the field)",
+                        l.prefix_len,
+                        n = name()
                     )));
                 }
                 let len = l.prefix_len as u8;
                 if v & !prefix_mask(len, w) != 0 {
-                    return Err(Refused::invalid(format!("{name}: value 0x{v:x} has bits set beyond its /{len} prefix")));
+                    return Err(Refused::invalid(format!("{n}: value 0x{v:x} has bits set beyond its /{len} prefix", n = name())));
                 }
                 Match::Prefix(v, len)
             }
             (Some(FieldMatchType::Ternary(tm)), MatchKind::Ternary) => {
-                let v = decode(&tm.value, w, &name)?;
-                let mk = decode(&tm.mask, w, &format!("{name} mask"))?;
+                let v = decode_named(&tm.value, w, name)?;
+                let mk = decode_named(&tm.mask, w, || format!("{} mask", name()))?;
                 if mk == 0 {
-                    return Err(Refused::invalid(format!("{name}: mask 0 is a don't-care: omit the field")));
+                    return Err(Refused::invalid(format!("{n}: mask 0 is a don't-care: omit the field", n = name())));
                 }
                 if v & !mk != 0 {
-                    return Err(Refused::invalid(format!("{name}: value 0x{v:x} has bits set outside mask 0x{mk:x}")));
+                    return Err(Refused::invalid(format!("{n}: value 0x{v:x} has bits set outside mask 0x{mk:x}", n = name())));
                 }
                 Match::Masked(v, mk)
             }
-            (Some(FieldMatchType::Optional(o)), MatchKind::Ternary) => Match::Masked(decode(&o.value, w, &name)?, all),
+            (Some(FieldMatchType::Optional(o)), MatchKind::Ternary) => Match::Masked(decode_named(&o.value, w, name)?, all),
             (Some(FieldMatchType::Range(r)), MatchKind::Range) => {
-                let (lo, hi) = (decode(&r.low, w, &format!("{name} low"))?, decode(&r.high, w, &format!("{name} high"))?);
+                let (lo, hi) =
+                    (decode_named(&r.low, w, || format!("{} low", name()))?, decode_named(&r.high, w, || format!("{} high", name()))?);
                 if lo > hi {
-                    return Err(Refused::invalid(format!("{name}: range {lo}..{hi} is empty (low above high)")));
+                    return Err(Refused::invalid(format!("{n}: range {lo}..{hi} is empty (low above high)", n = name())));
                 }
                 if lo == 0 && hi == all {
-                    return Err(Refused::invalid(format!("{name}: the whole range is a don't-care: omit the field")));
+                    return Err(Refused::invalid(format!("{n}: the whole range is a don't-care: omit the field", n = name())));
                 }
                 Match::Range(lo, hi)
             }
-            (None, _) => return Err(Refused::invalid(format!("{name}: no match given"))),
+            (None, _) => return Err(Refused::invalid(format!("{n}: no match given", n = name()))),
             (Some(other), kind) => {
                 let given = match other {
                     FieldMatchType::Exact(_) => "exact",
@@ -208,7 +219,7 @@ pub fn key_of(prog: &Program, t: usize, matches: &[proto::FieldMatch]) -> Result
                     FieldMatchType::Optional(_) => "optional",
                     FieldMatchType::Other(_) => "other",
                 };
-                return Err(Refused::invalid(format!("{name}: a {given} match given for a {} field", kind_name(kind))));
+                return Err(Refused::invalid(format!("{n}: a {given} match given for a {} field", kind_name(kind), n = name())));
             }
         };
         key[i] = canon(kd.kind, w, &m);
@@ -304,12 +315,12 @@ pub fn action_of(prog: &Program, t: usize, a: Option<&proto::TableAction>) -> Re
             )));
         };
         let (pname, kind) = &adef.params[pi];
-        let what = format!("action \"{}\" parameter \"{pname}\" (id {})", adef.name, p.param_id);
+        let what = || format!("action \"{}\" parameter \"{pname}\" (id {})", adef.name, p.param_id);
         if seen[pi] {
-            return Err(Refused::invalid(format!("{what}: given twice")));
+            return Err(Refused::invalid(format!("{w}: given twice", w = what())));
         }
         seen[pi] = true;
-        args[pi] = decode(&p.value, kind.width(), &what)?;
+        args[pi] = decode_named(&p.value, kind.width(), what)?;
     }
     if let Some(missing) = adef.params.iter().zip(seen).position(|(_, s)| !s) {
         return Err(Refused::invalid(format!(

@@ -153,7 +153,8 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
     cache.sync(ctl);
     // The keys this request adds (true) or removes (false), over the cache; once the write is
     // applied, the cache takes them as they are.
-    let mut delta: BTreeMap<(usize, Vec<Match>), bool> = BTreeMap::new();
+    // By table, so that a key is looked up without a copy of it.
+    let mut delta: HashMap<usize, BTreeMap<Vec<Match>, bool>> = HashMap::new();
     {
         // Planning only reads the control plane: its program is borrowed, not copied.
         let prog = ctl.pipeline_info();
@@ -166,7 +167,7 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
                 }
                 Ok(Planned::Table(tu)) => {
                     let (t, key) = tu.key();
-                    let present = match delta.get(&(t, key.to_vec())) {
+                    let present = match delta.get(&t).and_then(|d| d.get(key)) {
                         Some(&p) => p,
                         None => cache.table(ctl, prog, t).contains(key),
                     };
@@ -185,7 +186,7 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
                         outcome[k] = Some(r);
                         continue;
                     }
-                    delta.insert((t, key.to_vec()), !matches!(tu, TableUpdate::Delete { .. }));
+                    delta.entry(t).or_default().insert(key.to_vec(), !matches!(tu, TableUpdate::Delete { .. }));
                     at.push(k);
                     ops.push(tu.op(prog));
                 }
@@ -221,13 +222,15 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
                         }
                     }
                 } else {
-                    for ((t, key), present) in delta {
+                    for (t, keys) in delta {
                         // Tables the planning read are in the cache already.
                         if let Some(set) = cache.tables.get_mut(&t) {
-                            if present {
-                                set.insert(key);
-                            } else {
-                                set.remove(&key);
+                            for (key, present) in keys {
+                                if present {
+                                    set.insert(key);
+                                } else {
+                                    set.remove(&key);
+                                }
                             }
                         }
                     }

@@ -1,14 +1,16 @@
 //! Lookups through a classifier with changes on top of its trees (the parent module's
 //! "Incremental changes").
 //!
-//! A [`Delta`] holds the rules added since the trees were built, compiled on their own into a
-//! small classifier (the *overlay*), and one bit per built rule that was deleted since (a
+//! A [`Delta`] holds the rules added since the trees were built, compiled on their own into
+//! small classifiers (the *overlay*, in [`Piece`]s: one per commit, so a commit compiles only
+//! its own rules), and one bit per built rule that was deleted since (a
 //! *tombstone*; a replaced rule is a tombstone plus an overlay rule). Every rule has one place in
-//! the global order (priority, then insertion), so an overlay rule is placed among the built
-//! ranks by `pos`: it beats built rank `r` exactly when `pos <= r`.
+//! the global order (priority, then insertion): the best rule of the overlay is the one of
+//! smallest (priority, seq) among each piece's best, and it is placed among the built ranks by
+//! `pos`: it beats built rank `r` exactly when `pos <= r`.
 //!
 //! ```text
-//!   overlay walk ─▶ best added rule o (pos p)      built walk, bound p, skipping tombstones
+//!   walk each piece ─▶ best added rule o (pos p)      built walk, bound p, skipping tombstones
 //!                                                   └─ a tombstone that had pruned lower rules
 //!                                                      from this leaf ─▶ linear scan after it
 //!   answer: the built rank if it is < p, else o
@@ -21,6 +23,29 @@
 //! [`LiveAcl`](super::LiveAcl) brings forward when such a rule is deleted).
 
 use super::{Acl, KeyView, Packed, Tree, Wide, END};
+use std::sync::Arc;
+
+/// A compiled piece of the overlay: some of the added rules, compiled on their own (its ranks
+/// are its own), with each rank's place in the global order. [`LiveAcl`](super::LiveAcl)
+/// compiles the rules of each commit into a piece of their own, so a commit costs its own
+/// rules, not every rule added since the build. Immutable once published.
+#[derive(Debug)]
+pub(super) struct Piece {
+    /// The piece's rules, compiled (no delta of its own).
+    pub(super) acl: Acl,
+    /// Per piece rank: (priority, insertion seq), ascending: the global order, which decides
+    /// between pieces.
+    pub(super) keys: Arc<[(u32, u64)]>,
+    /// Per piece rank: how many built ranks come before it.
+    pub(super) pos: Box<[u32]>,
+}
+
+impl Piece {
+    /// Rules in the piece.
+    pub(super) fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
 
 /// Changes on top of the built trees. Immutable once published; shared by every worker.
 #[derive(Debug)]
@@ -29,10 +54,8 @@ pub(super) struct Delta {
     pub(super) dead: Box<[u64]>,
     /// Tombstones set in `dead`.
     pub(super) deleted: usize,
-    /// The rules added since the build, compiled (ranks in the global order); `None` if none.
-    pub(super) added: Option<Acl>,
-    /// Per overlay rank: how many built ranks come before it.
-    pub(super) pos: Box<[u32]>,
+    /// The rules added since the build, compiled in pieces (no rule in two).
+    pub(super) added: Box<[Arc<Piece>]>,
     /// Rules live: built ones not deleted plus added ones.
     pub(super) live: usize,
 }
@@ -40,7 +63,7 @@ pub(super) struct Delta {
 impl Delta {
     /// Rules in the overlay.
     pub(super) fn added_len(&self) -> usize {
-        self.added.as_ref().map_or(0, |a| a.result.len())
+        self.added.iter().map(|p| p.len()).sum()
     }
 }
 
@@ -67,19 +90,25 @@ impl Acl {
     /// The best live rule for `key` (`key.len() == nf`) over the trees, the tombstones and the
     /// overlay, and the rules the fallback checked.
     pub(super) fn classify_delta(&self, d: &Delta, key: &[u32]) -> (Option<(u32, u32)>, usize) {
-        let (over, bound) = match &d.added {
-            Some(a) => {
-                let r = a.best_rank(key);
-                (r, d.pos.get(r as usize).copied().unwrap_or(END))
+        // The best added rule: the smallest (priority, seq) over the pieces.
+        let mut over: Option<(&Piece, u32)> = None;
+        let mut over_key = (u32::MAX, u64::MAX);
+        for p in d.added.iter() {
+            let r = p.acl.best_rank(key);
+            if let Some(&k) = p.keys.get(r as usize) {
+                if k < over_key {
+                    over_key = k;
+                    over = Some((p, r));
+                }
             }
-            None => (END, END),
-        };
+        }
+        let bound = over.and_then(|(p, r)| p.pos.get(r as usize).copied()).unwrap_or(END);
         let (best, scanned) =
             if self.rows.is_empty() { self.walk_delta(&Wide(key), d, bound) } else { self.walk_delta(&Packed::new(key), d, bound) };
         if best < bound {
             (self.result.get(best as usize).copied(), scanned)
         } else {
-            (d.added.as_ref().and_then(|a| a.result.get(over as usize).copied()), scanned)
+            (over.and_then(|(p, r)| p.acl.result.get(r as usize).copied()), scanned)
         }
     }
 

@@ -3,8 +3,9 @@
 //!
 //! A full build (ranking, partitioning, trees) costs milliseconds at thousands of rules. A
 //! change instead goes into a *delta* over the last full build (the *base*): added rules into an
-//! overlay (compiled on its own, small), deleted ones as tombstones on the base's ranks; a
-//! replaced rule is both. [`LiveAcl::commit`] publishes the base plus the delta as an [`Acl`]
+//! overlay (compiled on its own, small, in pieces: each commit compiles only the rules added
+//! since the one before, and a piece that loses a rule is compiled again without it), deleted
+//! ones as tombstones on the base's ranks; a replaced rule is both. [`LiveAcl::commit`] publishes the base plus the delta as an [`Acl`]
 //! that answers exactly as a full build of the live rules would (`delta.rs` shows how). Once the
 //! delta outgrows a bound, [`LiveAcl::fold_job`] hands out a full build to run on another thread
 //! ([`FoldJob::run`]); [`LiveAcl::finish_fold`] installs its result as the new base and
@@ -23,15 +24,15 @@
 //! replaces the action), and ordered by priority, then insertion: a replaced rule keeps its
 //! place. Control thread only; the published [`Acl`] is what workers read.
 
-use super::delta::{bit, Delta};
+use super::delta::{bit, Delta, Piece};
 use super::{build, validate, validate_rule, Acl, AclConfig, AclRule, BuildError, FieldMatch};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The delta is folded into a new base once it holds this many changes (added plus deleted
-/// rules), or `live / FOLD_DIV` if more. A delta costs lookups an overlay walk and the commit a
-/// rebuild of the overlay; the fold costs a full build on another core.
+/// rules), or `live / FOLD_DIV` if more. A delta costs lookups a walk of each overlay piece
+/// and the tombstone checks; the fold costs a full build on another core.
 const FOLD_MIN: usize = 64;
 /// See [`FOLD_MIN`].
 const FOLD_DIV: usize = 16;
@@ -44,6 +45,10 @@ const REBUILD_DIV: usize = 4;
 /// Tables of at most this many rules are rebuilt in full at every commit: a build of this size
 /// costs no more than compiling an overlay, and the lookup stays delta-free.
 const SMALL: usize = 64;
+/// Most pieces the overlay is kept in ([`Piece`]: one per commit that added rules); past it
+/// a commit merges the two smallest. Each piece costs a lookup through the delta one small
+/// tree walk; the folds normally empty the overlay long before.
+const MAX_PIECES: usize = 8;
 
 /// Distinguishes fold jobs across every [`LiveAcl`] of the process.
 static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
@@ -123,9 +128,12 @@ pub struct LiveAcl {
     dead_pruners: usize,
     /// Live rules not in the base (added or replaced since), by seq.
     added: BTreeMap<u64, AclRule>,
-    /// `added` compiled, and each overlay rank's position among the base ranks, while `added`
-    /// is unchanged.
-    overlay: Option<(Option<Acl>, Box<[u32]>)>,
+    /// `added` compiled: every rule of `added` is in one piece or in `pending`, and every rule
+    /// of a piece is in `added` with the action it was compiled with (a piece that loses a
+    /// rule or whose rule changes action is dissolved back into `pending`).
+    pieces: Vec<Arc<Piece>>,
+    /// Seqs of the rules of `added` in no piece yet: the next commit compiles them into one.
+    pending: BTreeSet<u64>,
     fold: Option<Fold>,
     fold_at: Option<usize>,
     rebuild_at: Option<usize>,
@@ -191,7 +199,8 @@ impl LiveAcl {
             deleted: 0,
             dead_pruners: 0,
             added: BTreeMap::new(),
-            overlay: None,
+            pieces: Vec::new(),
+            pending: BTreeSet::new(),
             fold: None,
             fold_at: None,
             rebuild_at: None,
@@ -248,14 +257,14 @@ impl LiveAcl {
             if let Some(r) = self.added.get_mut(&s) {
                 if r.action != rule.action {
                     r.action = rule.action;
-                    self.overlay = None;
+                    self.recompile(p, s);
                     self.touch(p, s);
                 }
             } else if let Some(rank) = self.base.rank(p, s) {
                 if self.base.actions.get(rank as usize) != Some(&rule.action) {
                     self.kill(rank);
                     self.added.insert(s, rule);
-                    self.overlay = None;
+                    self.pending.insert(s);
                     self.touch(p, s);
                 }
             }
@@ -265,7 +274,7 @@ impl LiveAcl {
         self.next_seq += 1;
         self.by_fields.entry(rule.fields.clone()).or_default().push((p, s));
         self.added.insert(s, rule);
-        self.overlay = None;
+        self.pending.insert(s);
         self.live += 1;
         self.touch(p, s);
         Ok(true)
@@ -279,7 +288,7 @@ impl LiveAcl {
         };
         for &(p, s) in &gone {
             if self.added.remove(&s).is_some() {
-                self.overlay = None;
+                self.recompile(p, s);
             }
             // A replaced rule has a tombstone already; `kill` counts each rank once.
             if let Some(rank) = self.base.rank(p, s) {
@@ -301,7 +310,8 @@ impl LiveAcl {
         self.deleted = 0;
         self.dead_pruners = 0;
         self.added.clear();
-        self.overlay = None;
+        self.pieces.clear();
+        self.pending.clear();
         self.fold = None;
     }
 
@@ -322,7 +332,8 @@ impl LiveAcl {
     }
 
     /// Publishes the rules live now: the base's trees (shared) with the delta on top. Costs
-    /// the overlay's build (when rules were added since the last commit) and a copy of the
+    /// a build of the rules added since the last commit (one more piece of the overlay; past
+    /// [`MAX_PIECES`], also a build of the two smallest pieces' rules) and a copy of the
     /// tombstone bits, not a full build, unless the delta is past the rebuild bound or the
     /// table is small (then it builds in full).
     pub fn commit(&mut self) -> Acl {
@@ -333,17 +344,30 @@ impl LiveAcl {
         if self.live <= self.small || changes > self.rebuild_limit() {
             return self.rebuild();
         }
-        let (added, pos) = match &self.overlay {
-            Some(o) => o.clone(),
-            None => {
-                let o = self.compile_overlay();
-                self.overlay = Some(o.clone());
-                o
-            }
-        };
+        if !self.pending.is_empty() {
+            let seqs: Vec<u64> = std::mem::take(&mut self.pending).into_iter().collect();
+            let piece = self.compile_piece(&seqs);
+            self.pieces.push(piece);
+        }
+        while self.pieces.len() > MAX_PIECES {
+            // Merge the two smallest.
+            let mut by_len: Vec<usize> = (0..self.pieces.len()).collect();
+            by_len.sort_by_key(|&i| self.pieces.get(i).map_or(0, |p| p.len()));
+            let (Some(&a), Some(&b)) = (by_len.first(), by_len.get(1)) else { break };
+            let (lo, hi) = (a.min(b), a.max(b));
+            let pb = self.pieces.swap_remove(hi);
+            let pa = self.pieces.swap_remove(lo);
+            let seqs: Vec<u64> = pa.keys.iter().chain(pb.keys.iter()).map(|&(_, s)| s).collect();
+            let piece = self.compile_piece(&seqs);
+            self.pieces.push(piece);
+        }
         let mut acl = self.base.acl.clone();
-        acl.delta =
-            Some(Arc::new(Delta { dead: self.dead.clone().into_boxed_slice(), deleted: self.deleted, added, pos, live: self.live }));
+        acl.delta = Some(Arc::new(Delta {
+            dead: self.dead.clone().into_boxed_slice(),
+            deleted: self.deleted,
+            added: self.pieces.clone().into_boxed_slice(),
+            live: self.live,
+        }));
         acl
     }
 
@@ -356,7 +380,8 @@ impl LiveAcl {
         self.deleted = 0;
         self.dead_pruners = 0;
         self.added.clear();
-        self.overlay = None;
+        self.pieces.clear();
+        self.pending.clear();
         self.fold = None;
         self.base.acl.clone()
     }
@@ -412,7 +437,18 @@ impl LiveAcl {
                 self.added.insert(s, r.clone());
             }
         }
-        self.overlay = None;
+        // Pieces compiled after the job was cut hold only rules changed since, all in the new
+        // `added` as compiled: they stay, placed among the new base's ranks. The others' rules
+        // are in the new base; any of theirs still added is compiled again.
+        let old = std::mem::take(&mut self.pieces);
+        for p in old {
+            if p.keys.iter().all(|&(_, s)| self.added.contains_key(&s)) {
+                let pos = p.keys.iter().map(|&k| self.base.keys.partition_point(|&b| b < k) as u32).collect();
+                self.pieces.push(Arc::new(Piece { acl: p.acl.clone(), keys: p.keys.clone(), pos }));
+            }
+        }
+        let compiled: HashSet<u64> = self.pieces.iter().flat_map(|p| p.keys.iter().map(|&(_, s)| s)).collect();
+        self.pending = self.added.keys().copied().filter(|s| !compiled.contains(s)).collect();
         true
     }
 
@@ -445,16 +481,35 @@ impl LiveAcl {
         }
     }
 
-    /// Compiles `added` (in rank order) and places each of its ranks among the base's.
-    fn compile_overlay(&self) -> (Option<Acl>, Box<[u32]>) {
-        if self.added.is_empty() {
-            return (None, Box::new([]));
+    /// Rule `seq` (priority `priority`) was removed from `added` or changed action: if a piece
+    /// holds it, that piece is dissolved and its other rules (still in `added`) go back to
+    /// `pending`, with `seq` if it is still added. Costs one search per piece.
+    fn recompile(&mut self, priority: u32, seq: u64) {
+        if self.pending.contains(&seq) {
+            if !self.added.contains_key(&seq) {
+                self.pending.remove(&seq);
+            }
+            return;
         }
-        let mut order: Vec<(u32, u64, &AclRule)> = self.added.iter().map(|(&s, r)| (r.priority, s, r)).collect();
+        if let Some(i) = self.pieces.iter().position(|p| p.keys.binary_search(&(priority, seq)).is_ok()) {
+            let p = self.pieces.swap_remove(i);
+            for &(_, s) in p.keys.iter() {
+                if self.added.contains_key(&s) {
+                    self.pending.insert(s);
+                }
+            }
+        }
+    }
+
+    /// Compiles the rules of `added` with these seqs into a piece placed among the base's
+    /// ranks. Costs a build of those rules only.
+    fn compile_piece(&self, seqs: &[u64]) -> Arc<Piece> {
+        let mut order: Vec<(u32, u64, &AclRule)> = seqs.iter().filter_map(|s| self.added.get(s).map(|r| (r.priority, *s, r))).collect();
         order.sort_by_key(|e| (e.0, e.1));
-        let pos: Box<[u32]> = order.iter().map(|&(p, s, _)| self.base.keys.partition_point(|&k| k < (p, s)) as u32).collect();
+        let keys: Arc<[(u32, u64)]> = order.iter().map(|&(p, s, _)| (p, s)).collect();
+        let pos: Box<[u32]> = keys.iter().map(|&k| self.base.keys.partition_point(|&b| b < k) as u32).collect();
         let ids: Vec<u32> = order.iter().map(|e| e.1 as u32).collect();
         let rules: Vec<AclRule> = order.into_iter().map(|e| e.2.clone()).collect();
-        (Some(build::build_with_ids(&self.cfg, &rules, Some(&ids))), pos)
+        Arc::new(Piece { acl: build::build_with_ids(&self.cfg, &rules, Some(&ids)), keys, pos })
     }
 }
