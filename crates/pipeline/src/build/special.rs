@@ -302,7 +302,7 @@ mod tests {
         };
         let fused = |ctl: &str, special: bool| {
             let p = crate::compile::compile("t.toml", &spec(ctl)).map_err(|e| e.to_string());
-            let pl = p.map(|p| p.instantiate_with(crate::build::BuildOptions { specialise: special }));
+            let pl = p.map(|p| if special { p.instantiate() } else { p.instantiate_reference() });
             pl.map(|pl| pl.ingress.iter().filter(|s| matches!(s, Step::Fused { .. })).count())
         };
         assert_eq!(fused("ttl_dec\napply fib\n", true), Ok(1));
