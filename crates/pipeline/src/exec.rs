@@ -124,7 +124,7 @@ pub enum PreOp {
 }
 
 impl PreOp {
-    /// Applies the primitive to one packet; false when it drops it (and for which reason).
+    /// Applies the primitive to one packet; `Err(reason)` when the packet is to be dropped.
     #[inline(always)]
     pub fn apply(self, data: &mut [u8], m: &Meta) -> Result<(), DropReason> {
         match self {
