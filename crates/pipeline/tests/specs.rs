@@ -61,3 +61,25 @@ fn reference_and_good_specs_compile() {
         }
     }
 }
+
+/// Every shipped pipeline's parser runs a loop monomorphised for its header set
+/// (`stages::parser::SPECIALISED`): a pipeline whose headers change must be listed again there.
+#[test]
+fn shipped_parsers_are_specialised() {
+    use fastpath_packet::{Hdr, HdrSet};
+    for p in specs("pipelines") {
+        let text = std::fs::read_to_string(&p).unwrap();
+        let prog = fastpath_pipeline::compile(&p.display().to_string(), &text).unwrap();
+        // Ethernet alone (l2fwd) has a loop of its own: a length check.
+        if prog.headers == HdrSet::EMPTY.with(Hdr::Eth) {
+            continue;
+        }
+        assert!(
+            fastpath_pipeline::stages::parser::Parser::specialised(prog.headers, prog.verify_ipv4_checksum),
+            "{}: its header set {:#x} (verify IPv4 checksum: {}) is not in SPECIALISED",
+            p.display(),
+            prog.headers.0,
+            prog.verify_ipv4_checksum
+        );
+    }
+}

@@ -102,7 +102,14 @@ impl Parser {
     /// Always inlined into the stage's loop (a call cost about 10 instructions per packet).
     #[inline(always)]
     pub fn parse_fast(&self, d: &[u8], m: &mut Meta) -> bool {
-        let hs = self.hs;
+        self.fast_as(self.hs, self.verify_ipv4_checksum, d, m)
+    }
+
+    /// [`Parser::parse_fast`] for the header set `hs` and checksum option `csum`, which the
+    /// specialised loops ([`SPECIALISED`]) pass as constants: every `hs.has(..)` test and the
+    /// branches of the headers the set lacks then fold away.
+    #[inline(always)]
+    fn fast_as(&self, hs: HdrSet, csum: bool, d: &[u8], m: &mut Meta) -> bool {
         let Some(eth) = d.first_chunk::<14>() else { return false };
         let mut et = u16::from_be_bytes([eth[12], eth[13]]);
         let mut valid = HdrSet::EMPTY.with(Hdr::Eth);
@@ -114,7 +121,7 @@ impl Parser {
         let is_tag = |et: u16| et == EtherType::VLAN.0 || et == EtherType::QINQ.0;
         if !(hs.has(Hdr::Vlan) && is_tag(et)) {
             // Untagged, the common case: the rest inlined with the L3 offset a constant.
-            return self.fast_from_l3(d, 14, et, valid, m);
+            return self.fast_from_l3(hs, csum, d, 14, et, valid, m);
         }
         // One tag, or two (Q-in-Q: 0x88a8 or 0x8100, then the C-tag); as `parse_tags`.
         let Some(t) = d.get(14..).and_then(|s| s.first_chunk::<8>()) else { return false };
@@ -122,25 +129,25 @@ impl Parser {
         m.set_offset(Slot::Vlan0, 12);
         et = u16::from_be_bytes([t[2], t[3]]);
         if !is_tag(et) {
-            return self.fast_from_l3(d, 18, et, valid, m);
+            return self.fast_from_l3(hs, csum, d, 18, et, valid, m);
         }
         if !hs.has(Hdr::Qinq) {
             return done(m, valid);
         }
         valid.insert(Hdr::Qinq);
         m.set_offset(Slot::Vlan1, 16);
-        self.fast_from_l3(d, 22, u16::from_be_bytes([t[6], t[7]]), valid, m)
+        self.fast_from_l3(hs, csum, d, 22, u16::from_be_bytes([t[6], t[7]]), valid, m)
     }
 
     /// [`Parser::parse_fast`] from the outer L3 header (EtherType `et` at offset `l3`) on.
     #[inline(always)]
-    fn fast_from_l3(&self, d: &[u8], l3: usize, et: u16, mut valid: HdrSet, m: &mut Meta) -> bool {
-        let hs = self.hs;
+    #[allow(clippy::too_many_arguments)]
+    fn fast_from_l3(&self, hs: HdrSet, csum: bool, d: &[u8], l3: usize, et: u16, mut valid: HdrSet, m: &mut Meta) -> bool {
         let done = |m: &mut Meta, valid: HdrSet| {
             m.valid = valid;
             true
         };
-        let Some((proto, l4, end)) = (match self.l3_fast(d, l3, et, false, &mut valid, m) {
+        let Some((proto, l4, end)) = (match Self::l3_fast(hs, csum, d, l3, et, false, &mut valid, m) {
             L3Fast::Bail => return false,
             L3Fast::Done => return done(m, valid),
             L3Fast::Upper(p, l4, end) => Some((p, l4, end)),
@@ -148,7 +155,7 @@ impl Parser {
             return false;
         };
         m.l4_proto = proto;
-        let udp_payload = match self.l4_fast(d, proto, l4, end, false, &mut valid, m) {
+        let udp_payload = match Self::l4_fast(hs, d, proto, l4, end, false, &mut valid, m) {
             L4Fast::Bail => return false,
             L4Fast::Done => return done(m, valid),
             L4Fast::Udp(p) => p,
@@ -179,12 +186,12 @@ impl Parser {
         m.set_offset(Slot::InnerEth, inner);
         let Some(ie) = d.get(inner..).and_then(|s| s.first_chunk::<14>()) else { return false };
         let iet = u16::from_be_bytes([ie[12], ie[13]]);
-        let (iproto, il4, iend) = match self.l3_fast(d, inner + 14, iet, true, &mut valid, m) {
+        let (iproto, il4, iend) = match Self::l3_fast(hs, csum, d, inner + 14, iet, true, &mut valid, m) {
             L3Fast::Bail => return false,
             L3Fast::Done => return done(m, valid),
             L3Fast::Upper(p, l4, end) => (p, l4, end),
         };
-        match self.l4_fast(d, iproto, il4, iend, true, &mut valid, m) {
+        match Self::l4_fast(hs, d, iproto, il4, iend, true, &mut valid, m) {
             L4Fast::Bail => false,
             L4Fast::Done | L4Fast::Udp(_) => done(m, valid),
         }
@@ -193,10 +200,11 @@ impl Parser {
     /// IPv4 (IHL 5) or IPv6 (no extension header) at `off`: the upper protocol, its offset and
     /// the end of the IP payload.
     #[inline(always)]
-    fn l3_fast(&self, d: &[u8], off: usize, et: u16, inner: bool, valid: &mut HdrSet, m: &mut Meta) -> L3Fast {
+    #[allow(clippy::too_many_arguments)]
+    fn l3_fast(hs: HdrSet, csum: bool, d: &[u8], off: usize, et: u16, inner: bool, valid: &mut HdrSet, m: &mut Meta) -> L3Fast {
         let (v4, v6, slot) = if inner { (Hdr::InnerIpv4, Hdr::InnerIpv6, Slot::InnerL3) } else { (Hdr::Ipv4, Hdr::Ipv6, Slot::L3) };
         if et == EtherType::IPV4.0 {
-            if !self.hs.has(v4) {
+            if !hs.has(v4) {
                 return L3Fast::Done;
             }
             let Some(h) = d.get(off..).and_then(|s| s.first_chunk::<20>()) else { return L3Fast::Bail };
@@ -204,7 +212,7 @@ impl Parser {
             if h[0] != 0x45 || total < 20 || off + total > d.len() {
                 return L3Fast::Bail;
             }
-            if self.verify_ipv4_checksum && !inner && !ipv4_checksum_ok(h) {
+            if csum && !inner && !ipv4_checksum_ok(h) {
                 return L3Fast::Bail;
             }
             valid.insert(v4);
@@ -214,7 +222,7 @@ impl Parser {
             }
             L3Fast::Upper(h[9], off + 20, off + total)
         } else if et == EtherType::IPV6.0 {
-            if !self.hs.has(v6) {
+            if !hs.has(v6) {
                 return L3Fast::Done;
             }
             let Some(h) = d.get(off..).and_then(|s| s.first_chunk::<40>()) else { return L3Fast::Bail };
@@ -236,10 +244,10 @@ impl Parser {
     /// UDP or TCP at `off` (the IP payload ends at `end`); ICMP is left to the full parser.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn l4_fast(&self, d: &[u8], proto: u8, off: usize, end: usize, inner: bool, valid: &mut HdrSet, m: &mut Meta) -> L4Fast {
+    fn l4_fast(hs: HdrSet, d: &[u8], proto: u8, off: usize, end: usize, inner: bool, valid: &mut HdrSet, m: &mut Meta) -> L4Fast {
         let (udp, tcp, slot) = if inner { (Hdr::InnerUdp, Hdr::InnerTcp, Slot::InnerL4) } else { (Hdr::Udp, Hdr::Tcp, Slot::L4) };
         let room = end.saturating_sub(off);
-        if proto == IpProto::UDP.0 && self.hs.has(udp) {
+        if proto == IpProto::UDP.0 && hs.has(udp) {
             let Some(u) = d.get(off..end).and_then(|s| s.first_chunk::<8>()) else { return L4Fast::Bail };
             let len = usize::from(u16::from_be_bytes([u[4], u[5]]));
             if len < 8 || len > room {
@@ -249,7 +257,7 @@ impl Parser {
             m.set_offset(slot, off);
             return L4Fast::Udp(off + 8);
         }
-        if proto == IpProto::TCP.0 && self.hs.has(tcp) {
+        if proto == IpProto::TCP.0 && hs.has(tcp) {
             let Some(h) = d.get(off..end).and_then(|s| s.first_chunk::<20>()) else { return L4Fast::Bail };
             let hlen = usize::from(h[12] >> 4) * 4;
             if hlen < 20 || hlen > room {
@@ -259,7 +267,15 @@ impl Parser {
             m.set_offset(slot, off);
             return L4Fast::Done;
         }
-        if proto == IpProto::ICMP.0 || proto == IpProto::ICMPV6.0 {
+        // ICMP the spec parses is left to the full parser; unparsed, the walk ends (as there).
+        let icmp = if inner {
+            Hdr::InnerIcmp
+        } else if proto == IpProto::ICMP.0 {
+            Hdr::Icmp
+        } else {
+            Hdr::Icmp6
+        };
+        if (proto == IpProto::ICMP.0 || proto == IpProto::ICMPV6.0) && hs.has(icmp) {
             return L4Fast::Bail;
         }
         L4Fast::Done
@@ -368,6 +384,86 @@ fn ipv4_checksum_ok(h: &[u8; 20]) -> bool {
     s != 0 && s % 0xffff == 0
 }
 
+/// The header sets whose parse loop is monomorphised, each with the IPv4 checksum option its
+/// pipeline uses ([`SPECIALISED`]): the shipped pipelines' (a test checks that each of
+/// `pipelines/*.toml` is listed). Any other set runs the same code with the set read at run time.
+const fn set(hs: &[Hdr]) -> HdrSet {
+    let mut s = HdrSet::EMPTY;
+    let mut k = 0;
+    while k < hs.len() {
+        s = s.with(hs[k]);
+        k += 1;
+    }
+    s
+}
+const ROUTER: HdrSet = set(&[Hdr::Eth, Hdr::Vlan, Hdr::Ipv4, Hdr::Ipv6]);
+const SWITCH_ACL: HdrSet = set(&[Hdr::Eth, Hdr::Vlan, Hdr::Arp, Hdr::Ipv4, Hdr::Ipv6, Hdr::Icmp, Hdr::Icmp6, Hdr::Udp, Hdr::Tcp]);
+const SDN_OVERLAY: HdrSet = set(&[
+    Hdr::Eth,
+    Hdr::Ipv4,
+    Hdr::Udp,
+    Hdr::Tcp,
+    Hdr::Icmp,
+    Hdr::Vxlan,
+    Hdr::InnerEth,
+    Hdr::InnerIpv4,
+    Hdr::InnerUdp,
+    Hdr::InnerTcp,
+    Hdr::InnerIcmp,
+]);
+const VBNG: HdrSet = set(&[Hdr::Eth, Hdr::Vlan, Hdr::Qinq, Hdr::Arp, Hdr::Ipv4, Hdr::Icmp, Hdr::Udp, Hdr::Tcp]);
+/// Calls macro `$m` with the (header set, verify IPv4 checksum) pairs that have a loop of
+/// their own: the one list that both the dispatch and [`SPECIALISED`] are written from.
+macro_rules! with_specialised {
+    ($m:ident) => {
+        $m!((ROUTER, true), (SWITCH_ACL, false), (SDN_OVERLAY, false), (VBNG, false))
+    };
+}
+macro_rules! pairs {
+    ($(($hs:expr, $csum:literal)),*) => {
+        &[$(($hs, $csum)),*]
+    };
+}
+/// The (header set, verify IPv4 checksum) pairs with a loop of their own.
+pub const SPECIALISED: &[(HdrSet, bool)] = with_specialised!(pairs);
+
+impl Parser {
+    /// True when the parser of header set `hs` with checksum option `csum` runs a loop
+    /// monomorphised for it.
+    pub fn specialised(hs: HdrSet, csum: bool) -> bool {
+        SPECIALISED.contains(&(hs, csum))
+    }
+
+    /// [`Parser::parse`] into metadata that may hold a fast path's partial writes.
+    #[inline]
+    fn parse_anew(&self, data: &[u8], m: &mut Meta) -> Result<(), Malformed> {
+        m.valid = HdrSet::EMPTY;
+        m.l4_proto = 0;
+        self.parse(data, m)
+    }
+
+    /// The fast-path loop with the header set and checksum option as constants.
+    #[inline(never)]
+    fn run_as<const HS: u32, const CSUM: bool>(&self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        self.run_fast(HdrSet(HS), CSUM, pool, b, lanes, cx);
+    }
+
+    /// The fast path for every lane, the full parser where it bails (which decides every drop).
+    #[inline(always)]
+    fn run_fast(&self, hs: HdrSet, csum: bool, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        each_lane!(i in lanes => {
+            let data = pool.data(b.handle(i));
+            let m = b.meta_mut(i);
+            if self.fast_as(hs, csum, data, m) {
+                continue;
+            }
+            if let Err(e) = self.parse_anew(data, m) {
+                cx.drop(b, i, e.drop_reason());
+            }
+        });
+    }
+}
+
 impl Stage for Parser {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
         let tracing = cx.tracing();
@@ -382,25 +478,21 @@ impl Stage for Parser {
             });
         } else {
             // The fast path or the full parser only: the build option is tested once per batch.
-            let full = |p: &Parser, data: &[u8], m: &mut Meta| {
-                m.valid = HdrSet::EMPTY;
-                m.l4_proto = 0;
-                p.parse(data, m).err()
-            };
             if self.special {
-                each_lane!(i in lanes => {
-                    let data = pool.data(b.handle(i));
-                    let m = b.meta_mut(i);
-                    if self.parse_fast(data, m) {
-                        continue;
-                    }
-                    if let Some(e) = full(self, data, m) {
-                        cx.drop(b, i, e.drop_reason());
-                    }
-                });
+                // The loop monomorphised for the shipped pipelines' header sets, generic for
+                // any other.
+                macro_rules! dispatch {
+                    ($(($hs:expr, $csum:literal)),*) => {
+                        match (self.hs, self.verify_ipv4_checksum) {
+                            $((h, $csum) if h == $hs => self.run_as::<{ $hs.0 }, $csum>(pool, b, lanes, cx),)*
+                            (hs, csum) => self.run_fast(hs, csum, pool, b, lanes, cx),
+                        }
+                    };
+                }
+                with_specialised!(dispatch);
             } else {
                 each_lane!(i in lanes => {
-                    if let Some(e) = full(self, pool.data(b.handle(i)), b.meta_mut(i)) {
+                    if let Err(e) = self.parse_anew(pool.data(b.handle(i)), b.meta_mut(i)) {
                         cx.drop(b, i, e.drop_reason());
                     }
                 });
@@ -458,7 +550,12 @@ mod tests {
         let some = some.iter().fold(HdrSet::EMPTY, |s, h| s.with(*h));
         let l3 = HdrSet::EMPTY.with(Hdr::Eth).with(Hdr::Ipv4).with(Hdr::Ipv6);
         let one_tag = l3.with(Hdr::Vlan).with(Hdr::Udp);
-        [all, some, l3, one_tag].into_iter().flat_map(|hs| [Parser::new(hs, true, true), Parser::new(hs, false, true)]).collect()
+        let shipped = SPECIALISED.iter().map(|&(hs, _)| hs);
+        [all, some, l3, one_tag]
+            .into_iter()
+            .chain(shipped)
+            .flat_map(|hs| [Parser::new(hs, true, true), Parser::new(hs, false, true)])
+            .collect()
     }
 
     proptest! {
