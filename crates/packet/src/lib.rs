@@ -39,3 +39,17 @@ pub use drop::DropReason;
 pub use meta::{Hdr, HdrSet, Meta, Slot, FLOOD_PORT, NO_PORT};
 pub use pool::{PktId, Pool, BUF_SIZE, HEADROOM};
 pub use verdict::{PuntReason, Verdict};
+
+/// The `N` bytes of `d` from `at`, if the frame has them. One compare where
+/// `d.get(at..)?.first_chunk()` costs a subtraction and two (an offset read from the
+/// metadata is at most a `u16` plus a small constant, so `at + N` cannot wrap).
+#[inline(always)]
+pub fn window<const N: usize>(d: &[u8], at: usize) -> Option<&[u8; N]> {
+    d.get(at..at.wrapping_add(N))?.try_into().ok()
+}
+
+/// [`window`], writable.
+#[inline(always)]
+pub fn window_mut<const N: usize>(d: &mut [u8], at: usize) -> Option<&mut [u8; N]> {
+    d.get_mut(at..at.wrapping_add(N))?.try_into().ok()
+}

@@ -163,7 +163,7 @@ fn swap(x: &FieldRef, y: &FieldRef, data: &mut [u8], b: &mut Batch, i: usize) {
 pub fn ttl_dec(data: &mut [u8], m: &fastpath_packet::Meta) -> bool {
     let l3 = m.offset(Slot::L3);
     if m.valid.has(Hdr::Ipv4) {
-        let Some(hdr) = data.get_mut(l3..).and_then(|d| d.first_chunk_mut::<12>()) else { return false };
+        let Some(hdr) = fastpath_packet::window_mut::<12>(data, l3) else { return false };
         let ttl = hdr[8];
         if ttl <= 1 {
             return false;

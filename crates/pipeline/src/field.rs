@@ -195,7 +195,7 @@ impl Extract {
                     return None;
                 }
                 let at = m.offset(slot) + usize::from(byte);
-                Some(u128::from_be_bytes(*data.get(at..)?.first_chunk::<16>()?))
+                Some(u128::from_be_bytes(*fastpath_packet::window::<16>(data, at)?))
             }
             Extract::Generic(f) => f.read(data, m),
             _ => self.read64(data, m).map(u128::from),
@@ -214,14 +214,14 @@ impl Extract {
                     return None;
                 }
                 let at = m.offset(slot) + usize::from(byte);
-                Some(u64::from(u16::from_be_bytes(*data.get(at..)?.first_chunk::<2>()?)))
+                Some(u64::from(u16::from_be_bytes(*fastpath_packet::window::<2>(data, at)?)))
             }
             Extract::Be32 { slot, byte, needs, alt } => {
                 if !present(m.valid, needs, alt) {
                     return None;
                 }
                 let at = m.offset(slot) + usize::from(byte);
-                Some(u64::from(u32::from_be_bytes(*data.get(at..)?.first_chunk::<4>()?)))
+                Some(u64::from(u32::from_be_bytes(*fastpath_packet::window::<4>(data, at)?)))
             }
             Extract::Short { slot, byte, n, needs, alt } => {
                 if !present(m.valid, needs, alt) {
@@ -229,7 +229,7 @@ impl Extract {
                 }
                 let at = m.offset(slot) + usize::from(byte);
                 let n = usize::from(n);
-                match data.get(at..).and_then(|d| d.first_chunk::<8>()) {
+                match fastpath_packet::window::<8>(data, at) {
                     Some(w) => Some(u64::from_be_bytes(*w) >> (64 - 8 * n)),
                     None => Some(data.get(at..at + n)?.iter().fold(0u64, |v, &b| v << 8 | u64::from(b))),
                 }
@@ -240,7 +240,7 @@ impl Extract {
                     return None;
                 }
                 let at = m.offset(slot) + usize::from(byte) + 8;
-                Some(u64::from_be_bytes(*data.get(at..)?.first_chunk::<8>()?))
+                Some(u64::from_be_bytes(*fastpath_packet::window::<8>(data, at)?))
             }
             Extract::Generic(f) => f.read(data, m).map(|v| v as u64),
         }

@@ -1148,7 +1148,7 @@ fn set_reg(b: &mut Batch, i: usize, reg: u8, value: u32) {
 #[inline(always)]
 fn rewrite(macs: &[u8; 12], port: u16, pool: &mut Pool, b: &mut Batch, i: usize) {
     let off = b.meta(i).offset(fastpath_packet::Slot::Eth);
-    if let Some(h) = pool.data_mut(b.handle(i)).get_mut(off..).and_then(|d| d.first_chunk_mut::<12>()) {
+    if let Some(h) = fastpath_packet::window_mut::<12>(pool.data_mut(b.handle(i)), off) {
         *h = *macs;
     }
     b.meta_mut(i).out_port = port;
