@@ -407,9 +407,10 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
         hits
     }
 
-    /// Looks up `keys[i]` for each slot `i` in `lanes`, writing `out[i]`; other slots of `out`
-    /// are untouched. Returns the number of hits. Worker; never panics, never allocates.
-    pub fn lookup_lanes(&self, keys: &[K; BATCH_MAX], lanes: Lanes, out: &mut [Option<V>; BATCH_MAX]) -> u64 {
+    /// Looks up `keys[i]` for each slot `i` in `lanes`, writing `out[i]` (`miss` for a key with
+    /// no entry, e.g. [`crate::MISS`]); other slots of `out` are untouched. Returns the number
+    /// of hits. Worker; never panics, never allocates.
+    pub fn lookup_lanes(&self, keys: &[K; BATCH_MAX], lanes: Lanes, out: &mut [V; BATCH_MAX], miss: V) -> u64 {
         let mut hs = [0u64; BATCH_MAX];
         each_lane!(i in lanes => {
             hs[i] = keys[i].hash();
@@ -427,8 +428,8 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
             if r.is_none() {
                 r = self.probe(alt(p, s, mask), s, &keys[i]);
             }
-            out[i] = r;
             hits += u64::from(r.is_some());
+            out[i] = r.unwrap_or(miss);
         });
         hits
     }
@@ -733,13 +734,13 @@ mod tests {
         let mut lanes = Lanes::first(BATCH_MAX);
         lanes.remove(4);
         lanes.remove(5);
-        let mut out = [Some(u32::MAX); BATCH_MAX];
-        let hits = t.lookup_lanes(&keys, lanes, &mut out);
+        let mut out = [7; BATCH_MAX];
+        let hits = t.lookup_lanes(&keys, lanes, &mut out, crate::MISS);
         assert_eq!(hits, 127);
-        assert_eq!(out[4], Some(u32::MAX));
-        assert_eq!(out[5], Some(u32::MAX));
-        assert_eq!(out[6], Some(3));
-        assert_eq!(out[7], None);
+        assert_eq!(out[4], 7);
+        assert_eq!(out[5], 7);
+        assert_eq!(out[6], 3);
+        assert_eq!(out[7], crate::MISS);
     }
 
     /// 10 M entries (the stated scale). Slow in the test profile: run with `--ignored`.

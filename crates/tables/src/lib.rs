@@ -21,3 +21,8 @@ pub mod hash;
 pub mod lpm;
 pub mod meter;
 pub mod reference;
+
+/// What the batch lookups (`lookup_lanes` of [`exact::ExactTable`], [`lpm::Lpm4`] and
+/// [`lpm::Lpm6`]) write for a key with no entry: a plain `u32` per lane instead of an
+/// `Option<u32>` (a tag to store and test again in the action pass).
+pub const MISS: u32 = u32::MAX;

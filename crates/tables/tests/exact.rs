@@ -26,12 +26,13 @@ fn hand_pipelined_equals_lanes_and_batch() {
         t.prefetch(hashes[i]);
     }
     let by_hand: Vec<Option<u32>> = (0..BATCH_MAX).map(|i| t.lookup_hashed(&keys[i], hashes[i])).collect();
-    let mut lanes_out = [None; BATCH_MAX];
-    let hits = t.lookup_lanes(&keys, Lanes::first(BATCH_MAX), &mut lanes_out);
+    let mut lanes_out = [0; BATCH_MAX];
+    let hits = t.lookup_lanes(&keys, Lanes::first(BATCH_MAX), &mut lanes_out, fastpath_tables::MISS);
+    let lanes_out: Vec<Option<u32>> = lanes_out.iter().map(|&r| (r != fastpath_tables::MISS).then_some(r)).collect();
     let mut batch_out = [None; BATCH_MAX];
     assert_eq!(t.lookup_batch(&keys, &mut batch_out), hits);
     assert_eq!(&by_hand[..], &lanes_out[..]);
-    assert_eq!(batch_out, lanes_out);
+    assert_eq!(&batch_out[..], &lanes_out[..]);
     assert_eq!(hits, (0..BATCH_MAX).filter(|i| (i * 37) % 3 == 0 && i * 37 < 4000).count() as u64);
     // Capacity 4096 is a hard limit: the table reports Full, not a silent overwrite.
     for i in 4000..4095u64 {

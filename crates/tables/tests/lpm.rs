@@ -28,12 +28,12 @@ fn stage_style_lookup_over_live_lanes() {
         *d = if i % 2 == 0 { v4("198.18.7.0") + i as u32 / 2 } else { v4("203.0.113.0") + i as u32 % 256 };
     }
     b.drop(0, DropReason::NotIp); // slot 0 already dropped by an earlier stage
-    let mut nh = [None; BATCH_MAX];
+    let mut nh = [0; BATCH_MAX];
     let hits = fib.lookup_lanes(&dst, b.live(), &mut nh);
     for i in b.live() {
         match nh[i] {
-            Some(port) => b.tx(i, port as u16),
-            None => b.drop(i, DropReason::NoRoute),
+            fastpath_tables::MISS => b.drop(i, DropReason::NoRoute),
+            port => b.tx(i, port as u16),
         }
     }
     assert_eq!(hits, 127);

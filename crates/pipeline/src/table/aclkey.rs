@@ -20,7 +20,7 @@ use fastpath_tables::acl::Acl;
 use std::sync::Arc;
 
 /// A lookup that found no entry (the table's results are entry indices).
-pub(crate) const MISS: u32 = u32::MAX;
+pub(crate) const MISS: u32 = fastpath_tables::MISS;
 
 /// One word of a classifier key: `n` big-endian bytes at `byte` of header `slot`, which the
 /// packet has when it has every header of `needs` (or of `alt`, when not empty). A `range`

@@ -114,7 +114,7 @@ struct Scratch {
     keys: [u128; BATCH_MAX],
     k32: [u32; BATCH_MAX],
     k64: [u64; BATCH_MAX],
-    out: [Option<u32>; BATCH_MAX],
+    out: [u32; BATCH_MAX],
 }
 
 /// Builds the stage for table `t` of `p`.
@@ -158,7 +158,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         chunks,
         extract: (def.key.len() == 1).then(|| def.key[0].field.extractor()),
         key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
-        scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [None; BATCH_MAX] }),
+        scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [MISS; BATCH_MAX] }),
         acl_cache: (special && def.imp == TableImpl::Acl).then(|| Box::new(AclCache::new())),
         port_out: (special
             && def.imp == TableImpl::Direct
@@ -666,7 +666,7 @@ impl TableStage {
         match (live, self.acl_cache.as_deref_mut()) {
             // No rules: every packet misses, whatever its key.
             (None, _) => {
-                each_lane!(i in lanes => { sc.out[i] = None });
+                each_lane!(i in lanes => { sc.out[i] = MISS });
                 return Some(Lanes::NONE);
             }
             // Every field fits one 32-bit part (the 5-tuple, ports, VLANs): each is read
@@ -684,7 +684,7 @@ impl TableStage {
                                 Some(k) => $each(k),
                                 None => None,
                             };
-                            sc.out[i] = r;
+                            sc.out[i] = r.unwrap_or(MISS);
                             hit_lanes.insert_if(i, r.is_some());
                         })
                     };
@@ -729,9 +729,9 @@ impl TableStage {
                     sc.out[i] = match keys_fields(&self.key_x, pool.data(b.handle(i)), b.meta(i)) {
                         Some(vals) => {
                             let n = split_chunks(vals, &self.chunks, &mut flat);
-                            acl.classify(&flat[..n]).map(|(a, _)| a)
+                            acl.classify(&flat[..n]).map_or(MISS, |(a, _)| a)
                         }
-                        None => None,
+                        None => MISS,
                     };
                 }
             }
@@ -817,7 +817,7 @@ impl TableStage {
         mut pre: Option<Pre<'_>>,
     ) -> Lanes {
         // Pass 1: keys (straight into the engine's key width). A packet missing a key field
-        // misses. Results go to `sc.out` (None = miss) for every lane.
+        // misses. Results go to `sc.out` (`MISS` = miss) for every lane.
         // The lanes that hit, when pass 1 knows them (classifier tables).
         let is_acl = matches!(self.engine, Engine::Acl { .. });
         let known_hits = if is_acl { self.acl_pass(pool, b, lanes) } else { None };
@@ -828,7 +828,6 @@ impl TableStage {
         let mut fused = false;
         // Port-indexed direct tables leave their results in `sc.res` (MISS = miss).
         let mut direct_fused = false;
-        let hit = |r: u32| (r != MISS).then_some(r);
         if is_acl {
             fused = true;
         } else if let Some(x) = self.extract {
@@ -922,7 +921,7 @@ impl TableStage {
         let have = lanes.and_not(missing);
         if !fused && !missing.is_empty() {
             for i in missing {
-                sc.out[i] = None;
+                sc.out[i] = MISS;
             }
         }
         // Pass 2: bulk lookup.
@@ -930,14 +929,14 @@ impl TableStage {
             _ if fused => {}
             Engine::Direct(v) => {
                 each_lane!(i in have => {
-                    sc.out[i] = v.get(sc.k64[i] as usize).copied().and_then(hit);
+                    sc.out[i] = v.get(sc.k64[i] as usize).copied().unwrap_or(MISS);
                 });
             }
             Engine::Exact64(t) => {
-                t.lookup_lanes(&sc.k64, have, &mut sc.out);
+                t.lookup_lanes(&sc.k64, have, &mut sc.out, MISS);
             }
             Engine::Exact128(t) => {
-                t.lookup_lanes(&sc.keys, have, &mut sc.out);
+                t.lookup_lanes(&sc.keys, have, &mut sc.out, MISS);
             }
             Engine::Lpm4(t) => {
                 t.lookup_lanes(&sc.k32, have, &mut sc.out);
@@ -954,7 +953,7 @@ impl TableStage {
             for i in lanes {
                 let r = match (direct_fused, &self.engine) {
                     (true, Engine::Direct(v)) => v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS),
-                    _ => out[i].unwrap_or(MISS),
+                    _ => out[i],
                 };
                 let entry = if r != MISS { self.entries.get(r as usize).unwrap_or(&self.default) } else { &self.default };
                 let mut key = [0u128; 4];
@@ -1046,7 +1045,7 @@ impl TableStage {
                 _ => {} // `direct_fused` is a direct engine's
             }
         } else {
-            dispatch!(|i: usize| out[i].unwrap_or(MISS));
+            dispatch!(|i: usize| out[i]);
         }
         let misses = lanes.count() as u64 - hits;
         self.hits += hits;

@@ -11,6 +11,7 @@ use fastpath_packet::each_lane;
 use fastpath_packet::prefetch::prefetch_read;
 
 use super::{Dir, LpmError, EXT};
+use crate::MISS;
 
 /// Default most second-level groups (each covers one /24 that holds longer prefixes; 1.25 KiB
 /// each, allocated on demand).
@@ -93,14 +94,19 @@ impl Lpm4 {
     /// The value of the longest prefix matching `addr`. Worker; never panics, never allocates.
     #[inline]
     pub fn lookup(&self, addr: u32) -> Option<u32> {
+        self.entry(addr).checked_sub(1)
+    }
+
+    /// The trie entry `addr` ends at: 0 for no route, else the value + 1.
+    #[inline(always)]
+    fn entry(&self, addr: u32) -> u32 {
         let e = self.dir.root[(addr >> 8) as usize];
-        let e = if e & EXT != 0 {
+        if e & EXT != 0 {
             let i = ((e & !EXT) as usize) << 8 | (addr & 0xff) as usize;
             self.dir.tbl8.get(i).copied().unwrap_or(0)
         } else {
             e
-        };
-        e.checked_sub(1)
+        }
     }
 
     /// `out[i] = lookup(addrs[i])` for `i < min(addrs.len(), out.len())`; returns the number
@@ -134,14 +140,16 @@ impl Lpm4 {
 
     /// Looks up `addrs[i]` for each slot `i` in `lanes`, writing `out[i]`; other slots are
     /// untouched. Returns the number of hits. Worker; never panics, never allocates.
-    pub fn lookup_lanes(&self, addrs: &[u32; BATCH_MAX], lanes: Lanes, out: &mut [Option<u32>; BATCH_MAX]) -> u64 {
+    pub fn lookup_lanes(&self, addrs: &[u32; BATCH_MAX], lanes: Lanes, out: &mut [u32; BATCH_MAX]) -> u64 {
         each_lane!(i in lanes => {
             prefetch_read(&self.dir.root[(addrs[i] >> 8) as usize]);
         });
         let mut hits = 0;
         each_lane!(i in lanes => {
-            out[i] = self.lookup(addrs[i]);
-            hits += u64::from(out[i].is_some());
+            // Entry 0 (no route) wraps to `MISS`; a value is at most `VALUE_MAX`.
+            let v = self.entry(addrs[i]).wrapping_sub(1);
+            out[i] = v;
+            hits += u64::from(v != MISS);
         });
         hits
     }
@@ -237,10 +245,10 @@ mod tests {
         }
         let mut lanes = Lanes::first(BATCH_MAX);
         lanes.remove(2);
-        let mut out = [Some(0); BATCH_MAX];
+        let mut out = [0; BATCH_MAX];
         assert_eq!(t.lookup_lanes(&addrs, lanes, &mut out), 255);
-        assert_eq!(out[2], Some(0));
-        assert!(out.iter().enumerate().all(|(i, o)| i == 2 || *o == Some(7)));
+        assert_eq!(out[2], 0);
+        assert!(out.iter().enumerate().all(|(i, o)| i == 2 || *o == 7));
     }
 
     /// Builds 1 M random routes (stated scale) and checks a sample against the reference.

@@ -10,6 +10,7 @@ use fastpath_packet::batch::{Lanes, BATCH_MAX};
 use fastpath_packet::prefetch::prefetch_read;
 
 use super::{Dir, LpmError, EXT};
+use crate::MISS;
 
 /// Default most groups (1.25 KiB each, allocated on demand).
 pub const LPM6_MAX_GROUPS: u32 = 1 << 20;
@@ -106,12 +107,12 @@ impl Lpm6 {
     pub fn lookup_batch(&self, addrs: &[u128], out: &mut [Option<u32>]) -> u64 {
         let mut hits = 0;
         let mut keys = [0u128; BATCH_MAX];
-        let mut res = [None; BATCH_MAX];
+        let mut res = [MISS; BATCH_MAX];
         for (ac, oc) in addrs.chunks(BATCH_MAX).zip(out.chunks_mut(BATCH_MAX)) {
             keys[..ac.len()].copy_from_slice(ac);
             hits += self.lookup_lanes(&keys, Lanes::first(ac.len()), &mut res);
             for (o, r) in oc.iter_mut().zip(res) {
-                *o = r;
+                *o = (r != MISS).then_some(r);
             }
         }
         hits
@@ -128,7 +129,7 @@ impl Lpm6 {
     /// whole batch instead of serialising, and each load comes a whole pass after its prefetch.
     /// Every lane still inside a group at pass `k` is at trie level `k`, so a pass has one shift
     /// for all lanes. Worker; never panics, never allocates.
-    pub fn lookup_lanes(&self, addrs: &[u128; BATCH_MAX], lanes: Lanes, out: &mut [Option<u32>; BATCH_MAX]) -> u64 {
+    pub fn lookup_lanes(&self, addrs: &[u128; BATCH_MAX], lanes: Lanes, out: &mut [u32; BATCH_MAX]) -> u64 {
         // Pass 0: prefetch every lane's root entry.
         for i in lanes {
             prefetch_read(&self.dir.root[root_index(addrs[i])]);
@@ -178,7 +179,7 @@ impl Lpm6 {
         let mut hits = 0;
         for i in lanes {
             let v = entry_value(e[i]);
-            out[i] = v;
+            out[i] = v.unwrap_or(MISS);
             hits += u64::from(v.is_some());
         }
         hits
@@ -262,20 +263,20 @@ mod tests {
             *k = a ^ (1u128 << 127 >> (i % 128));
         }
         keys[255] = a;
-        let mut out = [None; BATCH_MAX];
+        let mut out = [MISS; BATCH_MAX];
         assert_eq!(t.lookup_lanes(&keys, Lanes::first(BATCH_MAX), &mut out), 256);
         for i in 0..255 {
-            assert_eq!(out[i], Some((i % 128) as u32), "lane {i}");
+            assert_eq!(out[i], (i % 128) as u32, "lane {i}");
             assert_eq!(t.lookup(keys[i]), Some((i % 128) as u32));
         }
-        assert_eq!(out[255], Some(128));
+        assert_eq!(out[255], 128);
         assert_eq!(t.remove(a, 128), Ok(128));
         assert_eq!(t.lookup(a), Some(127));
         assert_eq!(t.remove(a, 0), Ok(0));
         assert_eq!(t.lookup(!a), None);
-        let mut out = [Some(7); BATCH_MAX];
+        let mut out = [7; BATCH_MAX];
         assert_eq!(t.lookup_lanes(&keys, Lanes::NONE, &mut out), 0);
-        assert_eq!(out, [Some(7); BATCH_MAX]);
+        assert_eq!(out, [7; BATCH_MAX]);
     }
 
     /// Lookups per second of `lookup_lanes` (full 256-lane batches) and of `lookup`, with 100 k
@@ -307,7 +308,7 @@ mod tests {
                 })
                 .collect();
             let mut keys = [0u128; BATCH_MAX];
-            let mut out = [None; BATCH_MAX];
+            let mut out = [MISS; BATCH_MAX];
             let rounds = (20_000_000 / n_addrs).max(1);
             let (mut hits, t0) = (0u64, std::time::Instant::now());
             for _ in 0..rounds {
@@ -429,16 +430,16 @@ mod tests {
                             *k = *a;
                         }
                         let lanes = Lanes(mask);
-                        let mut lout = [Some(u32::MAX); BATCH_MAX];
+                        let mut lout = [7; BATCH_MAX];
                         let lhits = t.lookup_lanes(&keys, lanes, &mut lout);
                         let mut want_lhits = 0;
                         for i in 0..BATCH_MAX {
                             if lanes.contains(i) {
                                 let w = r.lookup(keys[i]);
                                 want_lhits += u64::from(w.is_some());
-                                prop_assert_eq!(lout[i], w, "lane {} addr {:#x}", i, keys[i]);
+                                prop_assert_eq!(lout[i], w.unwrap_or(MISS), "lane {} addr {:#x}", i, keys[i]);
                             } else {
-                                prop_assert_eq!(lout[i], Some(u32::MAX), "lane {} written", i);
+                                prop_assert_eq!(lout[i], 7, "lane {} written", i);
                             }
                         }
                         prop_assert_eq!(lhits, want_lhits);
