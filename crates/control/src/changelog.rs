@@ -47,6 +47,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// One item of the log.
 #[derive(Clone)]
@@ -68,10 +69,15 @@ pub struct ChangeLog {
     compact_at: usize,
     basis: Arc<Basis>,
     /// The fold under way: how many leading items it covers, and its thread.
-    fold: Option<(usize, JoinHandle<Option<NetLog>>)>,
+    fold: Option<(usize, JoinHandle<Folded>)>,
     /// Folds installed, for tests and `update_cost`.
     folds: usize,
+    /// How long the last fold installed took on its thread.
+    last_fold: Duration,
 }
+
+/// A fold's result (`None`: not a prefix the log handed out) and how long it took.
+type Folded = (Option<NetLog>, Duration);
 
 /// What folding needs to know of the program besides the ops: each table's key shape (for
 /// alias classes) and the alias classes of its start-up entries.
@@ -96,6 +102,8 @@ pub struct NetLog {
     pipes: BTreeMap<(u16, u32), EntryOp>,
     /// Position of the next op in the history.
     seq: u64,
+    /// Ops a replay applies, counted when the fold ends (on its thread).
+    len: usize,
 }
 
 #[derive(Clone, Default)]
@@ -217,7 +225,7 @@ impl NetLog {
     }
 
     /// Ops a replay applies.
-    fn len(&self) -> usize {
+    fn count(&self) -> usize {
         let tables: usize = self
             .tables
             .values()
@@ -299,6 +307,7 @@ fn fold(basis: &Basis, items: &[Item]) -> Option<NetLog> {
             Item::Ops(ops) => ops.iter().for_each(|op| net.fold(basis, op)),
         }
     }
+    net.len = net.count();
     Some(net)
 }
 
@@ -323,6 +332,7 @@ impl ChangeLog {
             basis: Arc::new(Basis { tables, startup: classes }),
             fold: None,
             folds: 0,
+            last_fold: Duration::ZERO,
         }
     }
 
@@ -351,6 +361,11 @@ impl ChangeLog {
         self.folds
     }
 
+    /// How long the last fold installed took, on its own thread.
+    pub fn last_fold_time(&self) -> Duration {
+        self.last_fold
+    }
+
     /// Appends a transaction's ops; installs a fold that finished (never waits for one) and
     /// starts the next when due, on a thread that runs `setup` first (folds in line when no
     /// thread can be started). Returns the items a fold replaced, to free off the write's
@@ -364,13 +379,15 @@ impl ChangeLog {
             let covers = items.len();
             let spawned = std::thread::Builder::new().name("fp-log-fold".into()).spawn(move || {
                 setup();
-                fold(&basis, &items)
+                let start = Instant::now();
+                (fold(&basis, &items), start.elapsed())
             });
             match spawned {
                 Ok(h) => self.fold = Some((covers, h)),
                 Err(_) => {
+                    let start = Instant::now();
                     let net = fold(&self.basis, &self.items);
-                    return merge(old, self.install(covers, net));
+                    return merge(old, self.install(covers, net, start.elapsed()));
                 }
             }
         }
@@ -389,13 +406,14 @@ impl ChangeLog {
         }
         let (covers, h) = self.fold.take()?;
         // A fold that panicked is a bug; the log keeps its items and folds again when due.
-        let net = h.join().ok().flatten();
-        self.install(covers, net)
+        let (net, took) = h.join().ok()?;
+        self.install(covers, net, took)
     }
 
-    fn install(&mut self, covers: usize, net: Option<NetLog>) -> Option<Vec<Item>> {
+    fn install(&mut self, covers: usize, net: Option<NetLog>, took: Duration) -> Option<Vec<Item>> {
         let net = net?;
-        self.net_len = net.len();
+        self.last_fold = took;
+        self.net_len = net.len;
         let old: Vec<Item> = self.items.splice(..covers, [Item::Net(Arc::new(net))]).collect();
         self.len = self.net_len
             + self.items.iter().skip(1).map(|i| if let Item::Ops(o) = i { o.len() } else { 0 }).sum::<usize>();
@@ -564,7 +582,7 @@ apply acl
         // the 12,000 fresh keys.
         assert!(log.folds() > 10, "{}", log.folds());
         let Some(Item::Net(net)) = log.items().first() else { panic!("no net snapshot") };
-        assert!(net.len() <= 150 + 2 + 200 + 10, "the net snapshot holds {} ops", net.len());
+        assert!(net.len <= 150 + 2 + 200 + 10, "the net snapshot holds {} ops", net.len);
         // And it replays to what the ops did.
         let mut direct = tables();
         direct.load_entries("base", &base).unwrap();
