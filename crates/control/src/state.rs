@@ -22,8 +22,8 @@
 //! a worker, and a refused request leaves every replica unchanged. When a multi-op request
 //! fails part-way, the shadow — already changed by the ops before
 //! the failure — is rebuilt from the spec, the entries files and the log. The log stays
-//! bounded: once it outgrows what it changed, it becomes a snapshot of the tables and meters
-//! it touched (`ChangeLog`).
+//! bounded: once it outgrows what it changed, a thread of its own folds it into the net effect
+//! of its ops, which a later write swaps in ([`crate::changelog`]); no write waits for it.
 //!
 //! Classifier (ACL) tables commit each request as their last full build plus a delta of the
 //! changes since, so no request waits for a full build: once a table's delta outgrows its
@@ -33,11 +33,12 @@
 //! once). See the pipeline crate's `table` module and `fastpath_tables::acl::LiveAcl`.
 
 use crate::api::{parse_request, Command, CtlError, Line, Show, HELP};
+use crate::changelog::ChangeLog;
 use crate::mailbox::{ControlEnd, FromWorker, MailError, ToWorker};
 use crate::metrics::{Counters, WorkerSnapshot};
 use crate::session::{SessionCmd, Sessions};
 use crate::writes::{ApplyStamps, WriteLog};
-use fastpath_pipeline::entries::{EntryError, EntryOp, EntrySpec};
+use fastpath_pipeline::entries::{EntryError, EntryOp};
 use fastpath_pipeline::ir::{Program, TableImpl};
 use fastpath_pipeline::objects::{Meter, MeterRates};
 use fastpath_pipeline::table::{BuiltClassifier, EntryView, Folded};
@@ -52,8 +53,8 @@ use std::time::{Duration, Instant};
 /// Builds a fresh pipeline from the spec and the start-up entries files.
 pub type Rebuild<'a> = Box<dyn FnMut() -> Result<Pipeline, String> + Send + 'a>;
 
-/// The change log is compacted once it holds more ops than this and more than twice as many as
-/// a snapshot of what it changed.
+/// The change log is folded once it holds more ops than this and more than twice as many as
+/// its last net snapshot ([`crate::changelog`]).
 const LOG_COMPACT_AT: usize = 65_536;
 
 /// The control plane of one running data plane. Control thread only.
@@ -84,78 +85,6 @@ pub struct Control<'a> {
 
 /// Something the control thread is done with, for [`Control::retire`] to free elsewhere.
 pub type Garbage = Box<dyn Send>;
-
-/// The accepted changes since start, enough to rebuild the control replica from the spec and
-/// the start-up entries (after a request failed part-way). Bounded: once it outgrows what it
-/// changed, it is replaced by a snapshot — every table it touched cleared and refilled with
-/// the replica's entries, and each meter it configured at its last rates. A replica rebuilt
-/// from a snapshot may have interned its action entries in another order than the workers; they
-/// then refuse its classifiers ([`TableOps::adopt_classifier`]) and build their own.
-///
-/// [`TableOps::adopt_classifier`]: fastpath_pipeline::table::TableOps::adopt_classifier
-struct ChangeLog {
-    ops: Vec<Arc<[EntryOp]>>,
-    len: usize,
-    tables: Vec<usize>,
-    /// The last op that configured each meter, by (array, index).
-    meters: BTreeMap<(String, usize), EntryOp>,
-    /// The last profile op of each HQoS pipe, by (port, pipe).
-    pipes: BTreeMap<(u16, u32), EntryOp>,
-    compact_at: usize,
-}
-
-impl ChangeLog {
-    fn new(compact_at: usize) -> ChangeLog {
-        ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: BTreeMap::new(), pipes: BTreeMap::new(), compact_at }
-    }
-
-    /// Appends `ops`; when that compacts the log, returns the ops it replaced (to free off
-    /// the write's path).
-    fn push(&mut self, ops: Arc<[EntryOp]>, shadow: &Pipeline) -> Option<Vec<Arc<[EntryOp]>>> {
-        for op in ops.iter() {
-            match op {
-                EntryOp::Meter { bank, index, .. } => {
-                    self.meters.insert((bank.clone(), *index), op.clone());
-                }
-                EntryOp::Pipe { port, pipe, .. } => {
-                    self.pipes.insert((*port, *pipe), op.clone());
-                }
-                _ => {
-                    if let Some(t) = op.table().filter(|t| !self.tables.contains(t)) {
-                        self.tables.push(t);
-                    }
-                }
-            }
-        }
-        self.len += ops.len();
-        self.ops.push(ops);
-        // What a snapshot would hold: a clear and the entries of each table, the meters.
-        let snapshot: usize = self.tables.iter().map(|&t| 1 + shadow.table_len(t)).sum::<usize>() + self.meters.len() + self.pipes.len();
-        if self.len > self.compact_at && self.len > 2 * snapshot {
-            return Some(self.compact(shadow));
-        }
-        None
-    }
-
-    /// Replaces the log by a snapshot; returns the ops it held.
-    fn compact(&mut self, shadow: &Pipeline) -> Vec<Arc<[EntryOp]>> {
-        let mut snap: Vec<EntryOp> = Vec::new();
-        for &t in &self.tables {
-            snap.push(EntryOp::Clear { table: t });
-            for e in shadow.table_entries(t).unwrap_or_default() {
-                snap.push(EntryOp::Add(EntrySpec { table: t, key: e.key, priority: e.priority, action: e.action, args: e.args }));
-            }
-        }
-        snap.extend(self.meters.values().cloned());
-        snap.extend(self.pipes.values().cloned());
-        self.len = snap.len();
-        std::mem::replace(&mut self.ops, vec![snap.into()])
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &Arc<[EntryOp]>> {
-        self.ops.iter()
-    }
-}
 
 /// One table of the program, for [`Control::tables`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -237,7 +166,7 @@ impl<'a> Control<'a> {
     /// A control plane over `workers` (mailbox ends, by worker index). `shadow` must be built
     /// the way every worker's pipeline was (same spec and entries); `rebuild` builds another.
     pub fn new(shadow: Pipeline, rebuild: Rebuild<'a>, workers: Vec<ControlEnd>) -> Control<'a> {
-        let log = ChangeLog::new(LOG_COMPACT_AT);
+        let log = ChangeLog::new(&shadow, LOG_COMPACT_AT);
         let sessions = Sessions::new(shadow.program()).ok();
         Control {
             shadow,
@@ -257,9 +186,10 @@ impl<'a> Control<'a> {
         }
     }
 
-    /// Compacts the change log once it holds more than `ops` (default 65,536).
+    /// Folds the change log once it holds more than `ops` (default 65,536), on a thread of
+    /// its own ([`crate::changelog`]).
     pub fn with_log_limit(mut self, ops: usize) -> Self {
-        self.log.compact_at = ops;
+        self.log.set_compact_at(ops);
         self
     }
 
@@ -309,7 +239,15 @@ impl<'a> Control<'a> {
 
     /// Ops held in the change log (bounded; see [`Control::with_log_limit`]).
     pub fn log_len(&self) -> usize {
-        self.log.len
+        self.log.len()
+    }
+
+    /// Waits for the change log's fold under way, if any, and installs it (a write installs a
+    /// finished one without waiting). For tests and an orderly idle.
+    pub fn settle_log(&mut self) {
+        if let Some(old) = self.log.settle() {
+            self.retire(Box::new(old));
+        }
     }
 
     /// How long to wait for every worker's answer (default 5 s).
@@ -565,7 +503,7 @@ impl<'a> Control<'a> {
             return Err(Refusal::Op(k.min(ops.len().saturating_sub(1)), msg));
         }
         self.accepted += ops.len();
-        if let Some(old) = self.log.push(ops.clone(), &self.shadow) {
+        if let Some(old) = self.log.push(ops.clone(), self.background_setup) {
             self.retire(Box::new(old));
         }
         // Classifiers are committed once, here (the last full build plus the changes since);
@@ -694,7 +632,8 @@ impl<'a> Control<'a> {
         self.folds.clear();
         self.shadow = shadow;
         self.rebuild = build;
-        self.log = ChangeLog::new(self.log.compact_at);
+        // A fold under way covers the old pipeline's log: its thread finishes unobserved.
+        self.log = ChangeLog::new(&self.shadow, self.log.compact_at());
         self.sessions = Sessions::new(self.shadow.program()).ok();
         for (worker, r) in replies? {
             if let FromWorker::Replaced { result: Err(_), .. } = r {
@@ -723,9 +662,7 @@ impl<'a> Control<'a> {
     fn restore_shadow(&mut self) -> Result<(), CtlError> {
         let mut p = (self.rebuild)()
             .map_err(|msg| CtlError::Worker { worker: usize::MAX, msg: format!("rebuilding the control replica: {msg}") })?;
-        for t in self.log.iter() {
-            p.apply_ops(t).map_err(|(_, msg)| CtlError::Worker { worker: usize::MAX, msg: format!("replaying the change log: {msg}") })?;
-        }
+        self.log.replay(&mut p).map_err(|msg| CtlError::Worker { worker: usize::MAX, msg: format!("replaying the change log: {msg}") })?;
         self.shadow = p;
         // Builds under way belong to the replica replaced: their threads finish unobserved.
         self.folds.clear();
@@ -1432,10 +1369,10 @@ ingress = "apply acl"
     }
 
     /// Churn on one key keeps the change log at the size of what it changed, and a request that
-    /// fails part-way afterwards restores the replica from the compacted log exactly.
+    /// fails part-way afterwards restores the replica from the folded log exactly.
     #[test]
     fn the_change_log_stays_bounded_and_still_restores_the_replica() {
-        // Start-up entries (port 7) are what the rebuild starts from: the snapshot must clear them.
+        // Start-up entries (port 7) are what the rebuild starts from: the snapshot must delete them.
         fn with_startup_entry() -> Pipeline {
             let mut p = pipe();
             p.load_entries("startup", "table port_map add 7 => forward(1)").unwrap();
@@ -1445,6 +1382,8 @@ ingress = "apply acl"
             c.execute("table port_map add 1 => forward(4)\ntable port_map del 7").unwrap();
             for k in 0..500 {
                 c.execute(&format!("table port_map add 2 => forward({})\ntable port_map del 2", k % 7)).unwrap();
+                // Folds run on a thread of their own: wait for this one, to check the bound.
+                c.settle_log();
                 assert!(c.log_len() <= 2 * 3 + 2, "after {k} requests the log holds {} ops", c.log_len());
             }
             assert_eq!(c.changes(), 2 + 1000);
@@ -1571,39 +1510,118 @@ buffer_pkts = 4
         assert!(plain.execute("show queues").unwrap().contains("no traffic manager"));
     }
 
-    /// Reconfiguring meters keeps one op per meter in the log: the last one.
-    #[test]
-    fn a_compacted_log_keeps_each_meters_last_rates() {
-        const METERED: &str = r#"
-name = "m"
+    /// An exact table and a two-field classifier, both small enough to fill up, and two
+    /// meters: what the change-log property test changes.
+    fn exact_acl_meters() -> Pipeline {
+        const SPEC: &str = r#"
+name = "xa"
 [parser]
-headers = ["eth"]
+headers = ["eth", "ipv4"]
 [[meter]]
 name = "pol"
 kind = "srtcm"
-size = 4
+size = 2
+[[table]]
+name = "ex"
+key = [{ field = "ipv4.dst", match = "exact" }]
+actions = ["forward", "drop"]
+size = 5
+default = "drop"
+[[table]]
+name = "acl"
+key = [{ field = "ipv4.src", match = "ternary" }, { field = "ipv4.dst", match = "ternary" }]
+actions = ["forward", "drop"]
+size = 5
+default = "drop"
 [control]
-ingress = "forward 1"
+ingress = '''
+apply ex
+apply acl
+'''
 "#;
-        let shadow = fastpath_pipeline::compile("m.toml", METERED).unwrap_or_else(|e| panic!("{e}")).instantiate();
-        let mut log =
-            ChangeLog { ops: Vec::new(), len: 0, tables: Vec::new(), meters: BTreeMap::new(), pipes: BTreeMap::new(), compact_at: 4 };
-        for k in 1..=1000u64 {
-            let op = shadow.program().parse_entry(&format!("meter pol {} cir {k} cbs 100 ebs 100", k % 2)).unwrap();
-            log.push(Arc::from(vec![op]), &shadow);
-            assert!(log.len <= 2 * 2 + 1, "after {k} ops the log holds {}", log.len);
-        }
-        // Replayed in order, the log leaves each meter at its last rates.
-        let mut replayed = BTreeMap::new();
-        for op in log.iter().flat_map(|ops| ops.iter()) {
-            if let EntryOp::Meter { index, .. } = op {
-                replayed.insert(*index, format!("{op:?}"));
+        let mut p = fastpath_pipeline::compile("xa.toml", SPEC).unwrap_or_else(|e| panic!("{e}")).instantiate();
+        // Start-up entries: the replay starts from them, so deleting one must survive a fold.
+        p.load_entries(
+            "startup",
+            "table ex add 10.0.0.1 => forward(1)\ntable ex add 10.0.0.2 => forward(2)\ntable acl add 10.0.0.1 * priority 2 => forward(3)",
+        )
+        .unwrap();
+        p
+    }
+
+    /// One change to [`exact_acl_meters`], as a ctl line. Classifier keys come in several
+    /// spellings of one table key (`10.0.0.1`, `10.0.0.1/32`, `10.0.0.1..10.0.0.1`), so that
+    /// the log's alias classes are exercised.
+    fn xa_change() -> impl Strategy<Value = String> {
+        let acl_src = prop_oneof![
+            Just("10.0.0.1"),
+            Just("10.0.0.1/32"),
+            Just("10.0.0.1..10.0.0.1"),
+            Just("10.0.0.0/24"),
+            Just("10.0.0.0&&&0xffffff00"),
+            Just("*"),
+        ];
+        let acl_key = (acl_src, prop_oneof![Just("*"), Just("192.0.2.1")]).prop_map(|(s, d)| format!("{s} {d}"));
+        prop_oneof![
+            4 => (1u8..9, 0u8..4).prop_map(|(k, p)| format!("table ex add 10.0.0.{k} => forward({p})")),
+            2 => (1u8..9, 0u8..4).prop_map(|(k, p)| format!("table ex modify 10.0.0.{k} => forward({p})")),
+            3 => (1u8..9).prop_map(|k| format!("table ex del 10.0.0.{k}")),
+            1 => Just("table ex clear".to_string()),
+            4 => (acl_key.clone(), 1u8..4, 0u8..4).prop_map(|(k, pr, p)| format!("table acl add {k} priority {pr} => forward({p})")),
+            1 => (acl_key.clone(), 1u8..4, 0u8..4).prop_map(|(k, pr, p)| format!("table acl modify {k} priority {pr} => forward({p})")),
+            3 => acl_key.prop_map(|k| format!("table acl del {k}")),
+            1 => Just("table acl clear".to_string()),
+            2 => (0u8..2, 1u32..1000).prop_map(|(m, cir)| format!("meter pol {m} cir {cir} cbs 100 ebs 100")),
+        ]
+    }
+
+    /// What a restore must give back: every table's entries and every meter's rates.
+    fn xa_state(c: &Control<'_>) -> (Vec<Vec<EntryView>>, Vec<Option<MeterRates>>) {
+        let tables = (0..2).map(|t| c.shadow().table_entries(t).unwrap()).collect();
+        (tables, (0..2).map(|m| c.meter(0, m).unwrap()).collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Random requests against a log folded at random points (a fold waited for after
+        /// some requests; the others finish whenever their thread does): every request
+        /// refused part-way restores the replica from the log to exactly what it was (every
+        /// table's entries, every meter), and so does a forced part-way failure at the end;
+        /// afterwards a worker still holds what the replica holds.
+        #[test]
+        fn a_restore_from_the_folded_log_gives_the_replica_back_exactly(
+            reqs in prop::collection::vec((prop::collection::vec(xa_change(), 1..4), any::<bool>()), 1..40),
+        ) {
+            let ((ours, restores), theirs) = with_workers_of(
+                2,
+                exact_acl_meters,
+                |p| (0..2).map(|t| p.table_entries(t).unwrap()).collect::<Vec<_>>(),
+                |c| {
+                    let mut restores = 0;
+                    for (req, settle) in &reqs {
+                        let before = xa_state(c);
+                        if c.execute(&req.join("\n")).is_err() {
+                            assert_eq!(xa_state(c), before, "a refused request changed the replica: {req:?}");
+                            restores += 1;
+                        }
+                        if *settle {
+                            c.settle_log();
+                        }
+                    }
+                    // Refused at its second op, after the first changed a meter: a restore.
+                    let before = xa_state(c);
+                    let e = c.execute("meter pol 0 cir 7 cbs 7 ebs 7\ntable ex del 10.0.0.250").unwrap_err();
+                    assert_eq!(e.code(), "rejected");
+                    assert_eq!(xa_state(c), before, "the forced failure's restore differs");
+                    // One more change reaches the workers, then they stop.
+                    c.execute("meter pol 1 cir 9 cbs 9 ebs 9").unwrap();
+                    ((0..2).map(|t| c.shadow().table_entries(t).unwrap()).collect::<Vec<_>>(), restores)
+                },
+            );
+            for t in theirs {
+                prop_assert_eq!(&t, &ours, "a worker disagrees with the restored replica ({} restores)", restores);
             }
         }
-        let last = |i: usize, cir: u64| {
-            format!("{:?}", shadow.program().parse_entry(&format!("meter pol {i} cir {cir} cbs 100 ebs 100")).unwrap())
-        };
-        assert_eq!(replayed.into_values().collect::<Vec<_>>(), [last(0, 1000), last(1, 999)]);
     }
 
     #[derive(Clone, Debug)]

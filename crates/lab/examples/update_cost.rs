@@ -3,7 +3,8 @@
 //! writes of 100, about a second of changes live) as the control socket's text, commits the
 //! classifier, and a worker replica applies the same ops and adopts the commit. Full builds
 //! (folds) run on a thread of their own and are installed with a later write, as
-//! `Control::transact` does. Prints p50 / p99 / max per stage in µs.
+//! `Control::transact` does; so does the change log's (`fastpath_control::changelog`), whose
+//! push is timed on its own. Prints p50 / p99 / max per stage in µs.
 //!
 //! `cargo run --release -p fastpath-lab --example update_cost -- [WRITES] [BATCH] [sync]`, or under
 //! `valgrind --tool=callgrind` for exact instruction counts per function (divide by WRITES).
@@ -31,10 +32,14 @@ fn main() {
     worker.load_entries("base", &base).expect("base loads");
 
     let names = ["parse", "replica", "commit", "worker", "total"];
-    // The control plane's change log (`ChangeLog::push` in crates/control/src/state.rs): once it
-    // holds more than 65,536 ops and twice a snapshot of the tables, it is replaced by one.
-    let mut log_len = 0usize;
-    let mut compactions: Vec<Duration> = Vec::new();
+    // The control plane's change log, as `Control` keeps it: once it holds more than 65,536
+    // ops and twice its last net snapshot, a thread of its own folds it.
+    let c0 = Instant::now();
+    let mut log = fastpath_control::changelog::ChangeLog::new(&shadow, 65_536);
+    let log_start = c0.elapsed();
+    let mut pushes: Vec<Duration> = Vec::new();
+    let mut fold_times: Vec<Duration> = Vec::new();
+    let mut log_max = 0usize;
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); names.len()];
     let mut folds: Vec<(usize, std::thread::JoinHandle<fastpath_pipeline::table::Folded>)> = Vec::new();
     let mut retired = Vec::new();
@@ -42,7 +47,7 @@ fn main() {
     for w in 0..writes {
         let text: Vec<String> = write_changes(&cfg, w, keep, true).into_iter().map(|c| change_text(sink_ip, sink_mac, c)).collect();
         let t0 = Instant::now();
-        let ops: Vec<_> = text.iter().map(|l| prog.parse_entry(l).expect("change parses")).collect();
+        let ops: std::sync::Arc<[_]> = text.iter().map(|l| prog.parse_entry(l).expect("change parses")).collect();
         let t1 = Instant::now();
         shadow.apply_ops(&ops).expect("replica applies");
         let t2 = Instant::now();
@@ -69,14 +74,18 @@ fn main() {
         worker.apply_ops_prebuilt(&ops, &prebuilt, &mut retired).expect("worker applies");
         let t4 = Instant::now();
         retired.clear();
-        log_len += ops.len();
-        let snapshot: usize = (0..prog.tables.len()).map(|t| 1 + shadow.table_len(t)).sum();
-        if log_len > 65_536 && log_len > 2 * snapshot {
-            let c0 = Instant::now();
-            let n: usize = (0..prog.tables.len()).map(|t| shadow.table_entries(t).map_or(0, |v| v.len())).sum();
-            compactions.push(c0.elapsed());
-            log_len = n;
+        let (log_folds, c0) = (log.folds(), Instant::now());
+        let old = log.push(ops.clone(), || {});
+        pushes.push(c0.elapsed());
+        // `Control` retires these to its reaper thread.
+        drop(old);
+        if sync {
+            drop(log.settle());
         }
+        if log.folds() > log_folds {
+            fold_times.push(log.last_fold_time());
+        }
+        log_max = log_max.max(log.len());
         for (t, job) in shadow.fold_jobs() {
             if sync {
                 done.push((t, job.run()));
@@ -93,7 +102,10 @@ fn main() {
         }
     }
     println!("{writes} writes of {batch}, µs p50 / p99 / max:");
-    println!("  change-log compactions: {:?}", compactions);
+    println!("  change log: start-up classes {log_start:?}, folds (on their thread) {fold_times:?}, longest {log_max} ops, now {}", log.len());
+    pushes.sort();
+    let at = |q: f64| pushes.get(((pushes.len() as f64 - 1.0) * q).round() as usize).map_or(0.0, |d| d.as_secs_f64() * 1e6);
+    println!("  log push {:8.1} {:8.1} {:8.1}", at(0.5), at(0.99), at(1.0));
     for (n, mut v) in names.iter().zip(times) {
         v.sort();
         let at = |q: f64| v.get(((v.len() as f64 - 1.0) * q).round() as usize).map_or(0.0, |d| d.as_secs_f64() * 1e6);
