@@ -440,8 +440,7 @@ impl ChangeLog {
         self.last_fold = took;
         self.net_len = net.len;
         let old: Vec<Item> = self.items.splice(..covers, [Item::Net(Arc::new(net))]).collect();
-        self.len = self.net_len
-            + self.items.iter().skip(1).map(|i| if let Item::Ops(o) = i { o.len() } else { 0 }).sum::<usize>();
+        self.len = self.net_len + self.items.iter().skip(1).map(|i| if let Item::Ops(o) = i { o.len() } else { 0 }).sum::<usize>();
         self.folds += 1;
         Some(old)
     }
@@ -575,7 +574,11 @@ apply acl
             let i = w * 10 + k;
             let (a, b) = (i / 256 % 256, i % 256);
             let lines = if del {
-                [format!("table routes del 10.200.{a}.{b}/32"), format!("table acl del 10.200.{a}.{b} 1000..2000"), format!("table ex del 10.200.{a}.{b} {i}")]
+                [
+                    format!("table routes del 10.200.{a}.{b}/32"),
+                    format!("table acl del 10.200.{a}.{b} 1000..2000"),
+                    format!("table ex del 10.200.{a}.{b} {i}"),
+                ]
             } else {
                 [
                     format!("table routes add 10.200.{a}.{b}/32 => forward(2)"),
@@ -671,7 +674,8 @@ apply acl
         let (mut aliases, mut distinct) = (0, 0);
         for (t, x) in &keys {
             let action = p.program().tables[*t].actions[0];
-            let add = EntryOp::Add(EntrySpec { table: *t, key: x.clone(), priority: 1, action, args: [0; fastpath_pipeline::ir::MAX_ARGS] });
+            let add =
+                EntryOp::Add(EntrySpec { table: *t, key: x.clone(), priority: 1, action, args: [0; fastpath_pipeline::ir::MAX_ARGS] });
             if p.apply_ops(&[add]).is_err() {
                 continue;
             }
@@ -682,7 +686,13 @@ apply acl
                     assert_eq!(shape.class(x), shape.class(y), "table {t}: {x:?} and {y:?} are one key");
                     aliases += usize::from(x != y);
                     let action = p.program().tables[*t].actions[0];
-                    let add = EntryOp::Add(EntrySpec { table: *t, key: x.clone(), priority: 1, action, args: [0; fastpath_pipeline::ir::MAX_ARGS] });
+                    let add = EntryOp::Add(EntrySpec {
+                        table: *t,
+                        key: x.clone(),
+                        priority: 1,
+                        action,
+                        args: [0; fastpath_pipeline::ir::MAX_ARGS],
+                    });
                     p.apply_ops(&[add]).unwrap();
                 } else {
                     distinct += 1;

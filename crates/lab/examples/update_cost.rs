@@ -102,7 +102,10 @@ fn main() {
         }
     }
     println!("{writes} writes of {batch}, µs p50 / p99 / max:");
-    println!("  change log: start-up classes {log_start:?}, folds (on their thread) {fold_times:?}, longest {log_max} ops, now {}", log.len());
+    println!(
+        "  change log: start-up classes {log_start:?}, folds (on their thread) {fold_times:?}, longest {log_max} ops, now {}",
+        log.len()
+    );
     pushes.sort();
     let at = |q: f64| pushes.get(((pushes.len() as f64 - 1.0) * q).round() as usize).map_or(0.0, |d| d.as_secs_f64() * 1e6);
     println!("  log push {:8.1} {:8.1} {:8.1}", at(0.5), at(0.99), at(1.0));
