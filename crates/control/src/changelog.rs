@@ -588,7 +588,7 @@ apply acl
             };
             lines.iter().map(|l| prog.parse_entry(l).unwrap_or_else(|e| panic!("{l}: {}", e.msg))).collect()
         };
-        for w in 0..400u32 {
+        let write = |w: u32| -> Vec<EntryOp> {
             let mut ops = Vec::new();
             for k in 0..10 {
                 ops.extend(change(w, k, false));
@@ -602,7 +602,10 @@ apply acl
             if w >= 2 {
                 ops.push(prog.parse_entry(&format!("table routes add 10.1.{}.0/24 => forward(1)", (w - 2) % 200)).unwrap());
             }
-            log.push(Arc::from(ops), || {});
+            ops
+        };
+        for w in 0..400u32 {
+            log.push(Arc::from(write(w)), || {});
             log.settle();
         }
         // Live: 5 writes × 10 keys × 3 tables, 2 start-up routes deleted (tombstones) and the
@@ -617,19 +620,7 @@ apply acl
         let mut replayed = tables();
         replayed.load_entries("base", &base).unwrap();
         for w in 0..400u32 {
-            let mut ops = Vec::new();
-            for k in 0..10 {
-                ops.extend(change(w, k, false));
-                if w >= 5 {
-                    ops.extend(change(w - 5, k, true));
-                }
-            }
-            let s = w % 200;
-            ops.push(prog.parse_entry(&format!("table routes del 10.1.{s}.0/24")).unwrap());
-            if w >= 2 {
-                ops.push(prog.parse_entry(&format!("table routes add 10.1.{}.0/24 => forward(1)", (w - 2) % 200)).unwrap());
-            }
-            direct.apply_ops(&ops).unwrap();
+            direct.apply_ops(&write(w)).unwrap();
         }
         log.replay(&mut replayed).unwrap();
         for t in 0..3 {
