@@ -241,7 +241,8 @@ impl Parser {
         }
     }
 
-    /// UDP or TCP at `off` (the IP payload ends at `end`); ICMP is left to the full parser.
+    /// UDP or TCP at `off` (the IP payload ends at `end`); ICMP the spec parses is left to the
+    /// full parser.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn l4_fast(hs: HdrSet, d: &[u8], proto: u8, off: usize, end: usize, inner: bool, valid: &mut HdrSet, m: &mut Meta) -> L4Fast {
