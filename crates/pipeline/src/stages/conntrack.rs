@@ -44,9 +44,8 @@ const EXPIRE_BUDGET: usize = 64;
 /// The stage: scratch arrays for one batch (allocated once, at instantiation).
 pub struct ConntrackStage {
     ct: u16,
-    zone: Option<Operand>,
-    /// Where each packet's zone comes from: `zone` with its field's extractor.
-    zone_x: Zone,
+    /// Where each packet's zone comes from.
+    zone: Zone,
     keys: Box<[FlowKey; BATCH_MAX]>,
     hashes: Box<[u64; BATCH_MAX]>,
     ids: Box<[u32; BATCH_MAX]>,
@@ -79,8 +78,7 @@ impl ConntrackStage {
     pub fn new(ct: u16, zone: Option<Operand>) -> ConntrackStage {
         ConntrackStage {
             ct,
-            zone,
-            zone_x: Zone::of(zone),
+            zone: Zone::of(zone),
             keys: Box::new([FlowKey::ZERO; BATCH_MAX]),
             hashes: Box::new([0; BATCH_MAX]),
             ids: Box::new([NO_FLOW; BATCH_MAX]),
@@ -193,7 +191,7 @@ impl Stage for ConntrackStage {
             let h = b.handle(i);
             let data = pool.data(h);
             let m = b.meta(i);
-            let zone = match self.zone_x {
+            let zone = match self.zone {
                 Zone::Const(z) => z,
                 Zone::Read(x) => x.read64(data, m).unwrap_or(0) as u32,
             };
