@@ -169,13 +169,13 @@ pub fn ttl_dec(data: &mut [u8], m: &fastpath_packet::Meta) -> bool {
             return false;
         }
         hdr[8] = ttl - 1;
-        // RFC 1624 eqn. 3 on the 16-bit word holding TTL (high byte) and protocol: the word
-        // drops by 0x0100, so ~m + m' is the constant 0xfeff and HC' = ~(~HC + 0xfeff), the
-        // end-around carry folded once (the same bytes as `csum::update16`, checked for every
-        // HC, TTL and protocol in the test below).
-        let c = u32::from(!u16::from_be_bytes([hdr[10], hdr[11]])) + 0xfeff;
-        let c = !(((c & 0xffff) + (c >> 16)) as u16);
-        hdr[10..12].copy_from_slice(&c.to_be_bytes());
+        // The word holding TTL (high byte) and protocol drops by 0x0100, so the checksum rises
+        // by 0x0100 with the end-around carry, and a sum of 0xffff becomes 0 (as Linux's
+        // `ip_decrease_ttl`). The same bytes as RFC 1624 eqn. 3 (`csum::update16`) for every HC,
+        // TTL and protocol (the test below), in 4 instructions fewer than the complements.
+        let c = u32::from(u16::from_be_bytes([hdr[10], hdr[11]])) + 0x0100;
+        let c = c + u32::from(c >= 0xffff);
+        hdr[10..12].copy_from_slice(&(c as u16).to_be_bytes());
         true
     } else if m.valid.has(Hdr::Ipv6) {
         let Some(hl) = data.get_mut(l3 + 7) else { return false };
