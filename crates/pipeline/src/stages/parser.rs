@@ -118,6 +118,11 @@ impl Parser {
             m.valid = valid;
             true
         };
+        // Untagged IPv4 first: tested before the tags, it takes one compare where the tag tests
+        // and IPv6 cost three more, and `l3_fast` sees `et` as a constant.
+        if et == EtherType::IPV4.0 {
+            return self.fast_from_l3(hs, csum, d, 14, et, valid, m);
+        }
         let is_tag = |et: u16| et == EtherType::VLAN.0 || et == EtherType::QINQ.0;
         if !(hs.has(Hdr::Vlan) && is_tag(et)) {
             // Untagged, the common case: the rest inlined with the L3 offset a constant.
