@@ -1004,31 +1004,34 @@ impl TableStage {
             ($get:expr, $reason:expr, $i:ident, $pat:pat => $body:expr) => {{
                 // In locals, so the loop does not reload them from `self` for every packet.
                 let (fast, bit): (&[Fast], u32) = (&self.fast, self.bit);
+                // The misses are counted (the rare branch), the hits are the rest.
+                let mut missed = 0u64;
                 each_lane!($i in act_lanes => {
                     let r: u32 = $get($i);
-                    if let Some(&$pat) = fast.get(r as usize) {
-                        hits += 1;
+                    if let Some($pat) = fast.get(r as usize) {
                         b.meta_mut($i).hits |= bit;
                         $body;
                     } else {
+                        missed += 1;
                         cx.drop(b, $i, $reason);
                     }
-                })
+                });
+                hits = act_lanes.count() as u64 - missed;
             }};
         }
         macro_rules! dispatch {
             ($get:expr) => {
                 match (self.def.default_drop, self.kinds) {
-                    (Some(reason), Fast::FORWARD) => uniform!($get, reason, i, Fast::Forward(p) => b.meta_mut(i).out_port = p),
+                    (Some(reason), Fast::FORWARD) => uniform!($get, reason, i, &Fast::Forward(p) => b.meta_mut(i).out_port = p),
                     (Some(reason), Fast::REWRITE) => {
-                        uniform!($get, reason, i, Fast::Rewrite { macs, port } => rewrite(&macs, port, pool, b, i))
+                        uniform!($get, reason, i, Fast::Rewrite { macs, port } => rewrite(macs, *port, pool, b, i))
                     }
-                    (Some(reason), Fast::SET_REG) => uniform!($get, reason, i, Fast::SetReg { reg, value } => set_reg(b, i, reg, value)),
+                    (Some(reason), Fast::SET_REG) => uniform!($get, reason, i, &Fast::SetReg { reg, value } => set_reg(b, i, reg, value)),
                     (Some(reason), Fast::L2) => {
-                        uniform!($get, reason, i, Fast::L2 { edit } => l2(self.edits.get(edit as usize), pool, b, i, cx))
+                        uniform!($get, reason, i, &Fast::L2 { edit } => l2(self.edits.get(edit as usize), pool, b, i, cx))
                     }
                     (Some(reason), Fast::ENCAP) => {
-                        uniform!($get, reason, i, Fast::Encap { tpl, port } => encap(self.templates.get(tpl as usize), port, pool, b, i, cx))
+                        uniform!($get, reason, i, &Fast::Encap { tpl, port } => encap(self.templates.get(tpl as usize), port, pool, b, i, cx))
                     }
                     _ => act!($get),
                 }
