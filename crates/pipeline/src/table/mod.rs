@@ -975,7 +975,7 @@ impl TableStage {
         macro_rules! act {
             ($get:expr) => {
                 each_lane!(i in act_lanes => {
-                    let r: u32 = $get(i);
+                    let r: u32 = $get(&*b, i);
                     let fast = if r != MISS {
                         hits += 1;
                         b.meta_mut(i).hits |= self.bit;
@@ -998,44 +998,40 @@ impl TableStage {
             };
         }
         // Entries of one kind and a miss that drops (most tables: l2fwd's port pairs, a FIB of
-        // next hops, the overlay's mappings and tunnels): a loop per kind with no dispatch; the
-        // miss (`MISS` is past the end of `fast`) is the only branch.
-        macro_rules! uniform {
-            ($get:expr, $reason:expr, $i:ident, $pat:pat => $body:expr) => {{
-                // In locals, so the loop does not reload them from `self` for every packet.
-                let (fast, bit): (&[Fast], u32) = (&self.fast, self.bit);
-                // The misses are counted (the rare branch), the hits are the rest.
-                let mut missed = 0u64;
-                each_lane!($i in act_lanes => {
-                    let r: u32 = $get($i);
-                    if let Some($pat) = fast.get(r as usize) {
-                        b.meta_mut($i).hits |= bit;
-                        $body;
-                    } else {
-                        missed += 1;
-                        cx.drop(b, $i, $reason);
-                    }
-                });
-                hits = act_lanes.count() as u64 - missed;
-            }};
-        }
+        // next hops, the overlay's mappings and tunnels): a loop per kind with no dispatch, out
+        // of line ([`uniform_pass`]); the miss (`MISS` is past the end of `fast`) is the only
+        // branch.
         macro_rules! dispatch {
-            ($get:expr) => {
+            ($get:expr) => {{
+                let (fast, bit, edits, templates) = (&self.fast[..], self.bit, &self.edits, &self.templates);
+                macro_rules! uniform {
+                    ($reason:expr, |$f:ident, $pool:ident, $b:ident, $i:ident, $cx:ident| $pat:pat => $body:expr) => {
+                        hits = uniform_pass(fast, bit, $reason, $get, pool, b, act_lanes, cx, |$f, $pool, $b, $i, $cx| match $f {
+                            $pat => {
+                                $body;
+                                true
+                            }
+                            _ => false,
+                        })
+                    };
+                }
                 match (self.def.default_drop, self.kinds) {
-                    (Some(reason), Fast::FORWARD) => uniform!($get, reason, i, &Fast::Forward(p) => b.meta_mut(i).out_port = p),
+                    (Some(reason), Fast::FORWARD) => uniform!(reason, |f, _p, b, i, _c| &Fast::Forward(p) => b.meta_mut(i).out_port = p),
                     (Some(reason), Fast::REWRITE) => {
-                        uniform!($get, reason, i, Fast::Rewrite { macs, port } => rewrite(macs, *port, pool, b, i))
+                        uniform!(reason, |f, pool, b, i, _c| Fast::Rewrite { macs, port } => rewrite(macs, *port, pool, b, i))
                     }
-                    (Some(reason), Fast::SET_REG) => uniform!($get, reason, i, &Fast::SetReg { reg, value } => set_reg(b, i, reg, value)),
+                    (Some(reason), Fast::SET_REG) => {
+                        uniform!(reason, |f, _p, b, i, _c| &Fast::SetReg { reg, value } => set_reg(b, i, reg, value))
+                    }
                     (Some(reason), Fast::L2) => {
-                        uniform!($get, reason, i, &Fast::L2 { edit } => l2(self.edits.get(edit as usize), pool, b, i, cx))
+                        uniform!(reason, |f, pool, b, i, cx| &Fast::L2 { edit } => l2(edits.get(edit as usize), pool, b, i, cx))
                     }
                     (Some(reason), Fast::ENCAP) => {
-                        uniform!($get, reason, i, &Fast::Encap { tpl, port } => encap(self.templates.get(tpl as usize), port, pool, b, i, cx))
+                        uniform!(reason, |f, pool, b, i, cx| &Fast::Encap { tpl, port } => encap(templates.get(tpl as usize), port, pool, b, i, cx))
                     }
                     _ => act!($get),
                 }
-            };
+            }};
         }
         if direct_fused {
             match (self.port_out.as_deref(), self.def.default_drop, self.kinds, &self.engine) {
@@ -1043,12 +1039,12 @@ impl TableStage {
                 (Some(po), Some(reason), Fast::FORWARD, _) => hits = port_forward(po, self.bit, reason, b, act_lanes, cx),
                 (_, _, _, Engine::Direct(v)) => {
                     let v: &[u32] = v;
-                    dispatch!(|i: usize| v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS));
+                    dispatch!(|b: &Batch, i: usize| v.get(usize::from(b.meta(i).in_port)).copied().unwrap_or(MISS));
                 }
                 _ => {} // `direct_fused` is a direct engine's
             }
         } else {
-            dispatch!(|i: usize| out[i]);
+            dispatch!(|_: &Batch, i: usize| out[i]);
         }
         let misses = lanes.count() as u64 - hits;
         self.hits += hits;
@@ -1092,6 +1088,33 @@ impl Stage for TableStage {
     fn table_ref(&self) -> Option<&dyn TableOps> {
         Some(self)
     }
+}
+
+/// The action pass of a table whose entries are all of one kind and whose miss drops `reason`:
+/// `apply` runs an entry (false when it is of another kind, which then drops like a miss) on each
+/// lane of `lanes` whose result, `get`, is a hit; returns the hits. Out of line and generic over
+/// both closures: inlined into [`TableStage::run_special`], this loop shared the registers of the
+/// stage's other passes and spilled and reloaded about 8 of them for every packet (router).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn uniform_pass<G, F>(fast: &[Fast], bit: u32, reason: DropReason, get: G, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>, apply: F) -> u64
+where
+    G: Fn(&Batch, usize) -> u32,
+    F: Fn(&Fast, &mut Pool, &mut Batch, usize, &mut StageCx<'_>) -> bool,
+{
+    // The misses are counted (the rare branch), the hits are the rest.
+    let mut missed = 0u64;
+    each_lane!(i in lanes => {
+        let r = get(b, i);
+        match fast.get(r as usize) {
+            Some(f) if apply(f, pool, b, i, cx) => b.meta_mut(i).hits |= bit,
+            _ => {
+                missed += 1;
+                cx.drop(b, i, reason);
+            }
+        }
+    });
+    lanes.count() as u64 - missed
 }
 
 /// The action pass of a port-indexed table whose entries all forward and whose miss drops
