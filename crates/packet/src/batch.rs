@@ -118,6 +118,10 @@ macro_rules! each_lane {
     ($i:ident in $lanes:expr => $body:block) => {{
         let lanes: $crate::Lanes = $lanes;
         if let Some(n) = lanes.prefix_len() {
+            // Always true (`prefix_len` is at most BATCH_MAX), but said here, once per loop, it
+            // lets the compiler drop the bounds check of every `[i]` in the body (it loses the
+            // bound through the `Option`).
+            assert!(n <= $crate::BATCH_MAX);
             // The index also names the slot for the body's other arrays and the batch.
             #[allow(clippy::needless_range_loop)]
             for $i in 0..n $body
