@@ -214,7 +214,9 @@ impl Parser {
             }
             let Some(h) = d.get(off..).and_then(|s| s.first_chunk::<20>()) else { return L3Fast::Bail };
             let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
-            if h[0] != 0x45 || total < 20 || off + total > d.len() {
+            // 20 <= total <= what the frame holds from `off` (at least the 20 bytes of `h`), in
+            // one compare: a total below 20 wraps past any room.
+            if h[0] != 0x45 || total.wrapping_sub(20) > d.len() - off - 20 {
                 return L3Fast::Bail;
             }
             if csum && !inner && !ipv4_checksum_ok(h) {
@@ -222,8 +224,10 @@ impl Parser {
             }
             valid.insert(v4);
             m.set_offset(slot, off);
-            if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
-                return L3Fast::Done; // a non-first fragment has no L4 header
+            // A non-first fragment has no L4 header: the 13-bit offset, tested in the bytes'
+            // own order (flags and the offset's high bits in h[6], its low bits in h[7]).
+            if u16::from_le_bytes([h[6], h[7]]) & 0xff1f != 0 {
+                return L3Fast::Done;
             }
             L3Fast::Upper(h[9], off + 20, off + total)
         } else if et == EtherType::IPV6.0 {
