@@ -428,7 +428,26 @@ pub enum SymStep {
     Run(u8, usize),
 }
 
+impl CondC {
+    /// True when the condition reads table `t`'s hit bit (`hit(t)` / `miss(t)`).
+    pub fn tests_hit(&self, t: u8) -> bool {
+        match self {
+            CondC::Hit(x) => *x == t,
+            CondC::Not(c) => c.tests_hit(t),
+            CondC::And(a, b) | CondC::Or(a, b) => a.tests_hit(t) || b.tests_hit(t),
+            CondC::Valid(_) | CondC::Cmp(..) | CondC::MetaCmp(..) | CondC::FieldCmp(..) => false,
+        }
+    }
+}
+
 impl Program {
+    /// True when a condition of either control block reads table `t`'s hit bit: only then must
+    /// the table set it for the packets that hit.
+    pub fn hit_tested(&self, t: usize) -> bool {
+        let Ok(t) = u8::try_from(t) else { return true };
+        self.ingress.iter().chain(&self.egress).any(|s| matches!(s, SymStep::Mask(_, _, c) if c.tests_hit(t)))
+    }
+
     /// Index of the table named `name`.
     pub fn table_index(&self, name: &str) -> Option<usize> {
         self.tables.iter().position(|t| t.name == name)

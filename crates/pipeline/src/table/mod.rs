@@ -138,7 +138,9 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
     let default_fast =
         if special { bodies.get(da).map_or(Fast::General, |b| fast_form(b, &dargs, &mut templates, &mut edits)) } else { Fast::General };
     Box::new(TableStage {
-        bit: 1 << t,
+        // The hit bit, for conditions that test it; none when nothing does (the specialised
+        // action passes then skip the write).
+        bit: if special && !p.hit_tested(t) { 0 } else { 1 << t },
         table_index: t as u16,
         engine,
         entries: Vec::new(),
@@ -1005,15 +1007,21 @@ impl TableStage {
             ($get:expr) => {{
                 let (fast, bit, edits, templates) = (&self.fast[..], self.bit, &self.edits, &self.templates);
                 macro_rules! uniform {
-                    ($reason:expr, |$f:ident, $pool:ident, $b:ident, $i:ident, $cx:ident| $pat:pat => $body:expr) => {
-                        hits = uniform_pass(fast, bit, $reason, $get, pool, b, act_lanes, cx, |$f, $pool, $b, $i, $cx| match $f {
+                    ($reason:expr, |$f:ident, $pool:ident, $b:ident, $i:ident, $cx:ident| $pat:pat => $body:expr) => {{
+                        let apply = |$f: &Fast, $pool: &mut Pool, $b: &mut Batch, $i: usize, $cx: &mut StageCx<'_>| match $f {
                             $pat => {
                                 $body;
                                 true
                             }
                             _ => false,
-                        })
-                    };
+                        };
+                        let get = $get;
+                        hits = if bit != 0 {
+                            uniform_pass::<_, _, true>(fast, bit, $reason, &get, pool, b, act_lanes, cx, &apply)
+                        } else {
+                            uniform_pass::<_, _, false>(fast, bit, $reason, &get, pool, b, act_lanes, cx, &apply)
+                        }
+                    }};
                 }
                 match (self.def.default_drop, self.kinds) {
                     (Some(reason), Fast::FORWARD) => uniform!(reason, |f, _p, b, i, _c| &Fast::Forward(p) => b.meta_mut(i).out_port = p),
@@ -1092,12 +1100,23 @@ impl Stage for TableStage {
 
 /// The action pass of a table whose entries are all of one kind and whose miss drops `reason`:
 /// `apply` runs an entry (false when it is of another kind, which then drops like a miss) on each
-/// lane of `lanes` whose result, `get`, is a hit; returns the hits. Out of line and generic over
-/// both closures: inlined into [`TableStage::run_special`], this loop shared the registers of the
-/// stage's other passes and spilled and reloaded about 8 of them for every packet (router).
+/// lane of `lanes` whose result, `get`, is a hit, and sets the hit bit `bit` when `HIT` (some
+/// condition tests it); returns the hits. Out of line and generic over both closures: inlined
+/// into [`TableStage::run_special`], this loop shared the registers of the stage's other passes
+/// and spilled and reloaded about 8 of them for every packet (router).
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn uniform_pass<G, F>(fast: &[Fast], bit: u32, reason: DropReason, get: G, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>, apply: F) -> u64
+fn uniform_pass<G, F, const HIT: bool>(
+    fast: &[Fast],
+    bit: u32,
+    reason: DropReason,
+    get: G,
+    pool: &mut Pool,
+    b: &mut Batch,
+    lanes: Lanes,
+    cx: &mut StageCx<'_>,
+    apply: F,
+) -> u64
 where
     G: Fn(&Batch, usize) -> u32,
     F: Fn(&Fast, &mut Pool, &mut Batch, usize, &mut StageCx<'_>) -> bool,
@@ -1107,7 +1126,11 @@ where
     each_lane!(i in lanes => {
         let r = get(b, i);
         match fast.get(r as usize) {
-            Some(f) if apply(f, pool, b, i, cx) => b.meta_mut(i).hits |= bit,
+            Some(f) if apply(f, pool, b, i, cx) => {
+                if HIT {
+                    b.meta_mut(i).hits |= bit;
+                }
+            }
             _ => {
                 missed += 1;
                 cx.drop(b, i, reason);
