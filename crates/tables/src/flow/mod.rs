@@ -535,6 +535,22 @@ impl FlowTable {
         Some(idx)
     }
 
+    /// [`lookup`](Self::lookup) of a key whose signature is in no slot of its primary bucket:
+    /// searches the alternative bucket only.
+    #[inline]
+    fn lookup_alt(&mut self, key: &FlowKey, hash: u64, now_ns: u64) -> Option<FlowId> {
+        let sig = sig_of(hash);
+        let b1 = hash as usize & self.mask;
+        debug_assert_eq!(self.buckets[b1].matches(sig), 0);
+        let (b, s, idx) = self.find_in(self.alt(b1, sig), sig, key)?;
+        if self.entries[idx as usize].expires_ns <= now_ns {
+            self.free_slot(b, s, idx);
+            self.stats.expired += 1;
+            return None;
+        }
+        Some(idx)
+    }
+
     /// Looks up `keys` (any number; processed 256 at a time), writing each hit's id or
     /// [`NO_FLOW`] to `out` (up to `min(keys.len(), out.len())`). Returns the number of hits.
     /// Hashing, bucket and entry prefetch are pipelined across the batch. Worker only.
@@ -612,7 +628,10 @@ impl FlowTable {
     fn stage_key(&mut self, key: &FlowKey, h: u64, c: u32, now_ns: u64, out: &mut FlowId) -> usize {
         let r = match self.entries.get(c as usize) {
             Some(e) if e.conn.state != State::None && e.key == *key && e.expires_ns > now_ns => Some(c),
-            _ => self.lookup(key, h, now_ns),
+            Some(_) => self.lookup(key, h, now_ns),
+            // No signature matched in the primary bucket (stage 2 looked): only the alternative
+            // bucket, which stage 2 prefetched, can hold the key.
+            None => self.lookup_alt(key, h, now_ns),
         };
         *out = r.unwrap_or(NO_FLOW);
         usize::from(r.is_some())
@@ -1128,6 +1147,21 @@ mod tests {
         for (k, id) in &inserted {
             assert_eq!(t.lookup(k, t.hash(k), 1), Some(*id));
         }
+        // The bulk lookup finds them too: at this load many keys sit in their alternative
+        // bucket, some with no signature in the primary (stage 3 then searches only the
+        // alternative), some behind a signature twin.
+        let keys: Vec<FlowKey> = inserted.iter().map(|(k, _)| *k).collect();
+        let mut out = vec![NO_FLOW; keys.len()];
+        assert_eq!(t.lookup_batch(&keys, 1, &mut out), keys.len());
+        assert!(inserted.iter().zip(&out).all(|((_, id), o)| id == o));
+        let alt_only = inserted
+            .iter()
+            .filter(|(k, _)| {
+                let h = t.hash(k);
+                t.buckets[h as usize & t.mask].matches(sig_of(h)) == 0
+            })
+            .count();
+        assert!(alt_only > 100, "only {alt_only} keys with no signature in their primary bucket");
         // Freed index slots are reusable: down to ~90 % load, then back up to ~97 %.
         for (_, id) in inserted.iter().take(400) {
             assert!(t.remove(*id));
