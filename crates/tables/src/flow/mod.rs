@@ -824,13 +824,20 @@ impl FlowTable {
         self.entries.iter().enumerate().filter(|(_, e)| e.conn.state != State::None).map(|(i, e)| (i as FlowId, e))
     }
 
-    /// Bucket and slot that point at entry `idx`.
+    /// Bucket and slot that point at entry `idx` (whose key hashes to `h`): only the slots
+    /// holding the key's signature are compared, as in [`find_in`](Self::find_in).
     fn slot_of(&self, h: u64, idx: u32) -> Option<(usize, usize)> {
         let sig = sig_of(h);
         let b1 = h as usize & self.mask;
         for b in [b1, self.alt(b1, sig)] {
-            if let Some(s) = self.buckets[b].idx.iter().position(|&x| x == idx) {
-                return Some((b, s));
+            let bk = &self.buckets[b];
+            let mut m = bk.matches(sig);
+            while m != 0 {
+                let s = slot_of_bit(m.trailing_zeros());
+                if bk.idx[s & (SLOTS - 1)] == idx {
+                    return Some((b, s));
+                }
+                m &= m - 1;
             }
         }
         None
