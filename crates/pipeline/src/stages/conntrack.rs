@@ -209,11 +209,11 @@ impl Stage for ConntrackStage {
         // Pass 3: state machine.
         for k in 0..n {
             let i = usize::from(self.slots[k]);
-            let (side, seg) = (self.sides[k], self.segs[k]);
+            let (side, seg) = (self.sides[k], &self.segs[k]);
             let mut id = self.ids[k];
             let mut flags = 0u16;
             if id == NO_FLOW {
-                match table.insert(&self.keys[k], self.hashes[k], side, &seg, now) {
+                match table.insert(&self.keys[k], self.hashes[k], side, seg, now) {
                     Ok(x) => {
                         id = x;
                         flags = CT_NEW;
@@ -231,7 +231,7 @@ impl Stage for ConntrackStage {
             // A new entry's cached action is 0.
             let mut verdict = 0;
             if flags == 0 {
-                flags = match table.track_action(id, side, &seg, now) {
+                flags = match table.track_action(id, side, seg, now) {
                     Ok((dir, action)) => {
                         verdict = action as u16 & 0xff;
                         CT_ESTABLISHED | if dir == Dir::Reply { CT_REPLY } else { 0 }
