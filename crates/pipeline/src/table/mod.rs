@@ -867,11 +867,15 @@ impl TableStage {
                     fused = true;
                     direct_fused = true;
                 }
-                (e @ Extract::Reg(_), Engine::Exact64(_)) => pass!(e, sc.k64, u64),
-                (e @ Extract::Meta(_), Engine::Exact64(_)) => pass!(e, sc.k64, u64),
-                (e @ Extract::Short { .. }, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
-                (e @ Extract::Be32 { .. }, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
-                (e @ Extract::Be32 { .. }, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
+                // Each arm names its variant in the loop (`e @ Extract::Reg(_)` did not do: the
+                // compiler kept a jump on the variant for every packet).
+                (Extract::Reg(r), Engine::Exact64(_)) => pass!(Extract::Reg(r), sc.k64, u64),
+                (Extract::Meta(f), Engine::Exact64(_)) => pass!(Extract::Meta(f), sc.k64, u64),
+                (Extract::Short { slot, byte, n, needs, alt }, Engine::Exact64(_)) => {
+                    pass!(Extract::Short { slot, byte, n, needs, alt }, sc.k64, u64)
+                }
+                (Extract::Be32 { slot, byte, needs, alt }, Engine::Exact64(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k64, u64),
+                (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32),
                 (e @ Extract::Be128 { .. }, _) => {
                     each_lane!(i in lanes => {
                         let v = e.read(frame!(i), b.meta(i));
@@ -895,17 +899,27 @@ impl TableStage {
         } else if let (Engine::Exact64(_), [(x0, _, _), (x1, w1, _)]) = (&self.engine, self.key_x.as_slice()) {
             // Two fields in 64 bits (VNET or VRF + address): both reads inlined, u64 arithmetic.
             let (x0, x1, w1) = (*x0, *x1, u32::from(*w1));
-            each_lane!(i in lanes => {
-                let (d, m) = (pool.data(b.handle(i)), b.meta(i));
-                let k = match (x0.read64(d, m), x1.read64(d, m)) {
-                    (Some(a), Some(c)) => Some(a << w1 | c),
-                    _ => None,
+            macro_rules! two {
+                ($x0:expr, $x1:expr) => {
+                    each_lane!(i in lanes => {
+                        let (d, m) = (pool.data(b.handle(i)), b.meta(i));
+                        let k = match ($x0.read64(d, m), $x1.read64(d, m)) {
+                            (Some(a), Some(c)) => Some(a << w1 | c),
+                            _ => None,
+                        };
+                        sc.k64[i] = k.unwrap_or(0);
+                        if k.is_none() {
+                            missing.insert(i);
+                        }
+                    })
                 };
-                sc.k64[i] = k.unwrap_or(0);
-                if k.is_none() {
-                    missing.insert(i);
-                }
-            })
+            }
+            match (x0, x1) {
+                // A register and an IPv4 address (the overlay's VNET + destination), the
+                // variants named so the loop has no jump on them.
+                (Extract::Reg(r), Extract::Be32 { slot, byte, needs, alt }) => two!(Extract::Reg(r), Extract::Be32 { slot, byte, needs, alt }),
+                _ => two!(x0, x1),
+            }
         } else {
             let narrow = matches!(self.engine, Engine::Exact64(_) | Engine::Direct(_));
             for i in lanes {
