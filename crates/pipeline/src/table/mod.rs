@@ -861,21 +861,27 @@ impl TableStage {
                     })
                 };
             }
+            // The loop per variant of the common extractors, each naming its variant in the
+            // loop (`e @ Extract::Reg(_)` did not do: the compiler kept a jump on the variant for
+            // every packet).
+            macro_rules! by_variant {
+                ($x:expr, $keys:expr, $ty:ty) => {
+                    match $x {
+                        Extract::Reg(r) => pass!(Extract::Reg(r), $keys, $ty),
+                        Extract::Meta(f) => pass!(Extract::Meta(f), $keys, $ty),
+                        Extract::Short { slot, byte, n, needs, alt } => pass!(Extract::Short { slot, byte, n, needs, alt }, $keys, $ty),
+                        Extract::Be16 { slot, byte, needs, alt } => pass!(Extract::Be16 { slot, byte, needs, alt }, $keys, $ty),
+                        Extract::Be32 { slot, byte, needs, alt } => pass!(Extract::Be32 { slot, byte, needs, alt }, $keys, $ty),
+                        e => pass!(e, $keys, $ty),
+                    }
+                };
+            }
             match (x, &self.engine) {
                 (Extract::InPort, Engine::Direct(_)) => {
                     // Port-indexed table (l2fwd): key and lookup happen in the action pass.
                     fused = true;
                     direct_fused = true;
                 }
-                // Each arm names its variant in the loop (`e @ Extract::Reg(_)` did not do: the
-                // compiler kept a jump on the variant for every packet).
-                (Extract::Reg(r), Engine::Exact64(_)) => pass!(Extract::Reg(r), sc.k64, u64),
-                (Extract::Meta(f), Engine::Exact64(_)) => pass!(Extract::Meta(f), sc.k64, u64),
-                (Extract::Short { slot, byte, n, needs, alt }, Engine::Exact64(_)) => {
-                    pass!(Extract::Short { slot, byte, n, needs, alt }, sc.k64, u64)
-                }
-                (Extract::Be32 { slot, byte, needs, alt }, Engine::Exact64(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k64, u64),
-                (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32),
                 (e @ Extract::Be128 { .. }, _) => {
                     each_lane!(i in lanes => {
                         let v = e.read(frame!(i), b.meta(i));
@@ -885,9 +891,9 @@ impl TableStage {
                         }
                     })
                 }
-                (e, Engine::Exact64(_)) => pass!(e, sc.k64, u64),
+                (x @ Extract::Be32 { .. }, Engine::Lpm4(_)) => by_variant!(x, sc.k32, u32),
+                (x, Engine::Exact64(_) | Engine::Direct(_)) => by_variant!(x, sc.k64, u64),
                 (e, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
-                (e, Engine::Direct(_)) => pass!(e, sc.k64, u64),
                 (e, _) => pass!(e, sc.keys, u128),
             }
             if PRE && !dropped.is_empty() {
