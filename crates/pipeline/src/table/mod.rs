@@ -680,12 +680,12 @@ impl TableStage {
                     (|$d:ident, $m:ident| $read:expr, $each:expr) => {
                         each_lane!(i in lanes => {
                             let ($d, $m) = (pool.data(b.handle(i)), b.meta(i));
-                            let r = match $read {
+                            let r: u32 = match $read {
                                 Some(k) => $each(k),
-                                None => None,
+                                None => MISS,
                             };
-                            sc.out[i] = r.unwrap_or(MISS);
-                            hit_lanes.insert_if(i, r.is_some());
+                            sc.out[i] = r;
+                            hit_lanes.insert_if(i, r != MISS);
                         })
                     };
                 }
@@ -712,7 +712,7 @@ impl TableStage {
                     // classifier.
                     macro_rules! direct {
                         ($k:literal) => {
-                            pass!(|d, m| ak.read::<$k>(d, m), |k| aclkey::classify_words(acl, &aclkey::unpack(&k), nf))
+                            pass!(|d, m| ak.read::<$k>(d, m), |k| aclkey::classify_words(acl, &aclkey::unpack(&k), nf).unwrap_or(MISS))
                         };
                     }
                     match nf.div_ceil(2) {
