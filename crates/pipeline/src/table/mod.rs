@@ -943,7 +943,9 @@ impl TableStage {
             match (x0, x1) {
                 // A register and an IPv4 address (the overlay's VNET + destination), the
                 // variants named so the loop has no jump on them.
-                (Extract::Reg(r), Extract::Be32 { slot, byte, needs, alt }) => two!(Extract::Reg(r), Extract::Be32 { slot, byte, needs, alt }),
+                (Extract::Reg(r), Extract::Be32 { slot, byte, needs, alt }) => {
+                    two!(Extract::Reg(r), Extract::Be32 { slot, byte, needs, alt })
+                }
                 _ => two!(x0, x1),
             }
         } else {
