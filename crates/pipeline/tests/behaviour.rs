@@ -235,6 +235,69 @@ fn acl_priorities_ranges_masks_and_remarking() {
     assert_eq!(p.table("acl").unwrap().hit_miss(), (3, 2));
 }
 
+/// An allowlist: entries whose action does nothing, a default that does nothing, and the
+/// hit tested afterwards. The classifier pass finishes such hits itself (the action pass only
+/// visits hits with work to do), so the hit bit and the hit count must still come out right.
+#[test]
+fn acl_hits_on_empty_actions_are_still_hits() {
+    let mut p = inline(
+        r#"
+name = "allow"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp"]
+[[table]]
+name = "acl"
+key = [
+  { field = "ipv4.src", match = "ternary" },
+  { field = "l4.dport", match = "range" },
+]
+actions = ["no_action", "drop"]
+size = 64
+default = "no_action"
+[control]
+ingress = '''
+if ipv4.valid:
+    apply acl
+    if acl.hit:
+        count allowed
+        forward 1
+    else:
+        forward 2
+'''
+[[counter]]
+name = "allowed"
+size = 1
+"#,
+    );
+    p.load_entries(
+        "rules",
+        "table acl add 10.0.0.0/8 0..1023 priority 10 => no_action\n\
+         table acl add 192.0.2.0/24 * priority 20 => no_action\n\
+         table acl add 10.1.0.0/16 53..53 priority 5 => drop\n",
+    )
+    .unwrap();
+    // Enough packets for the cache and the batch loops: 40 hits on empty entries (the
+    // first two rules), 20 drops (the third), 20 misses.
+    let mut frames = Vec::new();
+    for k in 0..20u8 {
+        frames.push((0, udp4(&format!("10.2.0.{k}"), "198.51.100.1", 64))); // rule 1 (port 53)
+        frames.push((0, udp4(&format!("192.0.2.{k}"), "198.51.100.1", 64))); // rule 2
+        frames.push((0, udp4(&format!("10.1.0.{k}"), "198.51.100.1", 64))); // rule 3 (port 53): drop
+        frames.push((0, udp4(&format!("172.16.0.{k}"), "198.51.100.1", 64))); // no rule
+    }
+    let out = run(&mut p, &frames);
+    for (i, (v, _)) in out.iter().enumerate() {
+        let want = match i % 4 {
+            0 | 1 => Verdict::Tx(1),
+            2 => Verdict::Drop(DropReason::ActionDrop),
+            _ => Verdict::Tx(2),
+        };
+        assert_eq!(*v, want, "frame {i}");
+    }
+    assert_eq!(p.objects().counter("allowed").unwrap().values[0].0, 40);
+    assert_eq!(p.table("acl").unwrap().hit_miss(), (60, 20));
+}
+
 /// The control thread builds a classifier once; worker replicas adopt it (a pointer swap at a
 /// batch boundary, no rebuild) and hand the one they replaced back to be freed elsewhere.
 #[test]

@@ -142,13 +142,23 @@ impl Clock {
         let Some(elapsed) = now_ns.checked_sub(self.last_ns) else {
             return 0;
         };
+        if elapsed == 0 {
+            // Another packet of the same batch (one clock reading per batch): nothing to add.
+            return 0;
+        }
         self.last_ns = now_ns;
-        let secs = elapsed / NS_PER_S;
-        let sub = elapsed % NS_PER_S;
+        // Under a second since the last packet (the steady state): no whole seconds to
+        // split off, one division instead of two.
+        let (secs, sub) = if elapsed < NS_PER_S { (0, elapsed) } else { (elapsed / NS_PER_S, elapsed % NS_PER_S) };
         // frac < 1e9 and sub * rate < 1e9 * 1.6e10: the sum fits in u64.
         let acc = self.frac + sub * rate;
         self.frac = acc % NS_PER_S;
-        (acc / NS_PER_S).saturating_add(secs.saturating_mul(rate))
+        let k = acc / NS_PER_S;
+        if secs == 0 {
+            k
+        } else {
+            k.saturating_add(secs.saturating_mul(rate))
+        }
     }
 }
 

@@ -64,6 +64,35 @@ proptest! {
         check(&cfg, &rules, &seeds, &[32])?;
     }
 
+    /// Sets of up to 63 rules over the switch's key (port, source, destination, protocol,
+    /// destination port) take the bit-vector classifier; it equals the linear scan and the
+    /// trees of the same rules built without it, one key at a time and in batches.
+    #[test]
+    fn bit_vectors_equal_linear_scan_and_trees(
+        rules in rules(vec![9, 32, 32, 8, 16], 64),
+        seeds in prop::collection::vec(any::<(u32, u32, u8)>(), 0..=256),
+    ) {
+        const W: [u8; 5] = [9, 32, 32, 8, 16];
+        let fast = Acl::build(&AclConfig::new(W.to_vec()), &rules).unwrap();
+        let trees = Acl::build(&AclConfig { bit_vectors: false, ..AclConfig::new(W.to_vec()) }, &rules).unwrap();
+        prop_assert!(!trees.is_bit_vector());
+        // Only a set with a mask that leaves low bits of an address free may be refused.
+        let plain = rules.iter().all(|r| r.fields.iter().zip(W).all(|(f, w)| w < 32 || f.is_range(w)));
+        if (1..=63).contains(&rules.len()) && plain {
+            prop_assert!(fast.is_bit_vector());
+        }
+        let twin = LinearAcl::new(rules.clone());
+        let ks = keys(&rules, &W, &seeds);
+        let mut out = vec![None; ks.len()];
+        prop_assert_eq!(fast.classify_batch(&ks, &mut out), ks.len());
+        for (k, got) in ks.iter().zip(&out) {
+            let want = twin.classify(k);
+            prop_assert_eq!(fast.classify(k), want, "key {:?}", k);
+            prop_assert_eq!(*got, want, "batch, key {:?}", k);
+            prop_assert_eq!(trees.classify(k), want, "trees, key {:?}", k);
+        }
+    }
+
     /// Generated ClassBench-like sets of every family, traces included, at batch lengths
     /// 0..=256 (the batch form handles 16-key lanes and the remainder).
     #[test]

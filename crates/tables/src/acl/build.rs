@@ -1,7 +1,8 @@
 //! Compiling a validated rule set: ranking, CutSplit-style partitioning and HyperSplit trees
 //! (the algorithm is described in the parent module's doc).
 
-use super::{Acl, AclConfig, AclRule, Node, Row, Tree, END, FANOUT, LEAF, PACKED};
+use super::{bits, Acl, AclConfig, AclRule, FieldMatch, Node, Row, Tree, END, FANOUT, LEAF, PACKED};
+use std::sync::Arc;
 
 /// Size of an inner node in 32-bit words.
 const NODE_WORDS: usize = std::mem::size_of::<Node>() / 4;
@@ -78,7 +79,17 @@ pub(super) fn build_with_ids(cfg: &AclConfig, rules: &[AclRule], ids: Option<&[u
         trees: trees.into(),
         pruner: pruner.into(),
         delta: None,
+        bits: small(cfg, rules, &order),
     }
+}
+
+/// The bit-vector classifier of `rules` ranked by `order`, when they are few enough.
+fn small(cfg: &AclConfig, rules: &[AclRule], order: &[usize]) -> Option<Arc<bits::Bits>> {
+    if !cfg.bit_vectors || rules.is_empty() || rules.len() > bits::MAX_RULES {
+        return None;
+    }
+    let ranked: Vec<&[FieldMatch]> = order.iter().filter_map(|&i| rules.get(i)).map(|r| &r.fields[..]).collect();
+    bits::Bits::build(&cfg.field_widths, &ranked).map(Arc::new)
 }
 
 struct Ctx<'a> {

@@ -115,6 +115,10 @@ impl Acl {
     /// Best rank of a classifier without a delta (the overlay), `END` for none.
     #[inline]
     fn best_rank(&self, key: &[u32]) -> u32 {
+        if let Some(b) = &self.bits {
+            let set = b.matching(key);
+            return if set == 0 { END } else { set.trailing_zeros() };
+        }
         if self.rows.is_empty() {
             self.walk(&Wide(key))
         } else {

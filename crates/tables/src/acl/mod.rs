@@ -63,6 +63,14 @@
 //! `6 × max_depth × n` words. Past the budget lookups stay exact and only get
 //! slower (longer leaves). The reference twin is `reference::acl` (a linear scan).
 //!
+//! **Small sets.** A set of at most 63 rules is also compiled into per-field bit vectors
+//! (`bits.rs`: one trie per field gives the rules that hold the key's value, the AND over the
+//! fields is the rules that match, the lowest bit the best), which lookups use instead of the
+//! trees: a walk per field and no leaf scan. Measured on the switch's 24 rules (`fastpath
+//! bench switch-acl`, the cache's misses), a lookup through the trees took about 255 instructions,
+//! through the bit vectors about 185.
+//! The trees are still built: the incremental form below walks them.
+//!
 //! # Incremental changes
 //!
 //! A build costs milliseconds at thousands of rules, so a table that changes under traffic
@@ -74,6 +82,7 @@
 //! Full builds ("folds") run on another thread and are swapped in with the changes made
 //! meanwhile re-applied on top (`live.rs`). With no delta, lookups run the code above unchanged.
 
+mod bits;
 mod build;
 pub mod classbench;
 mod delta;
@@ -198,12 +207,16 @@ pub struct AclConfig {
     /// Per-tree memory budget per rule of the tree, in 32-bit words (default 64): a tree of
     /// `n` rules gets `min(max_words, words_per_rule × n + 4096)`.
     pub words_per_rule: usize,
+    /// Rule sets of at most 63 rules are also compiled into bit vectors (`bits.rs`), which
+    /// lookups then use instead of the trees (default true; false leaves the trees alone, for
+    /// tests that compare the two).
+    pub bit_vectors: bool,
 }
 
 impl AclConfig {
     /// Default knobs for keys of the given field widths.
     pub fn new(field_widths: Vec<u8>) -> AclConfig {
-        AclConfig { field_widths, leaf_size: 4, partition: true, max_depth: 48, max_words: 1 << 24, words_per_rule: 64 }
+        AclConfig { field_widths, leaf_size: 4, partition: true, max_depth: 48, max_words: 1 << 24, words_per_rule: 64, bit_vectors: true }
     }
 
     /// The ClassBench 5-tuple: source and destination IPv4 address, source and destination
@@ -459,6 +472,9 @@ pub struct Acl {
     pruner: Arc<[u64]>,
     /// Rules added and deleted since the trees were built; `None` in the steady state.
     delta: Option<Arc<delta::Delta>>,
+    /// The bit-vector classifier of the same rules, when there are few enough (`bits.rs`);
+    /// without a delta, lookups use it instead of the trees.
+    bits: Option<Arc<bits::Bits>>,
 }
 
 impl Acl {
@@ -494,6 +510,12 @@ impl Acl {
         self.delta.is_some()
     }
 
+    /// True when lookups use the bit-vector classifier of small rule sets (`bits.rs`) rather
+    /// than the trees.
+    pub fn is_bit_vector(&self) -> bool {
+        self.delta.is_none() && self.bits.is_some()
+    }
+
     /// Size figures.
     pub fn stats(&self) -> AclStats {
         let nodes: usize = self.trees.iter().map(|t| t.nodes.len()).sum();
@@ -513,7 +535,8 @@ impl Acl {
                 + (self.bounds.len() + self.tern.len()) * 4
                 + self.has_tern.len()
                 + self.rows.len() * std::mem::size_of::<Row>()
-                + self.result.len() * 8,
+                + self.result.len() * 8
+                + self.bits.as_ref().map_or(0, |b| b.bytes()),
         }
     }
 
@@ -526,6 +549,9 @@ impl Acl {
         }
         if let Some(d) = &self.delta {
             return self.classify_delta(d, key).0;
+        }
+        if let Some(b) = &self.bits {
+            return self.result.get(b.matching(key).trailing_zeros() as usize).copied();
         }
         let best = if self.rows.is_empty() { self.walk(&Wide(key)) } else { self.walk(&Packed::new(key)) };
         self.result.get(best as usize).copied()
@@ -569,7 +595,7 @@ impl Acl {
             out.iter_mut().take(n).for_each(|o| *o = None);
             return n;
         }
-        if self.delta.is_some() {
+        if self.delta.is_some() || self.bits.is_some() {
             for (k, o) in keys.iter().zip(out.iter_mut()) {
                 *o = self.classify(k);
             }
