@@ -911,7 +911,7 @@ impl TableStage {
                         }
                     })
                 }
-                (x @ Extract::Be32 { .. }, Engine::Lpm4(_)) => by_variant!(x, sc.k32, u32),
+                (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32),
                 (x, Engine::Exact64(_) | Engine::Direct(_)) => by_variant!(x, sc.k64, u64),
                 (e, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
                 (e, _) => pass!(e, sc.keys, u128),
