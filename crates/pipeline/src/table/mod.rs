@@ -59,6 +59,9 @@ enum Engine {
 /// A table and the stage that applies it.
 pub struct TableStage {
     def: TableDef,
+    /// This table's bit in `Meta::hits`, set on a hit; 0 in a specialised build when no
+    /// condition tests it ([`Program::hit_tested`]): any new reader of `Meta::hits` must be
+    /// counted there.
     bit: u32,
     table_index: u16,
     engine: Engine,
