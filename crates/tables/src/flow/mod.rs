@@ -526,7 +526,14 @@ impl FlowTable {
     /// Worker only; never allocates or panics.
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey, hash: u64, now_ns: u64) -> Option<FlowId> {
-        let (b, s, idx) = self.find(key, hash)?;
+        let found = self.find(key, hash)?;
+        self.live(found, now_ns)
+    }
+
+    /// The entry `found` (bucket, slot, entry) if its deadline is after `now_ns`; else frees
+    /// it, counts it expired and misses.
+    #[inline(always)]
+    fn live(&mut self, (b, s, idx): (usize, usize, u32), now_ns: u64) -> Option<FlowId> {
         if self.entries[idx as usize].expires_ns <= now_ns {
             self.free_slot(b, s, idx);
             self.stats.expired += 1;
@@ -542,13 +549,8 @@ impl FlowTable {
         let sig = sig_of(hash);
         let b1 = hash as usize & self.mask;
         debug_assert_eq!(self.buckets[b1].matches(sig), 0);
-        let (b, s, idx) = self.find_in(self.alt(b1, sig), sig, key)?;
-        if self.entries[idx as usize].expires_ns <= now_ns {
-            self.free_slot(b, s, idx);
-            self.stats.expired += 1;
-            return None;
-        }
-        Some(idx)
+        let found = self.find_in(self.alt(b1, sig), sig, key)?;
+        self.live(found, now_ns)
     }
 
     /// Looks up `keys` (any number; processed 256 at a time), writing each hit's id or
