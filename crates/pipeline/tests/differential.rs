@@ -432,6 +432,13 @@ const ACTIONS: &[ActionRow] = &[
         &["meta", "h:vlan"],
         "9, 7, 02:00:00:00:01:09",
     ),
+    (
+        "corenh",
+        &["port", "vid", "mac"],
+        "pop_vlan; pop_vlan; push_vlan vid; set eth.dst = mac; set eth.src = 02:00:00:00:00:01; forward port",
+        &["h:vlan"],
+        "1, 5, 02:00:00:00:01:07",
+    ),
     ("cnt", &["i"], "count c i", &[], "1"),
     ("pol", &["i"], "meter m i drop_red", &[], "0"),
     ("punt", &[], "to_control", &[], ""),

@@ -157,7 +157,7 @@ fn l2_edit(body: &[Prim], val: impl Fn(&Operand) -> Option<u128>, eth_at: impl F
         e.push[k] = *t;
     }
     e.n_push = pushed.len() as u8;
-    Some(e)
+    Some(e.sealed())
 }
 
 /// The stage for a run of primitives in a control block: a dedicated loop for one primitive
