@@ -591,8 +591,10 @@ fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
 
 /// The lanes of `src` that `keep` keeps. Out of line, one copy per leaf shape: inside the
 /// condition's dispatch, the loops shared its registers and spilled per packet.
-/// A dense mask (`0..n`, most batches) builds each 64-lane word in a register and stores it
-/// once, instead of a read-modify-write of the mask per lane.
+/// Each 64-lane word is built in a register and stored once, instead of a read-modify-write
+/// of the mask per lane: over `0..n` when the mask is dense (most batches), else over the set
+/// bits of each word of `src` (a branch's lanes, such as the 8 in 9 downstream frames behind
+/// vbng's `qinq.valid`).
 #[inline(never)]
 fn lanes_where(src: Lanes, mut keep: impl FnMut(usize) -> bool) -> Lanes {
     let mut out = Lanes::NONE;
@@ -606,8 +608,14 @@ fn lanes_where(src: Lanes, mut keep: impl FnMut(usize) -> bool) -> Lanes {
             *word = acc;
         }
     } else {
-        for i in src {
-            out.insert_if(i, keep(i));
+        for (w, (word, &from)) in out.0.iter_mut().zip(&src.0).enumerate() {
+            let (lo, mut bits, mut acc) = (w * 64, from, 0u64);
+            while bits != 0 {
+                let j = bits.trailing_zeros();
+                bits &= bits - 1;
+                acc |= u64::from(keep(lo + j as usize)) << j;
+            }
+            *word = acc;
         }
     }
     out
