@@ -469,6 +469,7 @@ const KEYS: &[KeyRow] = &[
     (&[("vxlan.vni", "exact")], &["h:vxlan"]),
     (&[("ipv4.src", "ternary"), ("l4.dport", "range")], &["h:ipv4", "l4"]),
     (&[("eth.src", "exact"), ("meta.in_port", "exact")], &[]),
+    (&[("meta.in_port", "exact"), ("vlan.vid", "exact"), ("eth.src", "exact")], &["h:vlan"]),
     (&[("ipv4.ttl", "range"), ("eth.type", "ternary")], &["h:ipv4"]),
 ];
 

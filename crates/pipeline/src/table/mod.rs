@@ -952,17 +952,35 @@ impl TableStage {
                 _ => two!(x0, x1),
             }
         } else {
-            let narrow = matches!(self.engine, Engine::Exact64(_) | Engine::Direct(_));
-            for i in lanes {
-                if let Some(k) = key128(&self.key_x, pool.data(b.handle(i)), b.meta(i)) {
-                    if narrow {
-                        sc.k64[i] = k as u64;
-                    } else {
-                        sc.keys[i] = k;
-                    }
-                } else {
-                    missing.insert(i);
+            // Any other key (vbng's upstream session: port, two VLAN ids, MAC), built column
+            // by column: each field's extractor variant is matched once per batch and named in
+            // its loop, not matched per field of every packet. A lane that lacks a field is
+            // missing; the fields after it still shift its (unused) key.
+            each_lane!(i in lanes => { sc.keys[i] = 0 });
+            for &(x, width, _) in &self.key_x {
+                let shift = u32::from(width.min(127));
+                macro_rules! column {
+                    ($x:expr) => {
+                        each_lane!(i in lanes => {
+                            match $x.read(pool.data(b.handle(i)), b.meta(i)) {
+                                Some(v) if width >= 128 => sc.keys[i] = v,
+                                Some(v) => sc.keys[i] = sc.keys[i] << shift | v,
+                                None => missing.insert(i),
+                            }
+                        })
+                    };
                 }
+                match x {
+                    Extract::InPort => column!(Extract::InPort),
+                    Extract::Reg(r) => column!(Extract::Reg(r)),
+                    Extract::Short { slot, byte, n, needs, alt } => column!(Extract::Short { slot, byte, n, needs, alt }),
+                    Extract::Be16 { slot, byte, needs, alt } => column!(Extract::Be16 { slot, byte, needs, alt }),
+                    Extract::Be32 { slot, byte, needs, alt } => column!(Extract::Be32 { slot, byte, needs, alt }),
+                    e => column!(e),
+                }
+            }
+            if matches!(self.engine, Engine::Exact64(_) | Engine::Direct(_)) {
+                each_lane!(i in lanes => { sc.k64[i] = sc.keys[i] as u64 });
             }
         }
         let have = lanes.and_not(missing);
