@@ -853,6 +853,22 @@ impl TableStage {
         let mut fused = false;
         // Port-indexed direct tables leave their results in `sc.res` (MISS = miss).
         let mut direct_fused = false;
+        // Runs the loop macro `$pass` with extractor `$x`'s variant named in the loop, for the
+        // common variants (`e @ Extract::Reg(_)` did not do: the compiler kept a jump on the
+        // variant for every packet); the tokens after `$pass` follow the extractor in its call.
+        macro_rules! by_variant {
+            ($x:expr, $pass:ident $($rest:tt)*) => {
+                match $x {
+                    Extract::InPort => $pass!(Extract::InPort $($rest)*),
+                    Extract::Reg(r) => $pass!(Extract::Reg(r) $($rest)*),
+                    Extract::Meta(f) => $pass!(Extract::Meta(f) $($rest)*),
+                    Extract::Short { slot, byte, n, needs, alt } => $pass!(Extract::Short { slot, byte, n, needs, alt } $($rest)*),
+                    Extract::Be16 { slot, byte, needs, alt } => $pass!(Extract::Be16 { slot, byte, needs, alt } $($rest)*),
+                    Extract::Be32 { slot, byte, needs, alt } => $pass!(Extract::Be32 { slot, byte, needs, alt } $($rest)*),
+                    e => $pass!(e $($rest)*),
+                }
+            };
+        }
         if is_acl {
             fused = true;
         } else if let Some(x) = self.extract {
@@ -884,21 +900,6 @@ impl TableStage {
                     })
                 };
             }
-            // The loop per variant of the common extractors, each naming its variant in the
-            // loop (`e @ Extract::Reg(_)` did not do: the compiler kept a jump on the variant for
-            // every packet).
-            macro_rules! by_variant {
-                ($x:expr, $keys:expr, $ty:ty) => {
-                    match $x {
-                        Extract::Reg(r) => pass!(Extract::Reg(r), $keys, $ty),
-                        Extract::Meta(f) => pass!(Extract::Meta(f), $keys, $ty),
-                        Extract::Short { slot, byte, n, needs, alt } => pass!(Extract::Short { slot, byte, n, needs, alt }, $keys, $ty),
-                        Extract::Be16 { slot, byte, needs, alt } => pass!(Extract::Be16 { slot, byte, needs, alt }, $keys, $ty),
-                        Extract::Be32 { slot, byte, needs, alt } => pass!(Extract::Be32 { slot, byte, needs, alt }, $keys, $ty),
-                        e => pass!(e, $keys, $ty),
-                    }
-                };
-            }
             match (x, &self.engine) {
                 (Extract::InPort, Engine::Direct(_)) => {
                     // Port-indexed table (l2fwd): key and lookup happen in the action pass.
@@ -915,7 +916,7 @@ impl TableStage {
                     })
                 }
                 (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32),
-                (x, Engine::Exact64(_) | Engine::Direct(_)) => by_variant!(x, sc.k64, u64),
+                (x, Engine::Exact64(_) | Engine::Direct(_)) => by_variant!(x, pass, sc.k64, u64),
                 (e, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
                 (e, _) => pass!(e, sc.keys, u128),
             }
@@ -970,14 +971,7 @@ impl TableStage {
                         })
                     };
                 }
-                match x {
-                    Extract::InPort => column!(Extract::InPort),
-                    Extract::Reg(r) => column!(Extract::Reg(r)),
-                    Extract::Short { slot, byte, n, needs, alt } => column!(Extract::Short { slot, byte, n, needs, alt }),
-                    Extract::Be16 { slot, byte, needs, alt } => column!(Extract::Be16 { slot, byte, needs, alt }),
-                    Extract::Be32 { slot, byte, needs, alt } => column!(Extract::Be32 { slot, byte, needs, alt }),
-                    e => column!(e),
-                }
+                by_variant!(x, column)
             }
             if matches!(self.engine, Engine::Exact64(_) | Engine::Direct(_)) {
                 each_lane!(i in lanes => { sc.k64[i] = sc.keys[i] as u64 });

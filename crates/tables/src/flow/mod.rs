@@ -672,12 +672,8 @@ impl FlowTable {
     /// `Exists(id)` when the key is live, `Invalid` when the packet cannot open a connection,
     /// `Full` when no entry is free (counted in [`FlowStats::full`]).
     pub fn insert(&mut self, key: &FlowKey, hash: u64, side: Side, seg: &Segment, now_ns: u64) -> Result<FlowId, InsertError> {
-        if let Some((b, s, idx)) = self.find(key, hash) {
-            if self.entries[idx as usize].expires_ns > now_ns {
-                return Err(InsertError::Exists(idx));
-            }
-            self.free_slot(b, s, idx);
-            self.stats.expired += 1;
+        if let Some(id) = self.find(key, hash).and_then(|found| self.live(found, now_ns)) {
+            return Err(InsertError::Exists(id));
         }
         self.insert_absent(key, hash, side, seg, now_ns)
     }
