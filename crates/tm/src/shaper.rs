@@ -131,6 +131,13 @@ impl TokenBucket {
         self.tokens = self.tokens.saturating_sub(u64::from(len_bytes) * UNITS_PER_BYTE);
     }
 
+    /// Gives back the credit of a packet of `len_bytes` that [`consume`](Self::consume) took
+    /// from a bucket it conformed to, with no refill between (so the sum is exact).
+    #[inline]
+    pub fn refund(&mut self, len_bytes: u32) {
+        self.tokens += u64::from(len_bytes) * UNITS_PER_BYTE;
+    }
+
     /// Earliest time at which a packet of `len_bytes` conforms, assuming no refill happened
     /// since the last one; at most the last refill time when it conforms already. Control path
     /// (one division).
