@@ -32,9 +32,10 @@
 //! without undoing anything, and shares still follow the quanta within one packet per turn.
 //!
 //! **Held-back bursts.** A port with no reservations that is empty when a burst arrives (no
-//! listed group, no sleeping pipe) does not link it into its queues: if every packet would be accepted, each into an
-//! empty queue of a pipe with no other packet, it keeps the burst (and the next ones, up to 64
-//! packets) in arrival order, marks each pipe active, counts everything as an enqueue would,
+//! listed group, no sleeping pipe) does not link it into its queues: if every packet would be
+//! accepted, each into an empty queue of a pipe with no other packet, it keeps the burst (and
+//! the next ones, up to 255 packets of up to 64 groups, in 16 rounds unless there is one group)
+//! in arrival order, marks each pipe active, counts everything as an enqueue would,
 //! and gives each packet a cell: its group's place among the batch's groups (order of first
 //! packet, which is the order the groups would join the port's list) and the round of the
 //! group round robin it leaves in. With one packet per pipe, pipes and classes choose nothing;
@@ -43,6 +44,8 @@
 //! leaves in round ⌊bytes before it / Q⌋ + 1. A dequeue that takes everything then sends the
 //! cells in order (round by round, groups in their places, each cell in arrival order), with
 //! no slab, no lists and no grinder; any other call links the batch into the queues first.
+//! A batch of one group is sent in arrival order whatever its rounds: its group never passes
+//! the turn, for want of another group.
 //! On a shaped port that dequeue also needs every bucket to pass the whole batch: the port's
 //! its bytes, each group's the group's bytes, each pipe's its one packet. The grinder would then
 //! refuse nothing, so it would send the same packets in the same order, and every bucket pays
@@ -179,26 +182,49 @@ const NO_POS: u8 = u8::MAX;
 /// for it ends the batch), and read by nothing else until the batch is linked or sent.
 const HELD: u8 = u8::MAX;
 
-/// Most packets an HQoS port holds back (see "Held-back bursts" in the module doc).
-const BATCH: usize = 64;
+/// Room for the packets an HQoS port holds back (see "Held-back bursts" in the module doc): it
+/// holds at most `BATCH − 1` = 255, so that a cell's count and every start fit a byte.
+const BATCH: usize = 256;
+
+/// Groups a held-back batch may span (a cell's low 6 bits).
+const PLACES: usize = 64;
+
+/// Rounds of the group round robin a held-back batch may span.
+const ROUNDS: usize = 16;
+
+/// Cells: `PLACES × round + place`.
+const CELLS: usize = PLACES * ROUNDS;
 
 /// Bursts accepted while the port was empty and not yet linked into the queues: their
 /// descriptors in arrival order, each one's cell (`64 × (round − 1) + its group's place`), the
-/// packets per cell, the groups in order of their first packet, and the bytes held.
+/// packets per cell, the groups in order of their first packet, the bytes held, and the rounds
+/// the cells span (the counts are 0 from there on).
 #[derive(Clone, Debug)]
 struct Batch {
     descs: [Desc; BATCH],
-    key: [u8; BATCH],
+    key: [u16; BATCH],
     n: usize,
     groups: [u16; BATCH],
     ng: usize,
-    count: [u8; 256],
+    count: [u8; CELLS],
     bytes: u64,
+    rounds: usize,
 }
 
 impl Default for Batch {
     fn default() -> Batch {
-        Batch { descs: [Desc::default(); BATCH], key: [0; BATCH], n: 0, groups: [0; BATCH], ng: 0, count: [0; 256], bytes: 0 }
+        Batch { descs: [Desc::default(); BATCH], key: [0; BATCH], n: 0, groups: [0; BATCH], ng: 0, count: [0; CELLS], bytes: 0, rounds: 0 }
+    }
+}
+
+impl Batch {
+    /// Empty again: every count 0.
+    #[inline]
+    fn clear(&mut self) {
+        if let Some(used) = self.count.get_mut(..self.rounds * PLACES) {
+            used.fill(0);
+        }
+        (self.n, self.ng, self.bytes, self.rounds) = (0, 0, 0, 0);
     }
 }
 
@@ -479,7 +505,7 @@ impl<const C: usize> Hq<C> {
             let b = &self.batch;
             // A batch starts only on an empty port; nothing sleeps while it is held (only the
             // grinder puts pipes to sleep, and a dequeue sends or links the batch first).
-            if (b.n > 0 || (self.ghead == NIL && self.wheel.sleeping == 0)) && b.n + n <= BATCH && self.enqueue_held(buf, pkts) {
+            if (b.n > 0 || (self.ghead == NIL && self.wheel.sleeping == 0)) && b.n + n < BATCH && self.enqueue_held(buf, pkts) {
                 res.fill(Enq::Queued);
                 return n;
             }
@@ -526,6 +552,8 @@ impl<const C: usize> Hq<C> {
             let g = rec.pipe.group;
             let Some(grp) = groups.get_mut(usize::from(g)) else { break };
             rec.pipe.active = HELD;
+            // Past `PLACES` groups the batch is refused below (until then places up to 254
+            // wrap into other cells, and are undone).
             if grp.bpos == NO_POS {
                 grp.bpos = ng as u8;
                 b.groups[ng & (BATCH - 1)] = g;
@@ -542,14 +570,16 @@ impl<const C: usize> Hq<C> {
             let r = ((u128::from(before) * u128::from(*q_inv)) >> 64) as u64;
             rounds |= r;
             bytes += u64::from(len);
-            let k = (r << 6) as u8 | grp.bpos;
-            *key = k;
-            b.count[usize::from(k)] += 1;
+            // So is a round past the last.
+            let k = ((r as usize) << 6 | usize::from(grp.bpos)) & (CELLS - 1);
+            *key = k as u16;
+            b.count[k] += 1;
             done += 1;
         }
         b.ng = ng;
         let fits = done == n
-            && rounds < 4
+            && (rounds < ROUNDS as u64 || ng == 1)
+            && ng <= PLACES
             && b.bytes + bytes < 1 << 32
             && buf.free_pkts() >= n as u64
             && bytes <= buf.free_bytes()
@@ -580,6 +610,9 @@ impl<const C: usize> Hq<C> {
         }
         b.n += n;
         b.bytes += bytes;
+        // `rounds` is the OR of the rounds, at least their largest; a batch of one group may
+        // have more rounds than cells (see `drain_held`), and its cells wrap.
+        b.rounds = b.rounds.max((rounds as usize).min(ROUNDS - 1) + 1);
         buf.take_shared(bytes, n as u32);
         true
     }
@@ -593,8 +626,7 @@ impl<const C: usize> Hq<C> {
                 grp.bbytes = 0;
             }
         }
-        b.count = [0; 256];
-        (b.n, b.ng, b.bytes) = (0, 0, 0);
+        b.clear();
     }
 
     /// Links the held-back batch into the queues, in arrival order, as
@@ -721,51 +753,71 @@ impl<const C: usize> Hq<C> {
         const ONES: u64 = 0x0101_0101_0101_0101;
         let b = &mut *self.batch;
         let n = b.n;
-        let mut off = [0u8; 256];
+        // One group: its round robin has no one to pass the turn to, so its pipes send in
+        // the order they joined its list, the packets' order (and the cells are not used).
+        let single = b.ng == 1;
         let words = b.ng.div_ceil(8);
         let mut base = 0u64;
-        'rounds: for (cnt, dst) in b.count.chunks_exact(64).zip(off.chunks_exact_mut(64)) {
-            for (src, dst) in cnt.chunks_exact(8).zip(dst.chunks_exact_mut(8)).take(words) {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(src);
-                let x = u64::from_le_bytes(w);
+        // Each cell's count becomes its start, in place. With n ≤ 255 no byte carries: every
+        // inclusive sum within a word, and every start, is at most n.
+        for round in b.count.chunks_exact_mut(PLACES).take(if single { 0 } else { b.rounds }) {
+            for w in round.chunks_exact_mut(8).take(words) {
+                let mut x = [0u8; 8];
+                x.copy_from_slice(w);
+                let x = u64::from_le_bytes(x);
                 let incl = x.wrapping_mul(ONES);
-                dst.copy_from_slice(&((incl - x) + base * ONES).to_le_bytes());
+                w.copy_from_slice(&((incl - x) + base * ONES).to_le_bytes());
                 base += incl >> 56;
             }
             if base >= n as u64 {
-                break 'rounds;
+                break;
             }
         }
-        for (d, &k) in b.descs.get(..n).unwrap_or_default().iter().zip(b.key.get(..n).unwrap_or_default()) {
-            let k = usize::from(k);
-            let at = off[k];
-            off[k] = at.wrapping_add(1);
-            if let Some(slot) = out.get_mut(usize::from(at)) {
-                *slot = *d;
+        let Batch { descs, key, count, .. } = b;
+        let descs = descs.get(..n).unwrap_or_default();
+        let Hq { pipes, groups, profiles, .. } = self;
+        // Two loops, so that neither tests `single` per packet.
+        if single {
+            for (at, d) in descs.iter().enumerate() {
+                Self::send_held(pipes, groups, profiles, out, at, d);
             }
-            let c = usize::from(d.class) & (C - 1) & 7;
-            let Some(rec) = self.pipes.get_mut(d.pipe as usize) else { continue };
-            let p = &mut rec.pipe;
-            p.active = 0;
-            if p.wrr_mask >> c & 1 != 0 {
-                let quantum = self.profiles.get(usize::from(p.profile)).map_or(0, |x| x.quantum[c]);
-                rec.q[c & (C - 1)].credit = pay(quantum, d.len_bytes).saturating_add(quantum);
-                p.wrr_cur = ((c + 1) & 7) as u8;
-            }
-            if let Some(grp) = self.groups.get_mut(usize::from(p.group)) {
-                // The whole batch leaves: each group × class of it sends what it holds (all
-                // from the batch, the port was empty), its watermark first (the batch's
-                // enqueues left it; the occupancy only grew since). Repeating it is harmless.
-                grp.ctr[c].drain();
-                (grp.bpos, grp.bbytes) = (NO_POS, 0);
+        } else {
+            for (d, &k) in descs.iter().zip(key.iter()) {
+                let k = usize::from(k) & (CELLS - 1);
+                let at = count[k];
+                count[k] = at.wrapping_add(1);
+                Self::send_held(pipes, groups, profiles, out, usize::from(at), d);
             }
         }
         let b = &mut *self.batch;
         buf.give_shared(b.bytes, n as u32);
-        b.count = [0; 256];
-        (b.n, b.ng, b.bytes) = (0, 0, 0);
+        b.clear();
         n
+    }
+
+    /// One packet `d` of [`drain_held`](Self::drain_held), sent at `out[at]`: its pipe is idle
+    /// again, and its class's round robin moves on as a dequeue would move it.
+    #[inline(always)]
+    fn send_held(pipes: &mut [PipeRec<C>], groups: &mut [Group], profiles: &[Profile], out: &mut [Desc], at: usize, d: &Desc) {
+        if let Some(slot) = out.get_mut(at) {
+            *slot = *d;
+        }
+        let c = usize::from(d.class) & (C - 1) & 7;
+        let Some(rec) = pipes.get_mut(d.pipe as usize) else { return };
+        let p = &mut rec.pipe;
+        p.active = 0;
+        if p.wrr_mask >> c & 1 != 0 {
+            let quantum = profiles.get(usize::from(p.profile)).map_or(0, |x| x.quantum[c]);
+            rec.q[c & (C - 1)].credit = pay(quantum, d.len_bytes).saturating_add(quantum);
+            p.wrr_cur = ((c + 1) & 7) as u8;
+        }
+        if let Some(grp) = groups.get_mut(usize::from(p.group)) {
+            // The whole batch leaves: each group × class of it sends what it holds (all from
+            // the batch, the port was empty), its watermark first (the batch's enqueues left
+            // it; the occupancy only grew since). Repeating it is harmless.
+            grp.ctr[c].drain();
+            (grp.bpos, grp.bbytes) = (NO_POS, 0);
+        }
     }
 
     /// One packet of [`enqueue_burst`](Self::enqueue_burst); `thr[c]`: a shared part below it
@@ -1253,6 +1305,7 @@ mod tests {
         for case in 0..600 {
             let classes = if rnd(2) == 0 { 4 } else { 8 };
             let shaped = rnd(2) == 0;
+            let many = rnd(4) == 0;
             // 1–8,000 bytes a µs; bursts of 1,600–19,600 bytes (packets are up to 1,560, so
             // some longer than a burst are refused). `r`: 0..32, half of them no shaper.
             let shaper = |r: u64| {
@@ -1276,10 +1329,17 @@ mod tests {
                 classes,
                 shaper: shaper(rnd(32)),
                 queues: [HqosQueueConfig { limit_bytes: 3000 + rnd(30_000) as u32, min_bytes: 0, alpha_log2: rnd(8) as i8 - 4 }; CLASSES],
-                groups: (0..1 + rnd(5))
+                // A quarter of the ports have more groups than a held batch may span.
+                groups: (0..if many { 60 + rnd(20) } else { 1 + rnd(5) })
                     .map(|_| GroupConfig {
                         // Shaped, few pipes: held packets meet pipes their last packet left dry.
-                        pipes: 1 + rnd(if shaped { 8 } else { 40 }) as u32,
+                        pipes: 1 + rnd(if many {
+                            2
+                        } else if shaped {
+                            8
+                        } else {
+                            40
+                        }) as u32,
                         profile: rnd(u64::from(np)) as u16,
                         shaper: shaper(rnd(32)),
                     })
@@ -1289,7 +1349,7 @@ mod tests {
                 wheel_tick_log2: 10,
             };
             let pipes = cfg.pipes();
-            let (total, slots) = if rnd(2) == 0 { (20_000 + rnd(60_000), 50 + rnd(100) as u32) } else { (1 << 30, 1 << 16) };
+            let (total, slots) = if !many && rnd(2) == 0 { (20_000 + rnd(60_000), 50 + rnd(100) as u32) } else { (1 << 30, 1 << 16) };
             let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, slots, 0), slab: Slab::new(slots) };
             let (mut a, mut b) = (new(), new());
             match &mut b.h.0 {
@@ -1305,8 +1365,9 @@ mod tests {
                         // Half the bursts as a held batch takes them: each pipe once, valid
                         // classes, packets of at most a quantum.
                         let held = rnd(2) == 0;
-                        let first = rnd(pipes);
-                        let ds: Vec<Desc> = (0..rnd(40))
+                        // Often from pipe 0, so a pipe meets its own last packet's debt.
+                        let first = if rnd(2) == 0 { 0 } else { rnd(pipes) };
+                        let ds: Vec<Desc> = (0..rnd(if many { 150 } else { 40 }))
                             .map(|k| {
                                 id += 1;
                                 if held {
@@ -1320,7 +1381,7 @@ mod tests {
                         assert_eq!(a.enq(&ds), b.enq(&ds), "case {case} step {step}");
                     }
                     3..=5 => {
-                        let budget = rnd(70) as usize;
+                        let budget = rnd(if many { 300 } else { 70 }) as usize;
                         assert_eq!(a.deq(budget, now), b.deq(budget, now), "case {case} step {step}");
                     }
                     6 | 7 => {
@@ -1328,7 +1389,7 @@ mod tests {
                         // call: buckets that sent little ago stay short).
                         loop {
                             now += [100, 10_000, 1_000_000][rnd(3) as usize];
-                            let (x, y) = (a.deq(64, now), b.deq(64, now));
+                            let (x, y) = (a.deq(256, now), b.deq(256, now));
                             assert_eq!(x, y, "case {case} step {step}");
                             if x.is_empty() {
                                 break;
@@ -1365,6 +1426,33 @@ mod tests {
                 }
             }
             assert_eq!((a.buf.used_pkts(), a.slab.used()), (0, 0));
+        }
+    }
+
+    /// A held batch that one pipe's bucket refuses goes to the queues with every other bucket
+    /// as it was: pipe 0 passed the check and paid, pipe 1 (left short by its last packet)
+    /// refused, so pipe 0 gets its payment back and its packet still leaves.
+    #[test]
+    fn a_refused_held_batch_leaves_the_other_buckets_as_they_were() {
+        let cfg = HqosConfig {
+            classes: 4,
+            groups: vec![GroupConfig { pipes: 2, profile: 0, shaper: None }],
+            // 1 byte a µs, 1,600 bytes of burst.
+            profiles: vec![PipeProfile { shaper: Some(ShaperConfig::new(8_000_000, 1600)), ..PipeProfile::default() }],
+            ..HqosConfig::default()
+        };
+        let (mut a, mut b) = (Rig::new(&cfg), Rig::new(&cfg));
+        match &mut b.h.0 {
+            Classes::Four(h) => h.batching = false,
+            Classes::Eight(h) => h.batching = false,
+        }
+        for r in [&mut a, &mut b] {
+            assert_eq!(r.enq(&[desc(1, 1, 0, 1500)]), vec![Enq::Queued]);
+            assert_eq!(r.deq(64, 0), vec![desc(1, 1, 0, 1500)]);
+            assert_eq!(r.enq(&[desc(2, 0, 0, 1000), desc(3, 1, 0, 1000)]), vec![Enq::Queued; 2]);
+            // Same instant: pipe 1 holds 100 bytes of credit, pipe 0 all 1,600.
+            assert_eq!(r.deq(64, 0), vec![desc(2, 0, 0, 1000)]);
+            assert_eq!(r.h.sleeping_pipes(), 1);
         }
     }
 
