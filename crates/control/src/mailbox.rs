@@ -216,19 +216,20 @@ impl WorkerEnd {
     }
 
     /// At a batch boundary: applies every waiting message to `pipe` and answers it. `extra`
-    /// fills in the worker's port and loop counters for a snapshot (called only then). Costs one
-    /// atomic load when nothing waits. Worker only; never blocks.
+    /// fills in the worker's port and loop counters for a snapshot (called only then, once per
+    /// snapshot: two readers whose requests wait in the same poll, a Prometheus scrape and the
+    /// web page, both get them). Costs one atomic load when nothing waits. Worker only; never
+    /// blocks.
     #[inline]
-    pub fn poll(&mut self, pipe: &mut Pipeline, extra: impl FnOnce(&mut WorkerSnapshot)) {
+    pub fn poll(&mut self, pipe: &mut Pipeline, extra: impl FnMut(&mut WorkerSnapshot)) {
         if self.pending() {
             self.serve(pipe, extra);
         }
     }
 
-    fn serve(&mut self, pipe: &mut Pipeline, extra: impl FnOnce(&mut WorkerSnapshot)) {
+    fn serve(&mut self, pipe: &mut Pipeline, mut extra: impl FnMut(&mut WorkerSnapshot)) {
         // What answering costs the worker, in TSC cycles: read here, only when a message waits.
         let c0 = fastpath_packet::prefetch::cycles();
-        let mut extra = Some(extra);
         while let Ok(msg) = self.from.try_recv() {
             self.seen += 1;
             let reply = match msg {
@@ -240,9 +241,7 @@ impl WorkerEnd {
                 }
                 ToWorker::Snapshot { seq } => {
                     let mut snap = Box::new(WorkerSnapshot::of(pipe));
-                    if let Some(f) = extra.take() {
-                        f(&mut snap);
-                    }
+                    extra(&mut snap);
                     snap.control = self.load;
                     FromWorker::Snapshot { seq, snap }
                 }
@@ -409,6 +408,9 @@ mod tests {
         let r = c.reply(2, Instant::now() + Duration::from_secs(1)).unwrap();
         let FromWorker::Snapshot { seq: 2, snap } = r else { panic!("{r:?}") };
         assert_eq!(snap.stages.len(), p.stats().len());
+        // The second snapshot of one poll has the worker's own counters too (it had none, so a
+        // scrape that met another reader's in one poll read every port at 0).
+        assert_eq!(snap.worker, 5);
         assert_eq!(c.reply(3, Instant::now() + Duration::from_millis(10)).unwrap_err(), MailError::Timeout);
         drop(w);
         assert_eq!(c.post(ToWorker::Snapshot { seq: 3 }).unwrap_err(), MailError::Gone);
