@@ -1273,6 +1273,14 @@ mod tests {
         fn new(cfg: &HqosConfig) -> Rig {
             Rig { h: HqosPort::new(cfg), buf: SharedBuffer::new(1 << 30, 1 << 20, 0), slab: Slab::new(1 << 20) }
         }
+        /// This rig with held-back bursts off: every burst takes the queues.
+        fn unbatched(mut self) -> Rig {
+            match &mut self.h.0 {
+                Classes::Four(h) => h.batching = false,
+                Classes::Eight(h) => h.batching = false,
+            }
+            self
+        }
         fn enq(&mut self, ds: &[Desc]) -> Vec<Enq> {
             let mut res = vec![Enq::Queued; ds.len()];
             self.h.enqueue_burst(&mut self.buf, &mut self.slab, ds, &mut res);
@@ -1351,11 +1359,7 @@ mod tests {
             let pipes = cfg.pipes();
             let (total, slots) = if !many && rnd(2) == 0 { (20_000 + rnd(60_000), 50 + rnd(100) as u32) } else { (1 << 30, 1 << 16) };
             let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, slots, 0), slab: Slab::new(slots) };
-            let (mut a, mut b) = (new(), new());
-            match &mut b.h.0 {
-                Classes::Four(h) => h.batching = false,
-                Classes::Eight(h) => h.batching = false,
-            }
+            let (mut a, mut b) = (new(), new().unbatched());
             let (mut id, mut now) = (0, 0);
             for step in 0..60 {
                 // Steps of 0.1 µs to 1 ms: buckets from dry to full, sleepers due or not.
@@ -1441,11 +1445,7 @@ mod tests {
             profiles: vec![PipeProfile { shaper: Some(ShaperConfig::new(8_000_000, 1600)), ..PipeProfile::default() }],
             ..HqosConfig::default()
         };
-        let (mut a, mut b) = (Rig::new(&cfg), Rig::new(&cfg));
-        match &mut b.h.0 {
-            Classes::Four(h) => h.batching = false,
-            Classes::Eight(h) => h.batching = false,
-        }
+        let (mut a, mut b) = (Rig::new(&cfg), Rig::new(&cfg).unbatched());
         for r in [&mut a, &mut b] {
             assert_eq!(r.enq(&[desc(1, 1, 0, 1500)]), vec![Enq::Queued]);
             assert_eq!(r.deq(64, 0), vec![desc(1, 1, 0, 1500)]);
