@@ -98,6 +98,11 @@ impl Lanes {
 }
 
 impl Lanes {
+    /// One past the highest slot in the set (0 when empty).
+    #[inline]
+    pub fn end(&self) -> usize {
+        self.0.iter().rposition(|&w| w != 0).map_or(0, |w| 64 * w + 64 - self.0[w].leading_zeros() as usize)
+    }
     /// `Some(n)` when the lanes are exactly `0..n` (every packet of a batch still live: the
     /// common case), so loops can run over a range instead of walking the bits.
     #[inline]
@@ -355,6 +360,17 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lanes_end_is_one_past_the_highest() {
+        assert_eq!(Lanes::NONE.end(), 0);
+        for n in [1usize, 63, 64, 65, 128, 255, 256] {
+            assert_eq!(Lanes::first(n).end(), n);
+            let mut one = Lanes::NONE;
+            one.insert(n - 1);
+            assert_eq!(one.end(), n);
+        }
+    }
 
     #[test]
     fn lanes_first_and_iterate() {

@@ -390,7 +390,7 @@ impl Pipeline {
     fn enqueue(&mut self, pool: &mut Pool, b: &mut Batch, now_ns: u64, trace_lanes: Lanes) {
         let Some(tm) = self.tm.as_mut() else { return };
         let live = b.live();
-        let mut todo = lanes_where(live, |i| b.meta(i).out_port != NO_PORT);
+        let mut todo = lanes_where::<true>(live, |i| b.meta(i).out_port != NO_PORT);
         let unforwarded = live.and_not(todo);
         for i in unforwarded {
             b.finish(i, Verdict::Drop(DropReason::NoVerdict));
@@ -415,7 +415,7 @@ impl Pipeline {
                 }
                 continue;
             }
-            let group = lanes_where(todo, |i| b.meta(i).out_port == port);
+            let group = lanes_where::<true>(todo, |i| b.meta(i).out_port == port);
             todo = todo.and_not(group);
             let mut n = 0;
             let mut lanes = [0u8; BATCH_MAX];
@@ -524,18 +524,19 @@ fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
         return src;
     }
     // A comparison operator matched once per batch, the loop monomorphised for it.
+    // `$meta`: the test reads only metadata ([`lanes_where`]'s `META_ONLY`).
     macro_rules! by_op {
-        ($op:expr, |$i:ident, $o:ident| $holds:expr) => {
+        ($meta:literal, $op:expr, |$i:ident, $o:ident| $holds:expr) => {
             match $op {
-                CmpOp::Eq => lanes_where(src, |$i| {
+                CmpOp::Eq => lanes_where::<$meta>(src, |$i| {
                     let $o = |x, y| x == y;
                     $holds
                 }),
-                CmpOp::Ne => lanes_where(src, |$i| {
+                CmpOp::Ne => lanes_where::<$meta>(src, |$i| {
                     let $o = |x, y| x != y;
                     $holds
                 }),
-                op => lanes_where(src, |$i| {
+                op => lanes_where::<$meta>(src, |$i| {
                     let $o = |x, y| op.holds(x, y);
                     $holds
                 }),
@@ -552,32 +553,32 @@ fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
         }
         CondC::Valid(need) => {
             let need = *need;
-            lanes_where(src, |i| b.meta(i).valid.has_all(need))
+            lanes_where::<true>(src, |i| b.meta(i).valid.has_all(need))
         }
         CondC::Hit(t) => {
             let t = u32::from(*t);
-            lanes_where(src, |i| b.meta(i).hits >> t & 1 != 0)
+            lanes_where::<true>(src, |i| b.meta(i).hits >> t & 1 != 0)
         }
         // `ct.new`, `meta.color == 1`: metadata only, one comparison.
         CondC::MetaCmp(f, op, v) => {
             let (f, v) = (*f, *v);
             match f {
-                MetaField::CtFlag(n) => by_op!(*op, |i, o| o(u32::from(b.meta(i).reserved >> n & 1), v)),
-                MetaField::CtVerdict => by_op!(*op, |i, o| o(u32::from(b.meta(i).reserved >> 8), v)),
-                MetaField::Color => by_op!(*op, |i, o| o(u32::from(b.meta(i).color), v)),
-                MetaField::Reg(r) => by_op!(*op, |i, o| o(b.meta(i).regs.get(usize::from(r)).copied().unwrap_or(0), v)),
-                _ => by_op!(*op, |i, o| o(crate::field::read_meta(b.meta(i), f), v)),
+                MetaField::CtFlag(n) => by_op!(true, *op, |i, o| o(u32::from(b.meta(i).reserved >> n & 1), v)),
+                MetaField::CtVerdict => by_op!(true, *op, |i, o| o(u32::from(b.meta(i).reserved >> 8), v)),
+                MetaField::Color => by_op!(true, *op, |i, o| o(u32::from(b.meta(i).color), v)),
+                MetaField::Reg(r) => by_op!(true, *op, |i, o| o(b.meta(i).regs.get(usize::from(r)).copied().unwrap_or(0), v)),
+                _ => by_op!(true, *op, |i, o| o(crate::field::read_meta(b.meta(i), f), v)),
             }
         }
         // `udp.dport == 67`: a missing field is false.
         CondC::Cmp(f, op, v) if narrow(f) && *v <= u128::from(u64::MAX) => {
             let (x, v) = (f.extractor(), *v as u64);
-            by_op!(*op, |i, o| x.read64(pool.data(b.handle(i)), b.meta(i)).is_some_and(|a| o(a, v)))
+            by_op!(false, *op, |i, o| x.read64(pool.data(b.handle(i)), b.meta(i)).is_some_and(|a| o(a, v)))
         }
         // `ipv4.src != meta.sip`: false when either is missing.
         CondC::FieldCmp(fa, op, fb) if narrow(fa) && narrow(fb) => {
             let (xa, xb) = (fa.extractor(), fb.extractor());
-            by_op!(*op, |i, o| {
+            by_op!(false, *op, |i, o| {
                 let (d, m) = (pool.data(b.handle(i)), b.meta(i));
                 match (xa.read64(d, m), xb.read64(d, m)) {
                     (Some(a), Some(c)) => o(a, c),
@@ -585,7 +586,7 @@ fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
                 }
             })
         }
-        _ => lanes_where(src, |i| cond.eval(pool.data(b.handle(i)), b.meta(i))),
+        _ => lanes_where::<false>(src, |i| cond.eval(pool.data(b.handle(i)), b.meta(i))),
     }
 }
 
@@ -595,10 +596,22 @@ fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
 /// of the mask per lane: over `0..n` when the mask is dense (most batches), else over the set
 /// bits of each word of `src` (a branch's lanes, such as the 8 in 9 downstream frames behind
 /// vbng's `qinq.valid`).
+///
+/// With `META_ONLY` (`keep` reads only the lane's metadata, which every slot of the batch has,
+/// live or not), a sparse `src` that still holds at least half the slots below its last one is
+/// tested densely up to there and masked: the 8 in 9 downstream frames cost no bit walk.
 #[inline(never)]
-fn lanes_where(src: Lanes, mut keep: impl FnMut(usize) -> bool) -> Lanes {
+fn lanes_where<const META_ONLY: bool>(src: Lanes, mut keep: impl FnMut(usize) -> bool) -> Lanes {
     let mut out = Lanes::NONE;
-    if let Some(n) = src.prefix_len() {
+    let dense = match src.prefix_len() {
+        Some(n) => Some(n),
+        None if META_ONLY => {
+            let end = src.end();
+            (2 * src.count() >= end).then_some(end)
+        }
+        None => None,
+    };
+    if let Some(n) = dense {
         for (w, word) in out.0.iter_mut().enumerate() {
             let lo = w * 64;
             let mut acc = 0u64;
@@ -606,6 +619,9 @@ fn lanes_where(src: Lanes, mut keep: impl FnMut(usize) -> bool) -> Lanes {
                 acc |= u64::from(keep(lo + j)) << j;
             }
             *word = acc;
+        }
+        if META_ONLY {
+            out = out.and(src);
         }
     } else {
         for (w, (word, &from)) in out.0.iter_mut().zip(&src.0).enumerate() {
@@ -786,4 +802,44 @@ fn flood(to: FloodTo<'_>, pool: &mut Pool, b: &mut Batch, i: usize, now_ns: u64)
         Some(reason) => b.finish(i, Verdict::Drop(reason)),
     }
     Some((port, d.class, res[0]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dense test of a metadata predicate over a sparse mask finds the lanes the bit walk
+    /// finds, at every density and span.
+    #[test]
+    fn meta_only_lanes_match_the_bit_walk() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..2_000 {
+            let keep: Vec<bool> = (0..BATCH_MAX).map(|_| next() % 3 != 0).collect();
+            let end = 1 + next() as usize % BATCH_MAX;
+            let mut src = Lanes::NONE;
+            for i in 0..end {
+                // Densities from a few lanes to all of them.
+                if next() % 16 < round % 17 {
+                    src.insert(i);
+                }
+            }
+            let want: Lanes = {
+                let mut w = Lanes::NONE;
+                for i in src {
+                    if keep[i] {
+                        w.insert(i);
+                    }
+                }
+                w
+            };
+            assert_eq!(lanes_where::<true>(src, |i| keep[i]), want, "round {round}");
+            assert_eq!(lanes_where::<false>(src, |i| keep[i]), want, "round {round}");
+        }
+    }
 }

@@ -57,6 +57,7 @@ impl Program {
         let steps = |v: &[SymStep]| -> Vec<Step> {
             v.iter()
                 .map(|s| match s {
+                    SymStep::Mask(d, src, c) if special => Step::Mask { dst: *d, src: *src, cond: special::merge_valid(c.clone()) },
                     SymStep::Mask(d, src, c) => Step::Mask { dst: *d, src: *src, cond: c.clone() },
                     SymStep::AndNot(d, s, sub) => Step::AndNot { dst: *d, src: *s, sub: *sub },
                     SymStep::Run(m, st) => Step::Run { mask: *m, stage: *st },

@@ -11,13 +11,13 @@
 //!   table's key pass.
 
 use crate::exec::{PreOp, Stage, Step};
-use crate::ir::{FieldRef, Loc, MetaField, Operand, Prim, Program, StageDef, ValueKind, MAX_ARGS};
+use crate::ir::{CondC, FieldRef, Loc, MetaField, Operand, Prim, Program, StageDef, ValueKind, MAX_ARGS};
 use crate::stages::l2edit::{L2Edit, MAX_PUSH, MAX_REGS};
 use crate::stages::prims::{
     ChainStage, CountStage, CtLoadStage, ForwardStage, MacSwapStage, MeterStage, PrimStage, TtlDecStage, VxlanDecapStage,
 };
 use crate::stages::vxlan::{EncapTemplate, Tunnel};
-use fastpath_packet::Slot;
+use fastpath_packet::{HdrSet, Slot};
 
 /// An action entry pre-digested at insert time when its body is one of the common shapes, so
 /// the packet loop does one small `match` instead of interpreting primitives.
@@ -232,6 +232,24 @@ fn dedicated(prims: &[Prim]) -> Option<Box<dyn Stage>> {
     })
 }
 
+/// `a.valid and b.valid` as one test of both headers' bits (one pass over the lanes, not two),
+/// through every conjunction: `And(Valid(a), And(Valid(b), x))` becomes `And(Valid(a ∪ b), x)`.
+pub fn merge_valid(c: CondC) -> CondC {
+    match c {
+        CondC::And(x, y) => match (merge_valid(*x), merge_valid(*y)) {
+            (CondC::Valid(a), CondC::Valid(b)) => CondC::Valid(HdrSet(a.0 | b.0)),
+            (CondC::Valid(a), CondC::And(y0, y1)) => match *y0 {
+                CondC::Valid(b) => CondC::And(Box::new(CondC::Valid(HdrSet(a.0 | b.0))), y1),
+                y0 => CondC::And(Box::new(CondC::Valid(a)), Box::new(CondC::And(Box::new(y0), y1))),
+            },
+            (x, y) => CondC::And(Box::new(x), Box::new(y)),
+        },
+        CondC::Or(x, y) => CondC::Or(Box::new(merge_valid(*x)), Box::new(merge_valid(*y))),
+        CondC::Not(x) => CondC::Not(Box::new(merge_valid(*x))),
+        c => c,
+    }
+}
+
 /// `swap eth.dst eth.src` (either order): l2fwd's whole per-packet work.
 fn is_mac_swap(a: &FieldRef, b: &FieldRef) -> bool {
     let mac = |x: &FieldRef| x.kind == ValueKind::Mac && matches!(x.loc, Loc::Hdr { slot: Slot::Eth, .. });
@@ -268,6 +286,23 @@ pub fn fuse_steps(p: &Program, stages: &[Box<dyn Stage>], steps: Vec<Step>) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fastpath_packet::Hdr;
+
+    #[test]
+    fn valid_tests_of_a_conjunction_merge() {
+        let v = |h: Hdr| CondC::Valid(HdrSet::EMPTY.with(h));
+        let both = CondC::Valid(HdrSet::EMPTY.with(Hdr::Vlan).with(Hdr::Ipv4));
+        let and = |x: CondC, y: CondC| CondC::And(Box::new(x), Box::new(y));
+        assert_eq!(merge_valid(and(v(Hdr::Vlan), v(Hdr::Ipv4))), both);
+        assert_eq!(merge_valid(and(v(Hdr::Vlan), and(v(Hdr::Ipv4), CondC::Hit(1)))), and(both.clone(), CondC::Hit(1)));
+        // Inside `not` and `or`; an `or` of two is not a conjunction.
+        let or = CondC::Or(Box::new(v(Hdr::Vlan)), Box::new(v(Hdr::Ipv4)));
+        assert_eq!(merge_valid(or.clone()), or);
+        assert_eq!(merge_valid(CondC::Not(Box::new(and(v(Hdr::Vlan), v(Hdr::Ipv4))))), CondC::Not(Box::new(both)));
+        // A comparison first keeps its place.
+        let c = and(CondC::Hit(2), v(Hdr::Vlan));
+        assert_eq!(merge_valid(c.clone()), c);
+    }
 
     fn fused_steps(file: &str) -> Vec<(PreOp, String)> {
         let text = std::fs::read_to_string(format!("{}/../../pipelines/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap_or_default();
