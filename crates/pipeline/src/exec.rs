@@ -5,7 +5,8 @@
 //!                     │ Mask{dst,src,cond}: dst = src ∩ live ∩ {i | cond(i)}     or Drop(no_verdict)
 //!                     │ AndNot{dst,src,sub}: dst = src ∖ sub        (if / elif / else)
 //!                     │ Run{mask, stage}: stage.run(batch, mask ∩ live)
-//!                     └ Fused{mask, pre, stage}: pre then stage in stage's own pass
+//!                     │ Fused{mask, pre, stage}: pre then stage in stage's own pass
+//!                     └ Absorbed{mask, stage, absorbed}: stage, which does absorbed's work too
 //! ```
 //! Branches become lane masks, so every stage still runs once per batch over the packets its
 //! guard selects. Per stage the executor keeps calls, packets in and out, drops by reason and
@@ -186,6 +187,19 @@ pub enum Step {
         pre_stage: usize,
         /// The stage that runs it.
         stage: usize,
+    },
+    /// `Run { mask, stage }` then `Run { mask, stage: absorbed }`, where `stage` does
+    /// `absorbed`'s work in its own pass and `absorbed` drops nothing (the parser that sets
+    /// the traffic manager's class: [`crate::stages::parser::Parser::with_dscp_classes`]).
+    /// `absorbed`'s counters are kept as if it ran on the packets `stage` left live. A traced
+    /// batch runs both, so each has its trace record.
+    Absorbed {
+        /// Guard register.
+        mask: u8,
+        /// The stage that runs.
+        stage: usize,
+        /// The stage whose work it did.
+        absorbed: usize,
     },
 }
 
@@ -714,6 +728,19 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
                     st.pkts_out += kept.and(b.live()).count() as u64;
                 }
                 st.cycles += t1.wrapping_sub(t0);
+            }
+            Step::Absorbed { mask, stage, absorbed } => {
+                let lanes = p.masks[usize::from(*mask)].and(b.live());
+                run_stage(p, *stage, pool, b, lanes, now_ns, trace_lanes);
+                let left = lanes.and(b.live());
+                if !trace_lanes.and(left).is_empty() {
+                    run_stage(p, *absorbed, pool, b, left, now_ns, trace_lanes);
+                } else if !left.is_empty() {
+                    let st = &mut p.stats[*absorbed];
+                    st.calls += 1;
+                    st.pkts_in += left.count() as u64;
+                    st.pkts_out += left.count() as u64;
+                }
             }
         }
     }

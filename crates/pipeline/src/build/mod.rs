@@ -42,10 +42,17 @@ impl Program {
     /// Builds the runnable pipeline with `opts`.
     pub fn instantiate_with(&self, opts: BuildOptions) -> Pipeline {
         let special = opts.specialise;
+        let absorbed_dscp = if special { special::parser_classes(self) } else { None };
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
         for (_, s) in &self.stages {
             stages.push(match s {
-                StageDef::Parser => Box::new(crate::stages::parser::Parser::new(self.headers, self.verify_ipv4_checksum, special)),
+                StageDef::Parser => {
+                    let p = crate::stages::parser::Parser::new(self.headers, self.verify_ipv4_checksum, special);
+                    Box::new(match absorbed_dscp {
+                        Some((_, map)) => p.with_dscp_classes(map),
+                        None => p,
+                    })
+                }
                 StageDef::Table(t) => crate::table::build_stage(self, *t, special),
                 StageDef::Prims(p) if special => special::prim_stage(p),
                 StageDef::Prims(p) => Box::new(crate::stages::prims::PrimStage { prims: p.clone() }),
@@ -66,6 +73,9 @@ impl Program {
         };
         let mut ingress = vec![Step::Run { mask: 0, stage: 0 }]; // the parser
         ingress.extend(steps(&self.ingress));
+        if let Some((c, _)) = absorbed_dscp {
+            ingress.splice(0..2, [Step::Absorbed { mask: 0, stage: 0, absorbed: c }]);
+        }
         let mut egress = steps(&self.egress);
         if special {
             ingress = special::fuse_steps(self, &stages, ingress);

@@ -9,10 +9,12 @@
 //!   becomes a tight loop with no dispatch.
 //! - [`fuse_steps`]: a lone `ttl_dec` run just before a table on the same lanes runs inside the
 //!   table's key pass.
+//! - [`parser_classes`]: the traffic manager's DSCP classifier runs in the parser's loop.
 
 use crate::exec::{PreOp, Stage, Step};
-use crate::ir::{CondC, FieldRef, Loc, MetaField, Operand, Prim, Program, StageDef, ValueKind, MAX_ARGS};
+use crate::ir::{Classify, CondC, FieldRef, Loc, MetaField, Operand, Prim, Program, StageDef, SymStep, ValueKind, MAX_ARGS};
 use crate::stages::l2edit::{L2Edit, MAX_PUSH, MAX_REGS};
+use crate::stages::parser::Parser;
 use crate::stages::prims::{
     ChainStage, CountStage, CtLoadStage, ForwardStage, MacSwapStage, MeterStage, PrimStage, TtlDecStage, VxlanDecapStage,
 };
@@ -230,6 +232,17 @@ fn dedicated(prims: &[Prim]) -> Option<Box<dyn Stage>> {
         }
         _ => return None,
     })
+}
+
+/// The DSCP classifier the parser runs in its own loop ([`Step::Absorbed`]): the traffic
+/// manager's `classify = "dscp"` stage, which the compiler puts first in ingress on every
+/// packet, when the parser can read the DSCP (`Parser::can_classify`). Its stage and table.
+pub fn parser_classes(p: &Program) -> Option<(usize, [u8; 64])> {
+    let Some(&SymStep::Run(0, c)) = p.ingress.first() else { return None };
+    match p.stages.get(c) {
+        Some((_, StageDef::Classify(Classify::Dscp(map)))) if Parser::can_classify(p.headers) => Some((c, *map)),
+        _ => None,
+    }
 }
 
 /// `a.valid and b.valid` as one test of both headers' bits (one pass over the lanes, not two),

@@ -14,7 +14,7 @@ pub struct ClassifyStage {
 
 /// The DSCP of the packet's outer IP header, if it has one.
 #[inline]
-fn dscp(frame: &[u8], meta: &fastpath_packet::Meta) -> Option<usize> {
+pub(crate) fn dscp(frame: &[u8], meta: &fastpath_packet::Meta) -> Option<usize> {
     let l3 = meta.offset(Slot::L3);
     if meta.valid.has(Hdr::Ipv4) {
         frame.get(l3 + 1).map(|tos| usize::from(tos >> 2))

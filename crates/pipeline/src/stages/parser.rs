@@ -28,13 +28,31 @@ pub struct Parser {
     hs: HdrSet,
     verify_ipv4_checksum: bool,
     special: bool,
+    /// The traffic manager's DSCP ▸ class table, when the classifier runs in the parse loop
+    /// ([`Parser::with_dscp_classes`]).
+    dscp: Option<[u8; 64]>,
 }
 
 impl Parser {
     /// A parser for the headers in `hs`.
     /// `special`: use the fast paths for common header sets (the reference parser when false).
     pub fn new(hs: HdrSet, verify_ipv4_checksum: bool, special: bool) -> Parser {
-        Parser { hs, verify_ipv4_checksum, special }
+        Parser { hs, verify_ipv4_checksum, special, dscp: None }
+    }
+
+    /// This parser also sets `meta.tc` from each parsed packet's DSCP by `map`, as the
+    /// classifier stage that runs right after it would ([`crate::stages::classify`]), in the
+    /// same pass. Only a parser with the fast paths and headers past Ethernet
+    /// ([`Parser::can_classify`]) takes the table.
+    pub fn with_dscp_classes(mut self, map: [u8; 64]) -> Parser {
+        self.dscp = (self.special && Parser::can_classify(self.hs)).then_some(map);
+        self
+    }
+
+    /// Whether a parser of `hs` with the fast paths can set the class in its loop (the
+    /// Ethernet-only loop reads no IP header).
+    pub fn can_classify(hs: HdrSet) -> bool {
+        hs != HdrSet::EMPTY.with(Hdr::Eth)
     }
 
     /// Parses one frame into `m`.
@@ -454,21 +472,32 @@ impl Parser {
 
     /// The fast-path loop with the header set and checksum option as constants.
     #[inline(never)]
-    fn run_as<const HS: u32, const CSUM: bool>(&self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
-        self.run_fast(HdrSet(HS), CSUM, pool, b, lanes, cx);
+    fn run_as<const HS: u32, const CSUM: bool, const DSCP: bool>(
+        &self,
+        pool: &mut Pool,
+        b: &mut Batch,
+        lanes: Lanes,
+        cx: &mut StageCx<'_>,
+    ) {
+        self.run_fast::<DSCP>(HdrSet(HS), CSUM, pool, b, lanes, cx);
     }
 
-    /// The fast path for every lane, the full parser where it bails (which decides every drop).
+    /// The fast path for every lane, the full parser where it bails (which decides every drop);
+    /// with `DSCP`, each parsed packet's class from [`Parser::dscp`].
     #[inline(always)]
-    fn run_fast(&self, hs: HdrSet, csum: bool, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+    fn run_fast<const DSCP: bool>(&self, hs: HdrSet, csum: bool, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        let map = self.dscp.unwrap_or([0; 64]);
         each_lane!(i in lanes => {
             let data = pool.data(b.handle(i));
             let m = b.meta_mut(i);
-            if self.fast_as(hs, csum, data, m) {
-                continue;
+            if !self.fast_as(hs, csum, data, m) {
+                if let Err(e) = self.parse_anew(data, m) {
+                    cx.drop(b, i, e.drop_reason());
+                    continue;
+                }
             }
-            if let Err(e) = self.parse_anew(data, m) {
-                cx.drop(b, i, e.drop_reason());
+            if DSCP {
+                m.tc = crate::stages::classify::dscp(data, m).map_or(0, |d| map[d & 63]);
             }
         });
     }
@@ -493,9 +522,11 @@ impl Stage for Parser {
                 // any other.
                 macro_rules! dispatch {
                     ($(($hs:expr, $csum:literal)),*) => {
-                        match (self.hs, self.verify_ipv4_checksum) {
-                            $((h, $csum) if h == $hs => self.run_as::<{ $hs.0 }, $csum>(pool, b, lanes, cx),)*
-                            (hs, csum) => self.run_fast(hs, csum, pool, b, lanes, cx),
+                        match (self.hs, self.verify_ipv4_checksum, self.dscp.is_some()) {
+                            $((h, $csum, false) if h == $hs => self.run_as::<{ $hs.0 }, $csum, false>(pool, b, lanes, cx),)*
+                            $((h, $csum, true) if h == $hs => self.run_as::<{ $hs.0 }, $csum, true>(pool, b, lanes, cx),)*
+                            (hs, csum, false) => self.run_fast::<false>(hs, csum, pool, b, lanes, cx),
+                            (hs, csum, true) => self.run_fast::<true>(hs, csum, pool, b, lanes, cx),
                         }
                     };
                 }
