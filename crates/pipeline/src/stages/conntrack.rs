@@ -147,19 +147,27 @@ fn key_into(data: &[u8], m: &Meta, zone: u32, key: &mut FlowKey, seg: &mut Segme
         return None;
     };
     let (sport, dport) = ((ports >> 16) as u16, ports as u16);
-    let (k, side) = if v.has(Hdr::Ipv4) {
+    if v.has(Hdr::Ipv4) {
         let a = data.get(l3 + 12..l3 + 20)?;
-        FlowKey::v4_words(zone, p, be32(&a[..4]), sport, be32(&a[4..]), dport)
+        let (k, side) = FlowKey::v4_words(zone, p, be32(&a[..4]), sport, be32(&a[4..]), dport);
+        *key = k;
+        Some(side)
     } else if v.has(Hdr::Ipv6) {
-        let a = data.get(l3 + 8..l3 + 40)?;
-        let mut s = [0u8; 16];
-        let mut d = [0u8; 16];
-        s.copy_from_slice(&a[..16]);
-        d.copy_from_slice(&a[16..]);
-        FlowKey::v6(zone, p, s, sport, d, dport)
+        v6_key_into(data.get(l3 + 8..l3 + 40)?, zone, p, sport, dport, key)
     } else {
-        return None;
-    };
+        None
+    }
+}
+
+/// The IPv6 half of [`key_into`]: the key of addresses `a` (source then destination), written
+/// to `key`. Out of line on purpose: when both families stored their key at the end of
+/// `key_into`, the compiler merged the two stores and carried the eleven words of either key
+/// through the stack, about 20 instructions of every IPv4 packet (callgrind, `sdn-overlay`).
+#[inline(never)]
+fn v6_key_into(a: &[u8], zone: u32, p: u8, sport: u16, dport: u16, key: &mut FlowKey) -> Option<Side> {
+    let s = *a.first_chunk::<16>()?;
+    let d = *a.get(16..)?.first_chunk::<16>()?;
+    let (k, side) = FlowKey::v6(zone, p, s, sport, d, dport);
     *key = k;
     Some(side)
 }
@@ -280,6 +288,32 @@ impl Stage for ConntrackStage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_keys_are_built_out_of_line_as_flowkey_v6() {
+        let src = [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
+        let dst = [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let mut a = [0u8; 32];
+        a[..16].copy_from_slice(&src);
+        a[16..].copy_from_slice(&dst);
+        for (sport, dport) in [(40000, 80), (80, 40000), (7, 7)] {
+            let mut key = FlowKey::ZERO;
+            let side = v6_key_into(&a, 3, proto::TCP, sport, dport, &mut key);
+            let (k, s) = FlowKey::v6(3, proto::TCP, src, sport, dst, dport);
+            assert_eq!((key, side), (k, Some(s)));
+        }
+        // Both directions meet in one key.
+        let (mut k1, mut k2) = (FlowKey::ZERO, FlowKey::ZERO);
+        let s1 = v6_key_into(&a, 0, proto::UDP, 5000, 53, &mut k1);
+        let mut b = [0u8; 32];
+        b[..16].copy_from_slice(&dst);
+        b[16..].copy_from_slice(&src);
+        let s2 = v6_key_into(&b, 0, proto::UDP, 53, 5000, &mut k2);
+        assert_eq!(k1, k2);
+        assert_ne!(s1, s2);
+        // Cut short: no key.
+        assert_eq!(v6_key_into(&a[..31], 0, proto::UDP, 1, 2, &mut k1), None);
+    }
 
     #[test]
     fn wscale_option_is_found_and_bounded() {
