@@ -834,39 +834,28 @@ fn flood(to: FloodTo<'_>, pool: &mut Pool, b: &mut Batch, i: usize, now_ns: u64)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
-    /// The dense test of a metadata predicate over a sparse mask finds the lanes the bit walk
-    /// finds, at every density and span.
-    #[test]
-    fn meta_only_lanes_match_the_bit_walk() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        for round in 0..2_000 {
-            let keep: Vec<bool> = (0..BATCH_MAX).map(|_| next() % 3 != 0).collect();
-            let end = 1 + next() as usize % BATCH_MAX;
+    proptest! {
+        /// The dense test of a metadata predicate over a sparse mask finds the lanes the bit
+        /// walk finds, at every density and span.
+        #[test]
+        fn meta_only_lanes_match_the_bit_walk(
+            keep in proptest::collection::vec(any::<bool>(), BATCH_MAX),
+            end in 1usize..=BATCH_MAX,
+            density in 0u64..=16,
+            bits in proptest::collection::vec(0u64..16, BATCH_MAX),
+        ) {
             let mut src = Lanes::NONE;
-            for i in 0..end {
-                // Densities from a few lanes to all of them.
-                if next() % 16 < round % 17 {
-                    src.insert(i);
-                }
+            for i in (0..end).filter(|&i| bits[i] < density) {
+                src.insert(i);
             }
-            let want: Lanes = {
-                let mut w = Lanes::NONE;
-                for i in src {
-                    if keep[i] {
-                        w.insert(i);
-                    }
-                }
-                w
-            };
-            assert_eq!(lanes_where::<true>(src, |i| keep[i]), want, "round {round}");
-            assert_eq!(lanes_where::<false>(src, |i| keep[i]), want, "round {round}");
+            let mut want = Lanes::NONE;
+            for i in src.into_iter().filter(|&i| keep[i]) {
+                want.insert(i);
+            }
+            prop_assert_eq!(lanes_where::<true>(src, |i| keep[i]), want);
+            prop_assert_eq!(lanes_where::<false>(src, |i| keep[i]), want);
         }
     }
 }
