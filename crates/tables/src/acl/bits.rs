@@ -105,8 +105,8 @@ impl Bits {
             let w = u32::from(w.clamp(1, 32));
             let below = w.saturating_sub(ROOT_BITS).div_ceil(STRIDE) * STRIDE;
             let root = entries.len() as u32;
-            let matches: Vec<FieldMatch> = ranked.iter().filter_map(|r| r.get(d).copied()).collect();
-            table(&matches, 0, w - below, below, &mut entries)?;
+            let matches: Vec<Ranked> = ranked.iter().enumerate().filter_map(|(r, m)| Some(Ranked { bit: 1 << r, m: *m.get(d)? })).collect();
+            table(&matches, 0, 0, w - below, below, &mut entries)?;
             fields.push(FieldTrie { root, shift: below, max: width_max(w as u8) });
         }
         Some(Bits { fields: fields.into(), entries: entries.into() })
@@ -143,37 +143,64 @@ impl Bits {
     }
 }
 
+/// A rule's match of one field, and the rule's bit.
+#[derive(Clone, Copy)]
+struct Ranked {
+    bit: u64,
+    m: FieldMatch,
+}
+
 /// Appends the table of `2^bits` entries for the block at `base` whose entries each cover
 /// `2^below` values (`below` a multiple of `STRIDE`), and the tables under it; `None` past
-/// [`MAX_ENTRIES`].
-fn table(matches: &[FieldMatch], base: u32, bits: u32, below: u32, out: &mut Vec<u64>) -> Option<()> {
+/// [`MAX_ENTRIES`]. `held` is the bits of the rules that hold a block around this one.
+///
+/// A match that holds the whole block sets its bit in every entry, one that holds none of it
+/// is left out, and only the rest are looked at entry by entry, over the entries their bounds
+/// reach: a table under one byte of a /32 looks at the few rules that end inside it, not at
+/// every rule of the field.
+fn table(matches: &[Ranked], held: u64, base: u32, bits: u32, below: u32, out: &mut Vec<u64>) -> Option<()> {
     let at = out.len();
     let n = 1usize << bits;
     if at + n > MAX_ENTRIES {
         return None;
     }
-    out.resize(at + n, 0);
-    for j in 0..n {
-        let start = base | ((j as u32).checked_shl(below).unwrap_or(0));
-        let mut set = 0u64;
-        let mut split = false;
-        for (r, m) in matches.iter().enumerate() {
-            match cover(m, start, below) {
-                Cover::All => set |= 1 << r,
-                Cover::Some => split = true,
+    let mut fill = held;
+    let mut some: Vec<Ranked> = Vec::new();
+    for r in matches {
+        match cover(&r.m, base, bits + below) {
+            Cover::All => fill |= r.bit,
+            Cover::Some => some.push(*r),
+            Cover::None => {}
+        }
+    }
+    out.resize(at + n, fill);
+    let last = (n - 1) as u32;
+    // The entries with a table under them: those where some match begins or ends.
+    let mut split: Vec<u32> = Vec::new();
+    for r in &some {
+        let (lo, hi) = r.m.bounds(32);
+        let first = lo.saturating_sub(base).checked_shr(below).unwrap_or(0).min(last);
+        let end = hi.saturating_sub(base).checked_shr(below).unwrap_or(0).min(last);
+        for j in first..=end {
+            match cover(&r.m, base | j.checked_shl(below).unwrap_or(0), below) {
+                Cover::All => {
+                    if let Some(e) = out.get_mut(at + j as usize) {
+                        *e |= r.bit;
+                    }
+                }
+                Cover::Some => split.push(j),
                 Cover::None => {}
             }
         }
-        let e = if split {
-            // `below > 0` here: a block of one value is covered all or not at all.
-            let child = out.len();
-            table(matches, start, STRIDE, below.checked_sub(STRIDE)?, out)?;
-            CHILD | child as u64
-        } else {
-            set
-        };
-        if let Some(slot) = out.get_mut(at + j) {
-            *slot = e;
+    }
+    split.sort_unstable();
+    split.dedup();
+    for j in split {
+        // `below > 0` here: a block of one value is covered all or not at all.
+        let child = out.len();
+        table(&some, fill, base | j.checked_shl(below).unwrap_or(0), STRIDE, below.checked_sub(STRIDE)?, out)?;
+        if let Some(e) = out.get_mut(at + j as usize) {
+            *e = CHILD | child as u64;
         }
     }
     Some(())
@@ -183,6 +210,7 @@ fn table(matches: &[FieldMatch], base: u32, bits: u32, below: u32, out: &mut Vec
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use FieldMatch as F;
 
     fn naive(ranked: &[&[FieldMatch]], key: &[u32], widths: &[u8]) -> u64 {
@@ -219,6 +247,49 @@ mod tests {
         for a in 0..=256u32 {
             for b in [0, 2, 3, 300, 301, 511, 512, 70000] {
                 assert_eq!(bits.matching(&[a, b]), naive(&ranked, &[a, b], &widths), "{a} {b}");
+            }
+        }
+    }
+
+    /// One field's match: a prefix, a range, or a ternary match, of a `w`-bit field.
+    fn field_match(w: u8) -> impl Strategy<Value = FieldMatch> {
+        let max = width_max(w);
+        prop_oneof![
+            (any::<u32>(), 0..=w).prop_map(move |(a, len)| F::prefix(a, len, w)),
+            (any::<u32>(), any::<u32>()).prop_map(move |(a, b)| F::range((a & max).min(b & max), (a & max).max(b & max))),
+            // High mask bits only, so the tries stay within `MAX_ENTRIES`.
+            (any::<u32>(), any::<u32>()).prop_map(move |(v, m)| {
+                let mask = m & max & !(max >> 4);
+                F::Masked { value: v & mask, mask }
+            }),
+            Just(F::ANY),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The tries answer as the rules do, at random keys and at every rule's bounds.
+        #[test]
+        fn the_tries_match_the_rules(
+            rules in proptest::collection::vec((field_match(32), field_match(16), field_match(8)), 1..=16),
+            keys in proptest::collection::vec(any::<(u32, u16, u8)>(), 64),
+        ) {
+            let widths = [32, 16, 8];
+            let rules: Vec<[FieldMatch; 3]> = rules.into_iter().map(|(a, b, c)| [a, b, c]).collect();
+            let ranked: Vec<&[FieldMatch]> = rules.iter().map(|r| &r[..]).collect();
+            // Random 32-bit ranges can need more than `MAX_ENTRIES`: such a build gives up.
+            let bits = Bits::build(&widths, &ranked);
+            proptest::prop_assume!(bits.is_some());
+            let bits = bits.expect("assumed");
+            let mut probes: Vec<[u32; 3]> = keys.iter().map(|&(a, b, c)| [a, b.into(), c.into()]).collect();
+            for r in &rules {
+                let ends: Vec<[u32; 2]> = r.iter().zip(widths).map(|(m, w)| { let (lo, hi) = m.bounds(w); [lo, hi] }).collect();
+                for pick in 0..8usize {
+                    let key: Vec<u32> = (0..3).map(|d| { let [lo, hi] = ends[d]; let v = if pick >> d & 1 == 0 { lo } else { hi }; v.wrapping_add(u32::from(pick >= 4)) }).collect();
+                    probes.push([key[0], key[1], key[2]]);
+                }
+            }
+            for key in probes {
+                proptest::prop_assert_eq!(bits.matching(&key), naive(&ranked, &key, &widths), "{:?}", key);
             }
         }
     }
