@@ -138,6 +138,10 @@ pub(crate) struct Dir<const ROOT: usize> {
     /// Every rule by (prefix, length). A fixed-seed hash: the routes come from the operator, and
     /// a table built twice costs the same instructions (instruction counts are compared exactly).
     rules: HashMap<(u128, u8), u32, foldhash::fast::FixedState>,
+    /// How many rules have each length (`width + 1` counts): a removal looks for the route
+    /// that covers the removed one only at the lengths some rule has, not at every shorter
+    /// length (each a probe of `rules`, a cache miss in a large table).
+    lens: Box<[u32]>,
 }
 
 impl<const ROOT: usize> Clone for Dir<ROOT> {
@@ -154,6 +158,7 @@ impl<const ROOT: usize> Clone for Dir<ROOT> {
             max_groups: self.max_groups,
             width: self.width,
             rules: self.rules.clone(),
+            lens: self.lens.clone(),
         }
     }
 }
@@ -180,6 +185,7 @@ impl<const ROOT: usize> Dir<ROOT> {
             max_groups: max_groups.min(EXT - 1),
             width,
             rules: HashMap::default(),
+            lens: vec![0; usize::from(width) + 1].into_boxed_slice(),
         }
     }
 
@@ -252,7 +258,11 @@ impl<const ROOT: usize> Dir<ROOT> {
         }
         let p = mask(p, len);
         self.add(Tbl::Root, 0, Self::ROOT_BITS, p, len, value + 1)?;
-        self.rules.insert((p, len), value);
+        if self.rules.insert((p, len), value).is_none() {
+            if let Some(n) = self.lens.get_mut(usize::from(len)) {
+                *n += 1;
+            }
+        }
         Ok(())
     }
 
@@ -263,7 +273,14 @@ impl<const ROOT: usize> Dir<ROOT> {
         }
         let p = mask(p, len);
         let value = self.rules.remove(&(p, len)).ok_or(LpmError::NotFound)?;
-        let (pe, pd) = (0..len).rev().find_map(|l| self.rules.get(&(mask(p, l), l)).map(|&v| (v + 1, l))).unwrap_or((0, 0));
+        if let Some(n) = self.lens.get_mut(usize::from(len)) {
+            *n -= 1;
+        }
+        let (pe, pd) = (0..len)
+            .rev()
+            .filter(|&l| self.lens.get(usize::from(l)).is_some_and(|&n| n > 0))
+            .find_map(|l| self.rules.get(&(mask(p, l), l)).map(|&v| (v + 1, l)))
+            .unwrap_or((0, 0));
         self.del(Tbl::Root, 0, Self::ROOT_BITS, p, len, pe, pd);
         Ok(value)
     }
