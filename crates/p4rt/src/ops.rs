@@ -20,14 +20,21 @@ use fastpath_pipeline::entries::EntryOp;
 use fastpath_pipeline::ir::Program;
 use fastpath_pipeline::objects::MeterRates;
 use fastpath_pipeline::value::Match;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tonic::Code;
+
+/// The hasher of the keys: a write looks up each of its keys (an entry's match, a few
+/// `u128`s) in a set of every key of its table.
+type Hasher = foldhash::fast::RandomState;
+
+/// One table's keys.
+type Keys = HashSet<Vec<Match>, Hasher>;
 
 /// The keys of the tables the server has written (module docs).
 #[derive(Debug, Default)]
 pub struct KeyCache {
-    tables: HashMap<usize, BTreeSet<Vec<Match>>>,
+    tables: HashMap<usize, Keys>,
     /// `Control::changes()` when the cache was last right.
     at: usize,
 }
@@ -40,7 +47,7 @@ impl KeyCache {
         }
     }
 
-    fn table(&mut self, ctl: &Control<'_>, prog: &Program, t: usize) -> &mut BTreeSet<Vec<Match>> {
+    fn table(&mut self, ctl: &Control<'_>, prog: &Program, t: usize) -> &mut Keys {
         self.tables
             .entry(t)
             .or_insert_with(|| ctl.read(t, None).unwrap_or_default().iter().filter_map(|e| entry::canon_key(prog, t, &e.key)).collect())
@@ -154,7 +161,7 @@ pub fn write(ctl: &mut Control<'_>, cache: &mut KeyCache, req: &proto::WriteRequ
     // The keys this request adds (true) or removes (false), over the cache; once the write is
     // applied, the cache takes them as they are.
     // By table, so that a key is looked up without a copy of it.
-    let mut delta: HashMap<usize, BTreeMap<Vec<Match>, bool>> = HashMap::new();
+    let mut delta: HashMap<usize, HashMap<Vec<Match>, bool, Hasher>> = HashMap::new();
     {
         // Planning only reads the control plane: its program is borrowed, not copied.
         let prog = ctl.pipeline_info();

@@ -81,7 +81,7 @@ fn parse_mac(s: &str) -> Option<u128> {
 }
 
 /// A key-field match as written in an entry: exact value, prefix, value/mask, range or wildcard.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Match {
     /// Exactly this value.
     Exact(u128),
