@@ -39,6 +39,7 @@
 //! the log starts, [`ChangeLog::new`]). The snapshot then holds the keys changed and present,
 //! the deleted keys that may be start-up entries or aliases, and the meters and pipes set.
 
+use crate::background::{Background, Pending};
 use fastpath_pipeline::entries::{EntryOp, EntrySpec};
 use fastpath_pipeline::ir::TableImpl;
 use fastpath_pipeline::value::{prefix_mask, Match};
@@ -46,7 +47,6 @@ use fastpath_pipeline::Pipeline;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// One item of the log.
@@ -68,8 +68,10 @@ pub struct ChangeLog {
     /// Fold once the log holds more ops than this.
     compact_at: usize,
     basis: Arc<Basis>,
-    /// The fold under way: how many leading items it covers, and its thread.
-    fold: Option<(usize, JoinHandle<Folded>)>,
+    /// The fold under way: how many leading items it covers, and its result to come.
+    fold: Option<(usize, Pending<Folded>)>,
+    /// The thread that folds.
+    folder: Background,
     /// Folds installed, for tests and `update_cost`.
     folds: usize,
     /// How long the last fold installed took on its thread.
@@ -356,6 +358,7 @@ impl ChangeLog {
             compact_at,
             basis: Arc::new(Basis { tables, startup: classes }),
             fold: None,
+            folder: Background::new("fp-log-fold"),
             folds: 0,
             last_fold: Duration::ZERO,
         }
@@ -402,8 +405,7 @@ impl ChangeLog {
         if self.fold.is_none() && self.len > self.compact_at && self.len - self.net_len > self.net_len {
             let (basis, items) = (Arc::clone(&self.basis), self.items.clone());
             let covers = items.len();
-            let spawned = std::thread::Builder::new().name("fp-log-fold".into()).spawn(move || {
-                setup();
+            let spawned = self.folder.run(setup, move || {
                 let start = Instant::now();
                 (fold(&basis, &items), start.elapsed())
             });
@@ -426,12 +428,12 @@ impl ChangeLog {
     }
 
     fn finish(&mut self, wait: bool) -> Option<Vec<Item>> {
-        if !wait && !self.fold.as_ref().is_some_and(|(_, h)| h.is_finished()) {
+        if !wait && !self.fold.as_mut().is_some_and(|(_, h)| h.is_finished()) {
             return None;
         }
         let (covers, h) = self.fold.take()?;
         // A fold that panicked is a bug; the log keeps its items and folds again when due.
-        let (net, took) = h.join().ok()?;
+        let (net, took) = h.join()?;
         self.install(covers, net, took)
     }
 

@@ -82,6 +82,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+mod background;
 pub mod changelog;
 pub mod conn;
 pub mod http;
