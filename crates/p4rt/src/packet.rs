@@ -118,7 +118,13 @@ impl PacketIo {
     /// also sends the packet-outs.
     pub fn exception(&self, w: usize) -> Box<dyn Exception> {
         let out = if w == 0 { self.out_rx.lock().unwrap_or_else(PoisonError::into_inner).take() } else { None };
-        Box::new(WorkerException { punts: self.punt_tx.clone(), out, inject: Vec::with_capacity(OUT_PER_POLL), stats: self.stats.clone() })
+        Box::new(WorkerException {
+            punts: self.punt_tx.clone(),
+            out,
+            inject: Vec::with_capacity(OUT_PER_POLL),
+            stats: self.stats.clone(),
+            taken: 0,
+        })
     }
 
     /// The server's end (once; `None` afterwards).
@@ -142,6 +148,10 @@ struct WorkerException {
     /// room for waits for the next poll). Holds at most [`OUT_PER_POLL`] once full.
     inject: Vec<(u16, Vec<u8>)>,
     stats: Arc<PacketStats>,
+    /// Packet-outs taken off the channel: while `stats.packet_outs` (counted by the sender)
+    /// is no more, a poll looks at no channel. An empty channel's `try_recv` costs a full
+    /// memory fence, and this runs on every poll of worker 0.
+    taken: u64,
 }
 
 impl Exception for WorkerException {
@@ -155,11 +165,19 @@ impl Exception for WorkerException {
 
     fn packet_out(&mut self, send: &mut dyn FnMut(u16, &[u8]) -> bool) {
         let Some(rx) = &self.out else { return };
+        // A packet-out is counted after it is queued: one counted and not taken is there.
+        if self.stats.packet_outs.load(Ordering::Acquire) <= self.taken {
+            return;
+        }
         for _ in 0..OUT_PER_POLL {
             if self.inject.len() >= OUT_PER_POLL {
                 return;
             }
-            match rx.try_recv() {
+            let got = rx.try_recv();
+            if got.is_ok() {
+                self.taken += 1;
+            }
+            match got {
                 Ok((port, true, frame)) => self.inject.push((port, frame)),
                 Ok((port, false, frame)) => {
                     if send(port, &frame) {
@@ -174,6 +192,10 @@ impl Exception for WorkerException {
     }
 
     fn packet_in_pipeline(&mut self, inject: &mut dyn FnMut(u16, &[u8]) -> bool) {
+        // Every poll comes here: no shared counter is touched when there is nothing to inject.
+        if self.inject.is_empty() {
+            return;
+        }
         let mut taken = 0;
         for (port, frame) in &self.inject {
             if !inject(*port, frame) {
@@ -193,7 +215,7 @@ impl Exception for WorkerException {
 pub fn queue_out(out: &SyncSender<Out>, stats: &PacketStats, port: u16, to_pipeline: bool, frame: Vec<u8>) -> Result<(), bool> {
     match out.try_send((port, to_pipeline, frame)) {
         Ok(()) => {
-            stats.packet_outs.fetch_add(1, Ordering::Relaxed);
+            stats.packet_outs.fetch_add(1, Ordering::Release);
             Ok(())
         }
         Err(TrySendError::Full(_)) => Err(true),
