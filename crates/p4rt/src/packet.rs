@@ -95,7 +95,7 @@ pub struct ServerEnd {
     /// Punted frames from every worker.
     pub punts: tokio::sync::mpsc::Receiver<PuntedFrame>,
     /// Packet-outs to worker 0.
-    pub out: SyncSender<Out>,
+    pub out: OutQueue,
     /// The shared counters.
     pub stats: Arc<PacketStats>,
 }
@@ -130,7 +130,7 @@ impl PacketIo {
     /// The server's end (once; `None` afterwards).
     pub fn server_end(&self) -> Option<ServerEnd> {
         let punts = self.punt_rx.lock().unwrap_or_else(PoisonError::into_inner).take()?;
-        Some(ServerEnd { punts, out: self.out_tx.clone(), stats: self.stats.clone() })
+        Some(ServerEnd { punts, out: OutQueue { tx: self.out_tx.clone(), stats: self.stats.clone() }, stats: self.stats.clone() })
     }
 
     /// The counters.
@@ -208,18 +208,29 @@ impl Exception for WorkerException {
     }
 }
 
-/// Queues a packet-out for worker 0.
-///
-/// # Errors
-/// The queue is full (`true`) or the workers are gone (`false`).
-pub fn queue_out(out: &SyncSender<Out>, stats: &PacketStats, port: u16, to_pipeline: bool, frame: Vec<u8>) -> Result<(), bool> {
-    match out.try_send((port, to_pipeline, frame)) {
-        Ok(()) => {
-            stats.packet_outs.fetch_add(1, Ordering::Release);
-            Ok(())
+/// Where the server queues packet-outs for worker 0. Every packet-out is counted in
+/// [`PacketStats::packet_outs`] as it is queued, which is what tells worker 0 that one waits
+/// (`WorkerException::taken`): so this is the only way onto the channel.
+#[derive(Clone)]
+pub struct OutQueue {
+    tx: SyncSender<Out>,
+    stats: Arc<PacketStats>,
+}
+
+impl OutQueue {
+    /// Queues a packet-out for worker 0.
+    ///
+    /// # Errors
+    /// The queue is full (`true`) or the workers are gone (`false`).
+    pub fn queue(&self, port: u16, to_pipeline: bool, frame: Vec<u8>) -> Result<(), bool> {
+        match self.tx.try_send((port, to_pipeline, frame)) {
+            Ok(()) => {
+                self.stats.packet_outs.fetch_add(1, Ordering::Release);
+                Ok(())
+            }
+            Err(TrySendError::Full(_)) => Err(true),
+            Err(TrySendError::Disconnected(_)) => Err(false),
         }
-        Err(TrySendError::Full(_)) => Err(true),
-        Err(TrySendError::Disconnected(_)) => Err(false),
     }
 }
 
@@ -233,9 +244,9 @@ mod tests {
         let io = PacketIo::new();
         let mut w0 = io.exception(0);
         let end = io.server_end().unwrap();
-        queue_out(&end.out, &end.stats, 1, true, vec![1; 60]).unwrap();
-        queue_out(&end.out, &end.stats, 0, false, vec![2; 60]).unwrap();
-        queue_out(&end.out, &end.stats, 1, true, vec![3; 60]).unwrap();
+        end.out.queue(1, true, vec![1; 60]).unwrap();
+        end.out.queue(0, false, vec![2; 60]).unwrap();
+        end.out.queue(1, true, vec![3; 60]).unwrap();
         let mut wire = Vec::new();
         w0.packet_out(&mut |p, f| {
             wire.push((p, f[0]));
@@ -260,6 +271,20 @@ mod tests {
         });
         assert_eq!(into, [(1, 1), (1, 3)]);
         assert_eq!(end.stats.packet_outs_injected.load(Ordering::Relaxed), 2);
+        // Caught up: an idle poll passes nothing on; one queued later is taken at the next.
+        let mut later = Vec::new();
+        w0.packet_out(&mut |p, f| {
+            later.push((p, f[0]));
+            true
+        });
+        w0.packet_in_pipeline(&mut |_, _| panic!("nothing waits to be injected"));
+        assert!(later.is_empty());
+        end.out.queue(4, false, vec![4; 60]).unwrap();
+        w0.packet_out(&mut |p, f| {
+            later.push((p, f[0]));
+            true
+        });
+        assert_eq!(later, [(4, 4)]);
     }
 
     #[test]
@@ -271,8 +296,8 @@ mod tests {
         assert!(io.server_end().is_none());
         w1.punt(&[1, 2, 3], &Punted { pkt: PktId(0), reason: PuntReason::ACTION, in_port: 4 });
         assert_eq!(end.punts.try_recv().unwrap(), PuntedFrame { frame: vec![1, 2, 3], in_port: 4, reason: 0 });
-        queue_out(&end.out, &end.stats, 1, false, vec![9; 60]).unwrap();
-        queue_out(&end.out, &end.stats, 7, false, vec![8; 60]).unwrap();
+        end.out.queue(1, false, vec![9; 60]).unwrap();
+        end.out.queue(7, false, vec![8; 60]).unwrap();
         let mut sent = Vec::new();
         w1.packet_out(&mut |p, f| {
             sent.push((p, f.len()));
@@ -305,8 +330,8 @@ mod tests {
         assert_eq!(io.stats().punt_lost.load(Ordering::Relaxed), 5);
         let end = io.server_end().unwrap();
         for _ in 0..OUT_QUEUE {
-            queue_out(&end.out, &end.stats, 0, false, vec![0; 60]).unwrap();
+            end.out.queue(0, false, vec![0; 60]).unwrap();
         }
-        assert_eq!(queue_out(&end.out, &end.stats, 0, false, vec![0; 60]), Err(true));
+        assert_eq!(end.out.queue(0, false, vec![0; 60]), Err(true));
     }
 }

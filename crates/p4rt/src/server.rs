@@ -275,7 +275,7 @@ struct Shared {
     loaded: Mutex<Loaded>,
     jobs: std::sync::mpsc::Sender<Job>,
     state: Mutex<State>,
-    out: std::sync::mpsc::SyncSender<packet::Out>,
+    out: packet::OutQueue,
     stats: Arc<packet::PacketStats>,
 }
 
@@ -744,7 +744,7 @@ fn on_stream_message(s: &Shared, id: StreamId, tx: &StreamTx, msg: proto::Stream
             }
             match packet_out_port(s, &p) {
                 Err(m) => err(Code::InvalidArgument, m),
-                Ok((port, to_pipeline)) => match packet::queue_out(&s.out, &s.stats, port, to_pipeline, p.payload.clone()) {
+                Ok((port, to_pipeline)) => match s.out.queue(port, to_pipeline, p.payload.clone()) {
                     Ok(()) => {}
                     Err(true) => err(Code::ResourceExhausted, "the packet-out queue is full".into()),
                     Err(false) => err(Code::Unavailable, "the workers have stopped".into()),
