@@ -444,6 +444,9 @@ const ACTIONS: &[ActionRow] = &[
     ("punt", &[], "to_control", &[], ""),
     ("fwd3", &[], "forward 3", &[], ""),
     ("mswap", &["port"], "swap eth.dst eth.src; set meta.m1 = 5; forward port", &["meta2"], "0"),
+    // Registers and a port only: a layer-2 edit that leaves the frame alone (vbng's upstream
+    // session entry).
+    ("regs", &["a", "b", "port"], "set meta.m0 = a; set meta.m1 = b; forward port", &["meta2"], "6, 9, 2"),
     (
         "encap_m",
         &["sip", "port"],

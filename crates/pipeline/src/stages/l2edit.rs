@@ -35,25 +35,70 @@ pub struct L2Edit {
     pub src: Option<[u8; 6]>,
     /// Output port.
     pub port: Option<u16>,
-    /// The new frame's first bytes when both MAC addresses are set ([`L2Edit::sealed`]):
-    /// destination, source and the pushed tags, right-aligned in 20 bytes (the first
-    /// `8 - 4 * n_push` are filler that lands in the headroom). The fast path writes it in one
-    /// copy just in front of the bytes the edit keeps.
-    head: Option<[u8; HEAD]>,
+    /// How [`L2Edit::run`] does it ([`L2Edit::sealed`]).
+    shape: Shape,
 }
 
-/// Bytes of [`L2Edit::head`]: both MAC addresses and the most tags pushed.
+/// The kinds of edit [`L2Edit::run`] tells apart, worked out when the edit is sealed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Shape {
+    /// Not sealed, or neither of the others: one primitive's worth at a time.
+    #[default]
+    General,
+    /// Registers and the output port only: the frame is not touched (a broadband gateway's
+    /// upstream session entry).
+    MetaOnly,
+    /// Both MAC addresses set: the fast path over the frame's first bytes.
+    Sealed(Sealed),
+}
+
+/// A sealed edit's fast path, worked out once: the new first bytes, and per number of tags the
+/// frame arrives with what the edit does to it, so that a packet pays no arithmetic on the
+/// edit's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Sealed {
+    /// Destination, source and the pushed tags, right-aligned in 20 bytes (the first
+    /// `8 - 4 * n_push` are filler that lands in the headroom): written in one copy just in
+    /// front of the bytes the edit keeps.
+    head: [u8; HEAD],
+    /// By the arriving frame's tags (0, 1 or 2).
+    by_tags: [Step; 3],
+}
+
+/// What a sealed edit does to a frame that arrives with a given number of tags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Step {
+    /// The first byte kept, from the frame's start: the one after the MAC addresses and the
+    /// tags popped.
+    keep: u16,
+    /// The new frame's start, from the old one (wrapping: a frame that grows starts earlier).
+    start: u16,
+    /// Bytes the frame grows by (4 per tag pushed, −4 per tag popped; wrapping).
+    grow: u16,
+    /// Header offsets at or past this (the end of the arriving tags) move by `grow`.
+    end: u16,
+    /// The VLAN headers' validity after the edit: `valid & keep_valid | set_valid`.
+    keep_valid: u32,
+    set_valid: u32,
+}
+
+/// Bytes of [`Sealed::head`]: both MAC addresses and the most tags pushed.
 const HEAD: usize = 12 + 4 * MAX_PUSH;
 /// Shortest frame the fast path takes: every pop finds its tag (18 bytes for one, 22 for two)
 /// and what is left after two pops holds an Ethernet header (22 - 8 = 14).
 const FAST_MIN_LEN: usize = 22;
 
 impl L2Edit {
-    /// The edit with its fast path's bytes worked out, when it sets both MAC addresses (a
-    /// session's or a next hop's rewrite); build it this way once its fields are final.
+    /// The edit with its fast path worked out: the new first bytes and each tag count's
+    /// step when it sets both MAC addresses (a session's or a next hop's rewrite), or nothing
+    /// to do to the frame when it only writes registers and the output port (measured on
+    /// `scripts/instructions vbng`: the upstream session entry took the general path, about
+    /// 100 instructions for three register writes). Build it this way once its fields are final.
     pub fn sealed(mut self) -> L2Edit {
-        self.head = None;
-        if let (Some(d), Some(s)) = (self.dst, self.src) {
+        self.shape = Shape::General;
+        if self.pops == 0 && self.n_push == 0 && self.dst.is_none() && self.src.is_none() {
+            self.shape = Shape::MetaOnly;
+        } else if let (Some(d), Some(s)) = (self.dst, self.src) {
             let push = usize::from(self.n_push).min(MAX_PUSH);
             let mut head = [0u8; HEAD];
             let at = HEAD - 12 - 4 * push;
@@ -62,7 +107,23 @@ impl L2Edit {
             for (k, t) in self.push[..push].iter().enumerate() {
                 head[at + 12 + 4 * k..at + 16 + 4 * k].copy_from_slice(t);
             }
-            self.head = Some(head);
+            let (vlan, qinq) = (Hdr::Vlan.bit(), Hdr::Qinq.bit());
+            let by_tags = std::array::from_fn(|tags| {
+                let popped = usize::from(self.pops).min(tags);
+                let now = tags - popped + push;
+                let keep = 12 + 4 * popped;
+                let changed = popped > 0 || push > 0;
+                let set = if !changed { 0 } else { u32::from(now >= 1) * vlan | u32::from(now >= 2) * qinq };
+                Step {
+                    keep: keep as u16,
+                    start: (keep as u16).wrapping_sub(12 + 4 * push as u16),
+                    grow: (4 * push as u16).wrapping_sub(4 * popped as u16),
+                    end: (12 + 4 * tags) as u16,
+                    keep_valid: if changed { !(vlan | qinq) } else { u32::MAX },
+                    set_valid: set,
+                }
+            });
+            self.shape = Shape::Sealed(Sealed { head, by_tags });
         }
         self
     }
@@ -73,33 +134,74 @@ impl L2Edit {
     /// A sealed edit that sets both MAC addresses, on a frame of at least [`FAST_MIN_LEN`]
     /// bytes with at least 8 bytes of headroom, writes the new addresses and tags in one
     /// 20-byte copy ending where the kept bytes begin, and moves the frame's start: the old
-    /// addresses need not move, since both are replaced. Anything else takes the general path.
-    #[inline]
+    /// addresses need not move, since both are replaced. Everything it needs about the edit's
+    /// shape was worked out when it was sealed ([`Step`]), and it is inlined into the table's
+    /// action pass; anything else takes the general path, out of line.
+    #[inline(always)]
     pub fn run(&self, pool: &mut Pool, b: &mut Batch, i: usize) -> bool {
+        let fast = match &self.shape {
+            Shape::Sealed(f) => f,
+            Shape::MetaOnly => {
+                let m = b.meta_mut(i);
+                self.set_regs(m);
+                if let Some(p) = self.port {
+                    m.out_port = p;
+                }
+                return true;
+            }
+            Shape::General => return self.run_general(pool, b, i),
+        };
         let h = b.handle(i);
+        let (off, len) = (pool.headroom(h), pool.len(h));
+        if len < FAST_MIN_LEN || off < HEAD - 12 {
+            return self.run_general(pool, b, i);
+        }
         let m = b.meta_mut(i);
-        for &(r, v) in &self.regs[..usize::from(self.n_regs)] {
+        self.set_regs(m);
+        let s = &fast.by_tags[tags(m)];
+        let keep = off + usize::from(s.keep);
+        let Some(d) = pool.buffer_mut(h).get_mut(keep - HEAD..keep) else { return false };
+        d.copy_from_slice(&fast.head);
+        // `off >= 8` and the start moves back by at most 8: no wrap below 0.
+        let (start, grow) = ((off as u16).wrapping_add(s.start), s.grow);
+        if !pool.set_bounds(h, usize::from(start), usize::from((len as u16).wrapping_add(grow))) {
+            return false;
+        }
+        if grow != 0 {
+            shift_offsets(m, s.end, grow);
+        }
+        m.valid.0 = m.valid.0 & s.keep_valid | s.set_valid;
+        if s.set_valid & Hdr::Vlan.bit() != 0 {
+            m.set_offset(Slot::Vlan0, 12);
+        }
+        if s.set_valid & Hdr::Qinq.bit() != 0 {
+            m.set_offset(Slot::Vlan1, 16);
+        }
+        if let Some(p) = self.port {
+            m.out_port = p;
+        }
+        true
+    }
+
+    /// `set meta.R = V`, in order.
+    #[inline(always)]
+    fn set_regs(&self, m: &mut Meta) {
+        for &(r, v) in &self.regs[..usize::from(self.n_regs).min(MAX_REGS)] {
             if let Some(x) = m.regs.get_mut(usize::from(r)) {
                 *x = v;
             }
         }
-        let tags = if m.valid.has(Hdr::Qinq) { 2 } else { usize::from(m.valid.has(Hdr::Vlan)) };
-        if let Some(head) = &self.head {
-            let (off, len) = (pool.headroom(h), pool.len(h));
-            if len >= FAST_MIN_LEN && off >= HEAD - 12 {
-                let popped = usize::from(self.pops).min(tags);
-                let push = usize::from(self.n_push);
-                // The first byte kept: the one after the MAC addresses and the popped tags.
-                let keep = off + 12 + 4 * popped;
-                let Some(d) = pool.buffer_mut(h).get_mut(keep - HEAD..keep) else { return false };
-                d.copy_from_slice(head);
-                if !pool.set_bounds(h, keep - 12 - 4 * push, len + 4 * push - 4 * popped) {
-                    return false;
-                }
-                self.finish(b.meta_mut(i), tags, popped, push);
-                return true;
-            }
-        }
+    }
+
+    /// The edit one primitive's worth at a time: an edit that pops or pushes without setting
+    /// both MAC addresses, a frame too short or without the headroom for the fast path.
+    #[cold]
+    #[inline(never)]
+    fn run_general(&self, pool: &mut Pool, b: &mut Batch, i: usize) -> bool {
+        let h = b.handle(i);
+        let m = b.meta_mut(i);
+        self.set_regs(m);
+        let tags = tags(m);
         // Each pop needs the MAC addresses and a whole tag (18 bytes), as `pop_vlan` checks.
         let len = pool.len(h);
         let mut popped = 0;
@@ -145,12 +247,7 @@ impl L2Edit {
     fn finish(&self, m: &mut Meta, tags: usize, popped: usize, push: usize) {
         let grow = 4 * push as isize - 4 * popped as isize;
         if grow != 0 {
-            // Everything after the old tags moves by `grow`; Ethernet stays at 0. Branch-free,
-            // so the loop over the offsets is a few vector instructions.
-            let (end, by) = ((12 + 4 * tags) as u16, grow as u16);
-            for o in m.off.iter_mut() {
-                *o = o.wrapping_add(u16::from(*o >= end).wrapping_mul(by));
-            }
+            shift_offsets(m, (12 + 4 * tags) as u16, grow as u16);
         }
         if popped > 0 || push > 0 {
             let now = tags - popped + push;
@@ -168,5 +265,24 @@ impl L2Edit {
         if let Some(p) = self.port {
             m.out_port = p;
         }
+    }
+}
+
+/// Tags the frame has (0, 1 or 2).
+#[inline(always)]
+fn tags(m: &Meta) -> usize {
+    if m.valid.has(Hdr::Qinq) {
+        2
+    } else {
+        usize::from(m.valid.has(Hdr::Vlan))
+    }
+}
+
+/// Everything after the old tags (offsets at or past `end`) moves by `by` (wrapping); Ethernet
+/// stays at 0. Branch-free, so the loop over the offsets is a few vector instructions.
+#[inline(always)]
+fn shift_offsets(m: &mut Meta, end: u16, by: u16) {
+    for o in m.off.iter_mut() {
+        *o = o.wrapping_add(u16::from(*o >= end).wrapping_mul(by));
     }
 }
