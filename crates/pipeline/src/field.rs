@@ -171,6 +171,25 @@ pub enum Extract {
         /// Or these instead (`l4.dport`: UDP or TCP); empty for none.
         alt: HdrSet,
     },
+    /// A header field narrower than its bytes, of at most 8 bytes (`vlan.vid`, `vlan.pcp`,
+    /// `ipv4.dscp`): the bytes as [`Extract::Short`] reads them, shifted right by `shift` and
+    /// masked to `width` bits.
+    Bits {
+        /// Header layer.
+        slot: Slot,
+        /// Byte offset in the layer.
+        byte: u16,
+        /// Bytes that hold the field.
+        n: u8,
+        /// Right shift of those bytes' big-endian value.
+        shift: u8,
+        /// Field width in bits.
+        width: u8,
+        /// Headers that must be present.
+        needs: HdrSet,
+        /// Or these instead; empty for none.
+        alt: HdrSet,
+    },
     /// A user metadata register (`meta.NAME` of the spec's `[metadata]`).
     Reg(u8),
     /// A metadata field (no header, always present).
@@ -183,6 +202,17 @@ pub enum Extract {
 #[inline(always)]
 fn present(valid: HdrSet, needs: HdrSet, alt: HdrSet) -> bool {
     valid.has_all(needs) || (alt != HdrSet::EMPTY && valid.has_all(alt))
+}
+
+/// `n` (1..=8) big-endian bytes at `at`: one 8-byte load and a shift when the frame has 8 bytes
+/// there, else byte by byte; `None` when the frame ends first.
+#[inline(always)]
+fn short(data: &[u8], at: usize, n: u8) -> Option<u64> {
+    let n = usize::from(n.clamp(1, 8));
+    match fastpath_packet::window::<8>(data, at) {
+        Some(w) => Some(u64::from_be_bytes(*w) >> (64 - 8 * n)),
+        None => Some(data.get(at..at + n)?.iter().fold(0u64, |v, &b| v << 8 | u64::from(b))),
+    }
 }
 
 impl Extract {
@@ -227,12 +257,14 @@ impl Extract {
                 if !present(m.valid, needs, alt) {
                     return None;
                 }
-                let at = m.offset(slot) + usize::from(byte);
-                let n = usize::from(n);
-                match fastpath_packet::window::<8>(data, at) {
-                    Some(w) => Some(u64::from_be_bytes(*w) >> (64 - 8 * n)),
-                    None => Some(data.get(at..at + n)?.iter().fold(0u64, |v, &b| v << 8 | u64::from(b))),
+                short(data, m.offset(slot) + usize::from(byte), n)
+            }
+            Extract::Bits { slot, byte, n, shift, width, needs, alt } => {
+                if !present(m.valid, needs, alt) {
+                    return None;
                 }
+                let v = short(data, m.offset(slot) + usize::from(byte), n)?;
+                Some(v >> (shift % 64) & (u64::MAX >> (64 - u32::from(width.clamp(1, 64)))))
             }
             Extract::Meta(f) => Some(u64::from(read_meta(m, f))),
             Extract::Be128 { slot, byte, needs } => {
@@ -265,6 +297,10 @@ impl FieldRef {
                     1 | 3 | 5..=7 => Extract::Short { slot, byte, n: bytes, needs, alt },
                     _ => Extract::Generic(*self),
                 }
+            }
+            Loc::Hdr { slot, byte, bytes, shift } if bytes <= 8 && self.width < 64 => {
+                let (byte, needs, alt) = (u16::from(byte), self.needs, self.or_needs);
+                Extract::Bits { slot, byte, n: bytes, shift, width: self.width, needs, alt }
             }
             _ => Extract::Generic(*self),
         }

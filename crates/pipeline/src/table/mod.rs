@@ -865,6 +865,9 @@ impl TableStage {
                     Extract::Short { slot, byte, n, needs, alt } => $pass!(Extract::Short { slot, byte, n, needs, alt } $($rest)*),
                     Extract::Be16 { slot, byte, needs, alt } => $pass!(Extract::Be16 { slot, byte, needs, alt } $($rest)*),
                     Extract::Be32 { slot, byte, needs, alt } => $pass!(Extract::Be32 { slot, byte, needs, alt } $($rest)*),
+                    Extract::Bits { slot, byte, n, shift, width, needs, alt } => {
+                        $pass!(Extract::Bits { slot, byte, n, shift, width, needs, alt } $($rest)*)
+                    }
                     e => $pass!(e $($rest)*),
                 }
             };
