@@ -1065,37 +1065,51 @@ impl TableStage {
         // branch.
         macro_rules! dispatch {
             ($get:expr) => {{
-                let (fast, bit, edits, templates) = (&self.fast[..], self.bit, &self.edits, &self.templates);
+                let (fast, bit, edits, templates) = (&self.fast[..], self.bit, &self.edits[..], &self.templates[..]);
                 macro_rules! uniform {
-                    ($reason:expr, |$f:ident, $pool:ident, $b:ident, $i:ident, $cx:ident| $pat:pat => $body:expr) => {{
-                        let apply = |$f: &Fast, $pool: &mut Pool, $b: &mut Batch, $i: usize, $cx: &mut StageCx<'_>| match $f {
-                            $pat => {
-                                $body;
-                                true
+                    ($reason:expr, |$f:ident, $pool:ident, $b:ident, $i:ident, $cx:ident, $edits:ident, $templates:ident| $pat:pat => $body:expr) => {{
+                        // A type rather than a closure, so that its method is inlined into the
+                        // loop: LLVM kept the layer-2 edit's closure out of line (a call and
+                        // seven saved registers per packet, `scripts/instructions vbng`).
+                        struct Apply<'a> {
+                            edits: &'a [L2Edit],
+                            templates: &'a [EncapTemplate],
+                        }
+                        impl ApplyFast for Apply<'_> {
+                            #[inline(always)]
+                            fn apply(&self, $f: &Fast, $pool: &mut Pool, $b: &mut Batch, $i: usize, $cx: &mut StageCx<'_>) -> bool {
+                                let ($edits, $templates) = (self.edits, self.templates);
+                                match $f {
+                                    $pat => {
+                                        $body;
+                                        true
+                                    }
+                                    _ => false,
+                                }
                             }
-                            _ => false,
-                        };
+                        }
+                        let apply = Apply { edits, templates };
                         let get = $get;
                         hits = if bit != 0 {
-                            uniform_pass::<_, _, true>(fast, bit, $reason, &get, pool, b, act_lanes, cx, &apply)
+                            uniform_pass::<_, _, true>(fast, bit, $reason, &get, pool, b, act_lanes, cx, apply)
                         } else {
-                            uniform_pass::<_, _, false>(fast, bit, $reason, &get, pool, b, act_lanes, cx, &apply)
+                            uniform_pass::<_, _, false>(fast, bit, $reason, &get, pool, b, act_lanes, cx, apply)
                         }
                     }};
                 }
                 match (self.def.default_drop, self.kinds) {
-                    (Some(reason), Fast::FORWARD) => uniform!(reason, |f, _p, b, i, _c| &Fast::Forward(p) => b.meta_mut(i).out_port = p),
+                    (Some(reason), Fast::FORWARD) => uniform!(reason, |f, _p, b, i, _c, _e, _t| &Fast::Forward(p) => b.meta_mut(i).out_port = p),
                     (Some(reason), Fast::REWRITE) => {
-                        uniform!(reason, |f, pool, b, i, _c| Fast::Rewrite { macs, port } => rewrite(macs, *port, pool, b, i))
+                        uniform!(reason, |f, pool, b, i, _c, _e, _t| Fast::Rewrite { macs, port } => rewrite(macs, *port, pool, b, i))
                     }
                     (Some(reason), Fast::SET_REG) => {
-                        uniform!(reason, |f, _p, b, i, _c| &Fast::SetReg { reg, value } => set_reg(b, i, reg, value))
+                        uniform!(reason, |f, _p, b, i, _c, _e, _t| &Fast::SetReg { reg, value } => set_reg(b, i, reg, value))
                     }
                     (Some(reason), Fast::L2) => {
-                        uniform!(reason, |f, pool, b, i, cx| &Fast::L2 { edit } => l2(edits.get(edit as usize), pool, b, i, cx))
+                        uniform!(reason, |f, pool, b, i, cx, edits, _t| &Fast::L2 { edit } => l2(edits.get(edit as usize), pool, b, i, cx))
                     }
                     (Some(reason), Fast::ENCAP) => {
-                        uniform!(reason, |f, pool, b, i, cx| &Fast::Encap { tpl, port } => encap(templates.get(tpl as usize), port, pool, b, i, cx))
+                        uniform!(reason, |f, pool, b, i, cx, _e, templates| &Fast::Encap { tpl, port } => encap(templates.get(tpl as usize), port, pool, b, i, cx))
                     }
                     _ => act!($get),
                 }
@@ -1158,10 +1172,16 @@ impl Stage for TableStage {
     }
 }
 
+/// One kind of pre-digested action, as [`uniform_pass`] applies it: false when `f` is of
+/// another kind.
+trait ApplyFast {
+    fn apply(&self, f: &Fast, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) -> bool;
+}
+
 /// The action pass of a table whose entries are all of one kind and whose miss drops `reason`:
 /// `apply` runs an entry (false when it is of another kind, which then drops like a miss) on each
 /// lane of `lanes` whose result, `get`, is a hit, and sets the hit bit `bit` when `HIT` (some
-/// condition tests it); returns the hits. Out of line and generic over both closures: inlined
+/// condition tests it); returns the hits. Out of line and generic over `get` and `apply`: inlined
 /// into [`TableStage::run_special`], this loop shared the registers of the stage's other passes
 /// and spilled and reloaded about 8 of them for every packet (router).
 #[inline(never)]
@@ -1179,14 +1199,14 @@ fn uniform_pass<G, F, const HIT: bool>(
 ) -> u64
 where
     G: Fn(&Batch, usize) -> u32,
-    F: Fn(&Fast, &mut Pool, &mut Batch, usize, &mut StageCx<'_>) -> bool,
+    F: ApplyFast,
 {
     // The misses are counted (the rare branch), the hits are the rest.
     let mut missed = 0u64;
     each_lane!(i in lanes => {
         let r = get(b, i);
         match fast.get(r as usize) {
-            Some(f) if apply(f, pool, b, i, cx) => {
+            Some(f) if apply.apply(f, pool, b, i, cx) => {
                 if HIT {
                     b.meta_mut(i).hits |= bit;
                 }
@@ -1227,7 +1247,7 @@ fn port_forward(port_out: &[u32; PORTS], bit: u32, reason: DropReason, b: &mut B
 #[inline(always)]
 fn apply_fast(f: Fast, templates: &[EncapTemplate], edits: &[L2Edit], pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) {
     match f {
-        Fast::L2 { edit } => l2(edits.get(edit as usize), pool, b, i, cx),
+        Fast::L2 { edit } => l2_outlined(edits.get(edit as usize), pool, b, i, cx),
         Fast::Forward(p) => b.meta_mut(i).out_port = p,
         Fast::SetReg { reg, value } => set_reg(b, i, reg, value),
         Fast::Nop | Fast::General => {}
@@ -1242,6 +1262,13 @@ fn l2(e: Option<&L2Edit>, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut Sta
     if !e.is_some_and(|e| e.run(pool, b, i)) {
         cx.drop(b, i, DropReason::NoHeadroom);
     }
+}
+
+/// [`l2`] as a call, for the action pass over mixed forms, which every table's stage holds:
+/// the edit's fast path inlined there grew that function for tables without one.
+#[inline(never)]
+fn l2_outlined(e: Option<&L2Edit>, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) {
+    l2(e, pool, b, i, cx);
 }
 
 /// `set meta.R = V` on slot `i`.
