@@ -113,7 +113,7 @@ impl L2Edit {
                 let now = tags - popped + push;
                 let keep = 12 + 4 * popped;
                 let changed = popped > 0 || push > 0;
-                let set = if !changed { 0 } else { u32::from(now >= 1) * vlan | u32::from(now >= 2) * qinq };
+                let set = if !changed { 0 } else { (u32::from(now >= 1) * vlan) | (u32::from(now >= 2) * qinq) };
                 Step {
                     keep: keep as u16,
                     start: (keep as u16).wrapping_sub(12 + 4 * push as u16),
