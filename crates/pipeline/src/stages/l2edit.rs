@@ -107,22 +107,7 @@ impl L2Edit {
             for (k, t) in self.push[..push].iter().enumerate() {
                 head[at + 12 + 4 * k..at + 16 + 4 * k].copy_from_slice(t);
             }
-            let (vlan, qinq) = (Hdr::Vlan.bit(), Hdr::Qinq.bit());
-            let by_tags = std::array::from_fn(|tags| {
-                let popped = usize::from(self.pops).min(tags);
-                let now = tags - popped + push;
-                let keep = 12 + 4 * popped;
-                let changed = popped > 0 || push > 0;
-                let set = if !changed { 0 } else { (u32::from(now >= 1) * vlan) | (u32::from(now >= 2) * qinq) };
-                Step {
-                    keep: keep as u16,
-                    start: (keep as u16).wrapping_sub(12 + 4 * push as u16),
-                    grow: (4 * push as u16).wrapping_sub(4 * popped as u16),
-                    end: (12 + 4 * tags) as u16,
-                    keep_valid: if changed { !(vlan | qinq) } else { u32::MAX },
-                    set_valid: set,
-                }
-            });
+            let by_tags = std::array::from_fn(|tags| Step::new(tags, usize::from(self.pops).min(tags), push));
             self.shape = Shape::Sealed(Sealed { head, by_tags });
         }
         self
@@ -167,19 +152,7 @@ impl L2Edit {
         if !pool.set_bounds(h, usize::from(start), usize::from((len as u16).wrapping_add(grow))) {
             return false;
         }
-        if grow != 0 {
-            shift_offsets(m, s.end, grow);
-        }
-        m.valid.0 = m.valid.0 & s.keep_valid | s.set_valid;
-        if s.set_valid & Hdr::Vlan.bit() != 0 {
-            m.set_offset(Slot::Vlan0, 12);
-        }
-        if s.set_valid & Hdr::Qinq.bit() != 0 {
-            m.set_offset(Slot::Vlan1, 16);
-        }
-        if let Some(p) = self.port {
-            m.out_port = p;
-        }
+        self.finish(m, s);
         true
     }
 
@@ -237,33 +210,46 @@ impl L2Edit {
         if let (Some(s), Some(x)) = (self.src, f.get_mut(6..12)) {
             x.copy_from_slice(&s);
         }
-        self.finish(b.meta_mut(i), tags, popped, push);
+        self.finish(b.meta_mut(i), &Step::new(tags, popped, push));
         true
     }
 
-    /// The metadata after `popped` of the frame's `tags` tags went and `push` came: header
-    /// offsets, the VLAN headers' validity and offsets, and the output port.
+    /// The metadata after step `s`: header offsets, the VLAN headers' validity and offsets,
+    /// and the output port.
     #[inline(always)]
-    fn finish(&self, m: &mut Meta, tags: usize, popped: usize, push: usize) {
-        let grow = 4 * push as isize - 4 * popped as isize;
-        if grow != 0 {
-            shift_offsets(m, (12 + 4 * tags) as u16, grow as u16);
+    fn finish(&self, m: &mut Meta, s: &Step) {
+        if s.grow != 0 {
+            shift_offsets(m, s.end, s.grow);
         }
-        if popped > 0 || push > 0 {
-            let now = tags - popped + push;
-            m.valid.remove(Hdr::Vlan);
-            m.valid.remove(Hdr::Qinq);
-            if now >= 1 {
-                m.valid.insert(Hdr::Vlan);
-                m.set_offset(Slot::Vlan0, 12);
-            }
-            if now >= 2 {
-                m.valid.insert(Hdr::Qinq);
-                m.set_offset(Slot::Vlan1, 16);
-            }
+        m.valid.0 = m.valid.0 & s.keep_valid | s.set_valid;
+        if s.set_valid & Hdr::Vlan.bit() != 0 {
+            m.set_offset(Slot::Vlan0, 12);
+        }
+        if s.set_valid & Hdr::Qinq.bit() != 0 {
+            m.set_offset(Slot::Vlan1, 16);
         }
         if let Some(p) = self.port {
             m.out_port = p;
+        }
+    }
+}
+
+impl Step {
+    /// What popping `popped` of a frame's `tags` tags and pushing `push` does (the fast path
+    /// works it out once per tag count when the edit is sealed, the general path per packet).
+    fn new(tags: usize, popped: usize, push: usize) -> Step {
+        let (vlan, qinq) = (Hdr::Vlan.bit(), Hdr::Qinq.bit());
+        let now = tags - popped + push;
+        let keep = 12 + 4 * popped;
+        let changed = popped > 0 || push > 0;
+        let set = if !changed { 0 } else { (u32::from(now >= 1) * vlan) | (u32::from(now >= 2) * qinq) };
+        Step {
+            keep: keep as u16,
+            start: (keep as u16).wrapping_sub(12 + 4 * push as u16),
+            grow: (4 * push as u16).wrapping_sub(4 * popped as u16),
+            end: (12 + 4 * tags) as u16,
+            keep_valid: if changed { !(vlan | qinq) } else { u32::MAX },
+            set_valid: set,
         }
     }
 }
