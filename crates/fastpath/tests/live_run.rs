@@ -372,5 +372,10 @@ fn check_says_whether_xdp_ports_can_run_a_spec() {
     };
     assert!(check("l2fwd.toml").contains("xdp ports: yes"));
     let r = check("router.toml");
-    assert!(r.contains("xdp ports: no, parser header(s) vlan, ipv4, ipv6 (the XDP datapath parses Ethernet only)"), "{r}");
+    assert!(
+        r.contains(
+            "xdp ports: no, parser header(s) vlan, ipv6 (the XDP datapath parses eth, ipv4, udp, tcp, icmp, vxlan and their inner_ twins)"
+        ),
+        "{r}"
+    );
 }

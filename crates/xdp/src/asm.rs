@@ -45,6 +45,12 @@ impl Jmp {
 pub enum Alu {
     /// `+=`
     Add,
+    /// `-=`
+    Sub,
+    /// `*=`
+    Mul,
+    /// `^=`
+    Xor,
     /// `|=`
     Or,
     /// `&=`
@@ -61,6 +67,9 @@ impl Alu {
     fn op(self) -> u8 {
         match self {
             Alu::Add => 0x00,
+            Alu::Sub => 0x10,
+            Alu::Mul => 0x20,
+            Alu::Xor => 0xa0,
             Alu::Or => 0x40,
             Alu::And => 0x50,
             Alu::Lsh => 0x60,

@@ -24,7 +24,7 @@
 //! entry while its action runs; `r0`–`r5` are scratch (helper calls clobber them).
 
 use crate::asm::{Alu, Asm, Jmp, Label, Size};
-use fastpath_io::bpf::{helper, sk_buff, tc_action, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
+use fastpath_io::bpf::{helper, sk_buff, tc_action, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R5, R6, R7, R8, R9};
 use fastpath_packet::{DropReason, Hdr, HdrSet, Slot, NO_PORT};
 use fastpath_pipeline::ir::{
     ActionDef, CmpOp, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, StageDef, SymStep, TableImpl, MAX_ARGS,
@@ -35,13 +35,26 @@ use std::os::fd::RawFd;
 /// `bpf_map_lookup_elem(map, key)`.
 const HELPER_MAP_LOOKUP: i32 = 1;
 
-// Stack layout (offsets from r10): masks take one byte each below MASKS, down to -352.
+// Stack layout (offsets from r10). The mask registers the steps name take one byte each below
+// MASKS, numbered densely in the order of their register number.
 const OUT_PORT: i16 = -8;
 const IN_PORT: i16 = -16;
 const HITS: i16 = -24;
 const CNT_KEY: i16 = -32;
 const KEY: i16 = -96;
-const MASKS: i16 = -97;
+/// The frame's length (an skb's whole length at tc, every buffer's at XDP).
+const FLEN: i16 = -104;
+/// The headers the parser found (`HdrSet` bits).
+const VALID: i16 = -112;
+/// While parsing: the upper protocol of the IP header just parsed.
+const PROTO: i16 = -120;
+/// While parsing: the frame offset where that IP header's payload ends.
+const PEND: i16 = -128;
+/// Slot `s`'s frame offset is at `SLOTS - 8 * s`.
+const SLOTS: i16 = -136;
+/// User register `r` is at `REGS - 8 * r`.
+const REGS: i16 = SLOTS - 8 * Slot::COUNT as i16;
+const MASKS: i16 = REGS - 8 * fastpath_packet::meta::REGS as i16;
 
 /// Most key fields of a table the XDP datapath compiles (8 bytes each on the stack).
 pub const MAX_KEY_FIELDS: usize = 8;
@@ -52,6 +65,23 @@ pub const VALUE_SIZE: u32 = 8 + 8 * MAX_ARGS as u32;
 
 /// `bpf_skb_pull_data(skb, len)`: makes the first `len` bytes of a tc program's packet linear.
 const HELPER_SKB_PULL_DATA: i32 = 39;
+/// `bpf_xdp_get_buff_len(xdp_md)`: the frame's length over all its buffers.
+const HELPER_XDP_GET_BUFF_LEN: i32 = 188;
+
+/// The headers the generated parser walks: Ethernet ▸ IPv4 ▸ UDP / TCP / ICMP ▸ VXLAN ▸ the
+/// same inside (the shapes of an IPv4 overlay).
+const PARSED: HdrSet = HdrSet::EMPTY
+    .with(Hdr::Eth)
+    .with(Hdr::Ipv4)
+    .with(Hdr::Udp)
+    .with(Hdr::Tcp)
+    .with(Hdr::Icmp)
+    .with(Hdr::Vxlan)
+    .with(Hdr::InnerEth)
+    .with(Hdr::InnerIpv4)
+    .with(Hdr::InnerUdp)
+    .with(Hdr::InnerTcp)
+    .with(Hdr::InnerIcmp);
 
 /// The kernel hook a generated program runs at. The pipeline's code is the same at both; the
 /// context, the verdicts and the way a frame leaves differ.
@@ -140,21 +170,38 @@ pub struct MapFds {
     pub counters: RawFd,
 }
 
+fn meta_ok(m: MetaField, what: &str) -> Result<(), Unsupported> {
+    match m {
+        MetaField::InPort | MetaField::OutPort => Ok(()),
+        MetaField::Reg(r) if usize::from(r) < fastpath_packet::meta::REGS => Ok(()),
+        m => Err(Unsupported(format!(
+            "{what}: metadata {m:?} (the XDP datapath keeps meta.in_port, meta.out_port and the spec's registers)"
+        ))),
+    }
+}
+
 fn field_ok(f: &FieldRef, what: &str) -> Result<(), Unsupported> {
     match f.loc {
-        Loc::Meta(MetaField::InPort | MetaField::OutPort) => Ok(()),
-        Loc::Meta(m) => Err(Unsupported(format!("{what}: metadata {m:?} (the XDP datapath keeps meta.in_port and meta.out_port only)"))),
-        Loc::Hdr { slot: Slot::Eth, bytes, .. } if bytes <= 8 && f.width <= 64 => Ok(()),
-        Loc::Hdr { .. } => Err(Unsupported(format!("{what}: a field outside the Ethernet header or wider than 64 bits"))),
+        Loc::Meta(m) => meta_ok(m, what),
+        Loc::Hdr { bytes, .. } if bytes <= 8 && f.width <= 64 => Ok(()),
+        Loc::Hdr { .. } => Err(Unsupported(format!("{what}: a field wider than 64 bits"))),
     }
+}
+
+/// The 16-bit-aligned span of header bytes a write to `f` rewrites (from, to), relative to its
+/// header's start; headers start at even frame offsets in every shape the parser walks.
+fn span(byte: u8, bytes: u8) -> (u8, u8) {
+    (byte & !1, (byte + bytes + 1) & !1)
 }
 
 fn writable(f: &FieldRef, what: &str) -> Result<(), Unsupported> {
     field_ok(f, what)?;
     match f.loc {
-        Loc::Meta(MetaField::OutPort) => Ok(()),
-        Loc::Hdr { shift: 0, bytes, .. } if u16::from(bytes) * 8 == u16::from(f.width) => Ok(()),
-        _ => Err(Unsupported(format!("{what}: only whole-byte Ethernet fields and meta.out_port can be written"))),
+        Loc::Meta(MetaField::InPort) => Err(Unsupported(format!("{what}: meta.in_port cannot be written"))),
+        Loc::Meta(_) => Ok(()),
+        _ if f.csum.l4 => Err(Unsupported(format!("{what}: a field the UDP/TCP checksum covers (addresses and ports)"))),
+        Loc::Hdr { byte, bytes, .. } if span(byte, bytes).1 - span(byte, bytes).0 <= 8 => Ok(()),
+        Loc::Hdr { .. } => Err(Unsupported(format!("{what}: a field spanning more than 8 bytes"))),
     }
 }
 
@@ -184,15 +231,13 @@ fn prim_ok(p: &Prim, what: &str) -> Result<(), Unsupported> {
 
 fn cond_ok(c: &CondC, what: &str) -> Result<(), Unsupported> {
     match c {
-        CondC::Valid(s) if HdrSet::EMPTY.with(Hdr::Eth).has_all(*s) => Ok(()),
-        CondC::Valid(_) => Err(Unsupported(format!("{what}: a header other than eth (the XDP datapath parses Ethernet only)"))),
+        CondC::Valid(_) => Ok(()),
         CondC::Hit(_) => Ok(()),
         CondC::Cmp(f, _, v) => {
             field_ok(f, what)?;
             operand_ok(&Operand::Const(*v), what)
         }
-        CondC::MetaCmp(MetaField::InPort | MetaField::OutPort, _, _) => Ok(()),
-        CondC::MetaCmp(m, _, _) => Err(Unsupported(format!("{what}: metadata {m:?} in a condition"))),
+        CondC::MetaCmp(m, _, _) => meta_ok(*m, what),
         CondC::FieldCmp(..) => Err(Unsupported(format!("{what}: a comparison of two fields"))),
         CondC::Not(a) => cond_ok(a, what),
         CondC::And(a, b) | CondC::Or(a, b) => {
@@ -212,10 +257,15 @@ fn action_ok(a: &ActionDef, what: &str) -> Result<(), Unsupported> {
 /// # Errors
 /// [`Unsupported`] naming the header, table, action, primitive or condition.
 pub fn check(p: &Program) -> Result<(), Unsupported> {
-    let only_eth = HdrSet::EMPTY.with(Hdr::Eth);
-    if !only_eth.has_all(p.headers) {
-        let extra: Vec<&str> = Hdr::ALL.iter().filter(|h| p.headers.has(**h) && **h != Hdr::Eth).map(|h| h.name()).collect();
-        return Err(Unsupported(format!("parser header(s) {} (the XDP datapath parses Ethernet only)", extra.join(", "))));
+    if !PARSED.has_all(p.headers) {
+        let extra: Vec<&str> = Hdr::ALL.iter().filter(|h| p.headers.has(**h) && !PARSED.has(**h)).map(|h| h.name()).collect();
+        return Err(Unsupported(format!(
+            "parser header(s) {} (the XDP datapath parses eth, ipv4, udp, tcp, icmp, vxlan and their inner_ twins)",
+            extra.join(", ")
+        )));
+    }
+    if p.verify_ipv4_checksum {
+        return Err(Unsupported("[parser] verify_ipv4_checksum (the XDP datapath does not verify IPv4 header checksums)".into()));
     }
     if p.tables.len() > MAX_TABLES {
         return Err(Unsupported(format!("{} tables (at most {MAX_TABLES})", p.tables.len())));
@@ -278,6 +328,8 @@ struct Gen<'a> {
     /// Some condition reads a table's hit bit: only then are the bits kept (per packet).
     hits: bool,
     hook: Hook,
+    /// Stack offset of each mask register the steps name.
+    masks: Vec<i16>,
 }
 
 /// True when `c` reads a table's hit bit.
@@ -318,33 +370,100 @@ fn chunks(n: u8) -> Vec<(u8, u8)> {
 }
 
 impl Gen<'_> {
-    fn mask_off(m: u8) -> i16 {
-        MASKS - i16::from(m)
+    fn mask_off(&self, m: u8) -> i16 {
+        self.masks[usize::from(m)]
     }
 
-    /// Loads field `f` (checked by [`field_ok`]) into `dst`, using `tmp`.
-    fn read_field(&mut self, f: &FieldRef, dst: Reg, tmp: Reg) {
+    /// Where metadata field `m` (checked by [`meta_ok`]) lives on the stack.
+    fn meta_off(m: MetaField) -> i16 {
+        match m {
+            MetaField::InPort => IN_PORT,
+            MetaField::Reg(r) => REGS - 8 * i16::from(r),
+            _ => OUT_PORT,
+        }
+    }
+
+    /// Points `r5` at the header in `slot` when the packet has the headers `needs` (or `alt`,
+    /// when not empty) and `len` bytes of it are in the linear data; else jumps to `absent`.
+    /// Clobbers `t1` and `t2`. The Ethernet header is always there: `r7` itself.
+    fn header(&mut self, (slot, needs, alt): (Slot, HdrSet, HdrSet), len: u8, (t1, t2): (Reg, Reg), absent: Label) -> Reg {
+        if slot == Slot::Eth {
+            return R7;
+        }
+        let ok = self.a.label();
+        for set in [needs, alt] {
+            if set == HdrSet::EMPTY {
+                continue;
+            }
+            self.a.ldx(Size::Dw, t1, R10, VALID);
+            self.a.mov_const(t2, u64::from(set.0));
+            self.a.alu_reg(Alu::And, t1, t2);
+            self.a.jmp_reg(Jmp::Eq, t1, t2, ok);
+        }
+        self.a.ja(absent);
+        self.a.bind(ok);
+        self.a.ldx(Size::Dw, t1, R10, SLOTS - 8 * slot as i16);
+        self.a.alu_reg(Alu::Mov, R5, R7);
+        self.a.alu_reg(Alu::Add, R5, t1);
+        self.a.alu_reg(Alu::Mov, t1, R5);
+        self.a.alu_imm(Alu::Add, t1, i32::from(len));
+        self.a.jmp_reg(Jmp::Gt, t1, R8, absent);
+        R5
+    }
+
+    /// Loads `n` (1..=8) big-endian bytes at `base + at` into `dst`, using `tmp`.
+    fn load_be(&mut self, base: Reg, at: u8, n: u8, dst: Reg, tmp: Reg) {
+        for (i, (off, k)) in chunks(n).into_iter().enumerate() {
+            let r = if i == 0 { dst } else { tmp };
+            self.a.ldx(Size::of(usize::from(k)), r, base, i16::from(at + off));
+            if k > 1 {
+                self.a.be(r, i32::from(k) * 8);
+            }
+            if i > 0 {
+                self.a.alu_imm(Alu::Lsh, dst, i32::from(k) * 8);
+                self.a.alu_reg(Alu::Or, dst, tmp);
+            }
+        }
+    }
+
+    /// Stores the low `n` (1..=8) bytes of `src` big-endian at `base + at`, using `tmp`; `src`
+    /// is kept.
+    fn store_be(&mut self, base: Reg, at: u8, n: u8, src: Reg, tmp: Reg) {
+        for (off, k) in chunks(n) {
+            let after = n - off - k;
+            self.a.alu_reg(Alu::Mov, tmp, src);
+            if after > 0 {
+                self.a.alu_imm(Alu::Rsh, tmp, i32::from(after) * 8);
+            }
+            if k > 1 {
+                self.a.be(tmp, i32::from(k) * 8);
+            }
+            self.a.stx(Size::of(usize::from(k)), base, i16::from(at + off), tmp);
+        }
+    }
+
+    /// Loads field `f` (checked by [`field_ok`]) into `dst`, using `tmp` and `r5`. A field of a
+    /// header the packet lacks reads 0, or jumps to `absent` when given (as the engine's
+    /// comparisons on such a field are false).
+    fn read_field(&mut self, f: &FieldRef, dst: Reg, tmp: Reg, absent: Option<Label>) {
         match f.loc {
-            Loc::Meta(MetaField::InPort) => self.a.ldx(Size::Dw, dst, R10, IN_PORT),
-            Loc::Meta(_) => self.a.ldx(Size::Dw, dst, R10, OUT_PORT),
-            Loc::Hdr { byte, bytes, shift, .. } => {
-                for (i, (off, n)) in chunks(bytes).into_iter().enumerate() {
-                    let r = if i == 0 { dst } else { tmp };
-                    self.a.ldx(Size::of(usize::from(n)), r, R7, i16::from(byte + off));
-                    if n > 1 {
-                        self.a.be(r, i32::from(n) * 8);
-                    }
-                    if i > 0 {
-                        self.a.alu_imm(Alu::Lsh, dst, i32::from(n) * 8);
-                        self.a.alu_reg(Alu::Or, dst, tmp);
-                    }
-                }
+            Loc::Meta(m) => self.a.ldx(Size::Dw, dst, R10, Self::meta_off(m)),
+            Loc::Hdr { slot, byte, bytes, shift } => {
+                let (zero, end) = (self.a.label(), self.a.label());
+                let base = self.header((slot, f.needs, f.or_needs), byte + bytes, (dst, tmp), absent.unwrap_or(zero));
+                self.load_be(base, byte, bytes, dst, tmp);
                 if shift > 0 {
                     self.a.alu_imm(Alu::Rsh, dst, i32::from(shift));
                 }
                 if u16::from(f.width) < u16::from(bytes) * 8 {
                     self.and_width(dst, tmp, f.width);
                 }
+                if absent.is_none() && base != R7 {
+                    self.a.ja(end);
+                    self.a.bind(zero);
+                    self.a.alu_imm(Alu::Mov, dst, 0);
+                }
+                self.a.bind(end);
             }
         }
     }
@@ -363,28 +482,84 @@ impl Gen<'_> {
         }
     }
 
-    /// Stores `src` into field `f` (checked by [`writable`]), using `tmp`; `src` is kept.
-    fn write_field(&mut self, f: &FieldRef, src: Reg, tmp: Reg) {
-        match f.loc {
-            Loc::Meta(_) => {
-                self.a.alu_reg(Alu::Mov, tmp, src);
-                self.a.alu_imm(Alu::And, tmp, 0xffff);
-                self.a.stx(Size::Dw, R10, OUT_PORT, tmp);
-            }
-            Loc::Hdr { byte, bytes, .. } => {
-                for (off, n) in chunks(bytes) {
-                    let after = bytes - off - n;
-                    self.a.alu_reg(Alu::Mov, tmp, src);
-                    if after > 0 {
-                        self.a.alu_imm(Alu::Rsh, tmp, i32::from(after) * 8);
-                    }
-                    if n > 1 {
-                        self.a.be(tmp, i32::from(n) * 8);
-                    }
-                    self.a.stx(Size::of(usize::from(n)), R7, i16::from(byte + off), tmp);
-                }
-            }
+    /// `x` = the ones'-complement sum of its four 16-bit words (RFC 1071's fold), using `t`.
+    fn fold(&mut self, x: Reg, t: Reg) {
+        self.a.alu_reg(Alu::Mov, t, x);
+        self.a.alu_imm(Alu::Rsh, t, 32);
+        self.a.alu_imm(Alu::Lsh, x, 32);
+        self.a.alu_imm(Alu::Rsh, x, 32);
+        self.a.alu_reg(Alu::Add, x, t);
+        for _ in 0..3 {
+            self.a.alu_reg(Alu::Mov, t, x);
+            self.a.alu_imm(Alu::Rsh, t, 16);
+            self.a.alu_imm(Alu::And, x, 0xffff);
+            self.a.alu_reg(Alu::Add, x, t);
         }
+    }
+
+    /// Stores `src` (`r3` or `r4`, kept) into field `f` (checked by [`writable`]), as the
+    /// engine's `FieldRef::write`: nothing when the header is absent; the IPv4 header checksum
+    /// updated by RFC 1624 when the field is under it and its bytes changed. Clobbers `r0`–`r2`
+    /// and `r5`.
+    fn write_field(&mut self, f: &FieldRef, src: Reg, tmp: Reg) {
+        debug_assert!(src == R3 || src == R4);
+        let Loc::Hdr { slot, byte, bytes, shift } = f.loc else {
+            let Loc::Meta(m) = f.loc else { unreachable!() };
+            self.a.alu_reg(Alu::Mov, tmp, src);
+            if m == MetaField::OutPort {
+                self.a.alu_imm(Alu::And, tmp, 0xffff);
+            } else {
+                self.a.alu_imm(Alu::Lsh, tmp, 32);
+                self.a.alu_imm(Alu::Rsh, tmp, 32);
+            }
+            self.a.stx(Size::Dw, R10, Self::meta_off(m), tmp);
+            return;
+        };
+        let skip = self.a.label();
+        let whole = shift == 0 && u16::from(bytes) * 8 == u16::from(f.width);
+        if whole && !f.csum.ipv4_hdr {
+            let base = self.header((slot, f.needs, f.or_needs), byte + bytes, (R0, tmp), skip);
+            self.store_be(base, byte, bytes, src, tmp);
+            self.a.bind(skip);
+            return;
+        }
+        // The aligned span around the field: old in r0, new in r1.
+        let (a0, a1) = span(byte, bytes);
+        let n = a1 - a0;
+        let base = self.header((slot, f.needs, f.or_needs), a1, (R0, R1), skip);
+        self.load_be(base, a0, n, R0, R1);
+        let sh = u32::from(a1 - byte - bytes) * 8 + u32::from(shift);
+        let fmask = if f.width >= 64 { u64::MAX } else { (1u64 << f.width) - 1 } << sh;
+        self.a.alu_reg(Alu::Mov, R2, src);
+        if sh > 0 {
+            self.a.alu_imm(Alu::Lsh, R2, sh as i32);
+        }
+        self.a.mov_const(R1, fmask);
+        self.a.alu_reg(Alu::And, R2, R1);
+        self.a.mov_const(R1, !fmask);
+        self.a.alu_reg(Alu::And, R1, R0);
+        self.a.alu_reg(Alu::Or, R1, R2);
+        self.a.jmp_reg(Jmp::Eq, R1, R0, skip);
+        self.store_be(base, a0, n, R1, R2);
+        if f.csum.ipv4_hdr {
+            // RFC 1624 eqn. 3 at the outer IPv4 header's checksum: !(!HC + !sum(old) + sum(new)),
+            // ones'-complement additions (one fold of the three gives the same sum as two adds).
+            self.fold(R0, R2);
+            self.fold(R1, R2);
+            self.a.alu_imm(Alu::Xor, R0, 0xffff);
+            self.a.alu_reg(Alu::Add, R0, R1);
+            let ip = HdrSet::EMPTY.with(Hdr::Ipv4);
+            let base = self.header((Slot::L3, ip, HdrSet::EMPTY), 12, (R1, R2), skip);
+            self.a.ldx(Size::H, R2, base, 10);
+            self.a.be(R2, 16);
+            self.a.alu_imm(Alu::Xor, R2, 0xffff);
+            self.a.alu_reg(Alu::Add, R2, R0);
+            self.fold(R2, R0);
+            self.a.alu_imm(Alu::Xor, R2, 0xffff);
+            self.a.be(R2, 16);
+            self.a.stx(Size::H, base, 10, R2);
+        }
+        self.a.bind(skip);
     }
 
     /// Loads operand `o` into `dst` (`tmp` is scratch).
@@ -396,7 +571,7 @@ impl Gen<'_> {
                 Args::Const(v) => self.a.mov_const(dst, v[usize::from(n) % MAX_ARGS] as u64),
                 Args::None => self.a.mov_const(dst, 0),
             },
-            Operand::Field(f) => self.read_field(&f, dst, tmp),
+            Operand::Field(f) => self.read_field(&f, dst, tmp, None),
         }
     }
 
@@ -471,15 +646,22 @@ impl Gen<'_> {
     }
 
     fn swap(&mut self, x: &FieldRef, y: &FieldRef) {
-        self.read_field(x, R3, R1);
-        self.read_field(y, R4, R1);
+        self.read_field(x, R3, R1, None);
+        self.read_field(y, R4, R1, None);
         self.write_field(x, R4, R1);
         self.write_field(y, R3, R1);
     }
 
     fn cond(&mut self, c: &CondC, t: Label, f: Label) {
         match c {
-            CondC::Valid(_) => self.a.ja(t),
+            CondC::Valid(s) if HdrSet::EMPTY.with(Hdr::Eth).has_all(*s) => self.a.ja(t),
+            CondC::Valid(s) => {
+                self.a.ldx(Size::Dw, R1, R10, VALID);
+                self.a.mov_const(R2, u64::from(s.0));
+                self.a.alu_reg(Alu::And, R1, R2);
+                self.a.jmp_reg(Jmp::Eq, R1, R2, t);
+                self.a.ja(f);
+            }
             CondC::Hit(bit) => {
                 self.a.ldx(Size::Dw, R1, R10, HITS);
                 self.a.alu_imm(Alu::Rsh, R1, i32::from(*bit));
@@ -488,14 +670,13 @@ impl Gen<'_> {
                 self.a.ja(f);
             }
             CondC::Cmp(fld, op, v) => {
-                self.read_field(fld, R1, R2);
+                self.read_field(fld, R1, R2, Some(f));
                 self.a.mov_const(R2, *v as u64);
                 self.a.jmp_reg(jmp_of(*op), R1, R2, t);
                 self.a.ja(f);
             }
             CondC::MetaCmp(m, op, v) => {
-                let off = if *m == MetaField::InPort { IN_PORT } else { OUT_PORT };
-                self.a.ldx(Size::Dw, R1, R10, off);
+                self.a.ldx(Size::Dw, R1, R10, Self::meta_off(*m));
                 self.a.mov_const(R2, u64::from(*v));
                 self.a.jmp_reg(jmp_of(*op), R1, R2, t);
                 self.a.ja(f);
@@ -521,10 +702,10 @@ impl Gen<'_> {
     fn set_mask(&mut self, dst: u8, yes: Label, no: Label) {
         let end = self.a.label();
         self.a.bind(yes);
-        self.a.st(Size::B, R10, Self::mask_off(dst), 1);
+        self.a.st(Size::B, R10, self.mask_off(dst), 1);
         self.a.ja(end);
         self.a.bind(no);
-        self.a.st(Size::B, R10, Self::mask_off(dst), 0);
+        self.a.st(Size::B, R10, self.mask_off(dst), 0);
         self.a.bind(end);
     }
 
@@ -533,23 +714,23 @@ impl Gen<'_> {
             match s {
                 SymStep::Mask(dst, src, c) => {
                     let (yes, no) = (self.a.label(), self.a.label());
-                    self.a.ldx(Size::B, R1, R10, Self::mask_off(*src));
+                    self.a.ldx(Size::B, R1, R10, self.mask_off(*src));
                     self.a.jmp_imm(Jmp::Eq, R1, 0, no);
                     self.cond(c, yes, no);
                     self.set_mask(*dst, yes, no);
                 }
                 SymStep::AndNot(dst, src, sub) => {
                     let (yes, no) = (self.a.label(), self.a.label());
-                    self.a.ldx(Size::B, R1, R10, Self::mask_off(*src));
+                    self.a.ldx(Size::B, R1, R10, self.mask_off(*src));
                     self.a.jmp_imm(Jmp::Eq, R1, 0, no);
-                    self.a.ldx(Size::B, R1, R10, Self::mask_off(*sub));
+                    self.a.ldx(Size::B, R1, R10, self.mask_off(*sub));
                     self.a.jmp_imm(Jmp::Ne, R1, 0, no);
                     self.a.ja(yes);
                     self.set_mask(*dst, yes, no);
                 }
                 SymStep::Run(mask, stage) => {
                     let skip = self.a.label();
-                    self.a.ldx(Size::B, R1, R10, Self::mask_off(*mask));
+                    self.a.ldx(Size::B, R1, R10, self.mask_off(*mask));
                     self.a.jmp_imm(Jmp::Eq, R1, 0, skip);
                     self.stage(*stage);
                     self.a.bind(skip);
@@ -575,11 +756,12 @@ impl Gen<'_> {
     fn table(&mut self, t: usize) {
         let p = self.p;
         let def = &p.tables[t];
+        // A packet that lacks a key field's header misses (as in the engine's exact tables).
+        let (miss, end) = (self.a.label(), self.a.label());
         for (i, k) in def.key.iter().enumerate() {
-            self.read_field(&k.field, R3, R1);
+            self.read_field(&k.field, R3, R1, Some(miss));
             self.a.stx(Size::Dw, R10, KEY + 8 * i as i16, R3);
         }
-        let (miss, end) = (self.a.label(), self.a.label());
         self.a.raw(&Insn::ld_map_fd(R1, self.maps.tables[t]));
         self.a.alu_reg(Alu::Mov, R2, R10);
         self.a.alu_imm(Alu::Add, R2, i32::from(KEY));
@@ -612,6 +794,241 @@ impl Gen<'_> {
             }
         }
         self.a.bind(end);
+    }
+}
+
+/// The opposite of a jump's condition.
+fn inverse(j: Jmp) -> Jmp {
+    match j {
+        Jmp::Eq => Jmp::Ne,
+        Jmp::Ne => Jmp::Eq,
+        Jmp::Lt => Jmp::Ge,
+        Jmp::Ge => Jmp::Lt,
+        Jmp::Gt => Jmp::Le,
+        Jmp::Le => Jmp::Gt,
+    }
+}
+
+/// The parser: the engine's header walk (`stages::parser`) over [`PARSED`], with its drops.
+/// The header being parsed starts at frame offset `r9`; [`Gen::ensure`] points `r5` at it.
+impl Gen<'_> {
+    /// Drops for `r` when `reg op imm`.
+    fn drop_if(&mut self, op: Jmp, reg: Reg, imm: i32, r: DropReason) {
+        let skip = self.a.label();
+        self.a.jmp_imm(inverse(op), reg, imm, skip);
+        self.drop(r);
+        self.a.bind(skip);
+    }
+
+    /// Drops for `r` when `x op y`.
+    fn drop_if_reg(&mut self, op: Jmp, x: Reg, y: Reg, r: DropReason) {
+        let skip = self.a.label();
+        self.a.jmp_reg(inverse(op), x, y, skip);
+        self.drop(r);
+        self.a.bind(skip);
+    }
+
+    /// `dst` = the stack word at `from` minus `r9` (bytes from the header to the frame's or
+    /// the IP payload's end).
+    fn room(&mut self, dst: Reg, from: i16) {
+        self.a.ldx(Size::Dw, dst, R10, from);
+        self.a.alu_reg(Alu::Sub, dst, R9);
+    }
+
+    /// `r5` = the frame's start + `r9`; on to `ok` when `n` bytes from there are linear.
+    fn at_r9(&mut self, n: i32, ok: Label) {
+        self.a.alu_reg(Alu::Mov, R5, R7);
+        self.a.alu_reg(Alu::Add, R5, R9);
+        self.a.alu_reg(Alu::Mov, R1, R5);
+        self.a.alu_imm(Alu::Add, R1, n);
+        self.a.jmp_reg(Jmp::Le, R1, R8, ok);
+    }
+
+    /// Reloads `r7`/`r8` after a helper that may move the packet, and the verifier's
+    /// knowledge that the Ethernet header is there.
+    fn reload(&mut self) {
+        let (_, data, end) = self.hook.ctx();
+        let ok = self.a.label();
+        self.a.ldx(Size::W, R7, R6, data);
+        self.a.ldx(Size::W, R8, R6, end);
+        self.a.alu_reg(Alu::Mov, R1, R7);
+        self.a.alu_imm(Alu::Add, R1, 14);
+        self.a.jmp_reg(Jmp::Le, R1, R8, ok);
+        self.drop(DropReason::EthTruncated);
+        self.a.bind(ok);
+    }
+
+    /// Points `r5` at the `n` bytes at `r9`, pulling them into an skb's linear part at tc
+    /// (the caller checked they are in the frame); drops for `r` when they cannot be had (at
+    /// XDP, a header past the first buffer). Clobbers `r0`–`r5`.
+    fn ensure(&mut self, n: i32, r: DropReason) {
+        let ok = self.a.label();
+        self.at_r9(n, ok);
+        if self.hook == Hook::Tc {
+            self.a.alu_reg(Alu::Mov, R1, R6);
+            self.a.alu_reg(Alu::Mov, R2, R9);
+            self.a.alu_imm(Alu::Add, R2, n);
+            self.a.call(HELPER_SKB_PULL_DATA);
+            self.reload();
+            self.at_r9(n, ok);
+        }
+        self.drop(r);
+        self.a.bind(ok);
+    }
+
+    /// Records header `h` as found, in `slot` at offset `r9` (clobbers `r0` only).
+    fn mark(&mut self, h: Hdr, slot: Slot) {
+        self.a.ldx(Size::Dw, R0, R10, VALID);
+        self.a.alu_imm(Alu::Or, R0, h.bit() as i32);
+        self.a.stx(Size::Dw, R10, VALID, R0);
+        self.a.stx(Size::Dw, R10, SLOTS - 8 * slot as i16, R9);
+    }
+
+    /// The walk from the outer IPv4 header on (the Ethernet header is checked).
+    fn parse(&mut self) {
+        let hs = self.p.headers;
+        if !hs.has(Hdr::Ipv4) {
+            return;
+        }
+        let done = self.a.label();
+        self.a.ldx(Size::H, R1, R7, 12);
+        self.a.be(R1, 16);
+        self.a.jmp_imm(Jmp::Ne, R1, 0x0800, done);
+        self.a.alu_imm(Alu::Mov, R9, 14);
+        self.ipv4(false, done);
+        self.l4(false, done);
+        self.a.bind(done);
+    }
+
+    /// IPv4 at `r9` (as `hdr::Ipv4::parse`): on return `r9` is the upper layer's offset and
+    /// PROTO / PEND are set; a non-first fragment goes to `done`.
+    fn ipv4(&mut self, inner: bool, done: Label) {
+        let (h, slot) = if inner { (Hdr::InnerIpv4, Slot::InnerL3) } else { (Hdr::Ipv4, Slot::L3) };
+        let trunc = DropReason::Ipv4Truncated;
+        self.room(R1, FLEN);
+        self.drop_if(Jmp::Lt, R1, 20, trunc);
+        self.ensure(20, trunc);
+        self.a.ldx(Size::B, R1, R5, 0);
+        self.a.alu_reg(Alu::Mov, R2, R1);
+        self.a.alu_imm(Alu::Rsh, R2, 4);
+        self.drop_if(Jmp::Ne, R2, 4, DropReason::Ipv4Version);
+        self.a.alu_imm(Alu::And, R1, 0xf);
+        self.a.alu_imm(Alu::Lsh, R1, 2);
+        self.drop_if(Jmp::Lt, R1, 20, DropReason::Ipv4BadIhl);
+        self.a.ldx(Size::H, R2, R5, 2);
+        self.a.be(R2, 16);
+        self.drop_if_reg(Jmp::Lt, R2, R1, DropReason::Ipv4BadTotalLen);
+        self.room(R3, FLEN);
+        self.drop_if_reg(Jmp::Gt, R2, R3, trunc);
+        self.mark(h, slot);
+        // A non-first fragment has no upper-layer header.
+        self.a.ldx(Size::H, R3, R5, 6);
+        self.a.be(R3, 16);
+        self.a.alu_imm(Alu::And, R3, 0x1fff);
+        self.a.jmp_imm(Jmp::Ne, R3, 0, done);
+        self.a.ldx(Size::B, R3, R5, 9);
+        self.a.stx(Size::Dw, R10, PROTO, R3);
+        self.a.alu_reg(Alu::Mov, R3, R9);
+        self.a.alu_reg(Alu::Add, R3, R2);
+        self.a.stx(Size::Dw, R10, PEND, R3);
+        self.a.alu_reg(Alu::Add, R9, R1);
+    }
+
+    /// A fixed header of `n` bytes at `r9` inside the IP payload, or a drop for `r`.
+    fn fixed(&mut self, n: i32, r: DropReason) {
+        self.room(R1, PEND);
+        self.drop_if(Jmp::Lt, R1, n, r);
+        self.ensure(n, r);
+    }
+
+    /// The upper layer at `r9` (PROTO, PEND set), as the engine's `Parser::l4`; the outer UDP
+    /// leads on to VXLAN and the inner frame.
+    fn l4(&mut self, inner: bool, done: Label) {
+        let hs = self.p.headers;
+        let (udp, tcp, icmp, slot) =
+            if inner { (Hdr::InnerUdp, Hdr::InnerTcp, Hdr::InnerIcmp, Slot::InnerL4) } else { (Hdr::Udp, Hdr::Tcp, Hdr::Icmp, Slot::L4) };
+        if hs.has(udp) {
+            let next = self.a.label();
+            self.a.ldx(Size::Dw, R1, R10, PROTO);
+            self.a.jmp_imm(Jmp::Ne, R1, 17, next);
+            let r = DropReason::UdpTruncated;
+            self.fixed(8, r);
+            self.a.ldx(Size::H, R2, R5, 4);
+            self.a.be(R2, 16);
+            self.drop_if(Jmp::Lt, R2, 8, r);
+            self.room(R1, PEND);
+            self.drop_if_reg(Jmp::Gt, R2, R1, r);
+            self.mark(udp, slot);
+            // Past the inner IPv4 header, the VXLAN walk ends in a jump to `done` of its own
+            // (and the verifier refuses unreachable code).
+            if inner || !hs.has(Hdr::Vxlan) || !self.vxlan(done) {
+                self.a.ja(done);
+            }
+            self.a.bind(next);
+        }
+        if hs.has(tcp) {
+            let next = self.a.label();
+            self.a.ldx(Size::Dw, R1, R10, PROTO);
+            self.a.jmp_imm(Jmp::Ne, R1, 6, next);
+            let r = DropReason::TcpTruncated;
+            self.fixed(20, r);
+            self.a.ldx(Size::B, R2, R5, 12);
+            self.a.alu_imm(Alu::Rsh, R2, 4);
+            self.a.alu_imm(Alu::Lsh, R2, 2);
+            self.drop_if(Jmp::Lt, R2, 20, r);
+            self.room(R1, PEND);
+            self.drop_if_reg(Jmp::Gt, R2, R1, r);
+            self.mark(tcp, slot);
+            self.a.ja(done);
+            self.a.bind(next);
+        }
+        if hs.has(icmp) {
+            // The engine parses ICMP (and, inside, also protocol 58) where the spec lists it.
+            let (yes, next) = (self.a.label(), self.a.label());
+            self.a.ldx(Size::Dw, R1, R10, PROTO);
+            self.a.jmp_imm(Jmp::Eq, R1, 1, yes);
+            if inner {
+                self.a.jmp_imm(Jmp::Eq, R1, 58, yes);
+            }
+            self.a.ja(next);
+            self.a.bind(yes);
+            self.fixed(8, DropReason::IcmpTruncated);
+            self.mark(icmp, slot);
+            self.a.bind(next);
+        }
+        self.a.ja(done);
+    }
+
+    /// After the outer UDP header (`r5` on it): VXLAN on destination port 4789 (RFC 7348 §5),
+    /// then the inner Ethernet frame and its IPv4 packet where the spec parses them. True when
+    /// the code ends in a jump to `done`.
+    fn vxlan(&mut self, done: Label) -> bool {
+        let hs = self.p.headers;
+        self.a.ldx(Size::H, R1, R5, 2);
+        self.a.be(R1, 16);
+        self.a.jmp_imm(Jmp::Ne, R1, 4789, done);
+        self.a.alu_imm(Alu::Add, R9, 8);
+        self.fixed(8, DropReason::VxlanTruncated);
+        self.a.ldx(Size::B, R1, R5, 0);
+        self.a.alu_imm(Alu::And, R1, 0x08);
+        self.drop_if(Jmp::Eq, R1, 0, DropReason::VxlanBadFlags);
+        self.mark(Hdr::Vxlan, Slot::Tunnel);
+        if !hs.has(Hdr::InnerEth) {
+            return false;
+        }
+        self.a.alu_imm(Alu::Add, R9, 8);
+        self.fixed(14, DropReason::VxlanTruncated);
+        self.mark(Hdr::InnerEth, Slot::InnerEth);
+        if !hs.has(Hdr::InnerIpv4) {
+            return false;
+        }
+        self.a.ldx(Size::H, R1, R5, 12);
+        self.a.be(R1, 16);
+        self.a.jmp_imm(Jmp::Ne, R1, 0x0800, done);
+        self.a.alu_imm(Alu::Add, R9, 14);
+        self.ipv4(true, done);
+        self.l4(true, done);
+        true
     }
 }
 
@@ -674,7 +1091,23 @@ fn translate(a: &mut Asm, pairs: impl Iterator<Item = (i32, i32)>, found: Label)
 pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Vec<Insn> {
     let layout = Layout { ports: ifindexes.len(), tables: p.tables.len() };
     let hits = p.ingress.iter().chain(&p.egress).any(|s| matches!(s, SymStep::Mask(_, _, c) if reads_hits(c)));
-    let mut g = Gen { a: Asm::new(), p, maps, layout, hits, hook };
+    // Every mask register the steps name (the compiler's "empty" register 255 among them)
+    // starts empty, register 0 (all lanes) full: one stack byte each, numbered densely.
+    let mut regs = vec![0u8];
+    for s in p.ingress.iter().chain(&p.egress) {
+        match *s {
+            SymStep::Mask(d, x, _) => regs.extend([d, x]),
+            SymStep::AndNot(d, x, y) => regs.extend([d, x, y]),
+            SymStep::Run(m, _) => regs.push(m),
+        }
+    }
+    regs.sort_unstable();
+    regs.dedup();
+    let mut masks = vec![0i16; 256];
+    for (i, &m) in regs.iter().enumerate() {
+        masks[usize::from(m)] = MASKS - i as i16;
+    }
+    let mut g = Gen { a: Asm::new(), p, maps, layout, hits, hook, masks };
     let (ctx_ifindex, ctx_data, ctx_data_end) = hook.ctx();
     let a = &mut g.a;
     a.alu_reg(Alu::Mov, R6, R1);
@@ -689,20 +1122,11 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     if g.hits {
         a.st(Size::Dw, R10, HITS, 0);
     }
-    // Every mask register the steps name (the compiler's "empty" register 255 among them)
-    // starts empty, register 0 (all lanes) full: one stack byte each, at most 256.
-    let mut regs = vec![0u8];
-    for s in p.ingress.iter().chain(&p.egress) {
-        match *s {
-            SymStep::Mask(d, x, _) => regs.extend([d, x]),
-            SymStep::AndNot(d, x, y) => regs.extend([d, x, y]),
-            SymStep::Run(m, _) => regs.push(m),
-        }
+    for &m in &regs {
+        a.st(Size::B, R10, g.masks[usize::from(m)], i32::from(m == 0));
     }
-    regs.sort_unstable();
-    regs.dedup();
-    for m in regs {
-        a.st(Size::B, R10, Gen::mask_off(m), i32::from(m == 0));
+    for r in 0..p.user_meta.len().min(fastpath_packet::meta::REGS) {
+        a.st(Size::Dw, R10, REGS - 8 * r as i16, 0);
     }
     g.count_reg(R1);
     let a = &mut g.a;
@@ -726,6 +1150,23 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     }
     g.drop(DropReason::EthTruncated);
     g.a.bind(parsed);
+    if p.headers != HdrSet::EMPTY.with(Hdr::Eth) {
+        let a = &mut g.a;
+        a.st(Size::Dw, R10, VALID, Hdr::Eth.bit() as i32);
+        for s in 0..Slot::COUNT as i16 {
+            a.st(Size::Dw, R10, SLOTS - 8 * s, 0);
+        }
+        match hook {
+            Hook::Tc => a.ldx(Size::W, R1, R6, sk_buff::LEN),
+            Hook::Xdp => {
+                a.alu_reg(Alu::Mov, R1, R6);
+                a.call(HELPER_XDP_GET_BUFF_LEN);
+                a.alu_reg(Alu::Mov, R1, R0);
+            }
+        }
+        a.stx(Size::Dw, R10, FLEN, R1);
+        g.parse();
+    }
     g.steps(&p.ingress);
     // Egress sees forwarded packets only; the others end as no_verdict either way.
     g.drop_unless_forwarded();
@@ -793,7 +1234,7 @@ mod tests {
         check(&l2).unwrap();
         let r = prog(include_str!("../../../pipelines/router.toml"));
         let e = check(&r).unwrap_err().to_string();
-        assert!(e.contains("parser header(s) vlan, ipv4, ipv6"), "{e}");
+        assert!(e.contains("parser header(s) vlan, ipv6"), "{e}");
         let ct = prog(
             r#"
 name = "x"

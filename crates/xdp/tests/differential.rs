@@ -104,6 +104,11 @@ fn skb_test_run_takes(frame: &[u8]) -> bool {
 
 /// Runs `frames` (ingress port, bytes) through both datapaths built from `spec` + `entries`.
 fn agree(tag: &str, spec: &str, entries: &str, cases: u32) {
+    agree_on(tag, spec, entries, cases, frames());
+}
+
+/// [`agree`] on frames drawn from `strategy`.
+fn agree_on(tag: &str, spec: &str, entries: &str, cases: u32, strategy: impl Strategy<Value = Vec<(u16, Vec<u8>)>> + Send + 'static) {
     let ns = Netns::new(&format!("fpx-{tag}")).unwrap();
     let _veth = VethPair::new(&ns, "x0", &ns, "x1").unwrap();
     let (spec, entries) = (spec.to_string(), entries.to_string());
@@ -120,7 +125,7 @@ fn agree(tag: &str, spec: &str, entries: &str, cases: u32) {
         let tc_runs = std::cell::Cell::new(0u32);
         let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
         runner
-            .run(&frames(), |fs| {
+            .run(&strategy, |fs| {
                 let mut e = engine.borrow_mut();
                 let (pipe, pool) = &mut *e;
                 for (port, f) in fs {
@@ -231,4 +236,189 @@ fn every_supported_construct_agrees_with_the_engine() {
         return;
     }
     agree("sw", L2SW, L2SW_ENTRIES, 64);
+}
+
+/// A spec over every header the XDP datapath parses: fields of each layer in keys, conditions
+/// and operands, validity tests, metadata registers, and writes under the IPv4 header checksum
+/// (the whole-byte TTL and the 6-bit DSCP) and outside it (inner MACs).
+const OVERLAY_PARSE: &str = r#"
+name = "ovp"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp", "icmp", "vxlan", "inner_eth", "inner_ipv4", "inner_udp", "inner_tcp", "inner_icmp"]
+
+[metadata]
+vnet = 16
+
+[[action]]
+name = "set_vnet"
+params = ["vnet"]
+body = "set meta.vnet = vnet"
+
+[[action]]
+name = "out"
+params = ["port", "mac"]
+body = "set inner_eth.dst = mac; set ipv4.ttl = 9; forward port"
+
+[[table]]
+name = "vni_map"
+key = [{ field = "vxlan.vni", match = "exact" }]
+actions = ["set_vnet"]
+size = 64
+default = "drop(table_miss)"
+
+[[table]]
+name = "route"
+key = [{ field = "meta.vnet", match = "exact" }, { field = "inner_ipv4.dst", match = "exact" }, { field = "inner_l4.dport", match = "exact" }]
+actions = ["out", "drop"]
+size = 64
+default = "drop(no_route)"
+
+[control]
+ingress = '''
+if vxlan.valid:
+    apply vni_map
+    if inner_tcp.valid and inner_tcp.flags == 0x02:
+        set_dscp 46
+    elif inner_icmp.valid:
+        set inner_ipv4.ttl = 7
+    apply route
+elif udp.valid and l4.dport == 53:
+    set ipv4.dscp = ipv4.ttl
+    forward 1
+elif icmp.valid and icmp.type == 8:
+    swap eth.src eth.dst
+    forward meta.in_port
+elif tcp.valid:
+    set ipv4.ttl = tcp.flags
+    forward 0
+elif ipv4.valid and ipv4.proto == 17:
+    drop udp_truncated
+elif ipv4.valid:
+    forward ipv4.proto
+else:
+    drop not_ip
+'''
+"#;
+
+const OVERLAY_PARSE_ENTRIES: &str = "\
+table vni_map add 100 => set_vnet(1)
+table vni_map add 200 => set_vnet(2)
+table route add 1 10.1.0.2 80 => out(1, 02:00:00:00:00:02)
+table route add 2 10.1.0.2 80 => out(0, 02:00:00:00:00:07)
+table route add 1 10.1.0.3 0 => out(0, 02:00:00:00:00:01)
+table route add 2 10.1.0.2 53 => drop
+";
+
+fn csum(h: &[u8]) -> u16 {
+    let mut s: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// An IPv4 packet: `ihl` words of header (options zero, at least 20 bytes), fragment field
+/// `frag`, a correct header checksum.
+fn ipv4(proto: u8, ihl: u8, frag: u16, dst: [u8; 4], body: &[u8]) -> Vec<u8> {
+    let hl = usize::from(ihl.max(5)) * 4;
+    let mut h = vec![0u8; hl];
+    h[0] = 0x40 | ihl;
+    h[1] = 0x28;
+    h[2..4].copy_from_slice(&((hl + body.len()) as u16).to_be_bytes());
+    h[6..8].copy_from_slice(&frag.to_be_bytes());
+    h[8] = 64;
+    h[9] = proto;
+    h[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    h[16..20].copy_from_slice(&dst);
+    let c = csum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    h.extend_from_slice(body);
+    h
+}
+
+/// An upper-layer header for `proto` with destination port (ICMP: type) `dport` and TCP flags
+/// `flags`, then `body`.
+fn upper(proto: u8, dport: u16, flags: u8, body: &[u8]) -> Vec<u8> {
+    let mut h = match proto {
+        17 => {
+            let mut u = vec![0u8; 8];
+            u[0..2].copy_from_slice(&4000u16.to_be_bytes());
+            u[2..4].copy_from_slice(&dport.to_be_bytes());
+            u[4..6].copy_from_slice(&((8 + body.len()) as u16).to_be_bytes());
+            u
+        }
+        6 => {
+            let mut t = vec![0u8; 20];
+            t[0..2].copy_from_slice(&4000u16.to_be_bytes());
+            t[2..4].copy_from_slice(&dport.to_be_bytes());
+            t[12] = 0x50;
+            t[13] = flags;
+            t
+        }
+        1 | 58 => vec![dport as u8, 0, 0, 0, 0, 0, 0, 0],
+        _ => Vec::new(),
+    };
+    h.extend_from_slice(body);
+    h
+}
+
+fn eth(dst: [u8; 6], et: u16, body: &[u8]) -> Vec<u8> {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 9]);
+    f.extend_from_slice(&et.to_be_bytes());
+    f.extend_from_slice(body);
+    f
+}
+
+/// IPv4 frames, plain and VXLAN-encapsulated, built from the values the spec and entries name,
+/// then sometimes cut short or with one byte changed, so that every parser drop and branch runs.
+fn ip_frames() -> impl Strategy<Value = Vec<(u16, Vec<u8>)>> {
+    let proto = prop_oneof![Just(17u8), Just(6u8), Just(1u8), Just(58u8), any::<u8>()];
+    let port = prop_oneof![Just(80u16), Just(53u16), Just(0u16), Just(8u16), any::<u16>()];
+    let ihl = prop_oneof![8 => Just(5u8), 1 => Just(6u8), 1 => 0u8..16];
+    let frag = prop_oneof![8 => Just(0u16), 1 => Just(0x2000u16), 1 => any::<u16>()];
+    let dst = prop_oneof![Just([10u8, 1, 0, 2]), Just([10u8, 1, 0, 3]), any::<[u8; 4]>()];
+    let flags = prop_oneof![Just(0x02u8), Just(0x10u8), any::<u8>()];
+    let et = || prop_oneof![3 => Just(0x0800u16), 1 => any::<u16>()];
+    let inner = (proto.clone(), port.clone(), flags.clone(), dst, ihl.clone(), frag.clone(), et());
+    let vxlan = prop_oneof![4 => Just(0x08u8), 1 => any::<u8>()];
+    let vni = prop_oneof![Just(100u32), Just(200u32), any::<u32>()];
+    let body = proptest::collection::vec(any::<u8>(), 0..24);
+    let outer_port = prop_oneof![3 => Just(4789u16), 1 => port];
+    let mutation = prop_oneof![2 => Just(None), 1 => (any::<prop::sample::Index>(), any::<u8>()).prop_map(Some)];
+    let cut = prop_oneof![3 => Just(None), 1 => any::<prop::sample::Index>().prop_map(Some)];
+    let frame =
+        ((0u16..2, proto, outer_port, flags, ihl, frag), (prop::bool::weighted(0.6), vxlan, vni, inner, body), (mutation, cut, et()))
+            .prop_map(|((p, proto, oport, oflags, ihl, frag), (tunnel, vflags, vni, inner, body), (mutation, cut, et))| {
+                let payload = if tunnel {
+                    let (ip, iport, iflags, idst, iihl, ifrag, iet) = inner;
+                    let l4 = upper(ip, iport, iflags, &body);
+                    let iip = ipv4(ip, iihl, ifrag, idst, &l4);
+                    let mut vx = vec![vflags, 0, 0, 0];
+                    vx.extend_from_slice(&(vni << 8).to_be_bytes());
+                    vx.extend(eth([2, 0, 0, 0, 0, 5], iet, &iip));
+                    upper(17, oport, 0, &vx)
+                } else {
+                    upper(proto, oport, oflags, &body)
+                };
+                let proto = if tunnel { 17 } else { proto };
+                let mut f = eth([2, 0, 0, 0, 0, 1], et, &ipv4(proto, ihl, frag, [10, 9, 9, 9], &payload));
+                if let Some((i, v)) = mutation {
+                    let i = 14 + i.index(f.len() - 14);
+                    f[i] = v;
+                }
+                if let Some(c) = cut {
+                    f.truncate(14 + c.index(f.len() - 13));
+                }
+                (p, f)
+            });
+    proptest::collection::vec(frame, 1..24)
+}
+
+#[test]
+fn ipv4_and_vxlan_parsing_agrees_with_the_engine() {
+    if !root_or_skip() {
+        return;
+    }
+    agree_on("ov", OVERLAY_PARSE, OVERLAY_PARSE_ENTRIES, 96, ip_frames());
 }
