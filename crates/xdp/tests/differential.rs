@@ -422,3 +422,97 @@ fn ipv4_and_vxlan_parsing_agrees_with_the_engine() {
     }
     agree_on("ov", OVERLAY_PARSE, OVERLAY_PARSE_ENTRIES, 96, ip_frames());
 }
+
+/// VXLAN in both directions: a decap then an encap (in place, or with the outer options cut),
+/// a decap alone (the frame cut at the end), an encap alone (the frame grown), `hash`.
+const OVERLAY_TUNNEL: &str = r#"
+name = "ovt"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp", "icmp", "vxlan", "inner_eth", "inner_ipv4", "inner_udp", "inner_tcp", "inner_icmp"]
+
+[metadata]
+vnet = 16
+tun = 16
+
+[[action]]
+name = "set_vnet"
+params = ["vnet"]
+body = "set meta.vnet = vnet"
+
+[[action]]
+name = "to_tunnel"
+params = ["tun"]
+body = "set meta.tun = tun"
+
+[[action]]
+name = "encap"
+params = ["dmac", "smac", "sip", "dip", "vni", "port"]
+body = "vxlan_encap dmac smac sip dip vni; forward port"
+
+[[table]]
+name = "vni_map"
+key = [{ field = "vxlan.vni", match = "exact" }]
+actions = ["set_vnet"]
+size = 64
+default = "drop(table_miss)"
+
+[[table]]
+name = "ca_pa"
+key = [{ field = "meta.vnet", match = "exact" }, { field = "ipv4.dst", match = "exact" }]
+actions = ["to_tunnel"]
+size = 64
+default = "drop(no_route)"
+
+[[table]]
+name = "tunnels"
+key = [{ field = "meta.tun", match = "exact" }]
+actions = ["encap"]
+size = 64
+default = "encap(02:00:00:00:00:0e, 02:00:00:00:00:0f, 10.0.0.1, 10.0.0.2, 7, 0)"
+
+[[table]]
+name = "plain"
+key = [{ field = "ipv4.dst", match = "exact" }]
+actions = ["encap"]
+size = 64
+default = "drop(no_route)"
+
+[control]
+ingress = '''
+if vxlan.valid:
+    apply vni_map
+    vxlan_decap
+    if tcp.valid or icmp.valid:
+        apply ca_pa
+        apply tunnels
+    elif udp.valid:
+        forward 1
+    else:
+        hash
+        forward 0
+elif ipv4.valid:
+    hash
+    apply plain
+else:
+    drop not_ip
+'''
+"#;
+
+const OVERLAY_TUNNEL_ENTRIES: &str = "\
+table vni_map add 100 => set_vnet(1)
+table vni_map add 200 => set_vnet(2)
+table ca_pa add 1 10.1.0.2 => to_tunnel(5)
+table ca_pa add 2 10.1.0.2 => to_tunnel(6)
+table ca_pa add 1 10.1.0.3 => to_tunnel(9)
+table plain add 10.9.9.9 => encap(02:00:00:00:0a:03, 02:00:00:00:0b:03, 192.168.0.1, 192.168.0.4, 300, 1)
+table tunnels add 5 => encap(02:00:00:00:0a:01, 02:00:00:00:0b:01, 192.168.0.1, 192.168.0.2, 5000, 1)
+table tunnels add 6 => encap(02:00:00:00:0a:02, 02:00:00:00:0b:02, 192.168.0.1, 192.168.0.3, 0xffffff, 0)
+";
+
+#[test]
+fn vxlan_decap_and_encap_agree_with_the_engine() {
+    if !root_or_skip() {
+        return;
+    }
+    agree_on("ovt", OVERLAY_TUNNEL, OVERLAY_TUNNEL_ENTRIES, 96, ip_frames());
+}

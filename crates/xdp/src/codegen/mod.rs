@@ -23,6 +23,9 @@
 //! Registers: `r6` the context, `r7`/`r8` the frame's start and end, `r9` the matched table
 //! entry while its action runs; `r0`–`r5` are scratch (helper calls clobber them).
 
+mod parse;
+mod vxlan;
+
 use crate::asm::{Alu, Asm, Jmp, Label, Size};
 use fastpath_io::bpf::{helper, sk_buff, tc_action, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R5, R6, R7, R8, R9};
 use fastpath_packet::{DropReason, Hdr, HdrSet, Slot, NO_PORT};
@@ -54,7 +57,26 @@ const PEND: i16 = -128;
 const SLOTS: i16 = -136;
 /// User register `r` is at `REGS - 8 * r`.
 const REGS: i16 = SLOTS - 8 * Slot::COUNT as i16;
-const MASKS: i16 = REGS - 8 * fastpath_packet::meta::REGS as i16;
+/// `meta.hash` (the flow hash `hash` and `vxlan_encap` compute once).
+const HASH: i16 = REGS - 8 * fastpath_packet::meta::REGS as i16;
+/// Bytes in front of the frame's logical start: a `vxlan_decap` is carried out on the frame
+/// only when the packet leaves without a `vxlan_encap` to fill that room again.
+const START: i16 = HASH - 8;
+const MASKS: i16 = START - 8;
+/// Most mask registers the stack holds below [`MASKS`].
+const MAX_MASKS: usize = (512 + MASKS as isize) as usize;
+
+/// `bpf_xdp_adjust_head(xdp_md, delta)`.
+const HELPER_XDP_ADJUST_HEAD: i32 = 44;
+/// `bpf_skb_adjust_room(skb, len_diff, mode, flags)`.
+const HELPER_SKB_ADJUST_ROOM: i32 = 50;
+/// `BPF_ADJ_ROOM_MAC`: room is made or taken right after the Ethernet header.
+const ADJ_ROOM_MAC: i32 = 1;
+/// `BPF_F_ADJ_ROOM_FIXED_GSO`: a GSO packet keeps its segment size.
+const ADJ_FIXED_GSO: u64 = 1;
+/// The flags of a VXLAN encapsulation's room (`BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 | _ENCAP_L4_UDP |
+/// _ENCAP_L2_ETH | _ENCAP_L2(14)`): a GSO packet becomes a UDP-tunnel GSO packet.
+const ADJ_ENCAP_VXLAN: u64 = ADJ_FIXED_GSO | 1 << 1 | 1 << 4 | 1 << 6 | 14 << 56;
 
 /// Most key fields of a table the XDP datapath compiles (8 bytes each on the stack).
 pub const MAX_KEY_FIELDS: usize = 8;
@@ -225,7 +247,12 @@ fn prim_ok(p: &Prim, what: &str) -> Result<(), Unsupported> {
             writable(a, what)?;
             writable(b, what)
         }
-        other => Err(Unsupported(format!("{what}: primitive \"{}\" (the XDP datapath runs forward, drop, set and swap)", other.name()))),
+        Prim::VxlanDecap | Prim::Hash => Ok(()),
+        Prim::VxlanEncap(ops) => ops.iter().try_for_each(|o| operand_ok(o, what)),
+        other => Err(Unsupported(format!(
+            "{what}: primitive \"{}\" (the XDP datapath runs forward, drop, set, swap, hash, vxlan_decap and vxlan_encap)",
+            other.name()
+        ))),
     }
 }
 
@@ -306,6 +333,9 @@ pub fn check(p: &Program) -> Result<(), Unsupported> {
             cond_ok(c, "a branch condition")?;
         }
     }
+    if mask_regs(p).len() > MAX_MASKS {
+        return Err(Unsupported(format!("{} branch masks (at most {MAX_MASKS} fit the BPF stack)", mask_regs(p).len())));
+    }
     Ok(())
 }
 
@@ -330,6 +360,8 @@ struct Gen<'a> {
     hook: Hook,
     /// Stack offset of each mask register the steps name.
     masks: Vec<i16>,
+    /// The program decapsulates or encapsulates: header addresses count from START.
+    moves: bool,
 }
 
 /// True when `c` reads a table's hit bit.
@@ -387,24 +419,32 @@ impl Gen<'_> {
     /// when not empty) and `len` bytes of it are in the linear data; else jumps to `absent`.
     /// Clobbers `t1` and `t2`. The Ethernet header is always there: `r7` itself.
     fn header(&mut self, (slot, needs, alt): (Slot, HdrSet, HdrSet), len: u8, (t1, t2): (Reg, Reg), absent: Label) -> Reg {
-        if slot == Slot::Eth {
+        if slot == Slot::Eth && !self.moves {
             return R7;
         }
-        let ok = self.a.label();
-        for set in [needs, alt] {
-            if set == HdrSet::EMPTY {
-                continue;
+        if slot != Slot::Eth {
+            let ok = self.a.label();
+            for set in [needs, alt] {
+                if set == HdrSet::EMPTY {
+                    continue;
+                }
+                self.a.ldx(Size::Dw, t1, R10, VALID);
+                self.a.mov_const(t2, u64::from(set.0));
+                self.a.alu_reg(Alu::And, t1, t2);
+                self.a.jmp_reg(Jmp::Eq, t1, t2, ok);
             }
-            self.a.ldx(Size::Dw, t1, R10, VALID);
-            self.a.mov_const(t2, u64::from(set.0));
-            self.a.alu_reg(Alu::And, t1, t2);
-            self.a.jmp_reg(Jmp::Eq, t1, t2, ok);
+            self.a.ja(absent);
+            self.a.bind(ok);
         }
-        self.a.ja(absent);
-        self.a.bind(ok);
-        self.a.ldx(Size::Dw, t1, R10, SLOTS - 8 * slot as i16);
         self.a.alu_reg(Alu::Mov, R5, R7);
-        self.a.alu_reg(Alu::Add, R5, t1);
+        if slot != Slot::Eth {
+            self.a.ldx(Size::Dw, t1, R10, SLOTS - 8 * slot as i16);
+            self.a.alu_reg(Alu::Add, R5, t1);
+        }
+        if self.moves {
+            self.a.ldx(Size::Dw, t1, R10, START);
+            self.a.alu_reg(Alu::Add, R5, t1);
+        }
         self.a.alu_reg(Alu::Mov, t1, R5);
         self.a.alu_imm(Alu::Add, t1, i32::from(len));
         self.a.jmp_reg(Jmp::Gt, t1, R8, absent);
@@ -628,6 +668,9 @@ impl Gen<'_> {
                 self.write_field(f, R3, R1);
             }
             Prim::Swap(x, y) => self.swap(x, y),
+            Prim::Hash => self.hash(),
+            Prim::VxlanDecap => self.vxlan_decap(),
+            Prim::VxlanEncap(ops) => self.vxlan_encap(ops, args),
             // `check` refused every other primitive.
             _ => unreachable!("primitive {} passed the XDP check", p.name()),
         }
@@ -797,241 +840,6 @@ impl Gen<'_> {
     }
 }
 
-/// The opposite of a jump's condition.
-fn inverse(j: Jmp) -> Jmp {
-    match j {
-        Jmp::Eq => Jmp::Ne,
-        Jmp::Ne => Jmp::Eq,
-        Jmp::Lt => Jmp::Ge,
-        Jmp::Ge => Jmp::Lt,
-        Jmp::Gt => Jmp::Le,
-        Jmp::Le => Jmp::Gt,
-    }
-}
-
-/// The parser: the engine's header walk (`stages::parser`) over [`PARSED`], with its drops.
-/// The header being parsed starts at frame offset `r9`; [`Gen::ensure`] points `r5` at it.
-impl Gen<'_> {
-    /// Drops for `r` when `reg op imm`.
-    fn drop_if(&mut self, op: Jmp, reg: Reg, imm: i32, r: DropReason) {
-        let skip = self.a.label();
-        self.a.jmp_imm(inverse(op), reg, imm, skip);
-        self.drop(r);
-        self.a.bind(skip);
-    }
-
-    /// Drops for `r` when `x op y`.
-    fn drop_if_reg(&mut self, op: Jmp, x: Reg, y: Reg, r: DropReason) {
-        let skip = self.a.label();
-        self.a.jmp_reg(inverse(op), x, y, skip);
-        self.drop(r);
-        self.a.bind(skip);
-    }
-
-    /// `dst` = the stack word at `from` minus `r9` (bytes from the header to the frame's or
-    /// the IP payload's end).
-    fn room(&mut self, dst: Reg, from: i16) {
-        self.a.ldx(Size::Dw, dst, R10, from);
-        self.a.alu_reg(Alu::Sub, dst, R9);
-    }
-
-    /// `r5` = the frame's start + `r9`; on to `ok` when `n` bytes from there are linear.
-    fn at_r9(&mut self, n: i32, ok: Label) {
-        self.a.alu_reg(Alu::Mov, R5, R7);
-        self.a.alu_reg(Alu::Add, R5, R9);
-        self.a.alu_reg(Alu::Mov, R1, R5);
-        self.a.alu_imm(Alu::Add, R1, n);
-        self.a.jmp_reg(Jmp::Le, R1, R8, ok);
-    }
-
-    /// Reloads `r7`/`r8` after a helper that may move the packet, and the verifier's
-    /// knowledge that the Ethernet header is there.
-    fn reload(&mut self) {
-        let (_, data, end) = self.hook.ctx();
-        let ok = self.a.label();
-        self.a.ldx(Size::W, R7, R6, data);
-        self.a.ldx(Size::W, R8, R6, end);
-        self.a.alu_reg(Alu::Mov, R1, R7);
-        self.a.alu_imm(Alu::Add, R1, 14);
-        self.a.jmp_reg(Jmp::Le, R1, R8, ok);
-        self.drop(DropReason::EthTruncated);
-        self.a.bind(ok);
-    }
-
-    /// Points `r5` at the `n` bytes at `r9`, pulling them into an skb's linear part at tc
-    /// (the caller checked they are in the frame); drops for `r` when they cannot be had (at
-    /// XDP, a header past the first buffer). Clobbers `r0`–`r5`.
-    fn ensure(&mut self, n: i32, r: DropReason) {
-        let ok = self.a.label();
-        self.at_r9(n, ok);
-        if self.hook == Hook::Tc {
-            self.a.alu_reg(Alu::Mov, R1, R6);
-            self.a.alu_reg(Alu::Mov, R2, R9);
-            self.a.alu_imm(Alu::Add, R2, n);
-            self.a.call(HELPER_SKB_PULL_DATA);
-            self.reload();
-            self.at_r9(n, ok);
-        }
-        self.drop(r);
-        self.a.bind(ok);
-    }
-
-    /// Records header `h` as found, in `slot` at offset `r9` (clobbers `r0` only).
-    fn mark(&mut self, h: Hdr, slot: Slot) {
-        self.a.ldx(Size::Dw, R0, R10, VALID);
-        self.a.alu_imm(Alu::Or, R0, h.bit() as i32);
-        self.a.stx(Size::Dw, R10, VALID, R0);
-        self.a.stx(Size::Dw, R10, SLOTS - 8 * slot as i16, R9);
-    }
-
-    /// The walk from the outer IPv4 header on (the Ethernet header is checked).
-    fn parse(&mut self) {
-        let hs = self.p.headers;
-        if !hs.has(Hdr::Ipv4) {
-            return;
-        }
-        let done = self.a.label();
-        self.a.ldx(Size::H, R1, R7, 12);
-        self.a.be(R1, 16);
-        self.a.jmp_imm(Jmp::Ne, R1, 0x0800, done);
-        self.a.alu_imm(Alu::Mov, R9, 14);
-        self.ipv4(false, done);
-        self.l4(false, done);
-        self.a.bind(done);
-    }
-
-    /// IPv4 at `r9` (as `hdr::Ipv4::parse`): on return `r9` is the upper layer's offset and
-    /// PROTO / PEND are set; a non-first fragment goes to `done`.
-    fn ipv4(&mut self, inner: bool, done: Label) {
-        let (h, slot) = if inner { (Hdr::InnerIpv4, Slot::InnerL3) } else { (Hdr::Ipv4, Slot::L3) };
-        let trunc = DropReason::Ipv4Truncated;
-        self.room(R1, FLEN);
-        self.drop_if(Jmp::Lt, R1, 20, trunc);
-        self.ensure(20, trunc);
-        self.a.ldx(Size::B, R1, R5, 0);
-        self.a.alu_reg(Alu::Mov, R2, R1);
-        self.a.alu_imm(Alu::Rsh, R2, 4);
-        self.drop_if(Jmp::Ne, R2, 4, DropReason::Ipv4Version);
-        self.a.alu_imm(Alu::And, R1, 0xf);
-        self.a.alu_imm(Alu::Lsh, R1, 2);
-        self.drop_if(Jmp::Lt, R1, 20, DropReason::Ipv4BadIhl);
-        self.a.ldx(Size::H, R2, R5, 2);
-        self.a.be(R2, 16);
-        self.drop_if_reg(Jmp::Lt, R2, R1, DropReason::Ipv4BadTotalLen);
-        self.room(R3, FLEN);
-        self.drop_if_reg(Jmp::Gt, R2, R3, trunc);
-        self.mark(h, slot);
-        // A non-first fragment has no upper-layer header.
-        self.a.ldx(Size::H, R3, R5, 6);
-        self.a.be(R3, 16);
-        self.a.alu_imm(Alu::And, R3, 0x1fff);
-        self.a.jmp_imm(Jmp::Ne, R3, 0, done);
-        self.a.ldx(Size::B, R3, R5, 9);
-        self.a.stx(Size::Dw, R10, PROTO, R3);
-        self.a.alu_reg(Alu::Mov, R3, R9);
-        self.a.alu_reg(Alu::Add, R3, R2);
-        self.a.stx(Size::Dw, R10, PEND, R3);
-        self.a.alu_reg(Alu::Add, R9, R1);
-    }
-
-    /// A fixed header of `n` bytes at `r9` inside the IP payload, or a drop for `r`.
-    fn fixed(&mut self, n: i32, r: DropReason) {
-        self.room(R1, PEND);
-        self.drop_if(Jmp::Lt, R1, n, r);
-        self.ensure(n, r);
-    }
-
-    /// The upper layer at `r9` (PROTO, PEND set), as the engine's `Parser::l4`; the outer UDP
-    /// leads on to VXLAN and the inner frame.
-    fn l4(&mut self, inner: bool, done: Label) {
-        let hs = self.p.headers;
-        let (udp, tcp, icmp, slot) =
-            if inner { (Hdr::InnerUdp, Hdr::InnerTcp, Hdr::InnerIcmp, Slot::InnerL4) } else { (Hdr::Udp, Hdr::Tcp, Hdr::Icmp, Slot::L4) };
-        if hs.has(udp) {
-            let next = self.a.label();
-            self.a.ldx(Size::Dw, R1, R10, PROTO);
-            self.a.jmp_imm(Jmp::Ne, R1, 17, next);
-            let r = DropReason::UdpTruncated;
-            self.fixed(8, r);
-            self.a.ldx(Size::H, R2, R5, 4);
-            self.a.be(R2, 16);
-            self.drop_if(Jmp::Lt, R2, 8, r);
-            self.room(R1, PEND);
-            self.drop_if_reg(Jmp::Gt, R2, R1, r);
-            self.mark(udp, slot);
-            // Past the inner IPv4 header, the VXLAN walk ends in a jump to `done` of its own
-            // (and the verifier refuses unreachable code).
-            if inner || !hs.has(Hdr::Vxlan) || !self.vxlan(done) {
-                self.a.ja(done);
-            }
-            self.a.bind(next);
-        }
-        if hs.has(tcp) {
-            let next = self.a.label();
-            self.a.ldx(Size::Dw, R1, R10, PROTO);
-            self.a.jmp_imm(Jmp::Ne, R1, 6, next);
-            let r = DropReason::TcpTruncated;
-            self.fixed(20, r);
-            self.a.ldx(Size::B, R2, R5, 12);
-            self.a.alu_imm(Alu::Rsh, R2, 4);
-            self.a.alu_imm(Alu::Lsh, R2, 2);
-            self.drop_if(Jmp::Lt, R2, 20, r);
-            self.room(R1, PEND);
-            self.drop_if_reg(Jmp::Gt, R2, R1, r);
-            self.mark(tcp, slot);
-            self.a.ja(done);
-            self.a.bind(next);
-        }
-        if hs.has(icmp) {
-            // The engine parses ICMP (and, inside, also protocol 58) where the spec lists it.
-            let (yes, next) = (self.a.label(), self.a.label());
-            self.a.ldx(Size::Dw, R1, R10, PROTO);
-            self.a.jmp_imm(Jmp::Eq, R1, 1, yes);
-            if inner {
-                self.a.jmp_imm(Jmp::Eq, R1, 58, yes);
-            }
-            self.a.ja(next);
-            self.a.bind(yes);
-            self.fixed(8, DropReason::IcmpTruncated);
-            self.mark(icmp, slot);
-            self.a.bind(next);
-        }
-        self.a.ja(done);
-    }
-
-    /// After the outer UDP header (`r5` on it): VXLAN on destination port 4789 (RFC 7348 §5),
-    /// then the inner Ethernet frame and its IPv4 packet where the spec parses them. True when
-    /// the code ends in a jump to `done`.
-    fn vxlan(&mut self, done: Label) -> bool {
-        let hs = self.p.headers;
-        self.a.ldx(Size::H, R1, R5, 2);
-        self.a.be(R1, 16);
-        self.a.jmp_imm(Jmp::Ne, R1, 4789, done);
-        self.a.alu_imm(Alu::Add, R9, 8);
-        self.fixed(8, DropReason::VxlanTruncated);
-        self.a.ldx(Size::B, R1, R5, 0);
-        self.a.alu_imm(Alu::And, R1, 0x08);
-        self.drop_if(Jmp::Eq, R1, 0, DropReason::VxlanBadFlags);
-        self.mark(Hdr::Vxlan, Slot::Tunnel);
-        if !hs.has(Hdr::InnerEth) {
-            return false;
-        }
-        self.a.alu_imm(Alu::Add, R9, 8);
-        self.fixed(14, DropReason::VxlanTruncated);
-        self.mark(Hdr::InnerEth, Slot::InnerEth);
-        if !hs.has(Hdr::InnerIpv4) {
-            return false;
-        }
-        self.a.ldx(Size::H, R1, R5, 12);
-        self.a.be(R1, 16);
-        self.a.jmp_imm(Jmp::Ne, R1, 0x0800, done);
-        self.a.alu_imm(Alu::Add, R9, 14);
-        self.ipv4(true, done);
-        self.l4(true, done);
-        true
-    }
-}
-
 /// The kfunc through which a driver hands over a VLAN tag it keeps outside the frame (kernel
 /// ≥ 6.8; veth, mlx5, ice, …): `int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx,
 /// __be16 *vlan_proto, u16 *vlan_tci)`. Callable only from a program bound to the device.
@@ -1086,13 +894,8 @@ fn translate(a: &mut Asm, pairs: impl Iterator<Item = (i32, i32)>, found: Label)
     }
 }
 
-/// Generates the program for `p` (which must pass [`check`]) over ports whose ifindexes are
-/// `ifindexes` (port `i` is `ifindexes[i]`), referring to the maps in `maps`, for `hook`.
-pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Vec<Insn> {
-    let layout = Layout { ports: ifindexes.len(), tables: p.tables.len() };
-    let hits = p.ingress.iter().chain(&p.egress).any(|s| matches!(s, SymStep::Mask(_, _, c) if reads_hits(c)));
-    // Every mask register the steps name (the compiler's "empty" register 255 among them)
-    // starts empty, register 0 (all lanes) full: one stack byte each, numbered densely.
+/// The mask registers `p`'s steps name, register 0 among them, in order.
+fn mask_regs(p: &Program) -> Vec<u8> {
     let mut regs = vec![0u8];
     for s in p.ingress.iter().chain(&p.egress) {
         match *s {
@@ -1103,11 +906,30 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     }
     regs.sort_unstable();
     regs.dedup();
+    regs
+}
+
+/// Generates the program for `p` (which must pass [`check`]) over ports whose ifindexes are
+/// `ifindexes` (port `i` is `ifindexes[i]`), referring to the maps in `maps`, for `hook`.
+pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Vec<Insn> {
+    let layout = Layout { ports: ifindexes.len(), tables: p.tables.len() };
+    let hits = p.ingress.iter().chain(&p.egress).any(|s| matches!(s, SymStep::Mask(_, _, c) if reads_hits(c)));
+    // Every mask register the steps name (the compiler's "empty" register 255 among them)
+    // starts empty, register 0 (all lanes) full: one stack byte each, numbered densely.
+    let regs = mask_regs(p);
     let mut masks = vec![0i16; 256];
     for (i, &m) in regs.iter().enumerate() {
         masks[usize::from(m)] = MASKS - i as i16;
     }
-    let mut g = Gen { a: Asm::new(), p, maps, layout, hits, hook, masks };
+    let prims = || {
+        p.actions.iter().flat_map(|a| a.body.iter()).chain(p.stages.iter().flat_map(|(_, s)| match s {
+            StageDef::Prims(v) => v.as_slice(),
+            _ => &[],
+        }))
+    };
+    let moves = prims().any(|x| matches!(x, Prim::VxlanDecap | Prim::VxlanEncap(_)));
+    let hashes = moves || prims().any(|x| matches!(x, Prim::Hash));
+    let mut g = Gen { a: Asm::new(), p, maps, layout, hits, hook, masks, moves };
     let (ctx_ifindex, ctx_data, ctx_data_end) = hook.ctx();
     let a = &mut g.a;
     a.alu_reg(Alu::Mov, R6, R1);
@@ -1127,6 +949,10 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     }
     for r in 0..p.user_meta.len().min(fastpath_packet::meta::REGS) {
         a.st(Size::Dw, R10, REGS - 8 * r as i16, 0);
+    }
+    if hashes {
+        a.st(Size::Dw, R10, HASH, 0);
+        a.st(Size::Dw, R10, START, 0);
     }
     g.count_reg(R1);
     let a = &mut g.a;
@@ -1169,11 +995,14 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     }
     g.steps(&p.ingress);
     // Egress sees forwarded packets only; the others end as no_verdict either way.
-    g.drop_unless_forwarded();
     if !p.egress.is_empty() {
-        g.steps(&p.egress);
         g.drop_unless_forwarded();
+        g.steps(&p.egress);
     }
+    if moves {
+        g.cut_to_start();
+    }
+    g.drop_unless_forwarded();
     // The verdict.
     let a = &mut g.a;
     let in_range = a.label();
@@ -1230,9 +1059,9 @@ mod tests {
 
     #[test]
     fn l2fwd_passes_the_check_and_the_router_is_refused_with_its_reason() {
-        let l2 = prog(include_str!("../../../pipelines/l2fwd.toml"));
+        let l2 = prog(include_str!("../../../../pipelines/l2fwd.toml"));
         check(&l2).unwrap();
-        let r = prog(include_str!("../../../pipelines/router.toml"));
+        let r = prog(include_str!("../../../../pipelines/router.toml"));
         let e = check(&r).unwrap_err().to_string();
         assert!(e.contains("parser header(s) vlan, ipv6"), "{e}");
         let ct = prog(
