@@ -317,6 +317,8 @@ impl MapType {
     pub const ARRAY: MapType = MapType(2);
     /// Per-CPU array.
     pub const PERCPU_ARRAY: MapType = MapType(6);
+    /// Hash table that evicts its least recently used entry when full.
+    pub const LRU_HASH: MapType = MapType(9);
     /// Device map for `bpf_redirect_map` to interfaces (values are ifindexes).
     pub const DEVMAP: MapType = MapType(14);
     /// AF_XDP socket map for `bpf_redirect_map` to XSKs (values are socket fds).

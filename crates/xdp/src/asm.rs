@@ -49,6 +49,10 @@ pub enum Alu {
     Sub,
     /// `*=`
     Mul,
+    /// `/=` (unsigned)
+    Div,
+    /// `%=` (unsigned)
+    Mod,
     /// `^=`
     Xor,
     /// `|=`
@@ -69,6 +73,8 @@ impl Alu {
             Alu::Add => 0x00,
             Alu::Sub => 0x10,
             Alu::Mul => 0x20,
+            Alu::Div => 0x30,
+            Alu::Mod => 0x90,
             Alu::Xor => 0xa0,
             Alu::Or => 0x40,
             Alu::And => 0x50,
@@ -229,14 +235,13 @@ impl Asm {
     /// Patches every jump and returns the program.
     ///
     /// # Panics
-    /// On a jump to a label never bound, or one that goes backwards or beyond ±32k
+    /// On a jump to a label never bound, or one beyond ±32k
     /// instructions: bugs of the code generator, not of its input.
     pub fn finish(mut self) -> Vec<Insn> {
         for &(at, l) in &self.fixups {
             let to = self.labels[l.0];
             assert!(to != usize::MAX, "jump to an unbound label");
-            assert!(to > at, "backward jump");
-            self.insns[at].off = i16::try_from(to - at - 1).expect("jump beyond 32k instructions");
+            self.insns[at].off = i16::try_from(to as isize - at as isize - 1).expect("jump beyond 32k instructions");
         }
         self.insns
     }

@@ -121,6 +121,8 @@ pub struct XdpDatapath {
     ifindexes: Vec<u32>,
     tables: Vec<Map>,
     _devmap: Map,
+    /// One flow map per conntrack table (the program refers to them by fd).
+    _conntracks: Vec<Map>,
     counters: Map,
     layout: Layout,
     prog: Prog,
@@ -196,7 +198,18 @@ impl XdpDatapath {
                 .map_err(bpf(format!("adding port {} to the port map", ports[i].name)))?;
         }
         let counters = Map::create(MapType::PERCPU_ARRAY, 4, 8, layout.slots(), "fp_counters").map_err(bpf("creating the counters"))?;
-        let fds = MapFds { tables: tables.iter().map(Map::fd).collect(), devmap: devmap.fd(), counters: counters.fd() };
+        let mut conntracks = Vec::new();
+        for c in &program.conntracks {
+            let m = Map::create(MapType::LRU_HASH, codegen::CT_KEY_SIZE, codegen::CT_VALUE_SIZE, c.config.capacity, &c.name)
+                .map_err(bpf(format!("creating the flow map of conntrack \"{}\"", c.name)))?;
+            conntracks.push(m);
+        }
+        let fds = MapFds {
+            tables: tables.iter().map(Map::fd).collect(),
+            devmap: devmap.fd(),
+            counters: counters.fd(),
+            conntracks: conntracks.iter().map(Map::fd).collect(),
+        };
         let insns = codegen::generate(&program, &ifindexes, &fds, Hook::Xdp);
         // The program reads only the Ethernet header, in the first buffer: it can take
         // multi-buffer frames, which the kernel would otherwise drop (GRO/GSO skbs in generic
@@ -209,6 +222,7 @@ impl XdpDatapath {
             ifindexes,
             tables,
             _devmap: devmap,
+            _conntracks: conntracks,
             counters,
             layout,
             prog,

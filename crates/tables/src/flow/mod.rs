@@ -171,6 +171,9 @@ const P1: u64 = 0xe703_7ed1_a0b4_28db;
 const P2: u64 = 0x8ebc_6af0_9c88_c6e3;
 const P3: u64 = 0x5899_65cc_7537_4cc3;
 const SYM_SEED: u64 = 0x1d8e_4e27_c47d_124f;
+/// [`hash_key`]'s four mixing constants, for code that computes the same hash elsewhere (the
+/// eBPF datapath's conntrack).
+pub const HASH_PRIMES: [u64; 4] = [P0, P1, P2, P3];
 /// Default table seed (any value other than the symmetric-hash seed keeps the bucket bits
 /// independent of the worker-selection bits).
 pub const DEFAULT_SEED: u64 = 0x2d35_8dcc_aa6c_78a5;

@@ -23,6 +23,7 @@
 //! Registers: `r6` the context, `r7`/`r8` the frame's start and end, `r9` the matched table
 //! entry while its action runs; `r0`–`r5` are scratch (helper calls clobber them).
 
+mod ct;
 mod parse;
 mod vxlan;
 
@@ -62,7 +63,18 @@ const HASH: i16 = REGS - 8 * fastpath_packet::meta::REGS as i16;
 /// Bytes in front of the frame's logical start: a `vxlan_decap` is carried out on the frame
 /// only when the packet leaves without a `vxlan_encap` to fill that room again.
 const START: i16 = HASH - 8;
-const MASKS: i16 = START - 8;
+/// The last `conntrack` stage's flags and the cached verdict (`Meta::reserved`: flags in the
+/// low byte, the verdict in the high byte).
+const CT: i16 = START - 8;
+/// 1 when the packet has a flow (new or established) in that stage's table.
+const FLOW: i16 = CT - 8;
+/// That flow's key (24 bytes).
+const CTKEY: i16 = FLOW - 24;
+/// Scratch words of the stages (a classifier's loop counter and rule count; conntrack's side
+/// and clock).
+const LOOP_I: i16 = CTKEY - 8;
+const COUNT: i16 = LOOP_I - 8;
+const MASKS: i16 = COUNT - 8;
 /// Most mask registers the stack holds below [`MASKS`].
 const MAX_MASKS: usize = (512 + MASKS as isize) as usize;
 
@@ -190,12 +202,17 @@ pub struct MapFds {
     pub devmap: RawFd,
     /// The per-CPU counter array ([`Layout`]).
     pub counters: RawFd,
+    /// One LRU hash map of flows per conntrack table ([`CT_KEY_SIZE`] / [`CT_VALUE_SIZE`]).
+    pub conntracks: Vec<RawFd>,
 }
+
+pub use ct::{CT_KEY_SIZE, CT_VALUE_SIZE};
 
 fn meta_ok(m: MetaField, what: &str) -> Result<(), Unsupported> {
     match m {
         MetaField::InPort | MetaField::OutPort => Ok(()),
         MetaField::Reg(r) if usize::from(r) < fastpath_packet::meta::REGS => Ok(()),
+        MetaField::CtFlag(_) | MetaField::CtVerdict => Ok(()),
         m => Err(Unsupported(format!(
             "{what}: metadata {m:?} (the XDP datapath keeps meta.in_port, meta.out_port and the spec's registers)"
         ))),
@@ -219,7 +236,9 @@ fn span(byte: u8, bytes: u8) -> (u8, u8) {
 fn writable(f: &FieldRef, what: &str) -> Result<(), Unsupported> {
     field_ok(f, what)?;
     match f.loc {
-        Loc::Meta(MetaField::InPort) => Err(Unsupported(format!("{what}: meta.in_port cannot be written"))),
+        Loc::Meta(MetaField::InPort | MetaField::CtFlag(_) | MetaField::CtVerdict) => {
+            Err(Unsupported(format!("{what}: meta.in_port and ct.* cannot be written")))
+        }
         Loc::Meta(_) => Ok(()),
         _ if f.csum.l4 => Err(Unsupported(format!("{what}: a field the UDP/TCP checksum covers (addresses and ports)"))),
         Loc::Hdr { byte, bytes, .. } if span(byte, bytes).1 - span(byte, bytes).0 <= 8 => Ok(()),
@@ -247,7 +266,8 @@ fn prim_ok(p: &Prim, what: &str) -> Result<(), Unsupported> {
             writable(a, what)?;
             writable(b, what)
         }
-        Prim::VxlanDecap | Prim::Hash => Ok(()),
+        Prim::VxlanDecap | Prim::Hash | Prim::CtLoad(_) => Ok(()),
+        Prim::CtCommit(_, o) => operand_ok(o, what),
         Prim::VxlanEncap(ops) => ops.iter().try_for_each(|o| operand_ok(o, what)),
         other => Err(Unsupported(format!(
             "{what}: primitive \"{}\" (the XDP datapath runs forward, drop, set, swap, hash, vxlan_decap and vxlan_encap)",
@@ -325,7 +345,21 @@ pub fn check(p: &Program) -> Result<(), Unsupported> {
             StageDef::Classify(_) | StageDef::L2Switch(_) => {}
             StageDef::Parser | StageDef::Table(_) => {}
             StageDef::Prims(v) => v.iter().try_for_each(|x| prim_ok(x, &format!("stage \"{name}\"")))?,
-            StageDef::Conntrack(..) => return Err(Unsupported(format!("stage \"{name}\": conntrack (the XDP datapath is stateless)"))),
+            StageDef::Conntrack(ct, zone) => {
+                let def = &p.conntracks[usize::from(*ct)];
+                if def.config.window_check {
+                    return Err(Unsupported(format!(
+                        "conntrack \"{}\": TCP window checks (the XDP datapath tracks states and timeouts; set window_check = false)",
+                        def.name
+                    )));
+                }
+                if p.conntracks.len() > 1 {
+                    return Err(Unsupported(format!("{} conntrack tables (the XDP datapath keeps one)", p.conntracks.len())));
+                }
+                if let Some(z) = zone {
+                    operand_ok(z, &format!("stage \"{name}\": the zone"))?;
+                }
+            }
         }
     }
     for s in p.ingress.iter().chain(&p.egress) {
@@ -404,6 +438,22 @@ fn chunks(n: u8) -> Vec<(u8, u8)> {
 impl Gen<'_> {
     fn mask_off(&self, m: u8) -> i16 {
         self.masks[usize::from(m)]
+    }
+
+    /// Loads metadata field `m` (checked by [`meta_ok`]) into `dst`.
+    fn read_meta(&mut self, m: MetaField, dst: Reg) {
+        match m {
+            MetaField::CtFlag(n) => {
+                self.a.ldx(Size::Dw, dst, R10, CT);
+                self.a.alu_imm(Alu::Rsh, dst, i32::from(n));
+                self.a.alu_imm(Alu::And, dst, 1);
+            }
+            MetaField::CtVerdict => {
+                self.a.ldx(Size::Dw, dst, R10, CT);
+                self.a.alu_imm(Alu::Rsh, dst, 8);
+            }
+            m => self.a.ldx(Size::Dw, dst, R10, Self::meta_off(m)),
+        }
     }
 
     /// Where metadata field `m` (checked by [`meta_ok`]) lives on the stack.
@@ -487,7 +537,7 @@ impl Gen<'_> {
     /// comparisons on such a field are false).
     fn read_field(&mut self, f: &FieldRef, dst: Reg, tmp: Reg, absent: Option<Label>) {
         match f.loc {
-            Loc::Meta(m) => self.a.ldx(Size::Dw, dst, R10, Self::meta_off(m)),
+            Loc::Meta(m) => self.read_meta(m, dst),
             Loc::Hdr { slot, byte, bytes, shift } => {
                 let (zero, end) = (self.a.label(), self.a.label());
                 let base = self.header((slot, f.needs, f.or_needs), byte + bytes, (dst, tmp), absent.unwrap_or(zero));
@@ -671,6 +721,8 @@ impl Gen<'_> {
             Prim::Hash => self.hash(),
             Prim::VxlanDecap => self.vxlan_decap(),
             Prim::VxlanEncap(ops) => self.vxlan_encap(ops, args),
+            Prim::CtCommit(ct, v) => self.ct_commit(*ct, v, args),
+            Prim::CtLoad(ct) => self.ct_load(*ct),
             // `check` refused every other primitive.
             _ => unreachable!("primitive {} passed the XDP check", p.name()),
         }
@@ -719,7 +771,7 @@ impl Gen<'_> {
                 self.a.ja(f);
             }
             CondC::MetaCmp(m, op, v) => {
-                self.a.ldx(Size::Dw, R1, R10, Self::meta_off(*m));
+                self.read_meta(*m, R1);
                 self.a.mov_const(R2, u64::from(*v));
                 self.a.jmp_reg(jmp_of(*op), R1, R2, t);
                 self.a.ja(f);
@@ -790,9 +842,8 @@ impl Gen<'_> {
             StageDef::Prims(v) => {
                 self.body(v, Args::None);
             }
-            StageDef::Conntrack(..) | StageDef::Classify(_) | StageDef::L2Switch(_) => {
-                unreachable!("conntrack and [tm] do not pass the XDP check")
-            }
+            StageDef::Conntrack(ct, zone) => self.conntrack(*ct, zone.as_ref()),
+            StageDef::Classify(_) | StageDef::L2Switch(_) => unreachable!("[tm] and l2_switch do not pass the XDP check"),
         }
     }
 
@@ -950,10 +1001,12 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     for r in 0..p.user_meta.len().min(fastpath_packet::meta::REGS) {
         a.st(Size::Dw, R10, REGS - 8 * r as i16, 0);
     }
-    if hashes {
+    if hashes || !p.conntracks.is_empty() {
         a.st(Size::Dw, R10, HASH, 0);
         a.st(Size::Dw, R10, START, 0);
     }
+    a.st(Size::Dw, R10, CT, 0);
+    a.st(Size::Dw, R10, FLOW, 0);
     g.count_reg(R1);
     let a = &mut g.a;
     let parsed = a.label();
