@@ -22,9 +22,11 @@ use fastpath_io::bpf::{
 };
 use fastpath_packet::DropReason;
 use fastpath_pipeline::entries::{entry_commands, EntryError, EntryOp, EntrySpec};
-use fastpath_pipeline::ir::MAX_ARGS;
+use fastpath_pipeline::ir::{MatchKind, TableDef, MAX_ARGS};
+use fastpath_pipeline::objects::MeterRates;
 use fastpath_pipeline::value::Match;
 use fastpath_pipeline::Program;
+use fastpath_tables::meter::{ColorMode, MeterError, SrTcm, SrTcmConfig, TrTcm, TrTcmConfig};
 
 /// Why the XDP datapath could not be built or attached.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +125,13 @@ pub struct XdpDatapath {
     _devmap: Map,
     /// One flow map per conntrack table (the program refers to them by fd).
     _conntracks: Vec<Map>,
+    /// Which rule set of each classifier table is live.
+    acl_sel: Map,
+    /// The rules of each classifier table as the control side keeps them (empty for the
+    /// others), with the next insertion number: the maps hold them sorted.
+    rules: std::sync::Mutex<(Vec<Vec<Rule>>, u64)>,
+    /// One state map per meter array.
+    meters: Vec<Map>,
     counters: Map,
     layout: Layout,
     prog: Prog,
@@ -167,6 +176,51 @@ fn value_bytes(e: &EntrySpec) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// One rule of a classifier table, as the control side keeps it.
+#[derive(Clone, Debug)]
+struct Rule {
+    spec: EntrySpec,
+    /// Insertion number: ties of priority go to the rule added first.
+    seq: u64,
+}
+
+/// A rule's bytes in the map (see `codegen::acl`): (a, b) per key field, then the value.
+fn encode_rule(t: &TableDef, e: &EntrySpec) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(codegen::rule_size(t) as usize);
+    for (k, m) in t.key.iter().zip(&e.key) {
+        let (a, b) = codegen::encode_match(k.kind, k.field.width, m).map_err(|msg| format!("key field {}: {msg}", k.name))?;
+        out.extend_from_slice(&a.to_ne_bytes());
+        out.extend_from_slice(&b.to_ne_bytes());
+    }
+    out.extend(value_bytes(e)?);
+    Ok(out)
+}
+
+/// The BTF ids of the classifier loop's kfuncs, when some table needs them.
+fn iter_num_kfuncs(p: &Program) -> Result<[u32; 3], XdpDpError> {
+    let mut ids = [0; 3];
+    if !p.tables.iter().any(codegen::is_classifier) {
+        return Ok(ids);
+    }
+    for (id, name) in ids.iter_mut().zip(codegen::ITER_NUM_KFUNCS) {
+        *id = fastpath_io::bpf::vmlinux_func_btf_id(name).ok().flatten().ok_or_else(|| {
+            Unsupported(format!(
+                "tables of lpm, ternary or range keys: this kernel has no {name} (the classifier's loop needs Linux 6.4 or later)"
+            ))
+        })?;
+    }
+    Ok(ids)
+}
+
+/// The prefix length a match stands for (an exact value: all of it).
+fn prefix_len(m: &Match) -> u32 {
+    match *m {
+        Match::Prefix(_, len) => u32::from(len),
+        Match::Exact(_) => 128,
+        _ => 0,
+    }
+}
+
 impl XdpDatapath {
     /// Checks `program`, creates its maps, generates and loads the program for `ports` (port
     /// `i` is the pipeline's port number `i`). Nothing is attached yet.
@@ -185,10 +239,23 @@ impl XdpDatapath {
         let layout = Layout { ports: ports.len(), tables: program.tables.len() };
         let mut tables = Vec::new();
         for t in &program.tables {
-            let key = 8 * t.key.len() as u32;
-            let m = Map::create(MapType::HASH, key, VALUE_SIZE, t.size as u32, &t.name)
-                .map_err(bpf(format!("creating the map of table \"{}\"", t.name)))?;
+            let m = if codegen::is_classifier(t) {
+                // Two rule sets, the live one named by `acl_sel`.
+                Map::create(MapType::ARRAY, 4, codegen::set_size(t), 2, &t.name)
+            } else {
+                Map::create(MapType::HASH, 8 * t.key.len() as u32, VALUE_SIZE, t.size as u32, &t.name)
+            }
+            .map_err(bpf(format!("creating the map of table \"{}\"", t.name)))?;
             tables.push(m);
+        }
+        let n_tables = program.tables.len();
+        let acl_sel = Map::create(MapType::ARRAY, 4, 4, program.tables.len().max(1) as u32, "fp_acl_sel")
+            .map_err(bpf("creating the rule-set map"))?;
+        let mut meters = Vec::new();
+        for m in &program.meters {
+            let map = Map::create(MapType::ARRAY, 4, codegen::METER_VALUE_SIZE, m.size.max(1) as u32, &m.name)
+                .map_err(bpf(format!("creating the map of meter array \"{}\"", m.name)))?;
+            meters.push(map);
         }
         let n = ports.len().max(1) as u32;
         let devmap = Map::create(MapType::DEVMAP, 4, 4, n, "fp_ports").map_err(bpf("creating the port map"))?;
@@ -209,6 +276,9 @@ impl XdpDatapath {
             devmap: devmap.fd(),
             counters: counters.fd(),
             conntracks: conntracks.iter().map(Map::fd).collect(),
+            acl_sel: acl_sel.fd(),
+            meters: meters.iter().map(Map::fd).collect(),
+            iter_num: iter_num_kfuncs(&program)?,
         };
         let insns = codegen::generate(&program, &ifindexes, &fds, Hook::Xdp);
         // The program reads only the Ethernet header, in the first buffer: it can take
@@ -223,6 +293,9 @@ impl XdpDatapath {
             tables,
             _devmap: devmap,
             _conntracks: conntracks,
+            acl_sel,
+            rules: std::sync::Mutex::new((vec![Vec::new(); n_tables], 0)),
+            meters,
             counters,
             layout,
             prog,
@@ -287,13 +360,22 @@ impl XdpDatapath {
         &self.ifindexes
     }
 
-    /// Applies one typed op to the table maps. Meter settings are refused (the XDP datapath
-    /// has no meters).
+    /// Applies one typed op to the table and meter maps (`tm pipe` is refused: the XDP
+    /// datapath has no traffic manager).
     ///
     /// # Errors
     /// What was refused: a missing key for modify/del, a full table, a value the maps cannot hold.
     pub fn apply_op(&self, op: &EntryOp) -> Result<(), String> {
         let name = |t: usize| self.program.tables[t].name.clone();
+        let table = match op {
+            EntryOp::Add(e) | EntryOp::Modify(e) => e.table,
+            EntryOp::Del { table, .. } | EntryOp::Clear { table } => *table,
+            EntryOp::Meter { bank, index, rates } => return self.set_meter(bank, *index, rates),
+            EntryOp::Pipe { .. } => return Err("tm pipe: the XDP datapath has no traffic manager".into()),
+        };
+        if codegen::is_classifier(&self.program.tables[table]) {
+            return self.apply_rule(op, table);
+        }
         match op {
             EntryOp::Add(e) | EntryOp::Modify(e) => {
                 let (k, v) = (key_bytes(&e.key)?, value_bytes(e)?);
@@ -316,9 +398,108 @@ impl XdpDatapath {
                 }
                 Ok(())
             }
-            EntryOp::Meter { bank, .. } => Err(format!("meter \"{bank}\": the XDP datapath has no meters")),
-            EntryOp::Pipe { .. } => Err("tm pipe: the XDP datapath has no traffic manager".into()),
+            EntryOp::Meter { .. } | EntryOp::Pipe { .. } => unreachable!("handled above"),
         }
+    }
+
+    /// A change to classifier table `t`: the control side's list changes, then the whole
+    /// sorted set is written to the rule set the program is not reading, and that set made
+    /// live.
+    fn apply_rule(&self, op: &EntryOp, t: usize) -> Result<(), String> {
+        let def = &self.program.tables[t];
+        let mut guard = self.rules.lock().map_err(|_| "the rule list's lock is poisoned".to_string())?;
+        let (all, seq) = &mut *guard;
+        let rules = &mut all[t];
+        let at = |key: &[Match]| rules.iter().position(|r| r.spec.key == key);
+        match op {
+            EntryOp::Add(e) => {
+                encode_rule(def, e)?;
+                match at(&e.key) {
+                    Some(i) => rules[i].spec = e.clone(),
+                    None if rules.len() >= def.size.min(codegen::MAX_RULES) => {
+                        return Err(format!("table \"{}\" is full ({} rules)", def.name, rules.len()));
+                    }
+                    None => {
+                        rules.push(Rule { spec: e.clone(), seq: *seq });
+                        *seq += 1;
+                    }
+                }
+            }
+            EntryOp::Modify(e) => {
+                encode_rule(def, e)?;
+                let i = at(&e.key).ok_or_else(|| format!("table \"{}\" has no entry with that key", def.name))?;
+                rules[i].spec = e.clone();
+            }
+            EntryOp::Del { key, .. } => {
+                let i = at(key).ok_or_else(|| format!("table \"{}\" has no entry with that key", def.name))?;
+                rules.remove(i);
+            }
+            EntryOp::Clear { .. } => rules.clear(),
+            EntryOp::Meter { .. } | EntryOp::Pipe { .. } => unreachable!("not a table change"),
+        }
+        // The engine's order: a prefix table's longest prefix first; a classifier's lower
+        // priority first, ties to the rule added first.
+        let mut order: Vec<&Rule> = rules.iter().collect();
+        if def.key.iter().all(|k| k.kind == MatchKind::Lpm) {
+            order.sort_by_key(|r| std::cmp::Reverse(r.spec.key.iter().map(prefix_len).sum::<u32>()));
+        } else {
+            order.sort_by_key(|r| (r.spec.priority, r.seq));
+        }
+        let mut set = Vec::with_capacity(codegen::set_size(def) as usize);
+        set.extend_from_slice(&(order.len() as u64).to_ne_bytes());
+        for r in order {
+            set.extend(encode_rule(def, &r.spec)?);
+        }
+        set.resize(codegen::set_size(def) as usize, 0);
+        let key = (t as u32).to_ne_bytes();
+        let mut live = [0u8; 4];
+        let found = self.acl_sel.lookup(&key, &mut live).map_err(|e| e.to_string())?;
+        let spare: u32 = if found { 1 - (u32::from_ne_bytes(live) & 1) } else { 1 };
+        self.tables[t].update(&spare.to_ne_bytes(), &set).map_err(|e| e.to_string())?;
+        self.acl_sel.update(&key, &spare.to_ne_bytes()).map_err(|e| e.to_string())
+    }
+
+    /// `meter M I …`: validated as the engine validates it (all zero: unset, every packet
+    /// green), written with both buckets full.
+    fn set_meter(&self, bank: &str, index: usize, r: &MeterRates) -> Result<(), String> {
+        let Some(m) = self.program.meters.iter().position(|m| m.name == bank) else {
+            return Err(format!("no meter array \"{bank}\""));
+        };
+        let def = &self.program.meters[m];
+        if index >= def.size {
+            return Err(format!("meter index {index} out of range (\"{bank}\" has {})", def.size));
+        }
+        let mode = if def.color_aware { ColorMode::Aware } else { ColorMode::Blind };
+        let err = |e: MeterError| format!("meter {bank}[{index}]: {e:?}");
+        let unset = r.cir_bytes_per_s == 0 && r.pir_bytes_per_s == 0 && r.cbs_bytes == 0 && r.ebs_or_pbs_bytes == 0;
+        let (kind, tokens) = if unset {
+            (0u64, (0, 0))
+        } else if def.two_rate {
+            TrTcm::new(TrTcmConfig {
+                cir_bytes_per_s: r.cir_bytes_per_s,
+                cbs_bytes: r.cbs_bytes,
+                pir_bytes_per_s: r.pir_bytes_per_s,
+                pbs_bytes: r.ebs_or_pbs_bytes,
+                mode,
+            })
+            .map_err(err)?;
+            (2, (r.ebs_or_pbs_bytes, r.cbs_bytes))
+        } else {
+            SrTcm::new(SrTcmConfig { cir_bytes_per_s: r.cir_bytes_per_s, cbs_bytes: r.cbs_bytes, ebs_bytes: r.ebs_or_pbs_bytes, mode })
+                .map_err(err)?;
+            (1, (r.cbs_bytes, r.ebs_or_pbs_bytes))
+        };
+        let mut v = vec![0u8; codegen::METER_VALUE_SIZE as usize];
+        let mut put = |at: i16, x: u64| v[at as usize..at as usize + 8].copy_from_slice(&x.to_ne_bytes());
+        put(codegen::KIND, kind);
+        put(codegen::AWARE, u64::from(def.color_aware));
+        put(codegen::CIR, r.cir_bytes_per_s);
+        put(codegen::CBS, r.cbs_bytes);
+        put(codegen::EBS_PBS, r.ebs_or_pbs_bytes);
+        put(codegen::PIR, r.pir_bytes_per_s);
+        put(codegen::TOKENS_A, tokens.0);
+        put(codegen::TOKENS_B, tokens.1);
+        self.meters[m].update(&(index as u32).to_ne_bytes(), &v).map_err(|e| e.to_string())
     }
 
     /// Loads an entries file (the format of `--entries`), line by line; each line takes effect

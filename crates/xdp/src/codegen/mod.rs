@@ -23,16 +23,16 @@
 //! Registers: `r6` the context, `r7`/`r8` the frame's start and end, `r9` the matched table
 //! entry while its action runs; `r0`–`r5` are scratch (helper calls clobber them).
 
+mod acl;
 mod ct;
+mod meter;
 mod parse;
 mod vxlan;
 
 use crate::asm::{Alu, Asm, Jmp, Label, Size};
 use fastpath_io::bpf::{helper, sk_buff, tc_action, xdp_action, xdp_md, Insn, Reg, R0, R1, R10, R2, R3, R4, R5, R6, R7, R8, R9};
 use fastpath_packet::{DropReason, Hdr, HdrSet, Slot, NO_PORT};
-use fastpath_pipeline::ir::{
-    ActionDef, CmpOp, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, StageDef, SymStep, TableImpl, MAX_ARGS,
-};
+use fastpath_pipeline::ir::{ActionDef, CmpOp, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, StageDef, SymStep, MAX_ARGS};
 use fastpath_pipeline::Program;
 use std::os::fd::RawFd;
 
@@ -74,7 +74,11 @@ const CTKEY: i16 = FLOW - 24;
 /// and clock).
 const LOOP_I: i16 = CTKEY - 8;
 const COUNT: i16 = LOOP_I - 8;
-const MASKS: i16 = COUNT - 8;
+/// `meta.color`.
+const COLOR: i16 = COUNT - 8;
+/// A classifier's loop iterator (`struct bpf_iter_num`, 8 bytes).
+const ITER: i16 = COLOR - 8;
+const MASKS: i16 = ITER - 8;
 /// Most mask registers the stack holds below [`MASKS`].
 const MAX_MASKS: usize = (512 + MASKS as isize) as usize;
 
@@ -204,15 +208,27 @@ pub struct MapFds {
     pub counters: RawFd,
     /// One LRU hash map of flows per conntrack table ([`CT_KEY_SIZE`] / [`CT_VALUE_SIZE`]).
     pub conntracks: Vec<RawFd>,
+    /// Per table, which of a classifier table's two rule sets is live (a u32 array).
+    pub acl_sel: RawFd,
+    /// One array map of meter states per meter array ([`METER_VALUE_SIZE`]).
+    pub meters: Vec<RawFd>,
+    /// BTF ids of the kfuncs `bpf_iter_num_new`, `_next` and `_destroy` (the classifier's
+    /// loop); zeros when no table needs them.
+    pub iter_num: [u32; 3],
 }
 
+/// The kfuncs of [`MapFds::iter_num`], by name.
+pub const ITER_NUM_KFUNCS: [&str; 3] = ["bpf_iter_num_new", "bpf_iter_num_next", "bpf_iter_num_destroy"];
+
+pub use acl::{encode as encode_match, is_classifier, rule_size, set_size, MAX_RULES};
 pub use ct::{CT_KEY_SIZE, CT_VALUE_SIZE};
+pub use meter::{AWARE, CBS, CIR, EBS_PBS, KIND, METER_VALUE_SIZE, PIR, TOKENS_A, TOKENS_B};
 
 fn meta_ok(m: MetaField, what: &str) -> Result<(), Unsupported> {
     match m {
         MetaField::InPort | MetaField::OutPort => Ok(()),
         MetaField::Reg(r) if usize::from(r) < fastpath_packet::meta::REGS => Ok(()),
-        MetaField::CtFlag(_) | MetaField::CtVerdict => Ok(()),
+        MetaField::CtFlag(_) | MetaField::CtVerdict | MetaField::Color => Ok(()),
         m => Err(Unsupported(format!(
             "{what}: metadata {m:?} (the XDP datapath keeps meta.in_port, meta.out_port and the spec's registers)"
         ))),
@@ -267,7 +283,7 @@ fn prim_ok(p: &Prim, what: &str) -> Result<(), Unsupported> {
             writable(b, what)
         }
         Prim::VxlanDecap | Prim::Hash | Prim::CtLoad(_) => Ok(()),
-        Prim::CtCommit(_, o) => operand_ok(o, what),
+        Prim::CtCommit(_, o) | Prim::Meter(_, o, _) => operand_ok(o, what),
         Prim::VxlanEncap(ops) => ops.iter().try_for_each(|o| operand_ok(o, what)),
         other => Err(Unsupported(format!(
             "{what}: primitive \"{}\" (the XDP datapath runs forward, drop, set, swap, hash, vxlan_decap and vxlan_encap)",
@@ -319,8 +335,12 @@ pub fn check(p: &Program) -> Result<(), Unsupported> {
     }
     for t in &p.tables {
         let what = format!("table \"{}\"", t.name);
-        if !matches!(t.imp, TableImpl::Direct | TableImpl::Exact) || t.key.iter().any(|k| k.kind != MatchKind::Exact) {
-            return Err(Unsupported(format!("{what}: lpm, ternary and range keys (the XDP datapath compiles exact-match tables)")));
+        if acl::is_classifier(t) && t.size > acl::MAX_RULES {
+            return Err(Unsupported(format!(
+                "{what}: {} rules of lpm, ternary or range keys (the XDP datapath's classifier takes at most {})",
+                t.size,
+                acl::MAX_RULES
+            )));
         }
         if t.key.len() > MAX_KEY_FIELDS {
             return Err(Unsupported(format!("{what}: more than {MAX_KEY_FIELDS} key fields")));
@@ -461,6 +481,7 @@ impl Gen<'_> {
         match m {
             MetaField::InPort => IN_PORT,
             MetaField::Reg(r) => REGS - 8 * i16::from(r),
+            MetaField::Color => COLOR,
             _ => OUT_PORT,
         }
     }
@@ -723,6 +744,7 @@ impl Gen<'_> {
             Prim::VxlanEncap(ops) => self.vxlan_encap(ops, args),
             Prim::CtCommit(ct, v) => self.ct_commit(*ct, v, args),
             Prim::CtLoad(ct) => self.ct_load(*ct),
+            Prim::Meter(m, idx, drop_red) => self.meter(*m, idx, *drop_red, args),
             // `check` refused every other primitive.
             _ => unreachable!("primitive {} passed the XDP check", p.name()),
         }
@@ -850,18 +872,25 @@ impl Gen<'_> {
     fn table(&mut self, t: usize) {
         let p = self.p;
         let def = &p.tables[t];
-        // A packet that lacks a key field's header misses (as in the engine's exact tables).
-        let (miss, end) = (self.a.label(), self.a.label());
+        // A packet that lacks a key field's header misses, as in the engine; a classifier's
+        // range field reads 0 then (the L4 ports of an ICMP packet).
+        let (miss, end, hit) = (self.a.label(), self.a.label(), self.a.label());
         for (i, k) in def.key.iter().enumerate() {
-            self.read_field(&k.field, R3, R1, Some(miss));
+            let absent = (k.kind != MatchKind::Range).then_some(miss);
+            self.read_field(&k.field, R3, R1, absent);
             self.a.stx(Size::Dw, R10, KEY + 8 * i as i16, R3);
         }
-        self.a.raw(&Insn::ld_map_fd(R1, self.maps.tables[t]));
-        self.a.alu_reg(Alu::Mov, R2, R10);
-        self.a.alu_imm(Alu::Add, R2, i32::from(KEY));
-        self.a.call(HELPER_MAP_LOOKUP);
-        self.a.jmp_imm(Jmp::Eq, R0, 0, miss);
-        self.a.alu_reg(Alu::Mov, R9, R0);
+        if acl::is_classifier(def) {
+            self.classify(t, hit, miss);
+        } else {
+            self.a.raw(&Insn::ld_map_fd(R1, self.maps.tables[t]));
+            self.a.alu_reg(Alu::Mov, R2, R10);
+            self.a.alu_imm(Alu::Add, R2, i32::from(KEY));
+            self.a.call(HELPER_MAP_LOOKUP);
+            self.a.jmp_imm(Jmp::Eq, R0, 0, miss);
+            self.a.alu_reg(Alu::Mov, R9, R0);
+        }
+        self.a.bind(hit);
         self.count(self.layout.hit(t));
         if self.hits {
             self.a.ldx(Size::Dw, R1, R10, HITS);
@@ -979,7 +1008,6 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
         }))
     };
     let moves = prims().any(|x| matches!(x, Prim::VxlanDecap | Prim::VxlanEncap(_)));
-    let hashes = moves || prims().any(|x| matches!(x, Prim::Hash));
     let mut g = Gen { a: Asm::new(), p, maps, layout, hits, hook, masks, moves };
     let (ctx_ifindex, ctx_data, ctx_data_end) = hook.ctx();
     let a = &mut g.a;
@@ -1001,12 +1029,9 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     for r in 0..p.user_meta.len().min(fastpath_packet::meta::REGS) {
         a.st(Size::Dw, R10, REGS - 8 * r as i16, 0);
     }
-    if hashes || !p.conntracks.is_empty() {
-        a.st(Size::Dw, R10, HASH, 0);
-        a.st(Size::Dw, R10, START, 0);
+    for w in [HASH, START, CT, FLOW, COLOR, LOOP_I, COUNT] {
+        a.st(Size::Dw, R10, w, 0);
     }
-    a.st(Size::Dw, R10, CT, 0);
-    a.st(Size::Dw, R10, FLOW, 0);
     g.count_reg(R1);
     let a = &mut g.a;
     let parsed = a.label();
@@ -1029,7 +1054,7 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     }
     g.drop(DropReason::EthTruncated);
     g.a.bind(parsed);
-    if p.headers != HdrSet::EMPTY.with(Hdr::Eth) {
+    if p.headers != HdrSet::EMPTY.with(Hdr::Eth) || moves || !p.meters.is_empty() {
         let a = &mut g.a;
         a.st(Size::Dw, R10, VALID, Hdr::Eth.bit() as i32);
         for s in 0..Slot::COUNT as i16 {
