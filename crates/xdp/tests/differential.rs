@@ -641,3 +641,46 @@ fn sdn_overlay_agrees_with_the_engine() {
     }
     agree_on("ovs", &sdn_overlay_without_window_checks(), SDN_OVERLAY_ENTRIES, 96, ip_frames_of(0.95, 0));
 }
+
+/// The meters' token clock against the kernel's clock: a bucket that a packet empties is full
+/// again after long enough at the meter's rate (the differential tests use CIR 0, as the
+/// engine's clock there stands still).
+#[test]
+fn a_meter_refills_at_its_rate() {
+    if !root_or_skip() {
+        return;
+    }
+    let spec = r#"
+name = "m"
+[parser]
+headers = ["eth"]
+[[meter]]
+name = "pol"
+kind = "srtcm"
+size = 4
+[control]
+ingress = '''
+meter pol 1 drop_red
+forward 1
+'''
+"#;
+    let ns = Netns::new("fpx-meter").unwrap();
+    let _veth = VethPair::new(&ns, "x0", &ns, "x1").unwrap();
+    ns.run(move || {
+        let prog = fastpath_pipeline::compile("t.toml", spec).unwrap();
+        let ports = [("p0", "x0"), ("p1", "x1")].map(|(n, i)| XdpPortSpec { name: n.into(), iface: i.into() });
+        let mut dp = XdpDatapath::build(prog, &ports).unwrap();
+        // 100 kB/s, a 1,000-byte committed bucket, no excess bucket to spill into.
+        dp.load_entries("entries", "meter pol 1 cir 100000 cbs 1000 ebs 0\n").unwrap();
+        dp.load_tc().unwrap();
+        let frame = vec![0x02u8; 1000];
+        let send = |dp: &XdpDatapath| bpf_outcome(dp, dp.tc_prog().unwrap(), Hook::Tc, 0, &frame);
+        assert!(matches!(send(&dp), Outcome::Tx(1, _)), "the full bucket takes the first packet");
+        assert_eq!(send(&dp), Outcome::Drop(DropReason::MeterRed), "an empty bucket drops the next at once");
+        // 30 ms at 100 kB/s: 3,000 tokens, capped at the bucket's 1,000.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert!(matches!(send(&dp), Outcome::Tx(1, _)), "refilled");
+        assert_eq!(send(&dp), Outcome::Drop(DropReason::MeterRed), "and empty again");
+    })
+    .unwrap();
+}

@@ -17,8 +17,9 @@
 //! the same program at the tc hook (`--mode tc`).
 //!
 //! `fastpath lab overlay` is different: tenant A ▸ DUT ▸ tenant B namespaces whose kernels run
-//! real VXLAN interfaces; DUTs `fastpath` (this binary running `pipelines/sdn-overlay.toml`) and
-//! `linux-vxlan` (kernel VXLAN devices on a bridge); ping, iperf3 and a stateful-ACL check
+//! real VXLAN interfaces; DUTs `fastpath` (this binary running `pipelines/sdn-overlay.toml`),
+//! `fastpath-tc` (the same pipeline as the eBPF datapath at tc ingress) and `linux-vxlan`
+//! (kernel VXLAN devices on a bridge); ping, iperf3 and a stateful-ACL check
 //! (see `fastpath_lab::tests::overlay`).
 //!
 //! `fastpath lab bng-rfc2544` measures the broadband gateway (`pipelines/vbng.toml`, its
@@ -157,7 +158,9 @@ into the same user plane; the highest rate with zero drops is reported. The comm
 fails when a check fails.\n\n\
 bng-rfc2544 DUTs (both by default): fastpath (pipelines/vbng.toml, every session loaded at start) and linux \
 (per-subscriber /32 routes and HTB classes with u32 filters, forwarding the same traffic untagged).\n\n\
-overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), linux-vxlan (kernel VXLAN devices on a bridge).\n\n\
+overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), fastpath-tc (the same pipeline, its \
+conntrack without TCP window checks, compiled to the eBPF datapath at tc ingress: the tenants keep their \
+offloads and each 64 KB VXLAN segment crosses whole), linux-vxlan (kernel VXLAN devices on a bridge).\n\n\
 Switch tests (incast, burst, fairness): N sender namespaces and one receiver, each on a veth into a DUT \
 with N+1 ports; the receiver's port is shaped to --rate R with a buffer of --buffer bytes. DUTs (both \
 by default): fastpath (this binary on a generated L2 spec, exact eth.dst -> forward(port), with a [tm] \
@@ -1008,7 +1011,7 @@ fn acl_invariance_summary(rows: &[fastpath_lab::tests::rfc2544::Rfc2544Row]) -> 
 /// Runs `fastpath lab`.
 pub fn run(a: LabArgs) -> Result<(), String> {
     if matches!(a.test, LabTest::Overlay) && a.duts.is_empty() {
-        return Err("name at least one --dut (fastpath, linux-vxlan)".into());
+        return Err("name at least one --dut (fastpath, fastpath-tc, linux-vxlan)".into());
     }
     let switch_test = matches!(a.test, LabTest::Incast | LabTest::Burst | LabTest::Fairness | LabTest::AclInvariance);
     let own_duts = switch_test

@@ -45,31 +45,46 @@ pub const SPEC: &str = include_str!("../../../../pipelines/sdn-overlay.toml");
 /// The TCP port whose B→A connections the ACL denies (A→B ones are allowed).
 pub const DENIED_PORT: u16 = 5202;
 
-/// Each tenant MAC's srTCM policer: committed rate in bytes per second (10 Gbit/s, so it
-/// polices nothing away here) and burst sizes in bytes.
-pub const POLICER_CIR_BYTES_PER_S: u64 = 1_250_000_000;
-/// Committed and excess burst size of the policers, bytes.
-pub const POLICER_BURST_BYTES: u64 = 1_000_000;
+/// Each tenant MAC's srTCM policer: committed rate in bytes per second, the highest the meters
+/// take (1.6·10¹⁰ B/s, 128 Gbit/s), so that it polices nothing away here. A 10 Gbit/s policer
+/// with 1 MB buckets, as this was, cut TCP through the eBPF datapath to 0.2 Gbit/s: the tenants'
+/// 64 KB segments arrive in bursts at memory speed, a red segment is 45 lost MSS, and the
+/// kernel gateway it is compared with polices nothing.
+pub const POLICER_CIR_BYTES_PER_S: u64 = 16_000_000_000;
+/// Committed and excess burst size of the policers, bytes (64 MiB).
+pub const POLICER_BURST_BYTES: u64 = 64 << 20;
 
 /// The gateways the overlay test can measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OverlayDut {
     /// fastpath running `pipelines/sdn-overlay.toml` on AF_XDP ports.
     Fastpath,
+    /// fastpath's eBPF datapath at tc ingress (`--mode tc`) running `sdn-overlay` with its
+    /// conntrack's window checks off (the one difference the datapath asks for): each skb, a
+    /// tenant's 64 KB VXLAN GSO segment among them, through the whole pipeline once, its outer
+    /// headers rewritten in place.
+    FastpathTc,
     /// Two kernel VXLAN devices on a Linux bridge (+ nftables for the ACL).
     LinuxVxlan,
 }
 
 impl OverlayDut {
     /// Every kind, in report order.
-    pub const ALL: [OverlayDut; 2] = [OverlayDut::Fastpath, OverlayDut::LinuxVxlan];
+    pub const ALL: [OverlayDut; 3] = [OverlayDut::Fastpath, OverlayDut::FastpathTc, OverlayDut::LinuxVxlan];
 
     /// The name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
         match self {
             OverlayDut::Fastpath => "fastpath",
+            OverlayDut::FastpathTc => "fastpath-tc",
             OverlayDut::LinuxVxlan => "linux-vxlan",
         }
+    }
+
+    /// Whether the tenants keep their offloads (checksum, TSO, GSO) for this gateway when the
+    /// run allows it: every gateway but the AF_XDP one, which forwards frames as they are.
+    pub fn takes_offloads(self) -> bool {
+        self != OverlayDut::Fastpath
     }
 
     /// Parses a name.
@@ -80,7 +95,7 @@ impl OverlayDut {
         OverlayDut::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| LabError::Config(format!("unknown overlay DUT \"{s}\" (one of: fastpath, linux-vxlan)")))
+            .ok_or_else(|| LabError::Config(format!("unknown overlay DUT \"{s}\" (one of: fastpath, fastpath-tc, linux-vxlan)")))
     }
 }
 
@@ -255,9 +270,11 @@ pub struct OverlayResults {
     pub fastpath_counters: Option<String>,
 }
 
-/// The spec the fastpath DUT runs: `sdn-overlay` with `conntrack_size` flow entries.
-pub fn fastpath_spec(conntrack_size: u32) -> String {
-    SPEC.replace("size = 5000000\n", &format!("size = {conntrack_size}\n"))
+/// The spec the fastpath DUT runs: `sdn-overlay` with `conntrack_size` flow entries, and
+/// for the eBPF datapath (`tc`) without TCP window checks, which it does not do.
+pub fn fastpath_spec(conntrack_size: u32, tc: bool) -> String {
+    let ct = if tc { format!("size = {conntrack_size}\nwindow_check = false\n") } else { format!("size = {conntrack_size}\n") };
+    SPEC.replace("size = 5000000\n", &ct)
 }
 
 /// The fastpath DUT's entries for tenants `a` (DUT port 0) and `b` (DUT port 1): both VNIs map
@@ -348,12 +365,21 @@ pub fn rtt_stats(v: &[f64]) -> RttMs {
 
 /// The sum of the `…/acl_deny: N` lines of a `fastpath run --counters-out` file.
 pub fn acl_deny_drops(counters: &str) -> u64 {
-    counters
+    let stages: u64 = counters
         .lines()
         .filter_map(|l| l.trim().split_once(": "))
         .filter(|(k, _)| k.ends_with("/acl_deny"))
         .filter_map(|(_, n)| n.trim().parse::<u64>().ok())
-        .sum()
+        .sum();
+    // The eBPF datapath's report: `  acl_deny   N  description`.
+    let ebpf: u64 = counters
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("acl_deny")).then(|| w.next().and_then(|n| n.parse::<u64>().ok())).flatten()
+        })
+        .sum();
+    stages + ebpf
 }
 
 /// A started gateway. Stopped on drop (processes by PID, temp files removed).
@@ -386,14 +412,16 @@ impl Gateway {
     fn start(t: &OverlayTopo, kind: OverlayDut, cfg: &OverlayConfig) -> Result<Gateway, LabError> {
         let mut g = Gateway { child: None, tmp: None, acl: "none".into(), ports: "kernel".into() };
         match kind {
-            OverlayDut::Fastpath => g.fastpath(t, cfg)?,
+            OverlayDut::Fastpath => g.fastpath(t, cfg, false)?,
+            OverlayDut::FastpathTc => g.fastpath(t, cfg, true)?,
             OverlayDut::LinuxVxlan => g.linux_vxlan(t, cfg)?,
         }
         Ok(g)
     }
 
-    fn fastpath(&mut self, t: &OverlayTopo, cfg: &OverlayConfig) -> Result<(), LabError> {
-        if !matches!(cfg.port_kind.as_str(), "afxdp" | "afpacket") {
+    /// fastpath on socket ports (`cfg.port_kind`), or the eBPF datapath at tc ingress.
+    fn fastpath(&mut self, t: &OverlayTopo, cfg: &OverlayConfig, tc: bool) -> Result<(), LabError> {
+        if !tc && !matches!(cfg.port_kind.as_str(), "afxdp" | "afpacket") {
             return Err(LabError::Config(format!("port kind \"{}\": afxdp or afpacket", cfg.port_kind)));
         }
         if !cfg.fastpath_exe.is_file() {
@@ -402,7 +430,8 @@ impl Gateway {
         let tmp = tmp_dir()?;
         self.tmp = Some(tmp.clone());
         let (spec, entries, log) = (tmp.join("sdn-overlay.toml"), tmp.join("entries.txt"), tmp.join("fastpath.log"));
-        std::fs::write(&spec, fastpath_spec(cfg.conntrack_size))?;
+        std::fs::write(&spec, fastpath_spec(cfg.conntrack_size, tc))?;
+        let kind = if tc { "xdp" } else { cfg.port_kind.as_str() };
         std::fs::write(&entries, fastpath_entries(&t.a, &t.b))?;
         let mut argv: Vec<String> = vec![
             cfg.fastpath_exe.to_string_lossy().into_owned(),
@@ -411,14 +440,14 @@ impl Gateway {
             "--entries".into(),
             entries.to_string_lossy().into_owned(),
             "--port".into(),
-            format!("p0={}:{}", cfg.port_kind, t.a.dut_if),
+            format!("p0={kind}:{}", t.a.dut_if),
             "--port".into(),
-            format!("p1={}:{}", cfg.port_kind, t.b.dut_if),
-            "--core".into(),
-            cfg.core.to_string(),
+            format!("p1={kind}:{}", t.b.dut_if),
             "--counters-out".into(),
             tmp.join("counters.txt").to_string_lossy().into_owned(),
         ];
+        // The eBPF datapath runs in the receiving CPU's softirq: no worker to pin.
+        argv.extend(if tc { ["--mode".to_string(), "tc".to_string()] } else { ["--core".to_string(), cfg.core.to_string()] });
         argv.extend(cfg.fastpath_args.iter().cloned());
         let logf = std::fs::File::create(&log)?;
         // `ip netns exec` execs the program, so the child's PID is fastpath's.
@@ -432,15 +461,18 @@ impl Gateway {
             .map_err(|e| LabError::Cmd { cmd: argv.join(" "), status: -1, stderr: e.to_string() })?;
         self.child = Some(child);
         self.acl = "sdn-overlay acl_in + conntrack".into();
-        self.ports = cfg.port_kind.clone();
+        self.ports = if tc { "eBPF at tc ingress".into() } else { cfg.port_kind.clone() };
         let t0 = Instant::now();
         loop {
             if let Some(Ok(Some(st))) = self.child.as_mut().map(Child::try_wait) {
                 return Err(LabError::Io(format!("fastpath exited early ({st})\n--- {} ---\n{}", log.display(), log_tail(&log))));
             }
-            // Ready when both ports are open: an XDP program on each interface (AF_XDP), or two
-            // packet sockets in the DUT namespace (AF_PACKET; /proc/net/packet is per namespace).
-            let ready = if cfg.port_kind == "afxdp" {
+            // Ready when both ports are open: the program attached (its log line, at tc), an
+            // XDP program on each interface (AF_XDP), or two packet sockets in the DUT
+            // namespace (AF_PACKET; /proc/net/packet is per namespace).
+            let ready = if tc {
+                std::fs::read_to_string(&log).is_ok_and(|l| l.contains("as a tc program"))
+            } else if cfg.port_kind == "afxdp" {
                 [t.a.dut_if, t.b.dut_if]
                     .iter()
                     .all(|p| ns_exec(&t.dut_ns, &["ip", "link", "show", p]).map(|o| o.contains("xdp")).unwrap_or(false))
@@ -576,7 +608,7 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
     let mut out = OverlayResults::default();
     for &kind in &cfg.duts {
         let name = kind.name();
-        let t = OverlayTopo::create(kind != OverlayDut::Fastpath && cfg.kernel_offloads)?;
+        let t = OverlayTopo::create(kind.takes_offloads() && cfg.kernel_offloads)?;
         let t0 = Instant::now();
         let mut gw = match Gateway::start(&t, kind, cfg) {
             Ok(g) => g,
@@ -587,7 +619,7 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
             }
             Err(e) => return Err(e),
         };
-        let offl = if kind != OverlayDut::Fastpath && cfg.kernel_offloads { "on" } else { "off" };
+        let offl = if kind.takes_offloads() && cfg.kernel_offloads { "on" } else { "off" };
         progress(&format!(
             "{name}: started in {} ({:.1} s); ports: {}; ACL: {}; tenant offloads {offl}",
             t.dut_ns,
@@ -922,7 +954,7 @@ mod tests {
     #[test]
     fn generated_entries_carry_ping_and_tcp_between_the_tenants_and_deny_b_initiated_connections() {
         let (a, b) = tenants();
-        let mut p = fastpath_pipeline::compile("sdn-overlay.toml", &fastpath_spec(1024)).unwrap().instantiate();
+        let mut p = fastpath_pipeline::compile("sdn-overlay.toml", &fastpath_spec(1024, false)).unwrap().instantiate();
         let n = p.load_entries("entries", &fastpath_entries(&a, &b)).unwrap();
         assert!(n >= 10, "{n} entries");
         // Ping A→B leaves towards B: outer from the DUT's B-side PA to B's PA, B's VNI, B's MAC.
@@ -993,6 +1025,8 @@ mod tests {
         let c = "drops by reason:\n  acl_in/acl_deny: 3\n  drop-3/acl_deny: 4\n  vni_map/table_miss: 9\n";
         assert_eq!(acl_deny_drops(c), 7);
         assert_eq!(acl_deny_drops(""), 0);
+        let ebpf = "drops by reason:\n  acl_deny                        5  a stateful ACL denied the connection\n";
+        assert_eq!(acl_deny_drops(ebpf), 5);
     }
 
     #[test]

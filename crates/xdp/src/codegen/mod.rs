@@ -1012,6 +1012,8 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     let (ctx_ifindex, ctx_data, ctx_data_end) = hook.ctx();
     let a = &mut g.a;
     a.alu_reg(Alu::Mov, R6, R1);
+    // r9 holds a table entry while its action runs; a meter saves and restores it anywhere.
+    a.alu_imm(Alu::Mov, R9, 0);
     // in_port from the receiving device.
     a.ldx(Size::W, R2, R6, ctx_ifindex);
     let have = a.label();
