@@ -199,15 +199,18 @@ fn encode_rule(t: &TableDef, e: &EntrySpec) -> Result<Vec<u8>, String> {
 /// The BTF ids of the classifier loop's kfuncs, when some table needs them.
 fn iter_num_kfuncs(p: &Program) -> Result<[u32; 3], XdpDpError> {
     let mut ids = [0; 3];
-    if !p.tables.iter().any(codegen::is_classifier) {
+    let what = if p.tables.iter().any(codegen::is_classifier) {
+        "tables of lpm, ternary or range keys"
+    } else if p.conntracks.iter().any(|c| c.config.window_check) {
+        "conntrack with TCP window checks (its walk of a SYN's options)"
+    } else {
         return Ok(ids);
-    }
+    };
     for (id, name) in ids.iter_mut().zip(codegen::ITER_NUM_KFUNCS) {
-        *id = fastpath_io::bpf::vmlinux_func_btf_id(name).ok().flatten().ok_or_else(|| {
-            Unsupported(format!(
-                "tables of lpm, ternary or range keys: this kernel has no {name} (the classifier's loop needs Linux 6.4 or later)"
-            ))
-        })?;
+        *id = fastpath_io::bpf::vmlinux_func_btf_id(name)
+            .ok()
+            .flatten()
+            .ok_or_else(|| Unsupported(format!("{what}: this kernel has no {name} (the loop needs Linux 6.4 or later)")))?;
     }
     Ok(ids)
 }

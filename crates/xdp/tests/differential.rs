@@ -338,9 +338,20 @@ fn ipv4(proto: u8, ihl: u8, frag: u16, (src, dst): ([u8; 4], [u8; 4]), body: &[u
     h
 }
 
+/// A TCP header's moving parts: flags, sequence and acknowledgment numbers, window, and a
+/// window-scale option (in front of a NOP) when `Some`.
+#[derive(Clone, Copy, Debug)]
+struct TcpBits {
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    win: u16,
+    wscale: Option<u8>,
+}
+
 /// An upper-layer header for `proto` from port `ours` to `port` (ICMP: type `port`), the other
-/// way round when `rev`, with TCP flags `flags`, then `body`.
-fn upper(proto: u8, (ours, port): (u16, u16), rev: bool, flags: u8, body: &[u8]) -> Vec<u8> {
+/// way round when `rev`, TCP's from `t`, then `body`.
+fn upper(proto: u8, (ours, port): (u16, u16), rev: bool, t: TcpBits, body: &[u8]) -> Vec<u8> {
     let (sport, dport) = if rev { (port, ours) } else { (ours, port) };
     let mut h = match proto {
         17 => {
@@ -351,12 +362,17 @@ fn upper(proto: u8, (ours, port): (u16, u16), rev: bool, flags: u8, body: &[u8])
             u
         }
         6 => {
-            let mut t = vec![0u8; 20];
-            t[0..2].copy_from_slice(&sport.to_be_bytes());
-            t[2..4].copy_from_slice(&dport.to_be_bytes());
-            t[12] = 0x50;
-            t[13] = flags;
-            t
+            let opts: Vec<u8> = t.wscale.map_or(Vec::new(), |ws| vec![1, 3, 3, ws]);
+            let mut h = vec![0u8; 20];
+            h[0..2].copy_from_slice(&sport.to_be_bytes());
+            h[2..4].copy_from_slice(&dport.to_be_bytes());
+            h[4..8].copy_from_slice(&t.seq.to_be_bytes());
+            h[8..12].copy_from_slice(&t.ack.to_be_bytes());
+            h[12] = (((20 + opts.len()) / 4) << 4) as u8;
+            h[13] = t.flags;
+            h[14..16].copy_from_slice(&t.win.to_be_bytes());
+            h.extend(opts);
+            h
         }
         1 | 58 => vec![port as u8, 0, 0, 0, 0, 7, 0, 0],
         _ => Vec::new(),
@@ -392,7 +408,13 @@ fn ip_frames_of(tunnel: f64, damage: u32) -> impl Strategy<Value = Vec<(u16, Vec
     let ihl = prop_oneof![3 * w => Just(5u8), w => Just(6u8), 1 => 0u8..16];
     let frag = prop_oneof![3 * w => Just(0u16), w => Just(0x2000u16), 1 => any::<u16>()];
     let host = prop_oneof![Just([10u8, 1, 0, 2]), Just([10u8, 1, 0, 3]), any::<[u8; 4]>()];
-    let flags = prop_oneof![Just(0x02u8), Just(0x12u8), Just(0x10u8), Just(0x11u8), Just(0x04u8), any::<u8>()];
+    let flags = prop_oneof![Just(0x02u8), Just(0x12u8), Just(0x10u8), Just(0x11u8), Just(0x04u8), Just(0x14u8), any::<u8>()];
+    // Sequence and acknowledgment numbers near each other (and across the wrap), so that some
+    // segments fall inside a connection's windows and some outside.
+    let num = || prop_oneof![Just(0u32), Just(1u32), Just(1000u32), Just(40_000u32), Just(u32::MAX - 500), any::<u32>()];
+    let win = prop_oneof![Just(0u16), Just(1u16), Just(1000u16), Just(65535u16), any::<u16>()];
+    let wscale = prop_oneof![2 => Just(None), 1 => prop_oneof![Just(0u8), Just(7u8), Just(14u8), Just(15u8)].prop_map(Some)];
+    let flags = (flags, num(), num(), win, wscale).prop_map(|(flags, seq, ack, win, wscale)| TcpBits { flags, seq, ack, win, wscale });
     let et = move || prop_oneof![w => Just(0x0800u16), 1 => any::<u16>()];
     // Our end's port: mostly one, so that connections see several packets; sometimes a new one.
     let ours = prop_oneof![3 => Just(4000u16), 1 => any::<u16>()];
@@ -418,7 +440,8 @@ fn ip_frames_of(tunnel: f64, damage: u32) -> impl Strategy<Value = Vec<(u16, Vec
                 let mut vx = vec![vflags, 0, 0, 0];
                 vx.extend_from_slice(&(vni << 8).to_be_bytes());
                 vx.extend(eth([2, 0, 0, 0, 0, 5], iet, &iip));
-                upper(17, (4000, oport), false, 0, &vx)
+                let none = TcpBits { flags: 0, seq: 0, ack: 0, win: 0, wscale: None };
+                upper(17, (4000, oport), false, none, &vx)
             } else {
                 upper(proto, (4000, oport), orev, oflags, &body)
             };
@@ -604,13 +627,24 @@ fn conntrack_without_window_checks_agrees_with_the_engine() {
     agree_on("ovc", OVERLAY_CONNTRACK, "table vni_map add 100 => set_vnet(1)\ntable vni_map add 200 => set_vnet(2)\n", 96, ip_frames());
 }
 
-/// The shipped `sdn-overlay` pipeline (its conntrack without window checks, and smaller, so
-/// that neither table fills): VXLAN decap, the stateful ACLs on the classifier, the
+/// The same with TCP window checks: sequence and acknowledgment numbers, windows and
+/// window-scale options from a small set, so that segments fall both inside and outside.
+#[test]
+fn conntrack_with_window_checks_agrees_with_the_engine() {
+    if !root_or_skip() {
+        return;
+    }
+    let spec = OVERLAY_CONNTRACK.replace("window_check = false", "window_check = true");
+    agree_on("ovw", &spec, "table vni_map add 100 => set_vnet(1)\ntable vni_map add 200 => set_vnet(2)\n", 96, ip_frames());
+}
+
+/// The shipped `sdn-overlay` pipeline (its conntrack smaller, so that neither table fills):
+/// VXLAN decap, conntrack with TCP window checks, the stateful ACLs on the classifier, the
 /// per-MAC policer (srTCM, yellow remarked, red dropped), CA → PA and the encap in place.
-fn sdn_overlay_without_window_checks() -> String {
+fn sdn_overlay() -> String {
     let spec = include_str!("../../../pipelines/sdn-overlay.toml");
     assert!(spec.contains("size = 5000000\n"));
-    spec.replacen("size = 5000000\n", "size = 1048576\nwindow_check = false\n", 1)
+    spec.replacen("size = 5000000\n", "size = 1048576\n", 1)
 }
 
 /// Entries in the lab's shape: two tenants (CA 10.0.0.1 behind VNI 100, 10.1.0.2 behind
@@ -639,7 +673,7 @@ fn sdn_overlay_agrees_with_the_engine() {
     if !root_or_skip() {
         return;
     }
-    agree_on("ovs", &sdn_overlay_without_window_checks(), SDN_OVERLAY_ENTRIES, 96, ip_frames_of(0.95, 0));
+    agree_on("ovs", &sdn_overlay(), SDN_OVERLAY_ENTRIES, 96, ip_frames_of(0.95, 0));
 }
 
 /// The meters' token clock against the kernel's clock: a bucket that a packet empties is full

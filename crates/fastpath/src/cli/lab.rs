@@ -158,9 +158,9 @@ into the same user plane; the highest rate with zero drops is reported. The comm
 fails when a check fails.\n\n\
 bng-rfc2544 DUTs (both by default): fastpath (pipelines/vbng.toml, every session loaded at start) and linux \
 (per-subscriber /32 routes and HTB classes with u32 filters, forwarding the same traffic untagged).\n\n\
-overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), fastpath-tc (the same pipeline, its \
-conntrack without TCP window checks, compiled to the eBPF datapath at tc ingress: the tenants keep their \
-offloads and each 64 KB VXLAN segment crosses whole), linux-vxlan (kernel VXLAN devices on a bridge).\n\n\
+overlay DUTs: fastpath (pipelines/sdn-overlay.toml on AF_XDP), fastpath-tc (the same pipeline compiled \
+to the eBPF datapath at tc ingress: the tenants keep their offloads and each 64 KB VXLAN segment crosses \
+whole), linux-vxlan (kernel VXLAN devices on a bridge).\n\n\
 Switch tests (incast, burst, fairness): N sender namespaces and one receiver, each on a veth into a DUT \
 with N+1 ports; the receiver's port is shaped to --rate R with a buffer of --buffer bytes. DUTs (both \
 by default): fastpath (this binary on a generated L2 spec, exact eth.dst -> forward(port), with a [tm] \

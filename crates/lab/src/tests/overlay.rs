@@ -59,10 +59,9 @@ pub const POLICER_BURST_BYTES: u64 = 64 << 20;
 pub enum OverlayDut {
     /// fastpath running `pipelines/sdn-overlay.toml` on AF_XDP ports.
     Fastpath,
-    /// fastpath's eBPF datapath at tc ingress (`--mode tc`) running `sdn-overlay` with its
-    /// conntrack's window checks off (the one difference the datapath asks for): each skb, a
-    /// tenant's 64 KB VXLAN GSO segment among them, through the whole pipeline once, its outer
-    /// headers rewritten in place.
+    /// fastpath's eBPF datapath at tc ingress (`--mode tc`) running the same `sdn-overlay`:
+    /// each skb, a tenant's 64 KB VXLAN GSO segment among them, through the whole pipeline
+    /// once, its outer headers rewritten in place.
     FastpathTc,
     /// Two kernel VXLAN devices on a Linux bridge (+ nftables for the ACL).
     LinuxVxlan,
@@ -270,11 +269,9 @@ pub struct OverlayResults {
     pub fastpath_counters: Option<String>,
 }
 
-/// The spec the fastpath DUT runs: `sdn-overlay` with `conntrack_size` flow entries, and
-/// for the eBPF datapath (`tc`) without TCP window checks, which it does not do.
-pub fn fastpath_spec(conntrack_size: u32, tc: bool) -> String {
-    let ct = if tc { format!("size = {conntrack_size}\nwindow_check = false\n") } else { format!("size = {conntrack_size}\n") };
-    SPEC.replace("size = 5000000\n", &ct)
+/// The spec the fastpath DUT runs: `sdn-overlay` with `conntrack_size` flow entries.
+pub fn fastpath_spec(conntrack_size: u32) -> String {
+    SPEC.replace("size = 5000000\n", &format!("size = {conntrack_size}\n"))
 }
 
 /// The fastpath DUT's entries for tenants `a` (DUT port 0) and `b` (DUT port 1): both VNIs map
@@ -430,7 +427,7 @@ impl Gateway {
         let tmp = tmp_dir()?;
         self.tmp = Some(tmp.clone());
         let (spec, entries, log) = (tmp.join("sdn-overlay.toml"), tmp.join("entries.txt"), tmp.join("fastpath.log"));
-        std::fs::write(&spec, fastpath_spec(cfg.conntrack_size, tc))?;
+        std::fs::write(&spec, fastpath_spec(cfg.conntrack_size))?;
         let kind = if tc { "xdp" } else { cfg.port_kind.as_str() };
         std::fs::write(&entries, fastpath_entries(&t.a, &t.b))?;
         let mut argv: Vec<String> = vec![
@@ -954,7 +951,7 @@ mod tests {
     #[test]
     fn generated_entries_carry_ping_and_tcp_between_the_tenants_and_deny_b_initiated_connections() {
         let (a, b) = tenants();
-        let mut p = fastpath_pipeline::compile("sdn-overlay.toml", &fastpath_spec(1024, false)).unwrap().instantiate();
+        let mut p = fastpath_pipeline::compile("sdn-overlay.toml", &fastpath_spec(1024)).unwrap().instantiate();
         let n = p.load_entries("entries", &fastpath_entries(&a, &b)).unwrap();
         assert!(n >= 10, "{n} entries");
         // Ping A→B leaves towards B: outer from the DUT's B-side PA to B's PA, B's VNI, B's MAC.

@@ -15,6 +15,7 @@
 //! multiply done in 32-bit halves), with bit 0 set. Unlike the engine's table, a full LRU map
 //! evicts its least recently used flow instead of dropping the new one.
 
+use super::tcpwin::{T_CLOSER, T_DIR, T_NEXT};
 use super::{Args, Gen, COUNT, CT, CTKEY, FLOW, HASH, HELPER_MAP_LOOKUP, KEY, LOOP_I, PEND, PROTO, VALID};
 use crate::asm::{Alu, Jmp, Label, Size};
 use fastpath_io::bpf::{Insn, Reg, R0, R1, R10, R2, R3, R4, R5, R9};
@@ -34,8 +35,9 @@ const CT_INVALID: i32 = 8;
 
 /// Bytes of a flow's map key.
 pub const CT_KEY_SIZE: u32 = 24;
-/// Bytes of a flow's map value.
-pub const CT_VALUE_SIZE: u32 = 16;
+/// Bytes of a flow's map value: state, closer, initiator's side, verdict, deadline, then the
+/// two directions' TCP windows (`tcpwin`).
+pub const CT_VALUE_SIZE: u32 = 48;
 
 fn st(s: State) -> i32 {
     s as i32
@@ -151,7 +153,7 @@ impl Gen<'_> {
     /// The `conntrack CT ZONE` stage.
     pub(super) fn conntrack(&mut self, ct: u16, zone: Option<&Operand>) {
         let def = &self.p.conntracks[usize::from(ct)];
-        let (timeouts, seed) = (def.config.timeouts, def.config.seed);
+        let (timeouts, seed, window) = (def.config.timeouts, def.config.seed, def.config.window_check);
         let fd = self.maps.conntracks[usize::from(ct)];
         let a_done = self.a.label();
         let (tcp_l, udp_l, icmp_l, have, invalid, insert, track) =
@@ -175,13 +177,17 @@ impl Gen<'_> {
         }
         self.a.ja(a_done);
         let l4 = |h: Hdr| (Slot::L4, HdrSet::EMPTY.with(h), HdrSet::EMPTY);
-        // TCP: ports, flags in PEND.
+        // TCP: flags in PEND, the segment in SEG (window checks), ports.
         self.a.bind(tcp_l);
+        let base = self.header(l4(Hdr::Tcp), 20, (R1, R2), a_done);
+        self.a.ldx(Size::B, R4, base, 13);
+        self.a.stx(Size::Dw, R10, PEND, R4);
+        if window {
+            self.tcp_segment(a_done);
+        }
         let base = self.header(l4(Hdr::Tcp), 20, (R1, R2), a_done);
         self.a.ldx(Size::W, R3, base, 0);
         self.a.be(R3, 32);
-        self.a.ldx(Size::B, R4, base, 13);
-        self.a.stx(Size::Dw, R10, PEND, R4);
         self.a.st(Size::Dw, R10, PROTO, i32::from(proto::TCP));
         self.a.ja(have);
         self.a.bind(udp_l);
@@ -269,9 +275,16 @@ impl Gen<'_> {
         self.bad_flags(R2, R1, invalid);
         self.a.alu_imm(Alu::And, R2, i32::from(flags::SYN | flags::ACK | flags::RST));
         self.a.jmp_imm(Jmp::Ne, R2, i32::from(flags::SYN), invalid);
+        // The windows: the SYN's (window checks), else none.
+        if window {
+            self.syn_init(R10, KEY);
+        } else {
+            self.no_windows();
+        }
         self.a.alu_imm(Alu::Mov, R1, st(State::SynSent));
         self.a.ja(opened);
         self.a.bind(not_tcp);
+        self.no_windows();
         let udp_like = self.a.label();
         self.a.alu_imm(Alu::Mov, R1, st(State::EchoRequest));
         self.a.jmp_imm(Jmp::Eq, R3, i32::from(proto::ICMP), opened);
@@ -316,7 +329,7 @@ impl Gen<'_> {
         let (not_tcp, datagram) = (self.a.label(), self.a.label());
         self.a.ldx(Size::Dw, R5, R10, PROTO);
         self.a.jmp_imm(Jmp::Ne, R5, i32::from(proto::TCP), not_tcp);
-        self.tcp_step(invalid, accept);
+        self.tcp_step(window, invalid, accept);
         self.a.bind(not_tcp);
         // ICMP: a reply makes EchoReply; UDP and the rest: Replied.
         self.a.jmp_imm(Jmp::Ne, R5, i32::from(proto::ICMP), datagram);
@@ -354,20 +367,25 @@ impl Gen<'_> {
     /// off): r1 = state, r2 = flags, r3 = direction (0 original, 1 reply), r4 = closer (0
     /// original, 1 reply). Leaves the next state in r1 and the closer in r4, then goes to
     /// `accept`; or to `invalid`, changing nothing. Uses r0 and r5.
-    fn tcp_step(&mut self, invalid: Label, accept: Label) {
+    /// With `window`, the window checks of `tcpwin` where the engine makes them.
+    fn tcp_step(&mut self, window: bool, invalid: Label, accept: Label) {
         let any = i32::from(flags::SYN | flags::FIN | flags::RST | flags::ACK);
         let (syn, ack, fin, rst) = (i32::from(flags::SYN), i32::from(flags::ACK), i32::from(flags::FIN), i32::from(flags::RST));
-        // Established and a plain ACK: no change.
-        let general = self.a.label();
+        if window {
+            self.a.stx(Size::Dw, R10, T_DIR, R3);
+        }
+        // Established and a plain ACK: no change of state (its window is still checked).
+        let (general, set) = (self.a.label(), self.a.label());
         self.a.jmp_imm(Jmp::Ne, R1, st(State::Established), general);
         self.a.alu_reg(Alu::Mov, R5, R2);
         self.a.alu_imm(Alu::And, R5, any);
-        self.a.jmp_imm(Jmp::Eq, R5, ack, accept);
+        self.a.jmp_imm(Jmp::Ne, R5, ack, general);
+        self.a.alu_reg(Alu::Mov, R5, R1);
+        self.a.ja(set);
         self.a.bind(general);
         self.bad_flags(R2, R5, invalid);
         // r5 = the next state; r0 scratch.
         self.a.alu_reg(Alu::Mov, R5, R1);
-        let set = self.a.label();
         // A new SYN from the initiator reopens TimeWait / Closed.
         {
             let skip = self.a.label();
@@ -379,6 +397,9 @@ impl Gen<'_> {
             self.a.jmp_imm(Jmp::Eq, R1, st(State::TimeWait), reopen);
             self.a.jmp_imm(Jmp::Ne, R1, st(State::Closed), skip);
             self.a.bind(reopen);
+            if window {
+                self.syn_init(R9, 0);
+            }
             self.a.alu_imm(Alu::Mov, R1, st(State::SynSent));
             self.a.alu_imm(Alu::Mov, R4, 0);
             self.a.ja(accept);
@@ -390,6 +411,11 @@ impl Gen<'_> {
             self.a.alu_reg(Alu::Mov, R0, R2);
             self.a.alu_imm(Alu::And, R0, rst);
             self.a.jmp_imm(Jmp::Eq, R0, 0, skip);
+            if window {
+                self.rst_in_window(invalid);
+                self.a.ldx(Size::Dw, R3, R10, T_DIR);
+                self.a.ldx(Size::B, R4, R9, 1);
+            }
             self.a.alu_imm(Alu::Mov, R1, st(State::Closed));
             self.a.ja(accept);
             self.a.bind(skip);
@@ -514,7 +540,23 @@ impl Gen<'_> {
         self.a.alu_reg(Alu::Mov, R4, R3);
         self.a.bind(keep);
         self.a.alu_reg(Alu::Mov, R1, R5);
+        if window {
+            // The window check decides before anything changes.
+            self.a.stx(Size::Dw, R10, T_NEXT, R1);
+            self.a.stx(Size::Dw, R10, T_CLOSER, R4);
+            self.in_window(invalid);
+            self.a.ldx(Size::Dw, R1, R10, T_NEXT);
+            self.a.ldx(Size::Dw, R4, R10, T_CLOSER);
+            self.a.ldx(Size::Dw, R3, R10, T_DIR);
+        }
         self.a.ja(accept);
+    }
+
+    /// A new flow's value at KEY without TCP windows (zeros: the map copies all of it).
+    fn no_windows(&mut self) {
+        for w in 0..4 {
+            self.a.st(Size::Dw, R10, KEY + 16 + 8 * w, 0);
+        }
     }
 
     /// `ct_commit CT VERDICT`: the verdict into the packet's flow (when it has one) and into

@@ -27,6 +27,7 @@ mod acl;
 mod ct;
 mod meter;
 mod parse;
+mod tcpwin;
 mod vxlan;
 
 use crate::asm::{Alu, Asm, Jmp, Label, Size};
@@ -78,7 +79,11 @@ const COUNT: i16 = LOOP_I - 8;
 const COLOR: i16 = COUNT - 8;
 /// A classifier's loop iterator (`struct bpf_iter_num`, 8 bytes).
 const ITER: i16 = COLOR - 8;
-const MASKS: i16 = ITER - 8;
+/// The TCP segment conntrack's window checks look at (24 bytes, `tcpwin`).
+const SEG: i16 = ITER - 24;
+/// Scratch words of the TCP tracker (40 bytes, `tcpwin`).
+const TMP: i16 = SEG - 40;
+const MASKS: i16 = TMP - 8;
 /// Most mask registers the stack holds below [`MASKS`].
 const MAX_MASKS: usize = (512 + MASKS as isize) as usize;
 
@@ -365,14 +370,7 @@ pub fn check(p: &Program) -> Result<(), Unsupported> {
             StageDef::Classify(_) | StageDef::L2Switch(_) => {}
             StageDef::Parser | StageDef::Table(_) => {}
             StageDef::Prims(v) => v.iter().try_for_each(|x| prim_ok(x, &format!("stage \"{name}\"")))?,
-            StageDef::Conntrack(ct, zone) => {
-                let def = &p.conntracks[usize::from(*ct)];
-                if def.config.window_check {
-                    return Err(Unsupported(format!(
-                        "conntrack \"{}\": TCP window checks (the XDP datapath tracks states and timeouts; set window_check = false)",
-                        def.name
-                    )));
-                }
+            StageDef::Conntrack(_, zone) => {
                 if p.conntracks.len() > 1 {
                     return Err(Unsupported(format!("{} conntrack tables (the XDP datapath keeps one)", p.conntracks.len())));
                 }
