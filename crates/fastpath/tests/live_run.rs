@@ -358,7 +358,7 @@ fn xdp_datapath_refuses_a_pipeline_it_cannot_compile_and_names_why() {
     let _ = std::fs::remove_file(&s.entries);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("the XDP datapath cannot run this pipeline: parser header(s) vlan, ipv4, ipv6"), "{err}");
+    assert!(err.contains("the XDP datapath cannot run this pipeline: parser header(s) vlan, ipv6 ("), "{err}");
     assert!(!s.dut.ip(&["link", "show", "d0"]).unwrap().contains("xdp"), "nothing attached");
 }
 

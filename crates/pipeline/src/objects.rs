@@ -19,6 +19,36 @@ pub enum Meter {
     Tr(TrTcm),
 }
 
+impl Meter {
+    /// The meter that rates `r` configure in an array of RFC 2698 (`two_rate`) or RFC 2697
+    /// markers, colour-aware or blind: all zero is [`Meter::Unset`] (everything green).
+    ///
+    /// # Errors
+    /// The marker's own: a rate or burst above its limit, PIR < CIR, both bursts zero.
+    pub fn configured(two_rate: bool, color_aware: bool, r: &MeterRates) -> Result<Meter, MeterError> {
+        if r.cir_bytes_per_s == 0 && r.pir_bytes_per_s == 0 && r.cbs_bytes == 0 && r.ebs_or_pbs_bytes == 0 {
+            return Ok(Meter::Unset);
+        }
+        let mode = if color_aware { ColorMode::Aware } else { ColorMode::Blind };
+        Ok(if two_rate {
+            Meter::Tr(TrTcm::new(TrTcmConfig {
+                cir_bytes_per_s: r.cir_bytes_per_s,
+                cbs_bytes: r.cbs_bytes,
+                pir_bytes_per_s: r.pir_bytes_per_s,
+                pbs_bytes: r.ebs_or_pbs_bytes,
+                mode,
+            })?)
+        } else {
+            Meter::Sr(SrTcm::new(SrTcmConfig {
+                cir_bytes_per_s: r.cir_bytes_per_s,
+                cbs_bytes: r.cbs_bytes,
+                ebs_bytes: r.ebs_or_pbs_bytes,
+                mode,
+            })?)
+        })
+    }
+}
+
 /// A named array of meters.
 #[derive(Clone, Debug)]
 pub struct MeterBank {
@@ -153,34 +183,11 @@ impl Objects {
             return Err(format!("no meter array \"{name}\""));
         };
         let n = bank.meters.len();
-        let mode = if bank.color_aware { ColorMode::Aware } else { ColorMode::Blind };
-        let two = bank.two_rate;
+        let (two, aware) = (bank.two_rate, bank.color_aware);
         let Some(slot) = bank.meters.get_mut(idx) else {
             return Err(format!("meter index {idx} out of range (\"{name}\" has {n})"));
         };
-        let err = |e: MeterError| format!("meter {name}[{idx}]: {e:?}");
-        if r.cir_bytes_per_s == 0 && r.pir_bytes_per_s == 0 && r.cbs_bytes == 0 && r.ebs_or_pbs_bytes == 0 {
-            // All zero: back to unconfigured (everything green).
-            *slot = Meter::Unset;
-            return Ok(());
-        }
-        *slot = if two {
-            Meter::Tr(
-                TrTcm::new(TrTcmConfig {
-                    cir_bytes_per_s: r.cir_bytes_per_s,
-                    cbs_bytes: r.cbs_bytes,
-                    pir_bytes_per_s: r.pir_bytes_per_s,
-                    pbs_bytes: r.ebs_or_pbs_bytes,
-                    mode,
-                })
-                .map_err(err)?,
-            )
-        } else {
-            Meter::Sr(
-                SrTcm::new(SrTcmConfig { cir_bytes_per_s: r.cir_bytes_per_s, cbs_bytes: r.cbs_bytes, ebs_bytes: r.ebs_or_pbs_bytes, mode })
-                    .map_err(err)?,
-            )
-        };
+        *slot = Meter::configured(two, aware, &r).map_err(|e| format!("meter {name}[{idx}]: {e:?}"))?;
         Ok(())
     }
 

@@ -23,10 +23,9 @@ use fastpath_io::bpf::{
 use fastpath_packet::DropReason;
 use fastpath_pipeline::entries::{entry_commands, EntryError, EntryOp, EntrySpec};
 use fastpath_pipeline::ir::{MatchKind, TableDef, MAX_ARGS};
-use fastpath_pipeline::objects::MeterRates;
+use fastpath_pipeline::objects::{Meter, MeterRates};
 use fastpath_pipeline::value::Match;
 use fastpath_pipeline::Program;
-use fastpath_tables::meter::{ColorMode, MeterError, SrTcm, SrTcmConfig, TrTcm, TrTcmConfig};
 
 /// Why the XDP datapath could not be built or attached.
 #[derive(Debug, thiserror::Error)]
@@ -472,26 +471,13 @@ impl XdpDatapath {
         if index >= def.size {
             return Err(format!("meter index {index} out of range (\"{bank}\" has {})", def.size));
         }
-        let mode = if def.color_aware { ColorMode::Aware } else { ColorMode::Blind };
-        let err = |e: MeterError| format!("meter {bank}[{index}]: {e:?}");
-        let unset = r.cir_bytes_per_s == 0 && r.pir_bytes_per_s == 0 && r.cbs_bytes == 0 && r.ebs_or_pbs_bytes == 0;
-        let (kind, tokens) = if unset {
-            (0u64, (0, 0))
-        } else if def.two_rate {
-            TrTcm::new(TrTcmConfig {
-                cir_bytes_per_s: r.cir_bytes_per_s,
-                cbs_bytes: r.cbs_bytes,
-                pir_bytes_per_s: r.pir_bytes_per_s,
-                pbs_bytes: r.ebs_or_pbs_bytes,
-                mode,
-            })
-            .map_err(err)?;
-            (2, (r.ebs_or_pbs_bytes, r.cbs_bytes))
-        } else {
-            SrTcm::new(SrTcmConfig { cir_bytes_per_s: r.cir_bytes_per_s, cbs_bytes: r.cbs_bytes, ebs_bytes: r.ebs_or_pbs_bytes, mode })
-                .map_err(err)?;
-            (1, (r.cbs_bytes, r.ebs_or_pbs_bytes))
-        };
+        // Validated as the engine validates it; both buckets start full.
+        let (kind, tokens) =
+            match Meter::configured(def.two_rate, def.color_aware, r).map_err(|e| format!("meter {bank}[{index}]: {e:?}"))? {
+                Meter::Unset => (0u64, (0, 0)),
+                Meter::Sr(_) => (1, (r.cbs_bytes, r.ebs_or_pbs_bytes)),
+                Meter::Tr(_) => (2, (r.ebs_or_pbs_bytes, r.cbs_bytes)),
+            };
         let mut v = vec![0u8; codegen::METER_VALUE_SIZE as usize];
         let mut put = |at: i16, x: u64| v[at as usize..at as usize + 8].copy_from_slice(&x.to_ne_bytes());
         put(codegen::KIND, kind);

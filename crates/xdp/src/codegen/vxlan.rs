@@ -165,6 +165,16 @@ impl Gen<'_> {
         self.a.stx(Size::Dw, R10, VALID, R2);
     }
 
+    /// After a helper that moved the frame's start: drops as `no_headroom` when it failed
+    /// (`r0` ≠ 0), else reloads `r7`/`r8`.
+    fn adjusted(&mut self) {
+        let ok = self.a.label();
+        self.a.jmp_imm(Jmp::Eq, R0, 0, ok);
+        self.drop(DropReason::NoHeadroom);
+        self.a.bind(ok);
+        self.reload();
+    }
+
     /// Cuts the frame to its logical start (START bytes off its front), START = 0. Clobbers
     /// r0–r5; reloads r7/r8.
     pub(super) fn cut_to_start(&mut self) {
@@ -200,11 +210,7 @@ impl Gen<'_> {
                 self.a.call(HELPER_SKB_ADJUST_ROOM);
             }
         }
-        let ok = self.a.label();
-        self.a.jmp_imm(Jmp::Eq, R0, 0, ok);
-        self.drop(DropReason::NoHeadroom);
-        self.a.bind(ok);
-        self.reload();
+        self.adjusted();
         self.a.ldx(Size::Dw, R1, R10, FLEN);
         self.a.ldx(Size::Dw, R2, R10, START);
         self.a.alu_reg(Alu::Sub, R1, R2);
@@ -229,11 +235,7 @@ impl Gen<'_> {
                 self.a.call(HELPER_SKB_ADJUST_ROOM);
             }
         }
-        let ok = self.a.label();
-        self.a.jmp_imm(Jmp::Eq, R0, 0, ok);
-        self.drop(DropReason::NoHeadroom);
-        self.a.bind(ok);
-        self.reload();
+        self.adjusted();
         if self.hook == Hook::Tc {
             // The room is after the Ethernet header: move that header behind it.
             let ok = self.a.label();
