@@ -179,8 +179,6 @@ impl Gen<'_> {
         self.a.bind(colored);
         self.a.stx(Size::Dw, R10, COLOR, R0);
         self.a.ldx(Size::Dw, R9, R10, COUNT);
-        self.a.st(Size::Dw, R10, COUNT, 0);
-        self.a.st(Size::Dw, R10, LOOP_I, 0);
         if drop_red {
             let keep = self.a.label();
             self.a.jmp_imm(Jmp::Ne, R0, 2, keep);

@@ -1010,8 +1010,10 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     let (ctx_ifindex, ctx_data, ctx_data_end) = hook.ctx();
     let a = &mut g.a;
     a.alu_reg(Alu::Mov, R6, R1);
-    // r9 holds a table entry while its action runs; a meter saves and restores it anywhere.
-    a.alu_imm(Alu::Mov, R9, 0);
+    if !p.meters.is_empty() {
+        // r9 holds a table entry while its action runs; a meter saves and restores it anywhere.
+        a.alu_imm(Alu::Mov, R9, 0);
+    }
     // in_port from the receiving device.
     a.ldx(Size::W, R2, R6, ctx_ifindex);
     let have = a.label();
@@ -1029,8 +1031,14 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
     for r in 0..p.user_meta.len().min(fastpath_packet::meta::REGS) {
         a.st(Size::Dw, R10, REGS - 8 * r as i16, 0);
     }
-    for w in [HASH, START, CT, FLOW, COLOR, LOOP_I, COUNT] {
-        a.st(Size::Dw, R10, w, 0);
+    // The metadata words a packet starts with, where the program reads them before any write:
+    // the hash (`hash`, an encap), the logical start (header reads after a decap, a meter's
+    // length), the flow flag (`ct_commit` / `ct_load`); `ct.*` and `meta.color` always (a
+    // condition may read them in any program).
+    let hashes = moves || prims().any(|x| matches!(x, Prim::Hash));
+    let zeroed = [(HASH, hashes), (START, moves || !p.meters.is_empty()), (FLOW, !p.conntracks.is_empty()), (CT, true), (COLOR, true)];
+    for (w, _) in zeroed.iter().filter(|z| z.1) {
+        a.st(Size::Dw, R10, *w, 0);
     }
     g.count_reg(R1);
     let a = &mut g.a;
