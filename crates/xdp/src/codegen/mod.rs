@@ -15,13 +15,16 @@
 //! A drop returns `XDP_DROP` at once, so "live lanes" need no register. Every packet, drop and
 //! table hit or miss is counted in one per-CPU array ([`Layout`]), summed by the control side.
 //!
-//! What compiles: the parser's Ethernet header; exact-match tables whose key fields are
-//! Ethernet fields or `meta.in_port` / `meta.out_port`; conditions on validity, table hits,
-//! those fields and metadata; the primitives `forward`, `drop`, `set` (of whole-byte Ethernet
-//! fields and `meta.out_port`) and `swap`. [`check`] names anything else before a map exists.
+//! What compiles (docs/xdp.md has the list): the header walk of `parse` (Ethernet, IPv4,
+//! UDP/TCP/ICMP, VXLAN and the inner frame), exact tables on BPF hash maps, classifier tables
+//! (`acl`), conntrack with TCP window checks (`ct`, `tcpwin`), meters (`meter`), VXLAN decap and
+//! encap (`vxlan`), field writes, conditions and the control flow. [`check`] names anything
+//! else before a map exists.
 //!
-//! Registers: `r6` the context, `r7`/`r8` the frame's start and end, `r9` the matched table
-//! entry while its action runs; `r0`–`r5` are scratch (helper calls clobber them).
+//! Registers: `r6` the context, `r7`/`r8` the frame's start and end (reloaded after any helper
+//! that moves the packet), `r9` the matched table entry while its action runs (a header's
+//! offset while parsing); `r0`–`r5` are scratch (helper calls clobber them). A packet's
+//! metadata and header offsets live on the stack (the layout below).
 
 mod acl;
 mod ct;
@@ -71,8 +74,8 @@ const CT: i16 = START - 8;
 const FLOW: i16 = CT - 8;
 /// That flow's key (24 bytes).
 const CTKEY: i16 = FLOW - 24;
-/// Scratch words of the stages (a classifier's loop counter and rule count; conntrack's side
-/// and clock).
+/// Scratch words of the stages (conntrack: the packet's side and the clock; a meter: the clock
+/// and the saved `r9`).
 const LOOP_I: i16 = CTKEY - 8;
 const COUNT: i16 = LOOP_I - 8;
 /// `meta.color`.
