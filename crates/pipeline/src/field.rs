@@ -88,17 +88,17 @@ static CATALOG: &[Row] = rows! {
     "inner_eth"."dst": InnerEth @ InnerEth bit 0 width 48 NO;
     "inner_eth"."src": InnerEth @ InnerEth bit 48 width 48 NO;
     "inner_eth"."type": InnerEth @ InnerEth bit 96 width 16 NO;
-    "inner_ipv4"."dscp": InnerIpv4 @ InnerL3 bit 8 width 6 NO;
-    "inner_ipv4"."ttl": InnerIpv4 @ InnerL3 bit 64 width 8 NO;
-    "inner_ipv4"."proto": InnerIpv4 @ InnerL3 bit 72 width 8 NO;
-    "inner_ipv4"."src": InnerIpv4 @ InnerL3 bit 96 width 32 NO;
-    "inner_ipv4"."dst": InnerIpv4 @ InnerL3 bit 128 width 32 NO;
+    "inner_ipv4"."dscp": InnerIpv4 @ InnerL3 bit 8 width 6 IP4;
+    "inner_ipv4"."ttl": InnerIpv4 @ InnerL3 bit 64 width 8 IP4;
+    "inner_ipv4"."proto": InnerIpv4 @ InnerL3 bit 72 width 8 IP4;
+    "inner_ipv4"."src": InnerIpv4 @ InnerL3 bit 96 width 32 IP4_L4;
+    "inner_ipv4"."dst": InnerIpv4 @ InnerL3 bit 128 width 32 IP4_L4;
     "inner_ipv6"."next_header": InnerIpv6 @ InnerL3 bit 48 width 8 NO;
-    "inner_ipv6"."src": InnerIpv6 @ InnerL3 bit 64 width 128 NO;
-    "inner_ipv6"."dst": InnerIpv6 @ InnerL3 bit 192 width 128 NO;
-    "inner_l4"."sport": InnerUdp | InnerTcp @ InnerL4 bit 0 width 16 NO;
-    "inner_l4"."dport": InnerUdp | InnerTcp @ InnerL4 bit 16 width 16 NO;
-    "inner_tcp"."flags": InnerTcp @ InnerL4 bit 104 width 8 NO;
+    "inner_ipv6"."src": InnerIpv6 @ InnerL3 bit 64 width 128 L4;
+    "inner_ipv6"."dst": InnerIpv6 @ InnerL3 bit 192 width 128 L4;
+    "inner_l4"."sport": InnerUdp | InnerTcp @ InnerL4 bit 0 width 16 L4;
+    "inner_l4"."dport": InnerUdp | InnerTcp @ InnerL4 bit 16 width 16 L4;
+    "inner_tcp"."flags": InnerTcp @ InnerL4 bit 104 width 8 L4;
 };
 
 /// Names of metadata fields (`meta.<name>`), with widths.
@@ -452,7 +452,7 @@ impl FieldRef {
                     if let Some(s) = data.get(a_start..a_end) {
                         neww[..span_len].copy_from_slice(s);
                     }
-                    fix_checksums(data, m, self.csum, &old[..span_len], &neww[..span_len]);
+                    fix_checksums(data, m, self.csum, is_inner(slot), &old[..span_len], &neww[..span_len]);
                 }
                 true
             }
@@ -460,16 +460,28 @@ impl FieldRef {
     }
 }
 
-/// Applies the checksum deltas of a header edit (`old` → `new`, both 16-bit aligned).
-fn fix_checksums(data: &mut [u8], m: &Meta, which: Csum, old: &[u8], new: &[u8]) {
-    if which.ipv4_hdr && m.valid.has(Hdr::Ipv4) {
-        adjust_at(data, m.offset(Slot::L3) + 10, old, new);
+/// Whether a field in `slot` belongs to a tunnel's inner packet (its checksums are the inner
+/// headers').
+fn is_inner(slot: Slot) -> bool {
+    matches!(slot, Slot::InnerEth | Slot::InnerL3 | Slot::InnerL4)
+}
+
+/// Applies the checksum deltas of a header edit (`old` → `new`, both 16-bit aligned) to the
+/// checksums that cover it: the outer packet's, or the inner packet's when `inner`.
+fn fix_checksums(data: &mut [u8], m: &Meta, which: Csum, inner: bool, old: &[u8], new: &[u8]) {
+    let (ip4, tcp, udp, l3, l4) = if inner {
+        (Hdr::InnerIpv4, Hdr::InnerTcp, Hdr::InnerUdp, Slot::InnerL3, Slot::InnerL4)
+    } else {
+        (Hdr::Ipv4, Hdr::Tcp, Hdr::Udp, Slot::L3, Slot::L4)
+    };
+    if which.ipv4_hdr && m.valid.has(ip4) {
+        adjust_at(data, m.offset(l3) + 10, old, new);
     }
     if which.l4 {
-        let off = m.offset(Slot::L4);
-        if m.valid.has(Hdr::Tcp) {
+        let off = m.offset(l4);
+        if m.valid.has(tcp) {
             adjust_at(data, off + 16, old, new);
-        } else if m.valid.has(Hdr::Udp) {
+        } else if m.valid.has(udp) {
             // RFC 768: a zero UDP checksum (IPv4 only) means "none"; leave it so.
             let zero = data.get(off + 6..off + 8).is_some_and(|c| c == [0, 0]);
             if !zero {
@@ -529,6 +541,47 @@ fn write_meta(m: &mut Meta, f: MetaField, v: u32) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Writing a tunnel's inner IPv4 and TCP fields keeps the inner packet's checksums right
+    /// (they once went unchanged), and leaves the outer ones alone.
+    #[test]
+    fn inner_writes_update_the_inner_checksums() {
+        use fastpath_packet::build::FrameBuilder;
+        use fastpath_packet::hdr::TcpFlags;
+        use std::net::Ipv4Addr;
+        let mut f = FrameBuilder::eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4(Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2))
+            .udp(40000, 4789)
+            .vxlan(100)
+            .inner_eth([2, 0, 0, 0, 0, 3], [2, 0, 0, 0, 0, 4])
+            .ipv4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2))
+            .tcp(1234, 80, TcpFlags::SYN, 7, 0)
+            .payload(b"hello")
+            .build();
+        let mut m = Meta::arrived(0);
+        for h in [Hdr::Eth, Hdr::Ipv4, Hdr::Udp, Hdr::Vxlan, Hdr::InnerEth, Hdr::InnerIpv4, Hdr::InnerTcp] {
+            m.valid.insert(h);
+        }
+        for (slot, off) in
+            [(Slot::L3, 14), (Slot::L4, 34), (Slot::Tunnel, 42), (Slot::InnerEth, 50), (Slot::InnerL3, 64), (Slot::InnerL4, 84)]
+        {
+            m.set_offset(slot, off);
+        }
+        let outer = f[14..34].to_vec();
+        let tcp_ok = |f: &[u8]| {
+            let (src, dst) = (f[76..80].try_into().unwrap(), f[80..84].try_into().unwrap());
+            fastpath_packet::csum::l4_v4(src, dst, 6, &f[84..]) == 0
+        };
+        assert!(fastpath_packet::csum::ipv4_header_ok(&f[64..84]) && tcp_ok(&f));
+        for (name, v) in [("inner_ipv4.ttl", 9u128), ("inner_ipv4.dscp", 46), ("inner_ipv4.dst", 0x0a00_0063), ("inner_l4.dport", 8080)] {
+            let field = FieldRef::resolve(name, &[]).unwrap();
+            assert!(field.write(&mut f, &mut m, v), "{name}");
+            assert_eq!(field.read(&f, &m), Some(v), "{name}");
+            assert!(fastpath_packet::csum::ipv4_header_ok(&f[64..84]), "{name}: the inner IPv4 header checksum");
+            assert!(tcp_ok(&f), "{name}: the inner TCP checksum");
+            assert_eq!(f[14..34], outer[..], "{name}: the outer IPv4 header is not touched");
+        }
+    }
 
     proptest! {
         /// Every field's specialised extractor reads what the generic reader reads, on any

@@ -654,14 +654,15 @@ impl Gen<'_> {
         self.a.jmp_reg(Jmp::Eq, R1, R0, skip);
         self.store_be(base, a0, n, R1, R2);
         if f.csum.ipv4_hdr {
-            // RFC 1624 eqn. 3 at the outer IPv4 header's checksum: !(!HC + !sum(old) + sum(new)),
-            // ones'-complement additions (one fold of the three gives the same sum as two adds).
+            // RFC 1624 eqn. 3 at the checksum of the IPv4 header the field is in (the inner
+            // one for an inner field): !(!HC + !sum(old) + sum(new)), ones'-complement
+            // additions (one fold of the three gives the same sum as two adds).
             self.fold(R0, R2);
             self.fold(R1, R2);
             self.a.alu_imm(Alu::Xor, R0, 0xffff);
             self.a.alu_reg(Alu::Add, R0, R1);
-            let ip = HdrSet::EMPTY.with(Hdr::Ipv4);
-            let base = self.header((Slot::L3, ip, HdrSet::EMPTY), 12, (R1, R2), skip);
+            let (l3, ip4) = if slot == Slot::InnerL3 { (Slot::InnerL3, Hdr::InnerIpv4) } else { (Slot::L3, Hdr::Ipv4) };
+            let base = self.header((l3, HdrSet::EMPTY.with(ip4), HdrSet::EMPTY), 12, (R1, R2), skip);
             self.a.ldx(Size::H, R2, base, 10);
             self.a.be(R2, 16);
             self.a.alu_imm(Alu::Xor, R2, 0xffff);
