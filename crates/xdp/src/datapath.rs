@@ -400,7 +400,7 @@ impl XdpDatapath {
                 }
                 Ok(())
             }
-            EntryOp::Meter { .. } | EntryOp::Pipe { .. } => unreachable!("handled above"),
+            EntryOp::Meter { .. } | EntryOp::Pipe { .. } => Err("not a table change".into()),
         }
     }
 
@@ -437,7 +437,7 @@ impl XdpDatapath {
                 rules.remove(i);
             }
             EntryOp::Clear { .. } => rules.clear(),
-            EntryOp::Meter { .. } | EntryOp::Pipe { .. } => unreachable!("not a table change"),
+            EntryOp::Meter { .. } | EntryOp::Pipe { .. } => return Err("not a table change".into()),
         }
         // The engine's order: a prefix table's longest prefix first; a classifier's lower
         // priority first, ties to the rule added first.

@@ -704,15 +704,16 @@ forward 1
         let prog = fastpath_pipeline::compile("t.toml", spec).unwrap();
         let ports = [("p0", "x0"), ("p1", "x1")].map(|(n, i)| XdpPortSpec { name: n.into(), iface: i.into() });
         let mut dp = XdpDatapath::build(prog, &ports).unwrap();
-        // 100 kB/s, a 1,000-byte committed bucket, no excess bucket to spill into.
-        dp.load_entries("entries", "meter pol 1 cir 100000 cbs 1000 ebs 0\n").unwrap();
+        // 10 kB/s (a 1,000-byte bucket takes 100 ms to refill: a busy machine's pause between
+        // two sends does not), no excess bucket to spill into.
+        dp.load_entries("entries", "meter pol 1 cir 10000 cbs 1000 ebs 0\n").unwrap();
         dp.load_tc().unwrap();
         let frame = vec![0x02u8; 1000];
         let send = |dp: &XdpDatapath| bpf_outcome(dp, dp.tc_prog().unwrap(), Hook::Tc, 0, &frame);
         assert!(matches!(send(&dp), Outcome::Tx(1, _)), "the full bucket takes the first packet");
         assert_eq!(send(&dp), Outcome::Drop(DropReason::MeterRed), "an empty bucket drops the next at once");
-        // 30 ms at 100 kB/s: 3,000 tokens, capped at the bucket's 1,000.
-        std::thread::sleep(std::time::Duration::from_millis(30));
+        // 300 ms at 10 kB/s: 3,000 tokens, capped at the bucket's 1,000.
+        std::thread::sleep(std::time::Duration::from_millis(300));
         assert!(matches!(send(&dp), Outcome::Tx(1, _)), "refilled");
         assert_eq!(send(&dp), Outcome::Drop(DropReason::MeterRed), "and empty again");
     })

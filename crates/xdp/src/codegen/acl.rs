@@ -15,7 +15,7 @@
 //! A lookup walks the rules one by one: fine for the ACLs a connection's first packet meets,
 //! not for a routing table (at most [`MAX_RULES`] rules).
 
-use super::{Gen, CNT_KEY, HELPER_MAP_LOOKUP, ITER, KEY, VALUE_SIZE};
+use super::{Gen, CNT_KEY, ITER, KEY, VALUE_SIZE};
 use crate::asm::{Alu, Jmp, Label, Size};
 use fastpath_io::bpf::{Insn, R0, R1, R10, R2, R3, R4, R9};
 use fastpath_pipeline::ir::{MatchKind, TableDef, MAX_ARGS};
@@ -82,18 +82,12 @@ impl Gen<'_> {
         let (lp, next, none, capped) = (self.a.label(), self.a.label(), self.a.label(), self.a.label());
         // The live set: sel[t] & 1.
         self.a.st(Size::W, R10, CNT_KEY, t as i32);
-        self.a.raw(&Insn::ld_map_fd(R1, self.maps.acl_sel));
-        self.a.alu_reg(Alu::Mov, R2, R10);
-        self.a.alu_imm(Alu::Add, R2, i32::from(CNT_KEY));
-        self.a.call(HELPER_MAP_LOOKUP);
+        self.map_lookup(self.maps.acl_sel, CNT_KEY);
         self.a.jmp_imm(Jmp::Eq, R0, 0, miss);
         self.a.ldx(Size::W, R1, R0, 0);
         self.a.alu_imm(Alu::And, R1, 1);
         self.a.stx(Size::W, R10, CNT_KEY, R1);
-        self.a.raw(&Insn::ld_map_fd(R1, self.maps.tables[t]));
-        self.a.alu_reg(Alu::Mov, R2, R10);
-        self.a.alu_imm(Alu::Add, R2, i32::from(CNT_KEY));
-        self.a.call(HELPER_MAP_LOOKUP);
+        self.map_lookup(self.maps.tables[t], CNT_KEY);
         self.a.jmp_imm(Jmp::Eq, R0, 0, miss);
         self.a.alu_reg(Alu::Mov, R9, R0);
         // for i in 0..min(count, n)

@@ -16,7 +16,7 @@
 //! evicts its least recently used flow instead of dropping the new one.
 
 use super::tcpwin::{T_CLOSER, T_DIR, T_NEXT};
-use super::{Args, Gen, COUNT, CT, CTKEY, FLOW, HASH, HELPER_MAP_LOOKUP, KEY, LOOP_I, PEND, PROTO, VALID};
+use super::{Args, Gen, COUNT, CT, CTKEY, FLOW, HASH, KEY, LOOP_I, PEND, PROTO, VALID};
 use crate::asm::{Alu, Jmp, Label, Size};
 use fastpath_io::bpf::{Insn, Reg, R0, R1, R10, R2, R3, R4, R5, R9};
 use fastpath_packet::{DropReason, Hdr, HdrSet, Slot};
@@ -256,10 +256,7 @@ impl Gen<'_> {
         self.a.st(Size::W, R10, CTKEY + 20, 0);
         self.ct_hash(seed);
         // The entry (r9) and the time (COUNT).
-        self.a.raw(&Insn::ld_map_fd(R1, fd));
-        self.a.alu_reg(Alu::Mov, R2, R10);
-        self.a.alu_imm(Alu::Add, R2, i32::from(CTKEY));
-        self.a.call(HELPER_MAP_LOOKUP);
+        self.map_lookup(fd, CTKEY);
         self.a.alu_reg(Alu::Mov, R9, R0);
         self.a.call(HELPER_KTIME_GET_NS);
         self.a.stx(Size::Dw, R10, COUNT, R0);
@@ -599,10 +596,7 @@ impl Gen<'_> {
     fn ct_entry(&mut self, ct: u16, none: Label) {
         self.a.ldx(Size::Dw, R1, R10, FLOW);
         self.a.jmp_imm(Jmp::Eq, R1, 0, none);
-        self.a.raw(&Insn::ld_map_fd(R1, self.maps.conntracks[usize::from(ct)]));
-        self.a.alu_reg(Alu::Mov, R2, R10);
-        self.a.alu_imm(Alu::Add, R2, i32::from(CTKEY));
-        self.a.call(HELPER_MAP_LOOKUP);
+        self.map_lookup(self.maps.conntracks[usize::from(ct)], CTKEY);
         self.a.jmp_imm(Jmp::Eq, R0, 0, none);
     }
 }

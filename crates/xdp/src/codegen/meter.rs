@@ -11,9 +11,9 @@
 //! lose each other's token updates (a spin lock needs BTF, which this code generator does
 //! not write).
 
-use super::{Args, Gen, CNT_KEY, COLOR, COUNT, FLEN, HELPER_MAP_LOOKUP, LOOP_I, START};
+use super::{Args, Gen, CNT_KEY, COLOR, COUNT, FLEN, LOOP_I, START};
 use crate::asm::{Alu, Jmp, Size};
-use fastpath_io::bpf::{Insn, R0, R1, R10, R2, R3, R4, R5, R9};
+use fastpath_io::bpf::{R0, R1, R10, R2, R3, R4, R5, R9};
 use fastpath_packet::DropReason;
 use fastpath_pipeline::ir::Operand;
 
@@ -110,10 +110,7 @@ impl Gen<'_> {
         self.a.stx(Size::W, R10, CNT_KEY, R3);
         // r9 may hold a table entry whose arguments the action reads after this.
         self.a.stx(Size::Dw, R10, COUNT, R9);
-        self.a.raw(&Insn::ld_map_fd(R1, fd));
-        self.a.alu_reg(Alu::Mov, R2, R10);
-        self.a.alu_imm(Alu::Add, R2, i32::from(CNT_KEY));
-        self.a.call(HELPER_MAP_LOOKUP);
+        self.map_lookup(fd, CNT_KEY);
         self.a.jmp_imm(Jmp::Eq, R0, 0, green);
         self.a.alu_reg(Alu::Mov, R9, R0);
         self.a.ldx(Size::Dw, R1, R9, KIND);

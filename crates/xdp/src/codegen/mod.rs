@@ -688,6 +688,15 @@ impl Gen<'_> {
         }
     }
 
+    /// `r0` = `bpf_map_lookup_elem(map fd, r10 + key)`: the value's address, or 0 (clobbers
+    /// r0–r5).
+    fn map_lookup(&mut self, fd: RawFd, key: i16) {
+        self.a.raw(&Insn::ld_map_fd(R1, fd));
+        self.a.alu_reg(Alu::Mov, R2, R10);
+        self.a.alu_imm(Alu::Add, R2, i32::from(key));
+        self.a.call(HELPER_MAP_LOOKUP);
+    }
+
     /// Adds one to counter `idx` (clobbers r0–r5).
     fn count(&mut self, idx: u32) {
         self.a.st(Size::W, R10, CNT_KEY, idx as i32);
@@ -702,10 +711,7 @@ impl Gen<'_> {
 
     fn count_tail(&mut self) {
         let skip = self.a.label();
-        self.a.raw(&Insn::ld_map_fd(R1, self.maps.counters));
-        self.a.alu_reg(Alu::Mov, R2, R10);
-        self.a.alu_imm(Alu::Add, R2, i32::from(CNT_KEY));
-        self.a.call(HELPER_MAP_LOOKUP);
+        self.map_lookup(self.maps.counters, CNT_KEY);
         self.a.jmp_imm(Jmp::Eq, R0, 0, skip);
         self.a.ldx(Size::Dw, R1, R0, 0);
         self.a.alu_imm(Alu::Add, R1, 1);
@@ -885,10 +891,7 @@ impl Gen<'_> {
         if acl::is_classifier(def) {
             self.classify(t, hit, miss);
         } else {
-            self.a.raw(&Insn::ld_map_fd(R1, self.maps.tables[t]));
-            self.a.alu_reg(Alu::Mov, R2, R10);
-            self.a.alu_imm(Alu::Add, R2, i32::from(KEY));
-            self.a.call(HELPER_MAP_LOOKUP);
+            self.map_lookup(self.maps.tables[t], KEY);
             self.a.jmp_imm(Jmp::Eq, R0, 0, miss);
             self.a.alu_reg(Alu::Mov, R9, R0);
         }

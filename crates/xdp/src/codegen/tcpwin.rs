@@ -46,11 +46,22 @@ const T_OPT_LEN: i16 = TMP + 16;
 impl Gen<'_> {
     /// Jumps to `no` unless `seq_le(a, b)` (`(b − a) as i32 ≥ 0`); clobbers `t`.
     fn seq_le_or(&mut self, a: Reg, b: Reg, t: Reg, no: Label) {
+        self.seq_sign(a, b, t);
+        self.a.jmp_imm(Jmp::Ne, t, 0, no);
+    }
+
+    /// Jumps to `yes` when `seq_le(a, b)`; clobbers `t`.
+    fn seq_le_to(&mut self, a: Reg, b: Reg, t: Reg, yes: Label) {
+        self.seq_sign(a, b, t);
+        self.a.jmp_imm(Jmp::Eq, t, 0, yes);
+    }
+
+    /// `t` = the sign bit of the 32-bit difference `b − a` (0: `seq_le(a, b)`).
+    fn seq_sign(&mut self, a: Reg, b: Reg, t: Reg) {
         self.a.alu_reg(Alu::Mov, t, b);
         self.a.alu_reg(Alu::Sub, t, a);
         self.a.alu_imm(Alu::Lsh, t, 32);
         self.a.alu_imm(Alu::Rsh, t, 63);
-        self.a.jmp_imm(Jmp::Ne, t, 0, no);
     }
 
     /// SEG = the TCP segment of the packet (its TCP header present; `absent` when not in the
@@ -355,11 +366,7 @@ impl Gen<'_> {
         self.a.ldx(Size::W, R1, R10, END);
         self.a.ldx(Size::W, R2, R4, W_END);
         // seq_le(end, snd.end): keep; else snd.end = end.
-        self.a.alu_reg(Alu::Mov, R0, R2);
-        self.a.alu_reg(Alu::Sub, R0, R1);
-        self.a.alu_imm(Alu::Lsh, R0, 32);
-        self.a.alu_imm(Alu::Rsh, R0, 63);
-        self.a.jmp_imm(Jmp::Eq, R0, 0, same_end);
+        self.seq_le_to(R1, R2, R0, same_end);
         self.a.stx(Size::W, R4, W_END, R1);
         self.a.bind(same_end);
         // With an ACK: rcv.maxend moves up to ack + max(win, 1).
@@ -373,11 +380,7 @@ impl Gen<'_> {
         self.a.ldx(Size::W, R1, R10, ACK);
         self.a.alu_reg(Alu::Add, R1, R2);
         self.a.ldx(Size::W, R2, R5, W_MAXEND);
-        self.a.alu_reg(Alu::Mov, R0, R2);
-        self.a.alu_reg(Alu::Sub, R0, R1);
-        self.a.alu_imm(Alu::Lsh, R0, 32);
-        self.a.alu_imm(Alu::Rsh, R0, 63);
-        self.a.jmp_imm(Jmp::Eq, R0, 0, done);
+        self.seq_le_to(R1, R2, R0, done);
         self.a.stx(Size::W, R5, W_MAXEND, R1);
         self.a.bind(done);
     }
