@@ -124,6 +124,9 @@ const CLASS_STX: u8 = 0x03;
 const CLASS_JMP: u8 = 0x05;
 const CLASS_ALU64: u8 = 0x07;
 const MODE_MEM: u8 = 0x60;
+const MODE_ATOMIC: u8 = 0xc0;
+/// `BPF_CMPXCHG` (`0xf0 | BPF_FETCH`).
+const ATOMIC_CMPXCHG: i32 = 0xf1;
 const SRC_X: u8 = 0x08;
 
 /// The program being assembled.
@@ -191,6 +194,14 @@ impl Asm {
     /// `*(size *)(dst + off) = src`.
     pub fn stx(&mut self, size: Size, dst: Reg, off: i16, src: Reg) {
         self.insns.push(Insn::new(CLASS_STX | MODE_MEM | size.bits(), dst, src, off, 0));
+    }
+
+    /// Compare-and-swap (`BPF_ATOMIC | BPF_CMPXCHG`, kernel 5.12): when `*(size *)(dst + off)`
+    /// equals `r0`, it becomes `src`; either way `r0` gets the old value (zero-extended for
+    /// [`Size::W`]). Only [`Size::W`] and [`Size::Dw`] exist.
+    pub fn cmpxchg(&mut self, size: Size, dst: Reg, off: i16, src: Reg) {
+        debug_assert!(matches!(size, Size::W | Size::Dw), "BPF atomics are 32 or 64 bits wide");
+        self.insns.push(Insn::new(CLASS_STX | MODE_ATOMIC | size.bits(), dst, src, off, ATOMIC_CMPXCHG));
     }
 
     /// `*(size *)(dst + off) = imm`.

@@ -25,6 +25,11 @@ const W_SCALE: i16 = 12;
 const NO_WSCALE: i32 = Segment::NO_WSCALE as i32;
 /// `tcp::MAX_ACK_WINDOW`.
 const MAX_ACK_WINDOW: i32 = 66_000;
+/// Compare-and-swap attempts of one window edge's update. Each failure means another CPU
+/// moved that edge in the few instructions between the load and the swap; four in a row do
+/// not happen with two directions of one flow, and the edge then stays where the other CPUs
+/// put it.
+const CAS_TRIES: usize = 4;
 
 /// SEG's words.
 const SEQ: i16 = SEG;
@@ -54,6 +59,28 @@ impl Gen<'_> {
     fn seq_le_to(&mut self, a: Reg, b: Reg, t: Reg, yes: Label) {
         self.seq_sign(a, b, t);
         self.a.jmp_imm(Jmp::Eq, t, 0, yes);
+    }
+
+    /// Raises the u32 at `ptr + off` to `new` (kept) unless it is already there or past it
+    /// (`seq_le` order when `seq`, else unsigned), by compare-and-swap. Both CPUs of a
+    /// connection's two directions, and the sender's own packets on either CPU, move its
+    /// edges at once; with a plain load, compare and store the slower CPU can put back an
+    /// older edge, and the next ACK beyond it looks out of window. Clobbers r0 and `t`.
+    fn raise(&mut self, ptr: Reg, off: i16, new: Reg, t: Reg, seq: bool) {
+        let done = self.a.label();
+        self.a.ldx(Size::W, R0, ptr, off);
+        for _ in 0..CAS_TRIES {
+            if seq {
+                self.seq_le_to(new, R0, t, done);
+            } else {
+                self.a.jmp_reg(Jmp::Ge, R0, new, done);
+            }
+            self.a.alu_reg(Alu::Mov, t, R0);
+            self.a.cmpxchg(Size::W, ptr, off, new);
+            // Swapped; else r0 has the value another CPU stored meanwhile: compare again.
+            self.a.jmp_reg(Jmp::Eq, R0, t, done);
+        }
+        self.a.bind(done);
     }
 
     /// `t` = the sign bit of the 32-bit difference `b − a` (0: `seq_le(a, b)`).
@@ -289,9 +316,7 @@ impl Gen<'_> {
         self.a.jmp_imm(Jmp::Eq, R1, 0, done);
         self.a.ldx(Size::W, R1, R10, ACK);
         self.a.alu_reg(Alu::Add, R1, R3);
-        self.a.ldx(Size::W, R2, R5, W_MAXEND);
-        self.seq_le_or(R2, R1, R0, done);
-        self.a.stx(Size::W, R5, W_MAXEND, R1);
+        self.raise(R5, W_MAXEND, R1, R2, true);
         self.a.bind(done);
     }
 
@@ -351,37 +376,24 @@ impl Gen<'_> {
         self.a.ja(upd);
         self.a.bind(no_ack);
         self.a.st(Size::Dw, R10, T_HAS_ACK, 0);
-        // Accepted: snd.maxwin = max(snd.maxwin, win, 1); snd.end moves up to end.
+        // Accepted: snd.maxwin rises to max(win, 1); snd.end to end.
         self.a.bind(upd);
-        let (k, k2, same_end) = (self.a.label(), self.a.label(), self.a.label());
-        self.a.ldx(Size::W, R1, R4, W_MAXWIN);
-        self.a.ldx(Size::Dw, R2, R10, T_WIN);
-        self.a.jmp_reg(Jmp::Ge, R1, R2, k);
-        self.a.alu_reg(Alu::Mov, R1, R2);
-        self.a.bind(k);
-        self.a.jmp_imm(Jmp::Ne, R1, 0, k2);
+        let w1 = self.a.label();
+        self.a.ldx(Size::Dw, R1, R10, T_WIN);
+        self.a.jmp_imm(Jmp::Ne, R1, 0, w1);
         self.a.alu_imm(Alu::Mov, R1, 1);
-        self.a.bind(k2);
-        self.a.stx(Size::W, R4, W_MAXWIN, R1);
+        self.a.bind(w1);
+        self.a.stx(Size::Dw, R10, T_WIN, R1);
+        self.raise(R4, W_MAXWIN, R1, R2, false);
         self.a.ldx(Size::W, R1, R10, END);
-        self.a.ldx(Size::W, R2, R4, W_END);
-        // seq_le(end, snd.end): keep; else snd.end = end.
-        self.seq_le_to(R1, R2, R0, same_end);
-        self.a.stx(Size::W, R4, W_END, R1);
-        self.a.bind(same_end);
-        // With an ACK: rcv.maxend moves up to ack + max(win, 1).
+        self.raise(R4, W_END, R1, R2, true);
+        // With an ACK: rcv.maxend rises to ack + max(win, 1).
         self.a.ldx(Size::Dw, R1, R10, T_HAS_ACK);
         self.a.jmp_imm(Jmp::Eq, R1, 0, done);
-        let w1 = self.a.label();
-        self.a.ldx(Size::Dw, R2, R10, T_WIN);
-        self.a.jmp_imm(Jmp::Ne, R2, 0, w1);
-        self.a.alu_imm(Alu::Mov, R2, 1);
-        self.a.bind(w1);
         self.a.ldx(Size::W, R1, R10, ACK);
+        self.a.ldx(Size::Dw, R2, R10, T_WIN);
         self.a.alu_reg(Alu::Add, R1, R2);
-        self.a.ldx(Size::W, R2, R5, W_MAXEND);
-        self.seq_le_to(R1, R2, R0, done);
-        self.a.stx(Size::W, R5, W_MAXEND, R1);
+        self.raise(R5, W_MAXEND, R1, R2, true);
         self.a.bind(done);
     }
 

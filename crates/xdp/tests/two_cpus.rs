@@ -1,0 +1,137 @@
+//! The eBPF datapath on several CPUs at once. The engine gives each flow to one worker; the
+//! kernel runs a tc or XDP program on whichever CPU received the packet, so one connection's
+//! entry is updated from two CPUs at the same time: its two directions always, and one
+//! sender's own segments too (a sender transmits from its process and from the softirq that
+//! took an ACK). These tests hammer one entry from several threads through
+//! `BPF_PROG_TEST_RUN` (each run stays on the CPU it started on) and check what a serial run
+//! would guarantee.
+//!
+//! Needs root (CI runs it as root; a missing root fails there rather than skipping).
+
+use fastpath_io::bpf::tc_action;
+use fastpath_io::netns::{Netns, VethPair};
+use fastpath_io::sys::is_root;
+use fastpath_xdp::{XdpDatapath, XdpPortSpec};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+fn root_or_skip() -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
+    eprintln!("not root: skipped");
+    false
+}
+
+/// Connection tracking with window checks; an invalid segment is dropped and counted.
+const SPEC: &str = r#"
+name = "smp"
+[parser]
+headers = ["eth", "ipv4", "tcp"]
+
+[[conntrack]]
+name = "flows"
+size = 1024
+window_check = true
+
+[control]
+ingress = '''
+conntrack flows
+if ct.invalid:
+    drop conntrack_invalid
+elif ct.new:
+    ct_commit flows 1
+forward 1
+'''
+"#;
+
+const CLIENT: [u8; 4] = [10, 0, 0, 1];
+const SERVER: [u8; 4] = [10, 0, 0, 2];
+const C_ISN: u32 = 0xfff0_0000; // wraps during the test
+const S_ISN: u32 = 7_000;
+const MSS: u32 = 1_000;
+
+/// An Ethernet + IPv4 + TCP frame; `wscale` adds the option (SYNs only) after a NOP.
+fn tcp(from_client: bool, flags: u8, seq: u32, ack: u32, wscale: Option<u8>, payload: usize) -> Vec<u8> {
+    let (src, dst, sport, dport) = if from_client { (CLIENT, SERVER, 40_000u16, 80u16) } else { (SERVER, CLIENT, 80, 40_000) };
+    let opts: Vec<u8> = wscale.map_or(Vec::new(), |ws| vec![1, 3, 3, ws]);
+    let tcp_len = 20 + opts.len();
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let total = (20 + tcp_len + payload) as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    f.extend(ip);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.extend_from_slice(&ack.to_be_bytes());
+    f.push(((tcp_len / 4) << 4) as u8);
+    f.push(flags);
+    f.extend_from_slice(&u16::MAX.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f.extend(opts);
+    f.resize(f.len() + payload, 0xab);
+    f
+}
+
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+
+/// Two threads send one connection's data, each the next segment in turn, and after each of
+/// its own segments the server's ACK for it. Each ACK is for data the program already passed,
+/// so none may be refused. With a plain load, compare and store of the window's right edge, a
+/// CPU that loses the race puts back an older edge than the other's, and the ACK beyond it is
+/// refused as out of window: on a live connection that ACK can be the last of a flight, and
+/// the sender then waits for it forever.
+#[test]
+fn acks_for_data_passed_on_two_cpus_at_once_are_in_window() {
+    if !root_or_skip() {
+        return;
+    }
+    let ns = Netns::new("fpx-smp").unwrap();
+    let _veth = VethPair::new(&ns, "s0", &ns, "s1").unwrap();
+    ns.run(move || {
+        let prog = fastpath_pipeline::compile("smp.toml", SPEC).unwrap();
+        let ports = [("p0", "s0"), ("p1", "s1")].map(|(n, i)| XdpPortSpec { name: n.into(), iface: i.into() });
+        let mut dp = XdpDatapath::build(prog, &ports).unwrap();
+        dp.load_tc().unwrap();
+        let (dp, ifindex) = (&dp, dp.ifindexes()[0]);
+        let send = |f: &[u8]| {
+            let mut out = vec![0u8; f.len() + 256];
+            let r = dp.tc_prog().unwrap().test_run_skb_on(ifindex, f, &mut out).unwrap();
+            r.retval as i32 == tc_action::REDIRECT
+        };
+        let data = |i: u32| tcp(true, ACK, C_ISN.wrapping_add(1).wrapping_add(i.wrapping_mul(MSS)), S_ISN + 1, None, MSS as usize);
+        let ack = |segments: u32| tcp(false, ACK, S_ISN + 1, C_ISN.wrapping_add(1).wrapping_add(segments.wrapping_mul(MSS)), None, 0);
+        // The handshake, both sides scaling by 14, and the server's first scaled window: a
+        // gigabyte, far more than the data in flight.
+        assert!(send(&tcp(true, SYN, C_ISN, 0, Some(14), 0)), "SYN");
+        assert!(send(&tcp(false, SYN | ACK, S_ISN, C_ISN.wrapping_add(1), Some(14), 0)), "SYN+ACK");
+        assert!(send(&tcp(true, ACK, C_ISN.wrapping_add(1), S_ISN + 1, None, 0)), "ACK");
+        assert!(send(&ack(0)), "the server's first ACK");
+
+        let (claimed, refused) = (AtomicU32::new(0), AtomicU32::new(0));
+        let until = Instant::now() + Duration::from_secs(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    while Instant::now() < until {
+                        let i = claimed.fetch_add(1, Ordering::SeqCst);
+                        assert!(send(&data(i)), "segment {i} refused");
+                        if !send(&ack(i + 1)) {
+                            refused.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        let (n, bad) = (claimed.load(Ordering::SeqCst), refused.load(Ordering::SeqCst));
+        eprintln!("{n} segments, {bad} of their ACKs refused");
+        assert!(n > 10_000, "the threads ran ({n} segments)");
+        assert_eq!(bad, 0, "{bad} of {n} ACKs for data already passed were refused as out of window");
+    })
+    .unwrap();
+}
