@@ -6,22 +6,15 @@
 //!
 //! Needs root (CI runs it as root; a missing root fails there rather than skipping).
 
+mod common;
+
+use common::root_or_skip;
 use fastpath_io::bpf::{tc_action, xdp_action, Prog, TestRun};
 use fastpath_io::netns::{Netns, VethPair};
-use fastpath_io::sys::is_root;
 use fastpath_packet::{Batch, DropReason, Pool, Verdict};
 use fastpath_xdp::{Hook, XdpCounters, XdpDatapath, XdpPortSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-
-fn root_or_skip() -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
-    eprintln!("not root: skipped");
-    false
-}
 
 /// What happened to one frame.
 #[derive(Debug, PartialEq, Eq)]

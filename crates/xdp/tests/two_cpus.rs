@@ -8,21 +8,14 @@
 //!
 //! Needs root (CI runs it as root; a missing root fails there rather than skipping).
 
+mod common;
+
+use common::root_or_skip;
 use fastpath_io::bpf::tc_action;
 use fastpath_io::netns::{Netns, VethPair};
-use fastpath_io::sys::is_root;
 use fastpath_xdp::{XdpDatapath, XdpPortSpec};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-
-fn root_or_skip() -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI runs these tests as root");
-    eprintln!("not root: skipped");
-    false
-}
 
 /// Connection tracking with window checks; an invalid segment is dropped and counted.
 const SPEC: &str = r#"
