@@ -206,6 +206,9 @@ pub struct TcpRow {
     /// has no DUT process, so its `dut_cpu_pct` is 0).
     #[serde(flatten)]
     pub m: super::tcp::TcpMeasure,
+    /// The sender's retransmitted segments (iperf3's count: losses, and reordering that TCP
+    /// took for loss).
+    pub retransmits: u64,
 }
 
 /// The stateful ACL check (one JSON line).
@@ -654,8 +657,8 @@ pub fn run(cfg: &OverlayConfig, progress: &mut dyn FnMut(&str)) -> Result<Overla
             let mut row = iperf(&t, name, &gw.pids(), n, cfg.duration_s)?;
             row.tenant_offloads = offl == "on";
             progress(&format!(
-                "{name} iperf3 A→B {n} stream(s): {:.2} Gbps, DUT CPU {:.0} %, machine CPU {:.0} %",
-                row.m.gbps, row.m.dut_cpu_pct, row.m.machine_cpu_pct
+                "{name} iperf3 A→B {n} stream(s): {:.2} Gbps, DUT CPU {:.0} %, machine CPU {:.0} %, {} retransmits",
+                row.m.gbps, row.m.dut_cpu_pct, row.m.machine_cpu_pct, row.retransmits
             ));
             out.rows.push(OverlayRow::Tcp(row));
         }
@@ -781,9 +784,9 @@ fn capture(t: &OverlayTopo, dut: &str, dir: &Path) -> Result<CaptureRow, LabErro
 }
 
 fn iperf(t: &OverlayTopo, dut: &str, pids: &[u32], streams: u32, secs: u32) -> Result<TcpRow, LabError> {
-    let m = super::tcp::measure(super::tcp::TcpTool::Iperf3, &t.b.ns, &t.a.ns, &t.b.ca.to_string(), streams, secs, pids)
+    let (m, retransmits) = super::tcp::measure(super::tcp::TcpTool::Iperf3, &t.b.ns, &t.a.ns, &t.b.ca.to_string(), streams, secs, pids)
         .map_err(|e| LabError::Io(format!("{dut} iperf3 -P {streams}: {e}")))?;
-    Ok(TcpRow { test: "overlay", dut: dut.to_owned(), measurement: "tcp", tool: "iperf3", streams, tenant_offloads: false, m })
+    Ok(TcpRow { test: "overlay", dut: dut.to_owned(), measurement: "tcp", tool: "iperf3", streams, tenant_offloads: false, m, retransmits })
 }
 
 impl OverlayResults {
@@ -847,10 +850,11 @@ impl OverlayResults {
                     format!("{:.2}", r.m.gbps),
                     format!("{:.0}", r.m.dut_cpu_pct),
                     format!("{:.0}", r.m.machine_cpu_pct),
+                    r.retransmits.to_string(),
                 ]
             })
             .collect();
-        report.table(&["DUT", "iperf3 streams", "tenant offloads", "Gbps", "DUT CPU %", "machine CPU %"], rows);
+        report.table(&["DUT", "iperf3 streams", "tenant offloads", "Gbps", "DUT CPU %", "machine CPU %", "retransmits"], rows);
         let yes = |b: bool| if b { "yes" } else { "NO" }.to_owned();
         let rows = self
             .acls()

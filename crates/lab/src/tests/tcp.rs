@@ -734,8 +734,8 @@ fn run_iperf(
 
 /// Runs `tool` with `streams` streams for `secs` seconds, server in `server_ns` bound to `ip`,
 /// client in `client_ns`, both on the tester's CPUs at the lab's priority (like the generator),
-/// sampling the CPU of `pids` and of the machine every second meanwhile. The overlay test's
-/// measurement.
+/// sampling the CPU of `pids` and of the machine every second meanwhile; with the sender's
+/// retransmitted segments. The overlay test's measurement.
 ///
 /// # Errors
 /// An iperf failure, [`LabError::Interrupted`].
@@ -747,7 +747,7 @@ pub(crate) fn measure(
     streams: u32,
     secs: u32,
     pids: &[u32],
-) -> Result<TcpMeasure, LabError> {
+) -> Result<(TcpMeasure, u64), LabError> {
     // The server's interface, for the received-bytes figure (none found: it reads 0).
     let server_if = ns_exec(server_ns, &["ip", "-o", "-4", "addr", "show", "to", ip])
         .ok()
@@ -755,7 +755,7 @@ pub(crate) fn measure(
         .unwrap_or_default();
     let jobs = [Job { server_ns: server_ns.to_owned(), client_ns: client_ns.to_owned(), ip: ip.to_owned(), server_if }];
     let (outs, cpu) = run_iperf(tool, &jobs, streams, Load::Seconds(secs), 1, pids, &mut |_, _| {})?;
-    Ok(summed(&outs, &cpu))
+    Ok((summed(&outs, &cpu), outs.iter().map(|o| o.retransmits).sum()))
 }
 
 /// The pairs' outcomes summed per interval, with the CPU samples' means.
