@@ -322,11 +322,11 @@ impl Gen<'_> {
         self.a.ldx(Size::B, R1, R9, 0);
         self.a.ldx(Size::B, R4, R9, 1);
         self.a.ldx(Size::Dw, R2, R10, PEND);
-        let accept = self.a.label();
+        let (accept, kept) = (self.a.label(), self.a.label());
         let (not_tcp, datagram) = (self.a.label(), self.a.label());
         self.a.ldx(Size::Dw, R5, R10, PROTO);
         self.a.jmp_imm(Jmp::Ne, R5, i32::from(proto::TCP), not_tcp);
-        self.tcp_step(window, invalid, accept);
+        self.tcp_step(window, invalid, (accept, kept));
         self.a.bind(not_tcp);
         // ICMP: a reply makes EchoReply; UDP and the rest: Replied.
         self.a.jmp_imm(Jmp::Ne, R5, i32::from(proto::ICMP), datagram);
@@ -340,6 +340,7 @@ impl Gen<'_> {
         // Accepted: state, closer, deadline; ct.established (+ reply) and the verdict.
         self.a.stx(Size::B, R9, 0, R1);
         self.a.stx(Size::B, R9, 1, R4);
+        self.a.bind(kept);
         self.a.alu_imm(Alu::Lsh, R3, 2);
         self.a.alu_imm(Alu::Or, R3, CT_ESTABLISHED);
         self.a.ldx(Size::W, R4, R9, 4);
@@ -364,8 +365,11 @@ impl Gen<'_> {
     /// off): r1 = state, r2 = flags, r3 = direction (0 original, 1 reply), r4 = closer (0
     /// original, 1 reply). Leaves the next state in r1 and the closer in r4, then goes to
     /// `accept`; or to `invalid`, changing nothing. Uses r0 and r5.
-    /// With `window`, the window checks of `tcpwin` where the engine makes them.
-    fn tcp_step(&mut self, window: bool, invalid: Label, accept: Label) {
+    /// With `window`, the window checks of `tcpwin` where the engine makes them. A plain ACK
+    /// on an established connection goes to `kept` instead, with r1 and r3 as they were: it
+    /// changes no state, so it stores none. (Stored, the state it read could overwrite a FIN's
+    /// transition made on another CPU meanwhile.)
+    fn tcp_step(&mut self, window: bool, invalid: Label, (accept, kept): (Label, Label)) {
         let any = i32::from(flags::SYN | flags::FIN | flags::RST | flags::ACK);
         let (syn, ack, fin, rst) = (i32::from(flags::SYN), i32::from(flags::ACK), i32::from(flags::FIN), i32::from(flags::RST));
         if window {
@@ -377,8 +381,12 @@ impl Gen<'_> {
         self.a.alu_reg(Alu::Mov, R5, R2);
         self.a.alu_imm(Alu::And, R5, any);
         self.a.jmp_imm(Jmp::Ne, R5, ack, general);
-        self.a.alu_reg(Alu::Mov, R5, R1);
-        self.a.ja(set);
+        if window {
+            self.in_window(invalid);
+            self.a.alu_imm(Alu::Mov, R1, st(State::Established));
+            self.a.ldx(Size::Dw, R3, R10, T_DIR);
+        }
+        self.a.ja(kept);
         self.a.bind(general);
         self.bad_flags(R2, R5, invalid);
         // r5 = the next state; r0 scratch.
