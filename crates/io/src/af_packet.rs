@@ -55,6 +55,7 @@ const PACKET_RX_RING: i32 = 5;
 const PACKET_STATISTICS: i32 = 6;
 const PACKET_AUXDATA: i32 = 8;
 const PACKET_VERSION: i32 = 10;
+const PACKET_VNET_HDR: i32 = 15;
 const PACKET_FANOUT: i32 = 18;
 const PACKET_QDISC_BYPASS: i32 = 20;
 const PACKET_IGNORE_OUTGOING: i32 = 23;
@@ -583,7 +584,13 @@ impl std::fmt::Debug for PacketPort {
 #[derive(Debug)]
 pub struct RawSocket {
     fd: OwnedFd,
+    /// Opened by [`RawSocket::open_split`]: every frame carries a `virtio_net_hdr`.
+    split: bool,
 }
+
+/// Bytes of a `struct virtio_net_hdr` (flags, gso_type, hdr_len, gso_size, csum_start,
+/// csum_offset).
+const VNET_HDR_LEN: usize = 10;
 
 impl RawSocket {
     /// Opens a raw socket on `iface`, in the calling thread's network namespace, that does not
@@ -598,7 +605,38 @@ impl RawSocket {
         // The tag the kernel moves out of a received frame comes back as a control message.
         setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_AUXDATA, &1i32).map_err(|e| sys_err(iface, "PACKET_AUXDATA", e))?;
         bind_ll(fd.as_raw_fd(), idx).map_err(|e| sys_err(iface, "binding to the interface", e))?;
-        Ok(RawSocket { fd })
+        Ok(RawSocket { fd, split: false })
+    }
+
+    /// As [`RawSocket::open`], for [`RawSocket::send_split`]: frames carry a `virtio_net_hdr`
+    /// (`PACKET_VNET_HDR`), whose `hdr_len` sets how much of the frame the kernel puts in the
+    /// skb's linear part. For receiving, use [`RawSocket::open`].
+    ///
+    /// # Errors
+    /// As [`RawSocket::open`]; a kernel without `PACKET_VNET_HDR`.
+    pub fn open_split(iface: &str) -> Result<RawSocket, AfPacketError> {
+        let s = RawSocket::open(iface)?;
+        setsockopt(s.fd.as_raw_fd(), SOL_PACKET, PACKET_VNET_HDR, &1i32).map_err(|e| sys_err(iface, "PACKET_VNET_HDR", e))?;
+        Ok(RawSocket { split: true, ..s })
+    }
+
+    /// Sends `frame` as an skb whose first `linear` bytes (at least the Ethernet header) are
+    /// in its linear part and the rest in page fragments, as a NIC that splits headers from
+    /// payload hands frames up: for testing code that must pull what it reads. Needs a socket
+    /// from [`RawSocket::open_split`].
+    ///
+    /// # Errors
+    /// `InvalidInput` on a socket from [`RawSocket::open`]; the OS error of `send`.
+    pub fn send_split(&self, frame: &[u8], linear: u16) -> io::Result<()> {
+        if !self.split {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "send_split needs a socket from RawSocket::open_split"));
+        }
+        // No checksum or GSO request; hdr_len (little-endian, as for a legacy virtio device on
+        // this host) is the linear part's length.
+        let mut buf = vec![0u8; VNET_HDR_LEN + frame.len()];
+        buf[2..4].copy_from_slice(&linear.to_le_bytes());
+        buf[VNET_HDR_LEN..].copy_from_slice(frame);
+        self.send_raw(&buf)
     }
 
     /// Keeps only IPv4/UDP frames to destination port `port` (with a 20-byte IP header): a
@@ -641,6 +679,16 @@ impl RawSocket {
     /// # Errors
     /// The OS error of `send`.
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        if self.split {
+            // The kernel reads a virtio_net_hdr first: an all-zero one asks for nothing.
+            let mut buf = vec![0u8; VNET_HDR_LEN + frame.len()];
+            buf[VNET_HDR_LEN..].copy_from_slice(frame);
+            return self.send_raw(&buf);
+        }
+        self.send_raw(frame)
+    }
+
+    fn send_raw(&self, frame: &[u8]) -> io::Result<()> {
         // SAFETY: `frame` is a live buffer of the length passed.
         let r = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
         if r < 0 {

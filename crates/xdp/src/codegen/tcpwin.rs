@@ -9,9 +9,9 @@
 //!          [rcv.end − max(snd.maxwin, 66000), rcv.end]; then the windows move
 //! ```
 
-use super::{Gen, ITER, PEND, SEG, SLOTS, TMP};
+use super::{Gen, Hook, HELPER_SKB_PULL_DATA, ITER, PEND, SEG, SLOTS, START, TMP};
 use crate::asm::{Alu, Jmp, Label, Size};
-use fastpath_io::bpf::{Insn, Reg, R0, R1, R10, R2, R3, R4, R5, R8, R9};
+use fastpath_io::bpf::{Insn, Reg, R0, R1, R10, R2, R3, R4, R5, R6, R8, R9};
 use fastpath_packet::{Hdr, HdrSet, Slot};
 use fastpath_tables::flow::{flags, Segment};
 
@@ -141,6 +141,9 @@ impl Gen<'_> {
     fn wscale(&mut self) {
         let [new, next_fn, destroy] = self.maps.iter_num;
         let (lp, end, notnop, notws) = (self.a.label(), self.a.label(), self.a.label(), self.a.label());
+        if self.hook == Hook::Tc {
+            self.pull_tcp_options();
+        }
         self.a.ldx(Size::Dw, R1, R10, T_OPT_LEN);
         self.a.alu_imm(Alu::Sub, R1, 20);
         self.a.stx(Size::Dw, R10, T_OPT_LEN, R1);
@@ -210,6 +213,35 @@ impl Gen<'_> {
         self.a.alu_reg(Alu::Mov, R1, R10);
         self.a.alu_imm(Alu::Add, R1, i32::from(ITER));
         self.a.raw(&[Insn::call_kfunc(destroy)]);
+    }
+
+    /// At tc: pulls the whole TCP header, options included, into the skb's linear part when
+    /// it is not there. The parser pulled the 20 fixed bytes; a NIC that splits headers from
+    /// payload (and does not look inside a tunnel) leaves a SYN's options in page fragments,
+    /// and a walk that stopped there would lose the window scale, after which every ACK more
+    /// than 64 KB behind looks out of window. SYNs only: other packets pay nothing. T_OPT_LEN
+    /// holds the TCP header length; reloads r7/r8.
+    fn pull_tcp_options(&mut self) {
+        let linear = self.a.label();
+        let tcp = (Slot::L4, HdrSet::EMPTY.with(Hdr::Tcp), HdrSet::EMPTY);
+        let base = self.header(tcp, 20, (R1, R2), linear);
+        self.a.ldx(Size::Dw, R2, R10, T_OPT_LEN);
+        self.a.alu_reg(Alu::Mov, R1, base);
+        self.a.alu_reg(Alu::Add, R1, R2);
+        self.a.jmp_reg(Jmp::Le, R1, R8, linear);
+        // The header's end, from the frame's start: its offset (after a decap, START on).
+        self.a.ldx(Size::Dw, R2, R10, SLOTS - 8 * Slot::L4 as i16);
+        if self.moves {
+            self.a.ldx(Size::Dw, R1, R10, START);
+            self.a.alu_reg(Alu::Add, R2, R1);
+        }
+        self.a.ldx(Size::Dw, R1, R10, T_OPT_LEN);
+        self.a.alu_reg(Alu::Add, R2, R1);
+        self.a.alu_reg(Alu::Mov, R1, R6);
+        self.a.call(HELPER_SKB_PULL_DATA);
+        // Failed or not, the walk reads only what the linear part has.
+        self.reload();
+        self.a.bind(linear);
     }
 
     /// END = seq + payload + SYN + FIN (u32).
