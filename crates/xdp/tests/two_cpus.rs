@@ -100,6 +100,20 @@ fn datapath() -> XdpDatapath {
     dp
 }
 
+/// Opens connection `conn`: the handshake, both sides scaling by 14, and the server's first
+/// scaled window, a gigabyte (far more than the data in flight in these tests).
+fn handshake(dp: &XdpDatapath, conn: u32) {
+    let c1 = C_ISN.wrapping_add(1);
+    for (what, f) in [
+        ("SYN", tcp_on(conn, true, SYN, C_ISN, 0, Some(14), 0)),
+        ("SYN+ACK", tcp_on(conn, false, SYN | ACK, S_ISN, c1, Some(14), 0)),
+        ("ACK", tcp_on(conn, true, ACK, c1, S_ISN + 1, None, 0)),
+        ("the server's first ACK", tcp_on(conn, false, ACK, S_ISN + 1, c1, None, 0)),
+    ] {
+        assert!(passes(dp, &f), "conn {conn}: {what} refused");
+    }
+}
+
 /// Whether the tc program passes `f` (arriving on the first port) rather than dropping it.
 fn passes(dp: &XdpDatapath, f: &[u8]) -> bool {
     let mut out = vec![0u8; f.len() + 256];
@@ -126,12 +140,7 @@ fn acks_for_data_passed_on_two_cpus_at_once_are_in_window() {
         let send = |f: &[u8]| passes(dp, f);
         let data = |i: u32| tcp(true, ACK, C_ISN.wrapping_add(1).wrapping_add(i.wrapping_mul(MSS)), S_ISN + 1, None, MSS as usize);
         let ack = |segments: u32| tcp(false, ACK, S_ISN + 1, C_ISN.wrapping_add(1).wrapping_add(segments.wrapping_mul(MSS)), None, 0);
-        // The handshake, both sides scaling by 14, and the server's first scaled window: a
-        // gigabyte, far more than the data in flight.
-        assert!(send(&tcp(true, SYN, C_ISN, 0, Some(14), 0)), "SYN");
-        assert!(send(&tcp(false, SYN | ACK, S_ISN, C_ISN.wrapping_add(1), Some(14), 0)), "SYN+ACK");
-        assert!(send(&tcp(true, ACK, C_ISN.wrapping_add(1), S_ISN + 1, None, 0)), "ACK");
-        assert!(send(&ack(0)), "the server's first ACK");
+        handshake(dp, 0);
 
         let (claimed, refused) = (AtomicU32::new(0), AtomicU32::new(0));
         let until = Instant::now() + Duration::from_secs(2);
@@ -206,10 +215,7 @@ fn data_on_one_cpu_does_not_undo_a_fin_on_the_other() {
                 let go = |from_client: bool, flags: u8, seq: u32, ack: u32, ws: Option<u8>| {
                     assert!(passes(dp, &tcp_on(c, from_client, flags, seq, ack, ws, 0)), "conn {c}: flags {flags:#x} refused");
                 };
-                go(true, SYN, C_ISN, 0, Some(14));
-                go(false, SYN | ACK, S_ISN, C_ISN.wrapping_add(1), Some(14));
-                go(true, ACK, C_ISN.wrapping_add(1), S_ISN + 1, None);
-                go(false, ACK, S_ISN + 1, C_ISN.wrapping_add(1), None);
+                handshake(dp, c);
                 sent.store(0, Ordering::SeqCst);
                 open.store(c, Ordering::SeqCst);
                 while sent.load(Ordering::SeqCst) < 2 {}
