@@ -8,65 +8,22 @@
 
 mod common;
 
-use common::root_or_skip;
+use common::{root_or_skip, tcp_frame, Seg, ACK, CONNTRACK_SPEC, SYN};
 use fastpath_io::af_packet::RawSocket;
 use fastpath_io::netns::{Netns, VethPair};
 use fastpath_packet::DropReason;
 use fastpath_xdp::{AttachMode, XdpDatapath, XdpPortSpec};
 use std::time::{Duration, Instant};
 
-const SPEC: &str = r#"
-name = "paged"
-[parser]
-headers = ["eth", "ipv4", "tcp"]
-
-[[conntrack]]
-name = "flows"
-size = 1024
-window_check = true
-
-[control]
-ingress = '''
-conntrack flows
-if ct.invalid:
-    drop conntrack_invalid
-elif ct.new:
-    ct_commit flows 1
-forward 1
-'''
-"#;
-
 const C_ISN: u32 = 1_000;
 const S_ISN: u32 = 5_000;
 
-/// A TCP frame between 10.0.0.1:40000 (the client) and 10.0.0.2:80. A SYN carries Linux's
-/// options (MSS, SACK permitted, timestamps, NOP, window scale 7: 20 bytes).
+/// A frame of the test's connection (10.0.0.1:40000 to 10.0.0.2:80); a SYN carries Linux's
+/// options, window scale 7 among them.
 fn tcp(from_client: bool, flags: u8, seq: u32, ack: u32, win: u16, payload: usize) -> Vec<u8> {
-    let (src, dst, sport, dport) =
-        if from_client { ([10, 0, 0, 1], [10, 0, 0, 2], 40_000u16, 80u16) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, 40_000) };
-    let opts: Vec<u8> = if flags & SYN != 0 { vec![2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7] } else { Vec::new() };
-    let tcp_len = 20 + opts.len();
-    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
-    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
-    ip[2..4].copy_from_slice(&((20 + tcp_len + payload) as u16).to_be_bytes());
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    f.extend(ip);
-    f.extend_from_slice(&sport.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.extend_from_slice(&ack.to_be_bytes());
-    f.push(((tcp_len / 4) << 4) as u8);
-    f.push(flags);
-    f.extend_from_slice(&win.to_be_bytes());
-    f.extend_from_slice(&[0, 0, 0, 0]);
-    f.extend(opts);
-    f.resize(f.len() + payload, 0xab);
-    f
+    let wscale = (flags & SYN != 0).then_some(7);
+    tcp_frame((40_000, 80), Seg { from_client, flags, seq, ack, win, wscale, payload })
 }
-
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
 
 /// A SYN whose options sit in page fragments still gives conntrack its window scale. Without
 /// it the tracker would take both windows as unscaled, and the client's segment 100,000 bytes
@@ -86,7 +43,7 @@ fn a_syn_with_its_options_in_page_fragments_keeps_its_window_scale() {
         ns.ip(&["link", "set", i, "mtu", "9000"]).unwrap();
     }
     ns.run(move || {
-        let prog = fastpath_pipeline::compile("paged.toml", SPEC).unwrap();
+        let prog = fastpath_pipeline::compile("ct.toml", CONNTRACK_SPEC).unwrap();
         let ports = [("p0", "d0"), ("p1", "d1")].map(|(n, i)| XdpPortSpec { name: n.into(), iface: i.into() });
         let mut dp = XdpDatapath::build(prog, &ports).unwrap();
         dp.attach(AttachMode::Tc).unwrap();

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::root_or_skip;
+use common::{root_or_skip, tcp_frame, Seg, ACK, CONNTRACK_SPEC, FIN, SYN};
 use fastpath_io::bpf::tc_action;
 use fastpath_io::netns::{Netns, VethPair};
 use fastpath_xdp::{XdpDatapath, XdpPortSpec};
@@ -21,60 +21,14 @@ use std::time::{Duration, Instant};
 /// One test at a time: each wants both CPUs.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Connection tracking with window checks; an invalid segment is dropped and counted.
-const SPEC: &str = r#"
-name = "smp"
-[parser]
-headers = ["eth", "ipv4", "tcp"]
-
-[[conntrack]]
-name = "flows"
-size = 65536
-window_check = true
-
-[control]
-ingress = '''
-conntrack flows
-if ct.invalid:
-    drop conntrack_invalid
-elif ct.new:
-    ct_commit flows 1
-forward 1
-'''
-"#;
-
-const CLIENT: [u8; 4] = [10, 0, 0, 1];
-const SERVER: [u8; 4] = [10, 0, 0, 2];
 const C_ISN: u32 = 0xfff0_0000; // wraps during the test
 const S_ISN: u32 = 7_000;
 const MSS: u32 = 1_000;
 
-/// A frame of connection `conn` (the client's port and the server's: [`ports`]) from the
-/// client or the server; `wscale` adds the option (SYNs only) after a NOP.
-#[allow(clippy::too_many_arguments)]
+/// A frame of connection `conn` (its ports: [`ports`]) from the client or the server, the
+/// window field at its most; `wscale` adds the option (SYNs only).
 fn tcp_on(conn: u32, from_client: bool, flags: u8, seq: u32, ack: u32, wscale: Option<u8>, payload: usize) -> Vec<u8> {
-    let (client, server) = ports(conn);
-    let (src, dst, sport, dport) = if from_client { (CLIENT, SERVER, client, server) } else { (SERVER, CLIENT, server, client) };
-    let opts: Vec<u8> = wscale.map_or(Vec::new(), |ws| vec![1, 3, 3, ws]);
-    let tcp_len = 20 + opts.len();
-    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
-    let total = (20 + tcp_len + payload) as u16;
-    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    f.extend(ip);
-    f.extend_from_slice(&sport.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.extend_from_slice(&ack.to_be_bytes());
-    f.push(((tcp_len / 4) << 4) as u8);
-    f.push(flags);
-    f.extend_from_slice(&u16::MAX.to_be_bytes());
-    f.extend_from_slice(&[0, 0, 0, 0]);
-    f.extend(opts);
-    f.resize(f.len() + payload, 0xab);
-    f
+    tcp_frame(ports(conn), Seg { from_client, flags, seq, ack, win: u16::MAX, wscale, payload })
 }
 
 /// A frame of connection 0.
@@ -87,13 +41,9 @@ fn ports(conn: u32) -> (u16, u16) {
     (1024 + (conn % 60_000) as u16, 80 + (conn / 60_000) as u16)
 }
 
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
-
 /// The datapath of [`SPEC`] on a veth pair in `ns`, its tc program loaded.
 fn datapath() -> XdpDatapath {
-    let prog = fastpath_pipeline::compile("smp.toml", SPEC).unwrap();
+    let prog = fastpath_pipeline::compile("ct.toml", CONNTRACK_SPEC).unwrap();
     let ports = [("p0", "s0"), ("p1", "s1")].map(|(n, i)| XdpPortSpec { name: n.into(), iface: i.into() });
     let mut dp = XdpDatapath::build(prog, &ports).unwrap();
     dp.load_tc().unwrap();
