@@ -264,14 +264,16 @@ fn a_port_that_cannot_open_is_named() {
 /// a veth hands redirected frames to its peer only when the peer has NAPI (GRO on, as the lab's
 /// hosts have); generic mode needs nothing of the peer, nor does tc mode (the program at tcx
 /// ingress, counting in the same maps).
-fn xdp_forwards(mode: &str, gro_on_hosts: bool) {
+/// `extra` goes on fastpath's command line. In tc mode the start line names the ports whose
+/// frames go straight into their veth peer (the hosts' namespace), unless `--tc-redirect xmit`.
+fn xdp_forwards(mode: &str, gro_on_hosts: bool, extra: &[&str]) {
     let s = setup();
     if gro_on_hosts {
         for h in ["h0", "h1"] {
             s.peer.exec("ethtool", &["-K", h, "gro", "on"]).unwrap();
         }
     }
-    let g = start(&s, ["p0=xdp:d0", "p1=xdp:d1"], &["--mode", mode]);
+    let mut g = start(&s, ["p0=xdp:d0", "p1=xdp:d1"], &[&["--mode", mode], extra].concat());
     let link = s.dut.ip(&["link", "show", "d1"]).unwrap();
     match mode {
         "tc" => assert!(!link.contains("xdp"), "tc mode attaches no XDP program: {link}"),
@@ -281,9 +283,14 @@ fn xdp_forwards(mode: &str, gro_on_hosts: bool) {
     let (n, len) = (500u32, 128usize);
     send_and_check(&s.peer, "h0", "h1", 0, n, len);
     send_and_check(&s.peer, "h1", "h0", 1, n, len);
-    let out = finish(g, true);
+    let (status, out, err) = g.stop(true);
+    assert!(status.success(), "fastpath failed: {status}\nstdout:\n{out}\nstderr:\n{err}");
     let _ = std::fs::remove_file(&s.entries);
     assert!(out.contains("stopped by signal"), "{out}");
+    let into_peer = mode == "tc" && !extra.contains(&"xmit");
+    for p in ["p0=d0", "p1=d1"] {
+        assert_eq!(err.contains(&format!("{p} ({mode} mode, sent into its peer)")), into_peer, "{err}");
+    }
     // id port rx_pkts tx_pkts: every frame in, every frame out the other port.
     let n = u64::from(n);
     assert_eq!(port_row(&out, "p0"), vec![n, n], "{out}");
@@ -300,7 +307,7 @@ fn xdp_datapath_native_mode_forwards_exactly() {
     if !root_or_skip() {
         return;
     }
-    xdp_forwards("native", true);
+    xdp_forwards("native", true, &[]);
 }
 
 #[test]
@@ -308,7 +315,7 @@ fn xdp_datapath_generic_mode_forwards_exactly() {
     if !root_or_skip() {
         return;
     }
-    xdp_forwards("skb", false);
+    xdp_forwards("skb", false, &[]);
 }
 
 #[test]
@@ -316,7 +323,32 @@ fn xdp_datapath_tc_mode_forwards_exactly() {
     if !root_or_skip() {
         return;
     }
-    xdp_forwards("tc", false);
+    xdp_forwards("tc", false, &[]);
+}
+
+#[test]
+fn xdp_datapath_tc_mode_out_of_the_ports_forwards_exactly() {
+    if !root_or_skip() {
+        return;
+    }
+    xdp_forwards("tc", false, &["--tc-redirect", "xmit"]);
+}
+
+#[test]
+fn tc_redirect_is_refused_outside_tc_mode() {
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/l2fwd.toml");
+    for (ports, want) in [
+        (["p0=xdp:nosuch0", "p1=xdp:nosuch1"], "--tc-redirect is for --mode tc"),
+        (["p0=afpacket:nosuch0", "p1=afpacket:nosuch1"], "--tc-redirect is for xdp: ports with --mode tc"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_fastpath"))
+            .args(["run", spec, "--port", ports[0], "--port", ports[1], "--mode", "skb", "--tc-redirect", "xmit"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains(want), "{err}");
+    }
 }
 
 #[test]

@@ -73,6 +73,10 @@ pub mod helper {
     /// `long bpf_redirect_map(struct bpf_map *map, u64 key, u64 flags)`; the low two bits of
     /// `flags` are the action returned when the key has no entry.
     pub const REDIRECT_MAP: i32 = 51;
+    /// `long bpf_redirect_peer(u32 ifindex, u64 flags)`, tc ingress only: the skb enters the
+    /// ingress of the peer of `ifindex` (a veth or netkit device whose peer is in another
+    /// namespace) at once, without the device's transmit and a pass through the per-CPU backlog.
+    pub const REDIRECT_PEER: i32 = 155;
 }
 
 /// Offsets of the fields of `struct xdp_md`, the XDP program's context (in `r1`).

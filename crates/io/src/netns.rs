@@ -249,6 +249,28 @@ mod tests {
     }
 
     #[test]
+    fn link_info_tells_a_veth_whose_peer_is_in_another_namespace() {
+        use crate::sys::{link_info, LinkInfo};
+        if !is_root() {
+            eprintln!("not root: skipped");
+            return;
+        }
+        let (a, b) = (Netns::new("fp-t").unwrap(), Netns::new("fp-t").unwrap());
+        let _across = VethPair::new(&a, "x0", &b, "x1").unwrap();
+        let _within = VethPair::new(&a, "w0", &a, "w1").unwrap();
+        let info = |ns: &Netns, i: &str| {
+            let idx = ns.ifindex(i).unwrap();
+            ns.run(move || link_info(idx)).unwrap().unwrap()
+        };
+        assert_eq!(info(&a, "x0"), LinkInfo { kind: "veth".into(), peer_elsewhere: true });
+        assert_eq!(info(&b, "x1"), LinkInfo { kind: "veth".into(), peer_elsewhere: true });
+        assert_eq!(info(&a, "w0"), LinkInfo { kind: "veth".into(), peer_elsewhere: false });
+        assert_eq!(info(&a, "lo"), LinkInfo { kind: String::new(), peer_elsewhere: false });
+        let missing = a.run(|| link_info(999_999)).unwrap().unwrap_err();
+        assert_eq!(missing.raw_os_error(), Some(libc::ENODEV), "{missing}");
+    }
+
+    #[test]
     fn run_executes_inside_the_namespace() {
         if !is_root() {
             return;

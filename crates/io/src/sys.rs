@@ -1,4 +1,4 @@
-//! Operating-system helpers around the ports: interface indexes, network namespaces, CPU
+//! Operating-system helpers around the ports: interface indexes and kinds, network namespaces, CPU
 //! pinning, scheduling priority, the real-time clock and the root check.
 //!
 //! Each is one system call (or a `/proc`/`/sys` read) with its error turned into an
@@ -9,7 +9,7 @@
 //! itself).
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 
 /// The interface index of `iface` in the calling thread's network namespace.
 ///
@@ -23,6 +23,91 @@ pub fn ifindex(iface: &str) -> io::Result<u32> {
         return Err(io::Error::from(io::ErrorKind::NotFound));
     }
     Ok(idx)
+}
+
+/// What rtnetlink tells about one link (`ip -d link show`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// The link's kind (`IFLA_INFO_KIND`: `veth`, `bridge`, `vxlan`, …); empty for a device
+    /// that has none (a NIC, `lo`).
+    pub kind: String,
+    /// Whether the device at the link's other end (a veth's peer) lives in another network
+    /// namespace (`IFLA_LINK_NETNSID` present).
+    pub peer_elsewhere: bool,
+}
+
+/// Asks rtnetlink (`RTM_GETLINK`) about the link `ifindex` of the calling thread's namespace.
+///
+/// # Errors
+/// The socket cannot be opened, or the kernel's error (`ENODEV` for no such link).
+pub fn link_info(ifindex: u32) -> io::Result<LinkInfo> {
+    const RTM_NEWLINK: u16 = 16;
+    const RTM_GETLINK: u16 = 18;
+    const NLMSG_ERROR: u16 = 2;
+    const IFLA_LINKINFO: u16 = 18;
+    const IFLA_INFO_KIND: u16 = 1;
+    const IFLA_LINK_NETNSID: u16 = 37;
+    // SAFETY: plain socket(2); the fd is owned at once.
+    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // nlmsghdr (len, type, flags = NLM_F_REQUEST, seq, pid) + ifinfomsg (family, type, index,
+    // flags, change).
+    let mut req = [0u8; 32];
+    req[0..4].copy_from_slice(&32u32.to_ne_bytes());
+    req[4..6].copy_from_slice(&RTM_GETLINK.to_ne_bytes());
+    req[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    req[20..24].copy_from_slice(&ifindex.to_ne_bytes());
+    // SAFETY: `req` is valid for its length; the kernel is the default destination.
+    if unsafe { libc::send(fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: `buf` is valid for writes of its length.
+    let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let msg = &buf[..n as usize];
+    let bad = || io::Error::new(io::ErrorKind::InvalidData, "a malformed rtnetlink reply");
+    let u16_at = |b: &[u8], o: usize| b.get(o..o + 2).map(|x| u16::from_ne_bytes([x[0], x[1]]));
+    let len = msg.get(0..4).map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]) as usize).ok_or_else(bad)?;
+    let msg = msg.get(..len).ok_or_else(bad)?;
+    match u16_at(msg, 4).ok_or_else(bad)? {
+        NLMSG_ERROR => {
+            let e = msg.get(16..20).map(|x| i32::from_ne_bytes([x[0], x[1], x[2], x[3]])).ok_or_else(bad)?;
+            return Err(io::Error::from_raw_os_error(-e));
+        }
+        RTM_NEWLINK => {}
+        _ => return Err(bad()),
+    }
+    // Attributes (rtattr: len, type; padded to 4 bytes) after the 16-byte headers.
+    fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+        std::iter::from_fn(move || {
+            let len = usize::from(u16::from_ne_bytes([*b.first()?, *b.get(1)?]));
+            let ty = u16::from_ne_bytes([*b.get(2)?, *b.get(3)?]) & 0x3fff;
+            let body = b.get(4..len)?;
+            b = b.get((len + 3) & !3..).unwrap_or(&[]);
+            Some((ty, body))
+        })
+    }
+    let mut info = LinkInfo::default();
+    for (ty, body) in attrs(msg.get(32..).ok_or_else(bad)?) {
+        match ty {
+            IFLA_LINK_NETNSID => info.peer_elsewhere = true,
+            IFLA_LINKINFO => {
+                if let Some((_, kind)) = attrs(body).find(|a| a.0 == IFLA_INFO_KIND) {
+                    info.kind = String::from_utf8_lossy(kind).trim_end_matches('\0').to_owned();
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(info)
 }
 
 /// Inode of the calling thread's network namespace (0 if it cannot be read): ifindexes are only

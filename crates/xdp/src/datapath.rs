@@ -114,6 +114,21 @@ pub enum AttachMode {
     Tc,
 }
 
+/// Where the tc program ([`AttachMode::Tc`]) sends a forwarded skb.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TcRedirect {
+    /// Straight into the ingress of the port's peer when the port is a veth (or netkit) whose peer lives in
+    /// another namespace (`bpf_redirect_peer`): the skb skips the port's transmit path and a
+    /// second pass through the per-CPU backlog, as container networking forwards into a pod.
+    /// The port's own egress (its qdisc, tc egress programs, packet sockets on it, its tx
+    /// statistics) does not see the frame; the peer counts it as received. Any other port:
+    /// as [`TcRedirect::Xmit`].
+    #[default]
+    Auto,
+    /// Out of the port's egress (`bpf_redirect`), always.
+    Xmit,
+}
+
 /// A pipeline compiled to XDP, loaded, with its maps.
 #[derive(Debug)]
 pub struct XdpDatapath {
@@ -136,6 +151,9 @@ pub struct XdpDatapath {
     prog: Prog,
     insns: Vec<Insn>,
     fds: MapFds,
+    /// Where the tc program sends forwarded skbs, and per port whether it went to the peer.
+    tc_redirect: TcRedirect,
+    tc_peer: Vec<bool>,
     /// The tc program, loaded when first attached with [`AttachMode::Tc`].
     tc: Option<Prog>,
     /// Per attached port: its link, mode name, and the port-bound program when it restores VLAN
@@ -282,7 +300,7 @@ impl XdpDatapath {
             meters: meters.iter().map(Map::fd).collect(),
             iter_num: iter_num_kfuncs(&program)?,
         };
-        let insns = codegen::generate(&program, &ifindexes, &fds, Hook::Xdp);
+        let insns = codegen::generate(&program, &ifindexes, &fds, Hook::Xdp, &[]);
         // The program reads only the Ethernet header, in the first buffer: it can take
         // multi-buffer frames, which the kernel would otherwise drop (GRO/GSO skbs in generic
         // mode, jumbo frames).
@@ -303,6 +321,8 @@ impl XdpDatapath {
             prog,
             insns,
             fds,
+            tc_redirect: TcRedirect::Auto,
+            tc_peer: Vec::new(),
             tc: None,
             links: Vec::new(),
         })
@@ -338,13 +358,34 @@ impl XdpDatapath {
         &self.prog
     }
 
+    /// Chooses where the tc program sends forwarded skbs (before it is loaded; the default is
+    /// [`TcRedirect::Auto`]).
+    #[must_use]
+    pub fn with_tc_redirect(mut self, r: TcRedirect) -> XdpDatapath {
+        self.tc_redirect = r;
+        self
+    }
+
+    /// Per port, whether the loaded tc program forwards into the ingress of the port's peer
+    /// ([`TcRedirect::Auto`] on a veth whose peer is in another namespace); empty before
+    /// [`XdpDatapath::load_tc`].
+    pub fn tc_peer(&self) -> &[bool] {
+        &self.tc_peer
+    }
+
     /// Generates and loads the same pipeline for the tc hook ([`AttachMode::Tc`]), once.
     ///
     /// # Errors
     /// The verifier's rejection with its log.
     pub fn load_tc(&mut self) -> Result<(), XdpDpError> {
         if self.tc.is_none() {
-            let insns = codegen::generate(&self.program, &self.ifindexes, &self.fds, Hook::Tc);
+            // A link whose kind cannot be read is sent out of its egress.
+            let to_peer = |&ifx: &u32| {
+                self.tc_redirect == TcRedirect::Auto
+                    && fastpath_io::sys::link_info(ifx).is_ok_and(|l| matches!(l.kind.as_str(), "veth" | "netkit") && l.peer_elsewhere)
+            };
+            self.tc_peer = self.ifindexes.iter().map(to_peer).collect();
+            let insns = codegen::generate(&self.program, &self.ifindexes, &self.fds, Hook::Tc, &self.tc_peer);
             let name = format!("fp_{}", self.program.name);
             let p = Prog::load(ProgType::SCHED_CLS, &insns, "GPL", BPF_TCX_INGRESS, &name).map_err(bpf("loading the tc program"))?;
             self.tc = Some(p);

@@ -16,4 +16,4 @@ pub mod codegen;
 pub mod datapath;
 
 pub use codegen::{check, Hook, Unsupported};
-pub use datapath::{AttachMode, XdpCounters, XdpDatapath, XdpDpError, XdpPortSpec};
+pub use datapath::{AttachMode, TcRedirect, XdpCounters, XdpDatapath, XdpDpError, XdpPortSpec};

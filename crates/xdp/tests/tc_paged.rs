@@ -47,6 +47,8 @@ fn a_syn_with_its_options_in_page_fragments_keeps_its_window_scale() {
         let ports = [("p0", "d0"), ("p1", "d1")].map(|(n, i)| XdpPortSpec { name: n.into(), iface: i.into() });
         let mut dp = XdpDatapath::build(prog, &ports).unwrap();
         dp.attach(AttachMode::Tc).unwrap();
+        // Both ends of each veth are in this one namespace: the frames leave by the port.
+        assert_eq!(dp.tc_peer(), [false, false]);
         let sock = RawSocket::open_split("a0").unwrap();
         let data = 4_200usize;
         let c1 = C_ISN + data as u32 + 1;

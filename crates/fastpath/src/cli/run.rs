@@ -92,6 +92,12 @@ pub struct RunArgs {
     /// XDP attach mode for afxdp and xdp ports (or tc, xdp ports only).
     #[arg(long, value_enum, default_value_t = Mode::Auto)]
     pub(super) mode: Mode,
+    /// Where --mode tc sends a forwarded packet: auto, straight into the ingress of a veth
+    /// port's peer in another namespace (bpf_redirect_peer: no second pass through the
+    /// transmit path and the backlog; the port's own egress and its tx statistics do not see
+    /// the frame), other ports as xmit; xmit, out of the port's egress always (bpf_redirect).
+    #[arg(long = "tc-redirect", value_enum, value_name = "auto|xmit")]
+    pub(super) tc_redirect: Option<TcRedirectArg>,
     /// Zero-copy policy for afxdp ports.
     #[arg(long = "zero-copy", value_enum, default_value_t = Zc::Auto)]
     zero_copy: Zc,
@@ -186,6 +192,15 @@ pub(super) enum Mode {
     /// skb is forwarded whole, so TCP with the hosts' offloads on (64 KB GSO segments) is not
     /// copied.
     Tc,
+}
+
+/// `--tc-redirect` on the command line.
+#[derive(Clone, Copy, ValueEnum)]
+pub(super) enum TcRedirectArg {
+    /// Into a veth port's peer when it is in another namespace, else out of the port.
+    Auto,
+    /// Out of the port's egress always.
+    Xmit,
 }
 
 /// Zero-copy policy on the command line.
@@ -446,6 +461,9 @@ fn run_live(a: RunArgs, ports: &[PortArg]) -> Result<(), String> {
         }
         None => None,
     };
+    if a.tc_redirect.is_some() {
+        return Err("--tc-redirect is for xdp: ports with --mode tc".into());
+    }
     let xdp = XdpConfig {
         mode: match a.mode {
             Mode::Auto => XdpMode::Auto,

@@ -7,8 +7,8 @@
 //! and prints per-port, per-table and per-reason counters. The program is detached by the
 //! kernel also when the process dies, since it is held by BPF links.
 
-use super::run::{Mode, RunArgs};
-use fastpath_xdp::{AttachMode, XdpCounters, XdpDatapath, XdpPortSpec};
+use super::run::{Mode, RunArgs, TcRedirectArg};
+use fastpath_xdp::{AttachMode, TcRedirect, XdpCounters, XdpDatapath, XdpPortSpec};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::sync::atomic::Ordering;
@@ -56,7 +56,12 @@ pub fn run(a: &RunArgs, ports: &[(String, String)]) -> Result<(), String> {
     }
     let prog = fastpath_pipeline::compile_file(&a.spec).map_err(|e| e.to_string())?;
     let specs: Vec<XdpPortSpec> = ports.iter().map(|(name, iface)| XdpPortSpec { name: name.clone(), iface: iface.clone() }).collect();
-    let mut dp = XdpDatapath::build(prog, &specs).map_err(|e| e.to_string())?;
+    let redirect = match (a.tc_redirect, a.mode) {
+        (None, _) | (Some(TcRedirectArg::Auto), Mode::Tc) => TcRedirect::Auto,
+        (Some(TcRedirectArg::Xmit), Mode::Tc) => TcRedirect::Xmit,
+        (Some(_), _) => return Err("--tc-redirect is for --mode tc (XDP redirects through the port map)".into()),
+    };
+    let mut dp = XdpDatapath::build(prog, &specs).map_err(|e| e.to_string())?.with_tc_redirect(redirect);
     for e in &a.entries {
         let text = std::fs::read_to_string(e).map_err(|err| format!("{}: {err}", e.display()))?;
         let n = dp.load_entries(&e.display().to_string(), &text).map_err(|err| err.to_string())?;
@@ -70,7 +75,15 @@ pub fn run(a: &RunArgs, ports: &[(String, String)]) -> Result<(), String> {
         Mode::Tc => AttachMode::Tc,
     };
     let modes = dp.attach(mode).map_err(|e| e.to_string())?;
-    let list: Vec<String> = specs.iter().zip(&modes).map(|(p, m)| format!("{}={} ({m} mode)", p.name, p.iface)).collect();
+    let list: Vec<String> = specs
+        .iter()
+        .zip(&modes)
+        .enumerate()
+        .map(|(i, (p, m))| {
+            let to_peer = if dp.tc_peer().get(i) == Some(&true) { ", sent into its peer" } else { "" };
+            format!("{}={} ({m} mode{to_peer})", p.name, p.iface)
+        })
+        .collect();
     let hook = if matches!(a.mode, Mode::Tc) { "a tc" } else { "an XDP" };
     eprintln!("fastpath: {} as {hook} program of {} instructions on {} (Ctrl-C stops)", a.spec.display(), dp.insns(), list.join(" "));
     let t0 = Instant::now();

@@ -9,7 +9,8 @@
 //!                     block; a table is key ▸ bpf_map_lookup_elem(hash) ▸ jump on the entry's action
 //!  egress steps    ─▶ likewise, for forwarded packets only (the others: drop(no_verdict))
 //!  end             ─▶ no out_port: drop(no_verdict); out_port ≥ ports: drop(port_down);
-//!                     else bpf_redirect_map(devmap, out_port)
+//!                     else bpf_redirect_map(devmap, out_port) at XDP; at tc, bpf_redirect(ifindex)
+//!                     or, into a veth port's peer in another namespace, bpf_redirect_peer(ifindex)
 //! ```
 //!
 //! A drop returns `XDP_DROP` at once, so "live lanes" need no register. Every packet, drop and
@@ -995,8 +996,11 @@ fn mask_regs(p: &Program) -> Vec<u8> {
 }
 
 /// Generates the program for `p` (which must pass [`check`]) over ports whose ifindexes are
-/// `ifindexes` (port `i` is `ifindexes[i]`), referring to the maps in `maps`, for `hook`.
-pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Vec<Insn> {
+/// `ifindexes` (port `i` is `ifindexes[i]`), referring to the maps in `maps`, for `hook`. At tc,
+/// a packet forwarded to port `i` enters the ingress of that device's peer when `peer[i]`
+/// (`bpf_redirect_peer`: a veth whose peer is in another namespace), else leaves by the
+/// device's egress (`bpf_redirect`); XDP ignores `peer`.
+pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook, peer: &[bool]) -> Vec<Insn> {
     let layout = Layout { ports: ifindexes.len(), tables: p.tables.len() };
     let hits = p.ingress.iter().chain(&p.egress).any(|s| matches!(s, SymStep::Mask(_, _, c) if reads_hits(c)));
     // Every mask register the steps name (the compiler's "empty" register 255 among them)
@@ -1112,19 +1116,23 @@ pub fn generate(p: &Program, ifindexes: &[u32], maps: &MapFds, hook: Hook) -> Ve
             a.raw(&Insn::ld_map_fd(R1, maps.devmap));
             a.alu_imm(Alu::Mov, R3, xdp_action::DROP);
             a.call(helper::REDIRECT_MAP);
+            a.exit();
         }
         Hook::Tc => {
-            // The port's ifindex by a compare chain (the port is in range, checked above), then
-            // out of that device's egress.
-            let found = a.label();
-            translate(a, ifindexes.iter().enumerate().map(|(port, &ifx)| (port as i32, ifx as i32)), found);
+            // Per port (in range, checked above): its ifindex, then into its peer's ingress
+            // (`peer[port]`) or out of the device's egress.
+            for (port, &ifx) in ifindexes.iter().enumerate() {
+                let next = a.label();
+                a.jmp_imm(Jmp::Ne, R2, port as i32, next);
+                a.alu_imm(Alu::Mov, R1, ifx as i32);
+                a.alu_imm(Alu::Mov, R2, 0);
+                a.call(if peer.get(port) == Some(&true) { helper::REDIRECT_PEER } else { helper::REDIRECT });
+                a.exit();
+                a.bind(next);
+            }
             a.ret(tc_action::SHOT);
-            a.bind(found);
-            a.alu_imm(Alu::Mov, R2, 0);
-            a.call(helper::REDIRECT);
         }
     }
-    a.exit();
     g.a.finish()
 }
 
