@@ -41,12 +41,6 @@ pub struct LinkInfo {
 /// # Errors
 /// The socket cannot be opened, or the kernel's error (`ENODEV` for no such link).
 pub fn link_info(ifindex: u32) -> io::Result<LinkInfo> {
-    const RTM_NEWLINK: u16 = 16;
-    const RTM_GETLINK: u16 = 18;
-    const NLMSG_ERROR: u16 = 2;
-    const IFLA_LINKINFO: u16 = 18;
-    const IFLA_INFO_KIND: u16 = 1;
-    const IFLA_LINK_NETNSID: u16 = 37;
     // SAFETY: plain socket(2); the fd is owned at once.
     let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
     if fd < 0 {
@@ -58,7 +52,7 @@ pub fn link_info(ifindex: u32) -> io::Result<LinkInfo> {
     // flags, change).
     let mut req = [0u8; 32];
     req[0..4].copy_from_slice(&32u32.to_ne_bytes());
-    req[4..6].copy_from_slice(&RTM_GETLINK.to_ne_bytes());
+    req[4..6].copy_from_slice(&rtnl::RTM_GETLINK.to_ne_bytes());
     req[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
     req[8..12].copy_from_slice(&1u32.to_ne_bytes());
     req[20..24].copy_from_slice(&ifindex.to_ne_bytes());
@@ -72,20 +66,23 @@ pub fn link_info(ifindex: u32) -> io::Result<LinkInfo> {
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let msg = &buf[..n as usize];
-    let bad = || io::Error::new(io::ErrorKind::InvalidData, "a malformed rtnetlink reply");
-    let u16_at = |b: &[u8], o: usize| b.get(o..o + 2).map(|x| u16::from_ne_bytes([x[0], x[1]]));
-    let len = msg.get(0..4).map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]) as usize).ok_or_else(bad)?;
-    let msg = msg.get(..len).ok_or_else(bad)?;
-    match u16_at(msg, 4).ok_or_else(bad)? {
-        NLMSG_ERROR => {
-            let e = msg.get(16..20).map(|x| i32::from_ne_bytes([x[0], x[1], x[2], x[3]])).ok_or_else(bad)?;
-            return Err(io::Error::from_raw_os_error(-e));
-        }
-        RTM_NEWLINK => {}
-        _ => return Err(bad()),
-    }
-    // Attributes (rtattr: len, type; padded to 4 bytes) after the 16-byte headers.
+    rtnl::parse_link_reply(&buf[..n as usize])
+}
+
+/// The rtnetlink reply to one `RTM_GETLINK`, decoded.
+mod rtnl {
+    use super::LinkInfo;
+    use std::io;
+
+    pub(super) const RTM_NEWLINK: u16 = 16;
+    pub(super) const RTM_GETLINK: u16 = 18;
+    pub(super) const NLMSG_ERROR: u16 = 2;
+    pub(super) const IFLA_LINKINFO: u16 = 18;
+    pub(super) const IFLA_INFO_KIND: u16 = 1;
+    pub(super) const IFLA_LINK_NETNSID: u16 = 37;
+
+    /// Attributes (rtattr: length, type; each padded to 4 bytes), the type without its
+    /// nested / byte-order flags; stops at the first that does not fit.
     fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
         std::iter::from_fn(move || {
             let len = usize::from(u16::from_ne_bytes([*b.first()?, *b.get(1)?]));
@@ -95,19 +92,36 @@ pub fn link_info(ifindex: u32) -> io::Result<LinkInfo> {
             Some((ty, body))
         })
     }
-    let mut info = LinkInfo::default();
-    for (ty, body) in attrs(msg.get(32..).ok_or_else(bad)?) {
-        match ty {
-            IFLA_LINK_NETNSID => info.peer_elsewhere = true,
-            IFLA_LINKINFO => {
-                if let Some((_, kind)) = attrs(body).find(|a| a.0 == IFLA_INFO_KIND) {
-                    info.kind = String::from_utf8_lossy(kind).trim_end_matches('\0').to_owned();
-                }
-            }
-            _ => {}
+
+    /// `msg`: an nlmsghdr, then an ifinfomsg and its attributes (`RTM_NEWLINK`), or the
+    /// kernel's error (`NLMSG_ERROR`).
+    pub(super) fn parse_link_reply(msg: &[u8]) -> io::Result<LinkInfo> {
+        let bad = || io::Error::new(io::ErrorKind::InvalidData, "a malformed rtnetlink reply");
+        let word = |b: &[u8], o: usize| b.get(o..o + 4).map(|x| [x[0], x[1], x[2], x[3]]).ok_or_else(bad);
+        let msg = msg.get(..u32::from_ne_bytes(word(msg, 0)?) as usize).ok_or_else(bad)?;
+        let [t0, t1, ..] = word(msg, 4)?;
+        match u16::from_ne_bytes([t0, t1]) {
+            NLMSG_ERROR => match i32::from_ne_bytes(word(msg, 16)?) {
+                e if e < 0 => return Err(io::Error::from_raw_os_error(-e)),
+                _ => return Err(bad()),
+            },
+            RTM_NEWLINK => {}
+            _ => return Err(bad()),
         }
+        let mut info = LinkInfo::default();
+        for (ty, body) in attrs(msg.get(32..).ok_or_else(bad)?) {
+            match ty {
+                IFLA_LINK_NETNSID => info.peer_elsewhere = true,
+                IFLA_LINKINFO => {
+                    if let Some((_, kind)) = attrs(body).find(|a| a.0 == IFLA_INFO_KIND) {
+                        info.kind = String::from_utf8_lossy(kind).trim_end_matches('\0').to_owned();
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(info)
     }
-    Ok(info)
 }
 
 /// Inode of the calling thread's network namespace (0 if it cannot be read): ifindexes are only
@@ -255,6 +269,65 @@ mod tests {
         assert!(ifindex("lo").unwrap() > 0);
         assert_eq!(ifindex("fp-nonexistent0").unwrap_err().kind(), io::ErrorKind::NotFound);
         assert_eq!(ifindex("a\0b").unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// An `RTM_NEWLINK` reply: headers, then `attrs` (type, body) packed as the kernel does.
+    fn reply(ty: u16, attrs: &[(u16, Vec<u8>)]) -> Vec<u8> {
+        let mut m = vec![0u8; 32];
+        m[4..6].copy_from_slice(&ty.to_ne_bytes());
+        for (t, body) in attrs {
+            m.extend_from_slice(&((4 + body.len()) as u16).to_ne_bytes());
+            m.extend_from_slice(&t.to_ne_bytes());
+            m.extend_from_slice(body);
+            m.resize((m.len() + 3) & !3, 0);
+        }
+        let len = m.len() as u32;
+        m[0..4].copy_from_slice(&len.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn link_reply_gives_the_kind_and_the_peer_namespace_and_refuses_garbage() {
+        use rtnl::*;
+        let kind = |k: &str| {
+            let mut nested = ((5 + k.len()) as u16).to_ne_bytes().to_vec();
+            nested.extend_from_slice(&IFLA_INFO_KIND.to_ne_bytes());
+            nested.extend_from_slice(k.as_bytes());
+            nested.push(0);
+            nested
+        };
+        let mtu = (4u16, 1500u32.to_ne_bytes().to_vec());
+        let veth =
+            reply(RTM_NEWLINK, &[mtu.clone(), (IFLA_LINKINFO | 0x8000, kind("veth")), (IFLA_LINK_NETNSID, 3i32.to_ne_bytes().to_vec())]);
+        assert_eq!(parse_link_reply(&veth).unwrap(), LinkInfo { kind: "veth".into(), peer_elsewhere: true });
+        let plain = reply(RTM_NEWLINK, &[mtu]);
+        assert_eq!(parse_link_reply(&plain).unwrap(), LinkInfo::default());
+        // nlmsghdr, then nlmsgerr: the error and the request's own header.
+        let mut err = vec![0u8; 16];
+        err[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        err.extend_from_slice(&(-libc::ENODEV).to_ne_bytes());
+        err.extend_from_slice(&[0; 16]);
+        let len = err.len() as u32;
+        err[0..4].copy_from_slice(&len.to_ne_bytes());
+        assert_eq!(parse_link_reply(&err).unwrap_err().raw_os_error(), Some(libc::ENODEV));
+        // Cut anywhere, the reply is refused or read as far as it goes, never a panic.
+        for n in 0..veth.len() {
+            let _ = parse_link_reply(&veth[..n]);
+        }
+        assert_eq!(parse_link_reply(&veth[..3]).unwrap_err().kind(), io::ErrorKind::InvalidData);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn link_reply_decoder_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let _ = rtnl::parse_link_reply(&bytes);
+            // The same bytes as the attributes of a well-formed header, so they are walked.
+            let mut m = reply(rtnl::RTM_NEWLINK, &[]);
+            m.extend_from_slice(&bytes);
+            let len = m.len() as u32;
+            m[0..4].copy_from_slice(&len.to_ne_bytes());
+            let _ = rtnl::parse_link_reply(&m);
+        }
     }
 
     #[test]
