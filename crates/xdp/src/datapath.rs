@@ -117,12 +117,12 @@ pub enum AttachMode {
 /// Where the tc program ([`AttachMode::Tc`]) sends a forwarded skb.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TcRedirect {
-    /// Straight into the ingress of the port's peer when the port is a veth (or netkit) whose peer lives in
-    /// another namespace (`bpf_redirect_peer`): the skb skips the port's transmit path and a
-    /// second pass through the per-CPU backlog, as container networking forwards into a pod.
-    /// The port's own egress (its qdisc, tc egress programs, packet sockets on it, its tx
-    /// statistics) does not see the frame; the peer counts it as received. Any other port:
-    /// as [`TcRedirect::Xmit`].
+    /// Straight into the ingress of the port's peer when the port is a veth (or netkit) whose
+    /// peer lives in another namespace (`bpf_redirect_peer`): the skb skips the port's transmit
+    /// path and a second pass through the per-CPU backlog, as container networking forwards
+    /// into a pod. The port's own egress (its qdisc, tc egress programs, packet sockets on it,
+    /// its tx statistics) does not see the frame; the peer counts it as received. The ports
+    /// are looked at when the program is generated. Any other port: as [`TcRedirect::Xmit`].
     #[default]
     Auto,
     /// Out of the port's egress (`bpf_redirect`), always.
