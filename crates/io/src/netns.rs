@@ -92,6 +92,16 @@ impl Netns {
         ip(&a)
     }
 
+    /// A statistics counter of `iface` in the namespace (`rx_packets`, `tx_bytes`, … under
+    /// `/sys/class/net/IFACE/statistics`).
+    ///
+    /// # Errors
+    /// No such interface or counter; a value that is not a number.
+    pub fn if_counter(&self, iface: &str, counter: &str) -> io::Result<u64> {
+        let out = self.exec("cat", &[&format!("/sys/class/net/{iface}/statistics/{counter}")])?;
+        out.trim().parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{counter} of {iface}: {out:?}")))
+    }
+
     /// Sets a sysctl inside the namespace (`sysctl -w KEY=VALUE`).
     ///
     /// # Errors

@@ -117,8 +117,8 @@ pub enum AttachMode {
 /// Where the tc program ([`AttachMode::Tc`]) sends a forwarded skb.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TcRedirect {
-    /// Straight into the ingress of the port's peer when the port is a veth (or netkit) whose
-    /// peer lives in another namespace (`bpf_redirect_peer`): the skb skips the port's transmit
+    /// Straight into the ingress of the port's peer when the port is a veth whose peer lives
+    /// in another namespace (`bpf_redirect_peer`): the skb skips the port's transmit
     /// path and a second pass through the per-CPU backlog, as container networking forwards
     /// into a pod. The port's own egress (its qdisc, tc egress programs, packet sockets on it,
     /// its tx statistics) does not see the frame; the peer counts it as received. The ports
@@ -381,8 +381,7 @@ impl XdpDatapath {
         if self.tc.is_none() {
             // A link whose kind cannot be read is sent out of its egress.
             let to_peer = |&ifx: &u32| {
-                self.tc_redirect == TcRedirect::Auto
-                    && fastpath_io::sys::link_info(ifx).is_ok_and(|l| matches!(l.kind.as_str(), "veth" | "netkit") && l.peer_elsewhere)
+                self.tc_redirect == TcRedirect::Auto && fastpath_io::sys::link_info(ifx).is_ok_and(|l| l.kind == "veth" && l.peer_elsewhere)
             };
             self.tc_peer = self.ifindexes.iter().map(to_peer).collect();
             let insns = codegen::generate(&self.program, &self.ifindexes, &self.fds, Hook::Tc, &self.tc_peer);

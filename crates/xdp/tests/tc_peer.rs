@@ -34,12 +34,6 @@ ingress = "forward 1"
 /// Frames per run.
 const N: u32 = 200;
 
-/// A statistics counter of `iface` in `ns`.
-fn stat(ns: &Netns, iface: &str, name: &str) -> u64 {
-    let path = format!("/sys/class/net/{iface}/statistics/{name}");
-    ns.exec("cat", &[&path]).unwrap().trim().parse().unwrap()
-}
-
 /// Sends `N` frames through the tc datapath with `redirect`; returns the ports' `tc_peer`,
 /// the frames pb1 transmitted and the frames pc0 received (by the devices' statistics), after
 /// checking that every frame reached ns C as sent.
@@ -60,7 +54,7 @@ fn run(redirect: TcRedirect, prefix: &str) -> (Vec<bool>, u64, u64) {
         .unwrap();
     let tx = a.run(|| RawSocket::open("pa0")).unwrap().unwrap();
     let rx = c.run(|| RawSocket::open("pc0")).unwrap().unwrap();
-    let (tx0, rx0) = (stat(&b, "pb1", "tx_packets"), stat(&c, "pc0", "rx_packets"));
+    let (tx0, rx0) = (b.if_counter("pb1", "tx_packets").unwrap(), c.if_counter("pc0", "rx_packets").unwrap());
     let sent: Vec<Vec<u8>> = (0..N).map(|s| frame((s % 5) as u16, s, 60 + (s as usize * 53) % 1400)).collect();
     let mut got = Vec::new();
     for chunk in sent.chunks(25) {
@@ -78,7 +72,7 @@ fn run(redirect: TcRedirect, prefix: &str) -> (Vec<bool>, u64, u64) {
     }
     // Frames the stacks themselves send on these links (none expected; IPv6 is off) would
     // only add to both counters alike.
-    (dp.tc_peer().to_vec(), stat(&b, "pb1", "tx_packets") - tx0, stat(&c, "pc0", "rx_packets") - rx0)
+    (dp.tc_peer().to_vec(), b.if_counter("pb1", "tx_packets").unwrap() - tx0, c.if_counter("pc0", "rx_packets").unwrap() - rx0)
 }
 
 #[test]
