@@ -444,7 +444,8 @@ pub(crate) fn unpack<const K: usize>(key: &[u64; K]) -> [u32; MAX_KEY_FIELDS] {
 /// The classifier's answer for the first `nf` of `words`, uncached.
 #[inline]
 pub(crate) fn classify_words(acl: &Acl, words: &[u32; MAX_KEY_FIELDS], nf: usize) -> Option<u32> {
-    acl.classify(words.get(..nf).unwrap_or_default()).map(|(a, _)| a)
+    const _: () = assert!(MAX_KEY_FIELDS == fastpath_tables::acl::KEY_WORDS);
+    acl.classify_words(words, nf).map(|(a, _)| a)
 }
 
 #[cfg(test)]
