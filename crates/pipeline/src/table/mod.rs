@@ -728,22 +728,17 @@ impl TableStage {
                         (None, _) => cached!(|d, m| ak.read::<4>(d, m), aclkey::unpack),
                     }
                     cache.judge(lanes.count());
-                } else {
-                    // The cache stands aside (keys do not repeat): the words, straight to the
-                    // classifier.
-                    macro_rules! direct {
-                        ($k:literal) => {
-                            pass!(|d, m| ak.read::<$k>(d, m), |k| aclkey::classify_words(acl, &aclkey::unpack(&k), nf).unwrap_or(MISS))
-                        };
-                    }
-                    match nf.div_ceil(2) {
-                        1 => direct!(1),
-                        2 => direct!(2),
-                        3 => direct!(3),
-                        _ => direct!(4),
-                    }
+                    return Some((hit_lanes, nop_hits));
                 }
-                return Some((hit_lanes, nop_hits));
+                // The cache stands aside (keys do not repeat): the words, straight to the
+                // classifier, in a loop of its own.
+                let nop = nop_done.then_some((fast, bit));
+                return Some(match nf.div_ceil(2) {
+                    1 => direct_pass::<1>(ak, acl, nop, pool, b, lanes, &mut sc.out),
+                    2 => direct_pass::<2>(ak, acl, nop, pool, b, lanes, &mut sc.out),
+                    3 => direct_pass::<3>(ak, acl, nop, pool, b, lanes, &mut sc.out),
+                    _ => direct_pass::<4>(ak, acl, nop, pool, b, lanes, &mut sc.out),
+                });
             }
             (Some(acl), _) => {
                 for i in lanes {
@@ -1346,4 +1341,41 @@ fn split_chunks(vals: [u128; MAX_KEY_FIELDS], chunks: &[Vec<u8>], out: &mut [u32
         }
     }
     n.min(out.len())
+}
+
+/// The classifier pass of a table whose result cache stands aside (keys that do not repeat:
+/// a connection's first packet): each lane's key words straight to the classifier. `K` is the
+/// key's width in `u64`s. With `nop` (the table's fast forms and hit bit), a hit on an empty
+/// entry is finished here, as in the cached pass. Returns the other hits and the count of
+/// finished ones. Out of line: inside `TableStage::acl_pass`, whose frame holds every
+/// variant's state, this loop kept its values on the stack.
+#[inline(never)]
+fn direct_pass<const K: usize>(
+    ak: &AclKey,
+    acl: &fastpath_tables::acl::Acl,
+    nop: Option<(&[Fast], u32)>,
+    pool: &Pool,
+    b: &mut Batch,
+    lanes: Lanes,
+    out: &mut [u32; BATCH_MAX],
+) -> (Lanes, u64) {
+    let nf = ak.fields();
+    let (mut hits, mut nop_hits) = (Lanes::NONE, 0u64);
+    each_lane!(i in lanes => {
+        let r = match ak.read::<K>(pool.data(b.handle(i)), b.meta(i)) {
+            Some(k) => aclkey::classify_words(acl, &aclkey::unpack(&k), nf).unwrap_or(MISS),
+            None => MISS,
+        };
+        out[i] = r;
+        if r != MISS {
+            match nop {
+                Some((fast, bit)) if matches!(fast.get(r as usize), Some(Fast::Nop)) => {
+                    b.meta_mut(i).hits |= bit;
+                    nop_hits += 1;
+                }
+                _ => hits.insert(i),
+            }
+        }
+    });
+    (hits, nop_hits)
 }
