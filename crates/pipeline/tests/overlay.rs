@@ -247,6 +247,22 @@ fn remarked_yellow_packet_keeps_a_valid_inner_checksum() {
 }
 
 #[test]
+fn many_handshakes_in_one_batch_find_their_own_connections() {
+    // 120 SYNs, then their SYN-ACKs in the opposite order, in one batch: the SYN-ACKs miss the
+    // lookup (their connections open later in the same pass), and many share a class of the
+    // stage's filter with another connection opened after theirs (120 keys in 1,024 classes),
+    // so its "last opened" shortcut must fall back to the full search for them.
+    let mut p = overlay(1000);
+    let ports: Vec<u16> = (0..120).map(|k| 41000 + k).collect();
+    let mut frames: Vec<Vec<u8>> = ports.iter().map(|&sp| tcp(true, sp, SYN, 1000, 0, 0)).collect();
+    frames.extend(ports.iter().rev().map(|&sp| tcp(false, sp, SYNACK, 5000, 1001, 0)));
+    let v: Vec<Verdict> = run(&mut p, &frames, SEC).into_iter().map(|x| x.0).collect();
+    assert!(v.iter().all(|&x| x == Verdict::Tx(1)), "{v:?}");
+    assert_eq!(state(&p).len(), 120, "one connection each");
+    assert!(state(&p).iter().all(|&s| s == State::SynRecv), "{:?}", state(&p));
+}
+
+#[test]
 fn a_whole_handshake_in_one_batch_passes() {
     let mut p = overlay(1000);
     let frames = [
