@@ -969,7 +969,7 @@ mod tests {
             let cfg = AclConfig { bit_vectors: small, ..AclConfig::five_tuple() };
             let acl = Acl::build(&cfg, if small { &rules[..40] } else { &rules }).unwrap();
             for (i, k) in trace.iter().enumerate() {
-                let mut w = [i as u32 * 0x9E37_79B9; KEY_WORDS];
+                let mut w = [(i as u32).wrapping_mul(0x9E37_79B9); KEY_WORDS];
                 w[..5].copy_from_slice(k);
                 assert_eq!(acl.classify_words(&w, 5), acl.classify(k), "{k:?}");
                 assert_eq!(acl.classify_words(&w, 4), None, "wrong field count");
