@@ -559,8 +559,8 @@ impl Acl {
 
     /// [`classify`](Self::classify) of a key of `nf` fields held in the first `nf` of eight
     /// words (what follows them is ignored). A fixed-size key goes into the lookup as it is:
-    /// the copy of a slice into the packed form compiled to a call of `memcpy`, about 25 of
-    /// a 5-tuple lookup's 170 instructions (callgrind). Worker; never panics, never allocates.
+    /// the copy of a slice into the packed form compiled to a call of `memcpy` (see
+    /// docs/benchmarks.md, "Exact counts"). Worker; never panics, never allocates.
     #[inline]
     pub fn classify_words(&self, key: &[u32; KEY_WORDS], nf: usize) -> Option<(u32, u32)> {
         if nf != self.nf || self.delta.is_some() || self.bits.is_some() || self.rows.is_empty() {
