@@ -17,6 +17,7 @@ use crate::ir::FdbDef;
 use crate::ir::{CmpOp, CondC, MetaField, Program};
 use crate::objects::Objects;
 use crate::table::ops::TableOps;
+use crate::table::KeyMemo;
 use crate::trace::{Trace, TraceRec};
 use fastpath_packet::each_lane;
 use fastpath_packet::prefetch::cycles;
@@ -35,6 +36,8 @@ pub struct StageCx<'a> {
     pub trace_lanes: Lanes,
     /// Trace records of this batch (only written for `trace_lanes`).
     pub trace: &'a mut Vec<(usize, TraceRec)>,
+    /// Classifier keys one table read for the next ([`Stage::share_acl_key`]).
+    pub(crate) acl_keys: &'a mut KeyMemo,
 }
 
 impl StageCx<'_> {
@@ -90,6 +93,23 @@ pub trait Stage: Send {
     fn run_with_pre(&mut self, pre: Pre<'_>, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) -> Lanes {
         run_apart(self, pre, pool, b, lanes, cx)
     }
+    /// Takes the part `share` gives this stage in reading a classifier key once for two tables
+    /// (chosen by [`crate::build::special::share_acl_keys`]); false when the stage cannot (it is
+    /// not a classifier table on the specialised path), and then nothing changed.
+    fn share_acl_key(&mut self, _share: KeyShare) -> bool {
+        false
+    }
+}
+
+/// A classifier table's part in reading one key for two tables ([`Stage::share_acl_key`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyShare {
+    /// Reads its own keys.
+    Alone,
+    /// Records the keys it reads, as stage `.0`, for the next table.
+    Lend(usize),
+    /// Takes its keys from stage `.0`'s record when it covers the lanes.
+    Borrow(usize),
 }
 
 /// [`Stage::run_with_pre`] for a stage that does not fold `pre`: `pre` over `lanes`, then the
@@ -237,6 +257,8 @@ pub struct Pipeline {
     pub(crate) end_stats: StageStats,
     pub(crate) trace: Trace,
     pub(crate) trace_buf: Vec<(usize, TraceRec)>,
+    /// Classifier keys one table read for the next, this batch ([`KeyShare`]).
+    pub(crate) acl_keys: KeyMemo,
     pub(crate) program: Program,
     /// Built with the specialised paths ([`crate::build::BuildOptions`]).
     pub(crate) special: bool,
@@ -320,7 +342,14 @@ impl Pipeline {
         if !self.egress.is_empty() {
             let st = &mut self.stats[0];
             let mut trace = Vec::new();
-            let mut cx = StageCx { now_ns, drops: &mut st.drops, objects: &mut self.objects, trace_lanes: Lanes::NONE, trace: &mut trace };
+            let mut cx = StageCx {
+                now_ns,
+                drops: &mut st.drops,
+                objects: &mut self.objects,
+                trace_lanes: Lanes::NONE,
+                trace: &mut trace,
+                acl_keys: &mut self.acl_keys,
+            };
             self.stages[0].run(pool, b, all, &mut cx);
         }
         for (i, d) in self.tm_out[..n].iter().enumerate() {
@@ -657,8 +686,14 @@ fn run_stage(p: &mut Pipeline, stage: usize, pool: &mut Pool, b: &mut Batch, lan
         return;
     }
     let st = &mut p.stats[stage];
-    let mut cx =
-        StageCx { now_ns, drops: &mut st.drops, objects: &mut p.objects, trace_lanes: trace_lanes.and(lanes), trace: &mut p.trace_buf };
+    let mut cx = StageCx {
+        now_ns,
+        drops: &mut st.drops,
+        objects: &mut p.objects,
+        trace_lanes: trace_lanes.and(lanes),
+        trace: &mut p.trace_buf,
+        acl_keys: &mut p.acl_keys,
+    };
     let t0 = cycles();
     p.stages[stage].run(pool, b, lanes, &mut cx);
     let t1 = cycles();
@@ -677,6 +712,8 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
     // The steps are a field of `p`, which the loop also borrows mutably for stages and stats:
     // take them out for the duration (a pointer swap, no allocation).
     let steps = std::mem::take(if is_egress { &mut p.egress } else { &mut p.ingress });
+    // Keys recorded for another batch are not this one's.
+    p.acl_keys.clear();
     for step in &steps {
         match step {
             Step::Mask { dst, src, cond } => {
@@ -714,8 +751,14 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
                     run_stage(p, *stage, pool, b, lanes, now_ns, trace_lanes);
                     continue;
                 };
-                let mut cx =
-                    StageCx { now_ns, drops: &mut st.drops, objects: &mut p.objects, trace_lanes: Lanes::NONE, trace: &mut p.trace_buf };
+                let mut cx = StageCx {
+                    now_ns,
+                    drops: &mut st.drops,
+                    objects: &mut p.objects,
+                    trace_lanes: Lanes::NONE,
+                    trace: &mut p.trace_buf,
+                    acl_keys: &mut p.acl_keys,
+                };
                 let t0 = cycles();
                 let kept = p.stages[*stage].run_with_pre(Pre { op: *pre, drops: &mut pst.drops }, pool, b, lanes, &mut cx);
                 let t1 = cycles();

@@ -235,6 +235,130 @@ fn acl_priorities_ranges_masks_and_remarking() {
     assert_eq!(p.table("acl").unwrap().hit_miss(), (3, 2));
 }
 
+/// Two classifier tables on one key; `in_action_body` is the first table's action.
+fn two_acls(in_action_body: &str) -> String {
+    let key = r#"key = [
+  { field = "ipv4.src", match = "ternary" },
+  { field = "ipv4.dst", match = "ternary" },
+  { field = "l4.dport", match = "range" },
+  { field = "ipv4.proto", match = "ternary" },
+]"#;
+    format!(
+        r#"
+name = "two-acls"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp"]
+[[action]]
+name = "deny_in"
+body = "{in_action_body}"
+[[action]]
+name = "deny_out"
+body = "drop no_route"
+[[action]]
+name = "fwd"
+params = ["port"]
+body = "forward port"
+[[table]]
+name = "acl_in"
+{key}
+actions = ["no_action", "deny_in"]
+size = 64
+default = "no_action"
+[[table]]
+name = "acl_out"
+{key}
+actions = ["deny_out", "fwd"]
+size = 64
+default = "fwd(2)"
+[control]
+ingress = '''
+apply acl_in
+apply acl_out
+'''
+"#
+    )
+}
+
+/// Runs `batches` batches of 128 UDP frames with keys never seen before (so the classifiers'
+/// caches stand aside after the first and each table classifies directly: at least 15 in 16
+/// lookups must miss, and a frame without the key's headers counts as a lookup, not a miss),
+/// frame `j` of batch `n` from 10.0.N.J to 192.0.2.(J % 4) port 1000 + J, frames 63 and 127 not
+/// IPv4; checks
+/// each verdict against `expect(src last byte, dst last byte, dport)` (`None`: not IPv4) and
+/// against the reference interpreter.
+fn run_two_acls(spec: &str, rules: &str, batches: u8, expect: impl Fn(Option<(u8, u8, u16)>) -> Verdict) {
+    let prog = fastpath_pipeline::compile("two-acls.toml", spec).unwrap_or_else(|e| panic!("{e}"));
+    let (mut p, mut r) = (prog.instantiate(), prog.instantiate_reference());
+    p.load_entries("rules", rules).unwrap();
+    r.load_entries("rules", rules).unwrap();
+    for n in 0..batches {
+        let mut frames = Vec::new();
+        let mut want = Vec::new();
+        for j in 0..128u8 {
+            if j % 64 == 63 {
+                let v6 = FrameBuilder::eth(A, B).ipv6("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap()).udp(1, 2).build();
+                frames.push((0, v6));
+                want.push(expect(None));
+                continue;
+            }
+            let (src, dst, dport) = (Ipv4Addr::new(10, 0, n, j), Ipv4Addr::new(192, 0, 2, j % 4), 1000 + u16::from(j));
+            frames.push((0, FrameBuilder::eth(A, B).ipv4(src, dst).udp(5000, dport).build()));
+            want.push(expect(Some((j, j % 4, dport))));
+        }
+        let (got, reference) = (run(&mut p, &frames), run(&mut r, &frames));
+        for (j, ((g, _), w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "batch {n} frame {j}");
+        }
+        assert_eq!(got, reference, "batch {n}: specialised against reference");
+    }
+}
+
+/// `acl_in` then `acl_out` on the same key, nothing between that could change it: the plan
+/// reads the key once (the second table takes the first's), and each table still applies its
+/// own rules to each packet's own key, batch after batch, with frames whose key misses mixed in.
+#[test]
+fn two_classifiers_on_one_key_read_it_once_and_apply_their_own_rules() {
+    let spec = two_acls("drop acl_deny");
+    let plan = fastpath_pipeline::compile("two-acls.toml", &spec).unwrap().instantiate().show_plan();
+    assert!(plan.contains("(key kept for the next table)") && plan.contains("(key from the previous table)"), "{plan}");
+    let rules = "table acl_in add 10.0.0.0/8 * 1000..1001 * priority 10 => deny_in\n\
+                 table acl_out add * 192.0.2.1/32 * 17/0xff priority 10 => deny_out\n\
+                 table acl_out add * 192.0.2.2/32 1020..1040 * priority 20 => fwd(3)\n";
+    run_two_acls(&spec, rules, 5, |k| match k {
+        None => Verdict::Tx(2),
+        Some((j, _, _)) if j <= 1 => Verdict::Drop(DropReason::AclDeny),
+        Some((_, 1, _)) => Verdict::Drop(DropReason::NoRoute),
+        Some((_, 2, 1020..=1040)) => Verdict::Tx(3),
+        Some(_) => Verdict::Tx(2),
+    });
+}
+
+/// When the first table's action can change a key field, the second reads its key from the
+/// packet: here `acl_in` rewrites the destination that `acl_out` denies.
+#[test]
+fn a_classifier_after_one_that_rewrites_its_key_reads_the_packet() {
+    let spec = two_acls("set ipv4.dst = 198.51.100.1");
+    let plan = fastpath_pipeline::compile("two-acls.toml", &spec).unwrap().instantiate().show_plan();
+    assert!(!plan.contains("(key"), "{plan}");
+    let rules = "table acl_in add * * 1000..1001 * priority 10 => deny_in\n\
+                 table acl_out add * 198.51.100.1/32 * * priority 10 => deny_out\n";
+    run_two_acls(&spec, rules, 3, |k| match k {
+        None => Verdict::Tx(2),
+        Some((_, _, 1000..=1001)) => Verdict::Drop(DropReason::NoRoute),
+        Some(_) => Verdict::Tx(2),
+    });
+}
+
+/// Tables whose keys differ only in how a field matches (`range` reads a missing port as 0,
+/// `ternary` misses) each read their own.
+#[test]
+fn classifiers_share_a_key_only_when_it_is_the_same() {
+    let spec =
+        two_acls("drop acl_deny").replacen(r#"{ field = "l4.dport", match = "range" }"#, r#"{ field = "l4.dport", match = "ternary" }"#, 1);
+    let plan = fastpath_pipeline::compile("two-acls.toml", &spec).unwrap_or_else(|e| panic!("{e}")).instantiate().show_plan();
+    assert!(!plan.contains("(key"), "{plan}");
+}
+
 /// An allowlist: entries whose action does nothing, a default that does nothing, and the
 /// hit tested afterwards. The classifier pass finishes such hits itself (the action pass only
 /// visits hits with work to do), so the hit bit and the hit count must still come out right.

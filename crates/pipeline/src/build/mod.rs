@@ -80,6 +80,7 @@ impl Program {
         if special {
             ingress = special::fuse_steps(self, &stages, ingress);
             egress = special::fuse_steps(self, &stages, egress);
+            special::share_acl_keys(self, &mut stages, [&ingress, &egress]);
         }
         // 256 registers: the compiler uses fewer than 255, and register 255 (u8::MAX) stays
         // empty — it is the `∅` of the first `rest = mask ∖ ∅` of every `if`.
@@ -97,6 +98,7 @@ impl Program {
             end_stats: StageStats::default(),
             trace: Default::default(),
             trace_buf: Vec::new(),
+            acl_keys: Default::default(),
             program: self.clone(),
             // Until `set_ports` says how many ports there are, the ports the spec names: the
             // configuration the compiler validated, so building it cannot fail.

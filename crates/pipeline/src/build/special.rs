@@ -10,9 +10,13 @@
 //! - [`fuse_steps`]: a lone `ttl_dec` run just before a table on the same lanes runs inside the
 //!   table's key pass.
 //! - [`parser_classes`]: the traffic manager's DSCP classifier runs in the parser's loop.
+//! - [`share_acl_keys`]: two classifier tables run one after the other with the same key read
+//!   it from the packets once.
 
-use crate::exec::{PreOp, Stage, Step};
-use crate::ir::{Classify, CondC, FieldRef, Loc, MetaField, Operand, Prim, Program, StageDef, SymStep, ValueKind, MAX_ARGS};
+use crate::exec::{KeyShare, PreOp, Stage, Step};
+use crate::ir::{
+    Classify, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, Program, StageDef, SymStep, TableImpl, ValueKind, MAX_ARGS,
+};
 use crate::stages::l2edit::{L2Edit, MAX_PUSH, MAX_REGS};
 use crate::stages::parser::Parser;
 use crate::stages::prims::{
@@ -294,6 +298,63 @@ pub fn fuse_steps(p: &Program, stages: &[Box<dyn Stage>], steps: Vec<Step>) -> V
         out.push(step);
     }
     out
+}
+
+/// Pairs of classifier tables that read one key for both: table stage `a` run by a step, table
+/// stage `b` by the next run step of the same list (only mask steps, which read no packet data
+/// they could change, in between), where
+/// - both are classifier tables with the same key: the same fields, in the same order, with
+///   the same `range` flags (a `range` field of a packet without its header reads as 0);
+/// - every key field is a header field or the input port;
+/// - no action of `a`, its default included, can change a packet's headers or its input port:
+///   each primitive is `drop`, `to_control`, `count`, `ct_commit` or `ct_load`.
+///
+/// - `b` is run by that step only: the compiler refuses a table applied twice, so nowhere else
+///   could it find `a`'s keys of the batch.
+///
+/// `b` then runs on some of the packets `a` ran on (those `a` left live and `b`'s guard takes),
+/// which have the keys `a` read. `a` records them and `b` takes them ([`KeyShare`]). The
+/// overlay's `acl_in` and `acl_out` are such a pair: the second key read cost about 110
+/// instructions per connection's first packet. A stage is in at most one pair.
+pub fn share_acl_keys(p: &Program, stages: &mut [Box<dyn Stage>], lists: [&[Step]; 2]) {
+    let table_of = |s: usize| match p.stages.get(s) {
+        Some((_, StageDef::Table(t))) => p.tables.get(*t).filter(|d| d.imp == TableImpl::Acl),
+        _ => None,
+    };
+    let keeps_key = |prims: &[Prim]| {
+        prims.iter().all(|x| matches!(x, Prim::Drop(_) | Prim::ToControl | Prim::Count(..) | Prim::CtCommit(..) | Prim::CtLoad(_)))
+    };
+    let pairs_with = |a: usize, b: usize| -> bool {
+        let (Some(ta), Some(tb)) = (table_of(a), table_of(b)) else { return false };
+        let same = ta.key.len() == tb.key.len()
+            && ta.key.iter().zip(&tb.key).all(|(x, y)| x.field == y.field && (x.kind == MatchKind::Range) == (y.kind == MatchKind::Range));
+        let readable = ta.key.iter().all(|k| matches!(k.field.loc, Loc::Hdr { .. } | Loc::Meta(MetaField::InPort)));
+        let actions = ta.actions.iter().chain(std::iter::once(&ta.default.0));
+        same && readable && actions.into_iter().all(|&x| p.actions.get(x).is_some_and(|d| keeps_key(&d.body)))
+    };
+    let mut taken = vec![false; stages.len()];
+    for steps in lists {
+        let mut last: Option<usize> = None;
+        for step in steps {
+            let run = match step {
+                Step::Mask { .. } | Step::AndNot { .. } => continue,
+                Step::Run { stage, .. } => Some(*stage),
+                _ => None,
+            };
+            if let (Some(a), Some(b)) = (last, run) {
+                if !taken[a] && !taken[b] && a != b && pairs_with(a, b) {
+                    let lent = stages[a].share_acl_key(KeyShare::Lend(a));
+                    if lent && stages[b].share_acl_key(KeyShare::Borrow(a)) {
+                        taken[a] = true;
+                        taken[b] = true;
+                    } else if lent {
+                        stages[a].share_acl_key(KeyShare::Alone);
+                    }
+                }
+            }
+            last = run;
+        }
+    }
 }
 
 #[cfg(test)]

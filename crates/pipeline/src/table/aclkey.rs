@@ -15,7 +15,7 @@
 
 use crate::field::Extract;
 use crate::ir::MAX_KEY_FIELDS;
-use fastpath_packet::{HdrSet, Meta, Slot};
+use fastpath_packet::{HdrSet, Lanes, Meta, Slot, BATCH_MAX};
 use fastpath_tables::acl::Acl;
 use std::sync::Arc;
 
@@ -446,6 +446,78 @@ pub(crate) fn unpack<const K: usize>(key: &[u64; K]) -> [u32; MAX_KEY_FIELDS] {
 pub(crate) fn classify_words(acl: &Acl, words: &[u32; MAX_KEY_FIELDS], nf: usize) -> Option<u32> {
     const _: () = assert!(MAX_KEY_FIELDS == fastpath_tables::acl::KEY_WORDS);
     acl.classify_words(words, nf).map(|(a, _)| a)
+}
+
+/// Words of the longest key in `u64`s (two key words each).
+const MEMO_WORDS: usize = MAX_KEY_FIELDS / 2;
+
+/// Classifier keys one table read for the next table of the batch, when both read the same key
+/// and nothing between them can change it (the overlay's `acl_in` then `acl_out`, on a
+/// connection's first packet: the build decides, [`crate::build::special::share_acl_keys`]).
+/// The second table then takes each packet's key from here instead of reading the packet
+/// again (`AclKey::read`, about 110 instructions for the 4-field key).
+///
+/// It holds keys of one batch only: it is emptied when a batch starts, and the reader checks
+/// that the keys came from its own writer and cover every lane it runs on (a writer that went
+/// through its cache, or did not run, wrote nothing: the reader reads the packets itself).
+pub struct KeyMemo {
+    /// Stage that wrote the keys (`usize::MAX`: none in this batch).
+    from: usize,
+    /// Lanes with a key here; `missed`: of those, the lanes whose key missed (a field absent).
+    lanes: Lanes,
+    missed: Lanes,
+    keys: Box<[[u64; MEMO_WORDS]; BATCH_MAX]>,
+}
+
+impl Default for KeyMemo {
+    fn default() -> Self {
+        KeyMemo { from: usize::MAX, lanes: Lanes::NONE, missed: Lanes::NONE, keys: Box::new([[0; MEMO_WORDS]; BATCH_MAX]) }
+    }
+}
+
+impl KeyMemo {
+    /// Forgets the keys (a new batch).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.from = usize::MAX;
+    }
+
+    /// Starts stage `from`'s keys for this batch (replacing any other's).
+    #[inline]
+    pub(crate) fn begin(&mut self, from: usize) {
+        self.from = from;
+        self.lanes = Lanes::NONE;
+        self.missed = Lanes::NONE;
+    }
+
+    /// Records lane `i`'s key (`None`: it missed). After [`KeyMemo::begin`].
+    #[inline(always)]
+    pub(crate) fn put<const K: usize>(&mut self, i: usize, key: Option<&[u64; K]>) {
+        self.lanes.insert(i);
+        match key {
+            Some(k) => {
+                if let Some(w) = self.keys[i % BATCH_MAX].first_chunk_mut::<K>() {
+                    *w = *k;
+                }
+            }
+            None => self.missed.insert(i),
+        }
+    }
+
+    /// Whether stage `from` recorded a key for every lane of `lanes` in this batch.
+    #[inline]
+    pub(crate) fn covers(&self, from: usize, lanes: Lanes) -> bool {
+        self.from == from && lanes.and_not(self.lanes).is_empty()
+    }
+
+    /// Lane `i`'s recorded key (`None`: it missed); only for lanes [`KeyMemo::covers`] vouched for.
+    #[inline(always)]
+    pub(crate) fn get<const K: usize>(&self, i: usize) -> Option<[u64; K]> {
+        if self.missed.contains(i) {
+            return None;
+        }
+        self.keys[i % BATCH_MAX].first_chunk::<K>().copied()
+    }
 }
 
 #[cfg(test)]

@@ -17,13 +17,14 @@ pub use ops::{Adopt, BuiltClassifier, EntryView, TableError, TableOps};
 
 use crate::action;
 use crate::build::special::{fast_form, Fast};
-use crate::exec::{Pre, PreOp, Stage, StageCx};
+use crate::exec::{KeyShare, Pre, PreOp, Stage, StageCx};
 use crate::field::Extract;
 use crate::ir::{MatchKind, Prim, Program, TableDef, TableImpl, MAX_ARGS, MAX_KEY_FIELDS};
 use crate::stages::l2edit::L2Edit;
 use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
 use crate::value::Match;
+pub(crate) use aclkey::KeyMemo;
 use aclkey::{AclCache, AclKey, MISS};
 use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
@@ -103,6 +104,9 @@ pub struct TableStage {
     /// Classifier tables whose fields are the input port or whole header fields of 1, 2 or 4
     /// bytes: how to read the key a header at a time (specialised build only).
     acl_key: Option<AclKey>,
+    /// Whether this classifier table reads its key once with its neighbour's (specialised
+    /// build only).
+    key_share: KeyShare,
     /// Port-indexed tables (specialised build only): each input port's output port when its
     /// entry is `forward P`, else `MISS`, kept with the entries. While every entry is a
     /// `forward` (l2fwd's port pairs) and a miss drops, the stage is one load per packet: no
@@ -175,6 +179,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
                 AclKey::new(&def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect::<Vec<_>>())
             })
             .flatten(),
+        key_share: KeyShare::Alone,
         def,
     })
 }
@@ -663,7 +668,7 @@ impl TableStage {
     /// the action pass need not visit it. Out of line: inlined, its registers cost the other
     /// engines' loops instructions.
     #[inline(never)]
-    fn acl_pass(&mut self, pool: &Pool, b: &mut Batch, lanes: Lanes) -> Option<(Lanes, u64)> {
+    fn acl_pass(&mut self, pool: &Pool, b: &mut Batch, lanes: Lanes, memo: &mut KeyMemo) -> Option<(Lanes, u64)> {
         let Engine::Acl { live, .. } = &self.engine else { return None };
         // Hits on an empty entry are finished here when the action pass would only visit the
         // other hits (a miss neither drops nor acts): measured on `switch-acl --rules 10000`,
@@ -732,13 +737,38 @@ impl TableStage {
                 }
                 // The cache stands aside (keys do not repeat): the words, straight to the
                 // classifier, in a loop of its own.
+                // With a neighbour reading the same key, the first records the keys it reads
+                // and the second takes them, when they cover its lanes (see `KeyShare`).
                 let nop = nop_done.then_some((fast, bit));
-                return Some(match nf.div_ceil(2) {
-                    1 => direct_pass::<1>(ak, acl, nop, pool, b, lanes, &mut sc.out),
-                    2 => direct_pass::<2>(ak, acl, nop, pool, b, lanes, &mut sc.out),
-                    3 => direct_pass::<3>(ak, acl, nop, pool, b, lanes, &mut sc.out),
-                    _ => direct_pass::<4>(ak, acl, nop, pool, b, lanes, &mut sc.out),
-                });
+                let share = self.key_share;
+                let lend = match share {
+                    KeyShare::Lend(me) => {
+                        memo.begin(me);
+                        true
+                    }
+                    _ => false,
+                };
+                let borrow = matches!(share, KeyShare::Borrow(from) if memo.covers(from, lanes));
+                macro_rules! direct {
+                    ($k:literal) => {
+                        if borrow {
+                            direct_pass::<$k, true>(ak, acl, nop, pool, b, lanes, &mut sc.out, memo, false)
+                        } else {
+                            direct_pass::<$k, false>(ak, acl, nop, pool, b, lanes, &mut sc.out, memo, lend)
+                        }
+                    };
+                }
+                let r = match nf.div_ceil(2) {
+                    1 => direct!(1),
+                    2 => direct!(2),
+                    3 => direct!(3),
+                    _ => direct!(4),
+                };
+                if borrow {
+                    // Used once: nothing later reads them.
+                    memo.clear();
+                }
+                return Some(r);
             }
             (Some(acl), _) => {
                 for i in lanes {
@@ -837,7 +867,7 @@ impl TableStage {
         // The lanes that hit, when pass 1 knows them (classifier tables).
         let is_acl = matches!(self.engine, Engine::Acl { .. });
         // With the hits the classifier pass finished itself (empty entries).
-        let (known_hits, acl_hits) = match if is_acl { self.acl_pass(pool, b, lanes) } else { None } {
+        let (known_hits, acl_hits) = match if is_acl { self.acl_pass(pool, b, lanes, cx.acl_keys) } else { None } {
             Some((h, n)) => (Some(h), n),
             None => (None, 0),
         };
@@ -1155,7 +1185,20 @@ impl Stage for TableStage {
 
     fn describe(&self) -> String {
         let keys: Vec<String> = self.def.key.iter().map(|k| format!("{} {:?} @{:?}", k.name, k.kind, k.field.loc)).collect();
-        format!("table {:?} size {} key [{}] entries {}", self.def.imp, self.def.size, keys.join(", "), self.len)
+        let share = match self.key_share {
+            KeyShare::Alone => "",
+            KeyShare::Lend(_) => " (key kept for the next table)",
+            KeyShare::Borrow(_) => " (key from the previous table)",
+        };
+        format!("table {:?} size {} key [{}] entries {}{share}", self.def.imp, self.def.size, keys.join(", "), self.len)
+    }
+
+    fn share_acl_key(&mut self, share: KeyShare) -> bool {
+        if !(self.special && self.acl_key.is_some()) {
+            return false;
+        }
+        self.key_share = share;
+        true
     }
 
     fn table(&mut self) -> Option<&mut dyn TableOps> {
@@ -1349,8 +1392,11 @@ fn split_chunks(vals: [u128; MAX_KEY_FIELDS], chunks: &[Vec<u8>], out: &mut [u32
 /// entry is finished here, as in the cached pass. Returns the other hits and the count of
 /// finished ones. Out of line: inside `TableStage::acl_pass`, whose frame holds every
 /// variant's state, this loop kept its values on the stack.
+/// `BORROW`: the keys come from `memo` (which covers `lanes`), not from the packets; `lend`:
+/// the keys read are recorded in `memo` for the next table.
 #[inline(never)]
-fn direct_pass<const K: usize>(
+#[allow(clippy::too_many_arguments)]
+fn direct_pass<const K: usize, const BORROW: bool>(
     ak: &AclKey,
     acl: &fastpath_tables::acl::Acl,
     nop: Option<(&[Fast], u32)>,
@@ -1358,11 +1404,17 @@ fn direct_pass<const K: usize>(
     b: &mut Batch,
     lanes: Lanes,
     out: &mut [u32; BATCH_MAX],
+    memo: &mut KeyMemo,
+    lend: bool,
 ) -> (Lanes, u64) {
     let nf = ak.fields();
     let (mut hits, mut nop_hits) = (Lanes::NONE, 0u64);
     each_lane!(i in lanes => {
-        let r = match ak.read::<K>(pool.data(b.handle(i)), b.meta(i)) {
+        let key = if BORROW { memo.get::<K>(i) } else { ak.read::<K>(pool.data(b.handle(i)), b.meta(i)) };
+        if lend {
+            memo.put(i, key.as_ref());
+        }
+        let r = match key {
             Some(k) => aclkey::classify_words(acl, &aclkey::unpack(&k), nf).unwrap_or(MISS),
             None => MISS,
         };
