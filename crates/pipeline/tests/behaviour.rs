@@ -359,6 +359,65 @@ fn classifiers_share_a_key_only_when_it_is_the_same() {
     assert!(!plan.contains("(key"), "{plan}");
 }
 
+const CT_VERDICT: &str = r#"
+name = "ct-verdict"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp"]
+[[conntrack]]
+name = "flows"
+size = 1024
+[[action]]
+name = "allow"
+body = "ct_commit flows 1"
+[[action]]
+name = "mark"
+params = ["v"]
+body = "ct_commit flows v"
+[[table]]
+name = "acl"
+key = [
+  { field = "ipv4.src", match = "ternary" },
+  { field = "ipv4.dst", match = "ternary" },
+  { field = "l4.dport", match = "range" },
+  { field = "ipv4.proto", match = "ternary" },
+]
+actions = ["allow", "mark"]
+size = 64
+default = "allow"
+[control]
+ingress = '''
+conntrack flows
+if ct.new:
+    apply acl
+if ct.verdict == 1:
+    forward 1
+elif ct.verdict == 7:
+    forward 7
+else:
+    drop acl_deny
+'''
+"#;
+
+/// `ct_commit` with a constant verdict (the action's own or an entry's argument) caches it in
+/// the flow and in `ct.verdict` at once: the connection's first packet is steered by the
+/// verdict just committed, its later packets by the one the flow kept.
+#[test]
+fn ct_commit_verdicts_steer_the_first_packet_and_stay_with_the_flow() {
+    let prog = fastpath_pipeline::compile("ct-verdict.toml", CT_VERDICT).unwrap_or_else(|e| panic!("{e}"));
+    let rules = "table acl add * * 80..80 * priority 10 => mark(7)\n";
+    for mut p in [prog.instantiate(), prog.instantiate_reference()] {
+        p.load_entries("rules", rules).unwrap();
+        let udp =
+            |sport, dport| FrameBuilder::eth(A, B).ipv4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()).udp(sport, dport).build();
+        let frames = [(0, udp(1000, 80)), (0, udp(1001, 53)), (0, udp(1002, 80))];
+        for round in 0..2 {
+            let out = run(&mut p, &frames);
+            let got: Vec<Verdict> = out.iter().map(|(v, _)| *v).collect();
+            assert_eq!(got, [Verdict::Tx(7), Verdict::Tx(1), Verdict::Tx(7)], "round {round}");
+        }
+    }
+}
+
 /// An allowlist: entries whose action does nothing, a default that does nothing, and the
 /// hit tested afterwards. The classifier pass finishes such hits itself (the action pass only
 /// visits hits with work to do), so the hit bit and the hit count must still come out right.

@@ -43,6 +43,9 @@ pub enum Fast {
     /// Register writes, VLAN pops and pushes, MAC writes and a port with constant operands
     /// (a subscriber session's entry, a next hop with a VLAN): edit `edit` of the stage.
     L2 { edit: u32 },
+    /// `ct_commit CT V` with a constant verdict (a stateful ACL's `allow`): the verdict cached
+    /// in the packet's flow and in `ct.verdict`.
+    CtCommit { ct: u16, verdict: u8 },
     /// Anything else: run the primitives.
     General,
 }
@@ -58,6 +61,8 @@ impl Fast {
     pub const ENCAP: u8 = 16;
     /// Of `L2`.
     pub const L2: u8 = 64;
+    /// Of `CtCommit`.
+    pub const CT_COMMIT: u8 = 128;
 
     /// One bit per kind (the table stage keeps the union over its entries).
     pub fn kind_bit(&self) -> u8 {
@@ -69,6 +74,7 @@ impl Fast {
             Fast::Encap { .. } => Self::ENCAP,
             Fast::General => 32,
             Fast::L2 { .. } => Self::L2,
+            Fast::CtCommit { .. } => Self::CT_COMMIT,
         }
     }
 }
@@ -83,6 +89,7 @@ pub fn fast_form(body: &[Prim], args: &[u128; MAX_ARGS], templates: &mut Vec<Enc
     match body {
         [] => Fast::Nop,
         [Prim::Forward(p)] => val(p).map_or(Fast::General, |p| Fast::Forward(p as u16)),
+        [Prim::CtCommit(ct, v)] => val(v).map_or(Fast::General, |v| Fast::CtCommit { ct: *ct, verdict: v as u8 }),
         [Prim::VxlanEncap(ops), Prim::Forward(p)] => match (ops.iter().map(val).collect::<Option<Vec<u128>>>(), val(p)) {
             (Some(v), Some(p)) => {
                 let t = Tunnel { dmac: v[0] as u64, smac: v[1] as u64, src: v[2] as u32, dst: v[3] as u32, vni: v[4] as u32 };
