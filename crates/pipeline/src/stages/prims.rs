@@ -4,8 +4,10 @@
 use crate::action;
 use crate::exec::{PreOp, Stage, StageCx};
 use crate::ir::{Prim, MAX_ARGS};
+use crate::objects::Meter;
 use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Meta, Pool};
+use fastpath_tables::meter::Color;
 
 /// A stage that runs primitives from the control block itself (outside any table).
 pub struct PrimStage {
@@ -129,15 +131,26 @@ pub struct MeterStage {
 impl Stage for MeterStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
         let now = cx.now_ns;
+        // The array once per batch, and the marker inlined into the loop (through
+        // `Objects::meter`, a call per packet: about 25 instructions a packet of the overlay).
+        // An index out of range or an unconfigured meter gives green, as there.
+        let Some(bank) = cx.objects.meters.get_mut(usize::from(self.meter)) else { return };
+        let (meters, drops) = (&mut bank.meters[..], &mut *cx.drops);
         // The index source and drop_red are tested once per batch, not per packet.
         macro_rules! pass {
             ($index:expr, $drop_red:expr) => {
                 each_lane!(i in lanes => {
                     let m = b.meta(i);
-                    let color = cx.objects.meter(self.meter, $index(m) as usize, now, pool.len(b.handle(i)) as u32, m.color);
+                    let (len, pre) = (pool.len(b.handle(i)) as u32, Color::from_u8(m.color));
+                    let color = match meters.get_mut($index(m) as usize) {
+                        Some(Meter::Sr(s)) => s.mark(now, len, pre),
+                        Some(Meter::Tr(t)) => t.mark(now, len, pre),
+                        Some(Meter::Unset) | None => Color::Green,
+                    } as u8;
                     b.meta_mut(i).color = color;
                     if $drop_red && color == 2 {
-                        cx.drop(b, i, DropReason::MeterRed);
+                        b.drop(i, DropReason::MeterRed);
+                        drops[DropReason::MeterRed as usize] += 1;
                     }
                 })
             };
