@@ -314,8 +314,7 @@ pub fn fuse_steps(p: &Program, stages: &[Box<dyn Stage>], steps: Vec<Step>) -> V
 ///   the same `range` flags (a `range` field of a packet without its header reads as 0);
 /// - every key field is a header field or the input port;
 /// - no action of `a`, its default included, can change a packet's headers or its input port:
-///   each primitive is `drop`, `to_control`, `count`, `ct_commit` or `ct_load`.
-///
+///   each primitive is `drop`, `to_control`, `count`, `ct_commit` or `ct_load`;
 /// - `b` is run by that step only: the compiler refuses a table applied twice, so nowhere else
 ///   could it find `a`'s keys of the batch.
 ///

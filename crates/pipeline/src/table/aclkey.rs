@@ -124,6 +124,10 @@ impl Tuple {
             }
             for &(k, rel, n, _) in &g.words[..g.nw] {
                 let &(_, _, part) = parts.iter().find(|&&(byte, len, _)| (byte, len) == (g.lo + rel, n))?;
+                // A part in two words of the key: the group reader fills both.
+                if at[part] != TUPLE_NONE {
+                    return None;
+                }
                 at[part] = k;
             }
         }
@@ -757,8 +761,9 @@ mod tests {
                 })
                 .expect("the tuple and group readers agree");
         }
-        // Not a 5-tuple: an address at another offset, a register.
+        // Not a 5-tuple: an address at another offset, a register, a part twice.
         assert!(AclKey::new(&[(v4(0), 32, false), (v4(12), 32, false)]).expect("uniform").tuple.is_none());
+        assert!(AclKey::new(&[src, dst, src]).expect("uniform").tuple.is_none());
         assert!(AclKey::new(&[src, (Extract::Reg(1), 8, false)]).expect("uniform").tuple.is_none());
     }
 
