@@ -47,6 +47,17 @@ impl Meter {
             })?)
         })
     }
+
+    /// Colours a packet of `len` bytes arriving with colour `pre` (RFC 2697 / 2698); an
+    /// unconfigured meter passes it green.
+    #[inline]
+    pub fn mark(&mut self, now_ns: u64, len: u32, pre: Color) -> Color {
+        match self {
+            Meter::Unset => Color::Green,
+            Meter::Sr(s) => s.mark(now_ns, len, pre),
+            Meter::Tr(t) => t.mark(now_ns, len, pre),
+        }
+    }
 }
 
 /// A named array of meters.
@@ -169,12 +180,7 @@ impl Objects {
     #[inline]
     pub fn meter(&mut self, m: u16, idx: usize, now_ns: u64, len: u32, pre_color: u8) -> u8 {
         let Some(mt) = self.meters.get_mut(usize::from(m)).and_then(|b| b.meters.get_mut(idx)) else { return 0 };
-        let c = Color::from_u8(pre_color);
-        (match mt {
-            Meter::Unset => Color::Green,
-            Meter::Sr(s) => s.mark(now_ns, len, c),
-            Meter::Tr(t) => t.mark(now_ns, len, c),
-        }) as u8
+        mt.mark(now_ns, len, Color::from_u8(pre_color)) as u8
     }
 
     /// Configures meter `idx` of the array named `name`. Control thread only.

@@ -235,14 +235,16 @@ fn acl_priorities_ranges_masks_and_remarking() {
     assert_eq!(p.table("acl").unwrap().hit_miss(), (3, 2));
 }
 
-/// Two classifier tables on one key; `in_action_body` is the first table's action.
-fn two_acls(in_action_body: &str) -> String {
-    let key = r#"key = [
+/// The overlay's classifier key (source, destination, destination port as a range, protocol).
+const ACL_KEY: &str = r#"key = [
   { field = "ipv4.src", match = "ternary" },
   { field = "ipv4.dst", match = "ternary" },
   { field = "l4.dport", match = "range" },
   { field = "ipv4.proto", match = "ternary" },
 ]"#;
+
+/// Two classifier tables on one key; `in_action_body` is the first table's action.
+fn two_acls(in_action_body: &str) -> String {
     format!(
         r#"
 name = "two-acls"
@@ -260,13 +262,13 @@ params = ["port"]
 body = "forward port"
 [[table]]
 name = "acl_in"
-{key}
+{ACL_KEY}
 actions = ["no_action", "deny_in"]
 size = 64
 default = "no_action"
 [[table]]
 name = "acl_out"
-{key}
+{ACL_KEY}
 actions = ["deny_out", "fwd"]
 size = 64
 default = "fwd(2)"
@@ -359,7 +361,10 @@ fn classifiers_share_a_key_only_when_it_is_the_same() {
     assert!(!plan.contains("(key"), "{plan}");
 }
 
-const CT_VERDICT: &str = r#"
+/// A stateful ACL steering by `ct.verdict` right after it (no `ct_load`).
+fn ct_verdict_spec() -> String {
+    format!(
+        r#"
 name = "ct-verdict"
 [parser]
 headers = ["eth", "ipv4", "udp", "tcp"]
@@ -375,12 +380,7 @@ params = ["v"]
 body = "ct_commit flows v"
 [[table]]
 name = "acl"
-key = [
-  { field = "ipv4.src", match = "ternary" },
-  { field = "ipv4.dst", match = "ternary" },
-  { field = "l4.dport", match = "range" },
-  { field = "ipv4.proto", match = "ternary" },
-]
+{ACL_KEY}
 actions = ["allow", "mark"]
 size = 64
 default = "allow"
@@ -396,14 +396,16 @@ elif ct.verdict == 7:
 else:
     drop acl_deny
 '''
-"#;
+"#
+    )
+}
 
 /// `ct_commit` with a constant verdict (the action's own or an entry's argument) caches it in
 /// the flow and in `ct.verdict` at once: the connection's first packet is steered by the
 /// verdict just committed, its later packets by the one the flow kept.
 #[test]
 fn ct_commit_verdicts_steer_the_first_packet_and_stay_with_the_flow() {
-    let prog = fastpath_pipeline::compile("ct-verdict.toml", CT_VERDICT).unwrap_or_else(|e| panic!("{e}"));
+    let prog = fastpath_pipeline::compile("ct-verdict.toml", &ct_verdict_spec()).unwrap_or_else(|e| panic!("{e}"));
     let rules = "table acl add * * 80..80 * priority 10 => mark(7)\n";
     for mut p in [prog.instantiate(), prog.instantiate_reference()] {
         p.load_entries("rules", rules).unwrap();

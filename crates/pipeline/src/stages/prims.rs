@@ -4,7 +4,6 @@
 use crate::action;
 use crate::exec::{PreOp, Stage, StageCx};
 use crate::ir::{Prim, MAX_ARGS};
-use crate::objects::Meter;
 use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Meta, Pool};
 use fastpath_tables::meter::Color;
@@ -142,11 +141,7 @@ impl Stage for MeterStage {
                 each_lane!(i in lanes => {
                     let m = b.meta(i);
                     let (len, pre) = (pool.len(b.handle(i)) as u32, Color::from_u8(m.color));
-                    let color = match meters.get_mut($index(m) as usize) {
-                        Some(Meter::Sr(s)) => s.mark(now, len, pre),
-                        Some(Meter::Tr(t)) => t.mark(now, len, pre),
-                        Some(Meter::Unset) | None => Color::Green,
-                    } as u8;
+                    let color = meters.get_mut($index(m) as usize).map_or(Color::Green, |mt| mt.mark(now, len, pre)) as u8;
                     b.meta_mut(i).color = color;
                     if $drop_red && color == 2 {
                         b.drop(i, DropReason::MeterRed);

@@ -589,18 +589,18 @@ impl KeyMemo {
         self.from = usize::MAX;
     }
 
-    /// Starts stage `from`'s keys for this batch (replacing any other's).
+    /// Starts stage `from`'s keys of `lanes` for this batch (replacing any other's); each lane's
+    /// key is then [`KeyMemo::put`].
     #[inline]
-    pub(crate) fn begin(&mut self, from: usize) {
+    pub(crate) fn begin(&mut self, from: usize, lanes: Lanes) {
         self.from = from;
-        self.lanes = Lanes::NONE;
+        self.lanes = lanes;
         self.missed = Lanes::NONE;
     }
 
     /// Records lane `i`'s key (`None`: it missed). After [`KeyMemo::begin`].
     #[inline(always)]
     pub(crate) fn put<const K: usize>(&mut self, i: usize, key: Option<&[u64; K]>) {
-        self.lanes.insert(i);
         match key {
             Some(k) => {
                 if let Some(w) = self.keys[i % BATCH_MAX].first_chunk_mut::<K>() {

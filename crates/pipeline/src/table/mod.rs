@@ -743,7 +743,7 @@ impl TableStage {
                 let share = self.key_share;
                 let lend = match share {
                     KeyShare::Lend(me) => {
-                        memo.begin(me);
+                        memo.begin(me, lanes);
                         true
                     }
                     _ => false,

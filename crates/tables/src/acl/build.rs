@@ -250,7 +250,8 @@ fn build_tree(ctx: &Ctx<'_>, ranks: Vec<u32>, pruner: &mut [u64]) -> Tree {
 /// rules on destinations inside 192.168.0.0/16 do), the cut that leaves the largest share of a
 /// field's values in cells no rule meets: a key there misses at the root, where without a cut
 /// it walked the whole subtree to an empty leaf (5 levels for that set). Keys inside the
-/// rules' cells walk the same subtree as without it. `None` when no cut leaves an empty cell either.
+/// rules' cells walk the same subtree as without it. `None` when no cut leaves an empty cell
+/// either.
 fn choose_cut(ctx: &Ctx<'_>, ranks: &[u32]) -> Option<(usize, u32)> {
     let n = ranks.len();
     if n <= ctx.cfg.leaf_size.max(1) {
