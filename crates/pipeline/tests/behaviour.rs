@@ -420,6 +420,45 @@ fn ct_commit_verdicts_steer_the_first_packet_and_stay_with_the_flow() {
     }
 }
 
+/// A conntrack zone read from a metadata register (the overlay's `meta.vnet`, which the stage
+/// reads straight from the register): one 5-tuple in two zones is two connections.
+#[test]
+fn a_zone_from_metadata_keeps_the_same_tuple_apart() {
+    let spec = r#"
+name = "zones"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp"]
+[metadata]
+zone = 16
+[[conntrack]]
+name = "flows"
+size = 1024
+[control]
+ingress = '''
+if meta.in_port == 1:
+    set meta.zone = 1
+else:
+    set meta.zone = 2
+conntrack flows meta.zone
+if ct.new:
+    forward 5
+elif ct.reply:
+    forward 6
+else:
+    forward 7
+'''
+"#;
+    let prog = fastpath_pipeline::compile("zones.toml", spec).unwrap_or_else(|e| panic!("{e}"));
+    let there = || udp4("10.0.0.1", "10.0.0.2", 64);
+    let back = || FrameBuilder::eth(B, A).ipv4("10.0.0.2".parse().unwrap(), "10.0.0.1".parse().unwrap()).udp(53, 1024).build();
+    for mut p in [prog.instantiate(), prog.instantiate_reference()] {
+        let got: Vec<Verdict> = run(&mut p, &[(1, there()), (2, there())]).iter().map(|(v, _)| *v).collect();
+        assert_eq!(got, [Verdict::Tx(5), Verdict::Tx(5)], "the same tuple opens a connection in each zone");
+        let got: Vec<Verdict> = run(&mut p, &[(2, back()), (1, there()), (3, back())]).iter().map(|(v, _)| *v).collect();
+        assert_eq!(got, [Verdict::Tx(6), Verdict::Tx(7), Verdict::Tx(6)]);
+    }
+}
+
 /// An allowlist: entries whose action does nothing, a default that does nothing, and the
 /// hit tested afterwards. The classifier pass finishes such hits itself (the action pass only
 /// visits hits with work to do), so the hit bit and the hit count must still come out right.

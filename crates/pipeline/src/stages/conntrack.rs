@@ -26,7 +26,7 @@ use crate::exec::{Stage, StageCx};
 use crate::field::Extract;
 use crate::ir::Operand;
 use fastpath_packet::{Batch, DropReason, Hdr, Lanes, Meta, Pool, Slot, BATCH_MAX};
-use fastpath_tables::flow::{proto, Dir, FlowKey, InsertError, Segment, Side, NO_FLOW};
+use fastpath_tables::flow::{hash_key, proto, Dir, FlowKey, InsertError, Segment, Side, NO_FLOW};
 
 /// `ct.new` bit of `Meta::reserved`.
 pub const CT_NEW: u16 = 1;
@@ -73,6 +73,9 @@ pub struct ConntrackStage {
 #[derive(Clone, Copy, Debug)]
 enum Zone {
     Const(u32),
+    /// A metadata register (the overlay's `meta.vnet`): one load, where the extractor's
+    /// dispatch cost about 10 instructions a packet.
+    Reg(usize),
     Read(Extract),
 }
 
@@ -82,7 +85,10 @@ impl Zone {
             // The stage has no action arguments: an argument reads as 0, as it did.
             None | Some(Operand::Arg(_)) => Zone::Const(0),
             Some(Operand::Const(v)) => Zone::Const(v as u32),
-            Some(Operand::Field(f)) => Zone::Read(f.extractor()),
+            Some(Operand::Field(f)) => match f.extractor() {
+                Extract::Reg(r) => Zone::Reg(usize::from(r)),
+                x => Zone::Read(x),
+            },
         }
     }
 }
@@ -108,14 +114,16 @@ impl ConntrackStage {
 #[inline]
 pub fn key_of(data: &[u8], m: &Meta, zone: u32) -> Option<(FlowKey, Side, Segment)> {
     let (mut k, mut seg) = (FlowKey::ZERO, Segment::default());
-    let side = key_into(data, m, zone, &mut k, &mut seg)?;
+    let (side, _) = key_into(data, m, zone, 0, &mut k, &mut seg)?;
     Some((k, side, seg))
 }
 
 /// [`key_of`] writing the key and segment in place (the stage's scratch arrays: no 70-byte
-/// temporary to copy). Returns the sender's side; `key`/`seg` are garbage on `None`.
+/// temporary to copy). Returns the sender's side and the key's hash with `seed`
+/// ([`hash_key`]; an IPv4 key is hashed from its words while they are in registers, not
+/// reloaded from the array); `key`/`seg` are garbage on `None`.
 #[inline]
-fn key_into(data: &[u8], m: &Meta, zone: u32, key: &mut FlowKey, seg: &mut Segment) -> Option<Side> {
+fn key_into(data: &[u8], m: &Meta, zone: u32, seed: u64, key: &mut FlowKey, seg: &mut Segment) -> Option<(Side, u64)> {
     let l3 = m.offset(Slot::L3);
     let l4 = m.offset(Slot::L4);
     let v = m.valid;
@@ -153,10 +161,12 @@ fn key_into(data: &[u8], m: &Meta, zone: u32, key: &mut FlowKey, seg: &mut Segme
     if v.has(Hdr::Ipv4) {
         let a = data.get(l3 + 12..l3 + 20)?;
         let (k, side) = FlowKey::v4_words(zone, p, be32(&a[..4]), sport, be32(&a[4..]), dport);
+        let h = hash_key(&k, seed);
         *key = k;
-        Some(side)
+        Some((side, h))
     } else if v.has(Hdr::Ipv6) {
-        v6_key_into(data.get(l3 + 8..l3 + 40)?, zone, p, sport, dport, key)
+        let side = v6_key_into(data.get(l3 + 8..l3 + 40)?, zone, p, sport, dport, key)?;
+        Some((side, hash_key(key, seed)))
     } else {
         None
     }
@@ -208,6 +218,7 @@ impl Stage for ConntrackStage {
         let drops = &mut *cx.drops;
         let Some(ct) = cx.objects.conntracks.get_mut(usize::from(self.ct)) else { return };
         let table = &mut ct.table;
+        let seed = table.config().seed;
         // Pass 1: keys and hashes.
         let mut n = 0;
         for i in lanes {
@@ -216,10 +227,11 @@ impl Stage for ConntrackStage {
             let m = b.meta(i);
             let zone = match self.zone {
                 Zone::Const(z) => z,
+                Zone::Reg(r) => m.regs.get(r).copied().unwrap_or(0),
                 Zone::Read(x) => x.read64(data, m).unwrap_or(0) as u32,
             };
-            if let Some(side) = key_into(data, m, zone, &mut self.keys[n], &mut self.segs[n]) {
-                self.hashes[n] = table.hash(&self.keys[n]);
+            if let Some((side, h)) = key_into(data, m, zone, seed, &mut self.keys[n], &mut self.segs[n]) {
+                self.hashes[n] = h;
                 self.sides[n] = side;
                 self.slots[n] = i as u8;
                 n += 1;
