@@ -12,10 +12,11 @@
 //! ```
 //!
 //! A lookup touches at most two bucket lines plus one entry line per signature match (false
-//! signature matches are 8/65536 per bucket). The 8 signatures of a bucket are compared at once
-//! with SWAR arithmetic on two `u64` words (no `unsafe`, no SIMD intrinsics: this crate forbids
-//! `unsafe`, and `std::arch` calls need it): 27 instructions per bucket instead of 32 for
-//! the compare loop, which LLVM does not vectorise. [`ExactTable::lookup_batch`] runs the lookup as
+//! signature matches are 8/65536 per bucket). The lookup compares the 8 signatures of a bucket
+//! at once with one 128-bit compare (`fastpath_packet::prefetch::lanes_eq16`, where the
+//! intrinsics' `unsafe` lives, since this crate forbids it): about 5 instructions, where SWAR
+//! arithmetic on the two `u64` words took about 17 and the compare loop, which LLVM does not
+//! vectorise, 32. Inserts keep the SWAR form. [`ExactTable::lookup_batch`] runs the lookup as
 //! passes over a window of keys — hash all and prefetch both buckets; compare signatures and
 //! prefetch the candidate entries; compare keys — so the DRAM misses of one key overlap with
 //! the work on the others.
@@ -45,7 +46,7 @@
 
 use fastpath_packet::batch::{Lanes, BATCH_MAX};
 use fastpath_packet::each_lane;
-use fastpath_packet::prefetch::prefetch_read;
+use fastpath_packet::prefetch::{lanes_eq16, prefetch_read};
 
 use crate::hash::{hash_bytes, hash_u128, hash_u64, hash_words};
 
@@ -144,27 +145,18 @@ fn zero_lanes(x: u64) -> u32 {
     ((zero >> 15).wrapping_mul(GATHER) >> 48) as u32 & 0xf
 }
 
-/// Bit 15 of every 16-bit lane of `x` that is zero, other bits clear (exact: Hacker's Delight
-/// §6-1, no borrow between lanes).
-#[inline]
-fn zero_lanes_top(x: u64) -> u64 {
-    !(((x & !LANE_TOP).wrapping_add(!LANE_TOP)) | x | !LANE_TOP)
-}
-
-/// Slot of set bit `p` of a [`Bucket::matches_sparse`] mask (bits 0, 16, 32, 48 for slots 0–3,
-/// 4, 20, 36, 52 for slots 4–7).
+/// Slot of set bit `p` of a [`Bucket::matches_sparse`] mask (bit `2s` for slot `s`).
 #[inline]
 fn slot_of_bit(p: u32) -> usize {
-    ((p >> 4) | (p & 4)) as usize
+    (p / 2) as usize
 }
 
 impl Bucket {
     /// Slots holding signature `s`, one bit each in [`slot_of_bit`] order: the lookup's match,
-    /// about half the instructions of [`Self::matches`] (no gather multiply).
+    /// one vector compare ([`lanes_eq16`]; the SWAR form took about 17 instructions).
     #[inline]
-    fn matches_sparse(&self, s: u16) -> u64 {
-        let b = u64::from(s).wrapping_mul(LANE_ONE);
-        (zero_lanes_top(self.sig[0] ^ b) >> 15) | (zero_lanes_top(self.sig[1] ^ b) >> 11)
+    fn matches_sparse(&self, s: u16) -> u32 {
+        lanes_eq16(&self.sig, s)
     }
     /// Bit `i` set when slot `i` holds signature `s`.
     #[inline]

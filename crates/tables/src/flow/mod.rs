@@ -11,7 +11,7 @@
 //! Kaminsky, "MemC3", NSDI 2013; Li et al., "Algorithmic improvements for fast concurrent cuckoo
 //! hashing", EuroSys 2014): a key's 64-bit hash picks a primary bucket (low bits) and a 32-bit
 //! signature (high bits); its alternative bucket is `primary ^ f(sig)`, so either bucket can
-//! compute the other. Signatures are 16 bits (as rte_hash), compared 4 at a time with SWAR. Inserts go to the primary bucket, else the alternative, else a
+//! compute the other. Signatures are 16 bits (as rte_hash), compared 8 at a time with one vector compare. Inserts go to the primary bucket, else the alternative, else a
 //! breadth-first search (depth ≤ 3) for a chain of displacements ending in a free slot. The index
 //! is sized for ≤ 80 % load, so a full table means "no free entry", with cuckoo failure only as a
 //! theoretical backstop (both are reported as [`InsertError::Full`]).
@@ -55,7 +55,7 @@ pub mod wheel;
 
 pub use tcp::{flags, proto, Conn, Dir, Invalid, Segment, State, TcpVerdict, Timeouts};
 
-use fastpath_packet::prefetch::prefetch_read;
+use fastpath_packet::prefetch::{lanes_eq16, prefetch_read};
 use wheel::Wheel;
 use zerocopy::{Immutable, IntoBytes};
 
@@ -361,32 +361,21 @@ struct Bucket {
     idx: [u32; SLOTS],
 }
 
-const LANE_LO: u64 = 0x7fff_7fff_7fff_7fff;
-const LANE_ONES: u64 = 0x0001_0001_0001_0001;
-
-/// High bit of each 16-bit lane of `x` that is zero, exactly (no borrow false positives:
-/// Hacker's Delight §6-1).
-#[inline(always)]
-fn zero_lanes(x: u64) -> u64 {
-    !(((x & LANE_LO).wrapping_add(LANE_LO)) | x | LANE_LO)
-}
-
-/// Slot of a set bit `p` of a [`Bucket::matches`] mask (bits 0,16,32,48 for word 0 and
-/// 4,20,36,52 for word 1).
+/// Slot of a set bit `p` of a [`Bucket::matches`] mask (bit `2s` for slot `s`).
 #[inline(always)]
 fn slot_of_bit(p: u32) -> usize {
-    ((p >> 4) | (p & 4)) as usize
+    (p / 2) as usize
 }
 
 impl Bucket {
     const EMPTY: Bucket = Bucket { sig: [0; 2], idx: [EMPTY; SLOTS] };
 
-    /// Mask with one bit per slot holding signature `sig` (decode with [`slot_of_bit`]).
-    /// SWAR over two words: about 12 instructions, no branches.
+    /// Mask with one bit per slot holding signature `sig` (decode with [`slot_of_bit`]): one
+    /// vector compare ([`lanes_eq16`]; the SWAR form over two words took about 12
+    /// instructions).
     #[inline(always)]
-    fn matches(&self, sig: u16) -> u64 {
-        let b = u64::from(sig).wrapping_mul(LANE_ONES);
-        (zero_lanes(self.sig[0] ^ b) >> 15) | (zero_lanes(self.sig[1] ^ b) >> 11)
+    fn matches(&self, sig: u16) -> u32 {
+        lanes_eq16(&self.sig, sig)
     }
 
     #[inline]
