@@ -407,6 +407,20 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
     /// no entry, e.g. [`crate::MISS`]); other slots of `out` are untouched. Returns the number
     /// of hits. Worker; never panics, never allocates.
     pub fn lookup_lanes(&self, keys: &[K; BATCH_MAX], lanes: Lanes, out: &mut [V; BATCH_MAX], miss: V) -> u64 {
+        // A batch whose keys are all one (one VNI or one tunnel endpoint, as a VXLAN gateway
+        // sees from a peer; VPP's VXLAN input keeps its last tunnel for the same reason): one
+        // lookup serves every lane. Any other batch stops at its first differing key, most
+        // often the second.
+        let mut it = lanes.into_iter();
+        if let Some(first) = it.next() {
+            let k0 = keys[first];
+            if it.all(|i| keys[i] == k0) {
+                let r = self.lookup(&k0);
+                let v = r.unwrap_or(miss);
+                each_lane!(i in lanes => { out[i] = v });
+                return if r.is_some() { lanes.count() as u64 } else { 0 };
+            }
+        }
         let mut hs = [0u64; BATCH_MAX];
         // A table of a few thousand entries stays in the L2 cache once warm: prefetching its
         // buckets only costs instructions (about 17 a key with both buckets). Past that, both
@@ -744,6 +758,34 @@ mod tests {
         assert_eq!(out[5], 7);
         assert_eq!(out[6], 3);
         assert_eq!(out[7], crate::MISS);
+    }
+
+    #[test]
+    fn a_batch_of_one_key_is_looked_up_once_for_every_lane() {
+        let mut t = ExactTable::<u64, u32>::with_capacity(64);
+        t.insert(100, 9).ok();
+        let mut lanes = Lanes::first(BATCH_MAX);
+        lanes.remove(3);
+        for (key, want, hits) in [(100u64, 9u32, 255u64), (101, crate::MISS, 0)] {
+            let mut keys = [key; BATCH_MAX];
+            keys[3] = 55; // outside the lanes: ignored
+            let mut out = [7; BATCH_MAX];
+            assert_eq!(t.lookup_lanes(&keys, lanes, &mut out, crate::MISS), hits);
+            assert!(out.iter().enumerate().all(|(i, &o)| o == if i == 3 { 7 } else { want }), "{key}");
+            // One differing key anywhere, the last lane included, takes the per-key path.
+            for odd in [0, 1, 200, BATCH_MAX - 1] {
+                let mut keys = keys;
+                keys[odd] = if key == 100 { 101 } else { 100 };
+                let mut out = [7; BATCH_MAX];
+                let got = t.lookup_lanes(&keys, lanes, &mut out, crate::MISS);
+                let each: Vec<u32> = (0..BATCH_MAX).map(|i| if i == 3 { 7 } else { t.lookup(&keys[i]).unwrap_or(crate::MISS) }).collect();
+                assert_eq!(&out[..], &each[..], "{key} odd {odd}");
+                assert_eq!(got, each.iter().enumerate().filter(|&(i, &o)| i != 3 && o != crate::MISS).count() as u64);
+            }
+        }
+        let mut out = [7; BATCH_MAX];
+        assert_eq!(t.lookup_lanes(&[100; BATCH_MAX], Lanes::NONE, &mut out, crate::MISS), 0);
+        assert_eq!(out, [7; BATCH_MAX]);
     }
 
     /// 10 M entries (the stated scale). Slow in the test profile: run with `--ignored`.
