@@ -110,16 +110,9 @@ impl ConntrackStage {
     }
 }
 
-/// The flow key and segment of one packet, or `None` when it is not trackable (or cut short).
-#[inline]
-pub fn key_of(data: &[u8], m: &Meta, zone: u32) -> Option<(FlowKey, Side, Segment)> {
-    let (mut k, mut seg) = (FlowKey::ZERO, Segment::default());
-    let (side, _) = key_into(data, m, zone, 0, &mut k, &mut seg)?;
-    Some((k, side, seg))
-}
-
-/// [`key_of`] writing the key and segment in place (the stage's scratch arrays: no 70-byte
-/// temporary to copy). Returns the sender's side and the key's hash with `seed`
+/// The flow key and segment of one packet, written in place (the stage's scratch arrays: no
+/// 70-byte temporary to copy), or `None` when it is not trackable (or cut short). Returns the
+/// sender's side and the key's hash with `seed`
 /// ([`hash_key`]; an IPv4 key is hashed from its words while they are in registers, not
 /// reloaded from the array); `key`/`seg` are garbage on `None`.
 #[inline]
