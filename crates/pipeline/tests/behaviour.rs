@@ -459,6 +459,62 @@ else:
     }
 }
 
+/// Colour-aware meters keep a packet's incoming colour (RFC 2697 §3, RFC 2698 §3: a
+/// pre-coloured packet is never re-marked to a better colour); a blind one ignores it. Both
+/// kinds, compiled and reference.
+#[test]
+fn colour_aware_meters_keep_the_incoming_colour_and_blind_ones_ignore_it() {
+    let spec = r#"
+name = "colours"
+[parser]
+headers = ["eth", "ipv4", "udp", "tcp"]
+[[meter]]
+name = "aware"
+kind = "srtcm"
+size = 1
+color_aware = true
+[[meter]]
+name = "blind"
+kind = "srtcm"
+size = 1
+[[meter]]
+name = "tr_aware"
+kind = "trtcm"
+size = 1
+color_aware = true
+[control]
+ingress = '''
+if meta.in_port == 1 or meta.in_port == 3:
+    set meta.color = 1
+elif meta.in_port == 5:
+    set meta.color = 2
+if meta.in_port == 2 or meta.in_port == 3:
+    meter blind 0
+elif meta.in_port == 4 or meta.in_port == 5:
+    meter tr_aware 0
+else:
+    meter aware 0
+if meta.color == 0:
+    forward 10
+elif meta.color == 1:
+    forward 11
+else:
+    forward 12
+'''
+"#;
+    let prog = fastpath_pipeline::compile("colours.toml", spec).unwrap_or_else(|e| panic!("{e}"));
+    let rates = "meter aware 0 cir 10000000000 cbs 1000000 ebs 1000000\n\
+                 meter blind 0 cir 10000000000 cbs 1000000 ebs 1000000\n\
+                 meter tr_aware 0 cir 1000000000 cbs 1000000 pir 2000000000 pbs 1000000\n";
+    for mut p in [prog.instantiate(), prog.instantiate_reference()] {
+        p.load_entries("rates", rates).unwrap();
+        let frames: Vec<(u16, Vec<u8>)> = (0..6).map(|port| (port, udp4("10.0.0.1", "10.0.0.2", 64))).collect();
+        let got: Vec<Verdict> = run(&mut p, &frames).iter().map(|(v, _)| *v).collect();
+        let want = [10, 11, 10, 10, 10, 12].map(Verdict::Tx);
+        assert_eq!(got, want);
+    }
+}
+
 /// An allowlist: entries whose action does nothing, a default that does nothing, and the
 /// hit tested afterwards. The classifier pass finishes such hits itself (the action pass only
 /// visits hits with work to do), so the hit bit and the hit count must still come out right.

@@ -519,7 +519,13 @@ fn gen_spec(sel: &[u8]) -> String {
             let _ = writeln!(t, "m{k} = {}", s.of(&[16u8, 8, 32]));
         }
     }
-    let _ = write!(t, "\n[[meter]]\nname = \"m\"\nkind = \"{}\"\nsize = 4\n", s.of(&["srtcm", "trtcm"]));
+    // Both kinds, colour-blind and colour-aware (a second meter step sees the first's colour).
+    let _ = write!(
+        t,
+        "\n[[meter]]\nname = \"m\"\nkind = \"{}\"\nsize = 4\ncolor_aware = {}\n",
+        s.of(&["srtcm", "trtcm"]),
+        s.of(&["false", "true"])
+    );
     t.push_str("\n[[counter]]\nname = \"c\"\nsize = 8\n");
     let actions: Vec<usize> = (0..ACTIONS.len()).filter(|&a| have.ok(ACTIONS[a].3)).collect();
     for &a in &actions {

@@ -134,14 +134,16 @@ impl Stage for MeterStage {
         // `Objects::meter`, a call per packet: about 25 instructions a packet of the overlay).
         // An index out of range or an unconfigured meter gives green, as there.
         let Some(bank) = cx.objects.meters.get_mut(usize::from(self.meter)) else { return };
+        let (two, aware) = (bank.two_rate, bank.color_aware);
         let (meters, drops) = (&mut bank.meters[..], &mut *cx.drops);
-        // The index source and drop_red are tested once per batch, not per packet.
+        // The index source, drop_red and the bank's kind are tested once per batch, not per
+        // packet.
         macro_rules! pass {
-            ($index:expr, $drop_red:expr) => {
+            ($index:expr, $drop_red:expr, $two:literal, $aware:literal) => {
                 each_lane!(i in lanes => {
                     let m = b.meta(i);
-                    let (len, pre) = (pool.len(b.handle(i)) as u32, Color::from_u8(m.color));
-                    let color = meters.get_mut($index(m) as usize).map_or(Color::Green, |mt| mt.mark(now, len, pre)) as u8;
+                    let (len, pre) = (pool.len(b.handle(i)) as u32, m.color);
+                    let color = meters.get_mut($index(m) as usize).map_or(Color::Green, |mt| mt.mark_in::<$two, $aware>(now, len, pre)) as u8;
                     b.meta_mut(i).color = color;
                     if $drop_red && color == 2 {
                         b.drop(i, DropReason::MeterRed);
@@ -150,13 +152,23 @@ impl Stage for MeterStage {
                 })
             };
         }
+        macro_rules! kinds {
+            ($index:expr, $drop_red:expr) => {
+                match (two, aware) {
+                    (false, false) => pass!($index, $drop_red, false, false),
+                    (false, true) => pass!($index, $drop_red, false, true),
+                    (true, false) => pass!($index, $drop_red, true, false),
+                    (true, true) => pass!($index, $drop_red, true, true),
+                }
+            };
+        }
         let reg_of = |r: u8| move |m: &Meta| m.regs.get(usize::from(r)).copied().unwrap_or(0);
         let index = self.index;
         match (self.reg, self.drop_red) {
-            (Some(r), true) => pass!(reg_of(r), true),
-            (Some(r), false) => pass!(reg_of(r), false),
-            (None, true) => pass!(|_: &Meta| index, true),
-            (None, false) => pass!(|_: &Meta| index, false),
+            (Some(r), true) => kinds!(reg_of(r), true),
+            (Some(r), false) => kinds!(reg_of(r), false),
+            (None, true) => kinds!(|_: &Meta| index, true),
+            (None, false) => kinds!(|_: &Meta| index, false),
         }
     }
     fn describe(&self) -> String {
