@@ -4,6 +4,7 @@
 //! into the entry's argument array, objects (meters, counters) are indices into [`Objects`].
 //! [`apply`] runs one primitive on one packet; callers loop over a batch's lanes.
 
+use crate::field::set_ct_verdict;
 use crate::ir::{FieldRef, Operand, Prim, MAX_ARGS};
 use crate::objects::Objects;
 use fastpath_packet::{Batch, DropReason, Hdr, HdrSet, Pool, PuntReason, Slot};
@@ -130,14 +131,11 @@ pub fn apply(p: &Prim, args: &[u128; MAX_ARGS], pool: &mut Pool, b: &mut Batch, 
         }
         Prim::CtCommit(ct, op) => {
             let v = op.value(args, pool.data(h), b.meta(i)) as u32 & 0xff;
-            let m = b.meta_mut(i);
-            cx.objects.ct_commit(*ct, m.flow, v);
-            m.reserved = (m.reserved & 0xff) | ((v as u16) << 8);
+            ct_commit(cx.objects, *ct, b.meta_mut(i), v);
         }
         Prim::CtLoad(ct) => {
             let m = b.meta_mut(i);
-            let v = cx.objects.ct_verdict(*ct, m.flow) & 0xff;
-            m.reserved = (m.reserved & 0xff) | ((v as u16) << 8);
+            set_ct_verdict(m, cx.objects.ct_verdict(*ct, m.flow));
         }
     }
     true
@@ -236,6 +234,13 @@ fn pop_vlan(pool: &mut Pool, h: fastpath_packet::PktId, b: &mut Batch, i: usize)
     } else {
         m.valid.remove(Hdr::Vlan);
     }
+}
+
+/// `ct_commit CT V`: verdict `v` (0..=255) cached in the packet's flow and in its `ct.verdict`.
+#[inline]
+pub(crate) fn ct_commit(objects: &mut Objects, ct: u16, m: &mut fastpath_packet::Meta, v: u32) {
+    objects.ct_commit(ct, m.flow, v);
+    set_ct_verdict(m, v);
 }
 
 /// `vxlan_decap` on slot `i`: false (changing nothing) when the packet has no VXLAN with an

@@ -533,8 +533,15 @@ fn write_meta(m: &mut Meta, f: MetaField, v: u32) {
             }
         }
         MetaField::CtFlag(n) => m.reserved = (m.reserved & !(1 << n)) | ((v as u16 & 1) << n),
-        MetaField::CtVerdict => m.reserved = (m.reserved & 0xff) | ((v as u16 & 0xff) << 8),
+        MetaField::CtVerdict => set_ct_verdict(m, v),
     }
+}
+
+/// Writes `ct.verdict` (the high byte of `Meta::reserved`; the conntrack flags keep the low
+/// one): what `ct_commit` and `ct_load` leave for the conditions after them.
+#[inline]
+pub(crate) fn set_ct_verdict(m: &mut Meta, v: u32) {
+    m.reserved = (m.reserved & 0xff) | ((v & 0xff) as u16) << 8;
 }
 
 #[cfg(test)]

@@ -36,6 +36,11 @@ fn run(p: &mut Pipeline, frames: &[(u16, Vec<u8>)]) -> Vec<(Verdict, Vec<u8>)> {
     (0..b.len()).map(|i| (b.verdict(i), pool.data(b.handle(i)).to_vec())).collect()
 }
 
+/// The verdicts of [`run`].
+fn verdicts(p: &mut Pipeline, frames: &[(u16, Vec<u8>)]) -> Vec<Verdict> {
+    run(p, frames).into_iter().map(|(v, _)| v).collect()
+}
+
 fn drops(p: &Pipeline, stage: &str, r: DropReason) -> u64 {
     p.stats().into_iter().find(|(n, _)| n == stage).map_or(0, |(_, s)| s.drops[r as usize])
 }
@@ -413,9 +418,7 @@ fn ct_commit_verdicts_steer_the_first_packet_and_stay_with_the_flow() {
             |sport, dport| FrameBuilder::eth(A, B).ipv4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()).udp(sport, dport).build();
         let frames = [(0, udp(1000, 80)), (0, udp(1001, 53)), (0, udp(1002, 80))];
         for round in 0..2 {
-            let out = run(&mut p, &frames);
-            let got: Vec<Verdict> = out.iter().map(|(v, _)| *v).collect();
-            assert_eq!(got, [Verdict::Tx(7), Verdict::Tx(1), Verdict::Tx(7)], "round {round}");
+            assert_eq!(verdicts(&mut p, &frames), [Verdict::Tx(7), Verdict::Tx(1), Verdict::Tx(7)], "round {round}");
         }
     }
 }
@@ -452,9 +455,9 @@ else:
     let there = || udp4("10.0.0.1", "10.0.0.2", 64);
     let back = || FrameBuilder::eth(B, A).ipv4("10.0.0.2".parse().unwrap(), "10.0.0.1".parse().unwrap()).udp(53, 1024).build();
     for mut p in [prog.instantiate(), prog.instantiate_reference()] {
-        let got: Vec<Verdict> = run(&mut p, &[(1, there()), (2, there())]).iter().map(|(v, _)| *v).collect();
+        let got = verdicts(&mut p, &[(1, there()), (2, there())]);
         assert_eq!(got, [Verdict::Tx(5), Verdict::Tx(5)], "the same tuple opens a connection in each zone");
-        let got: Vec<Verdict> = run(&mut p, &[(2, back()), (1, there()), (3, back())]).iter().map(|(v, _)| *v).collect();
+        let got = verdicts(&mut p, &[(2, back()), (1, there()), (3, back())]);
         assert_eq!(got, [Verdict::Tx(6), Verdict::Tx(7), Verdict::Tx(6)]);
     }
 }
@@ -509,7 +512,7 @@ else:
     for mut p in [prog.instantiate(), prog.instantiate_reference()] {
         p.load_entries("rates", rates).unwrap();
         let frames: Vec<(u16, Vec<u8>)> = (0..6).map(|port| (port, udp4("10.0.0.1", "10.0.0.2", 64))).collect();
-        let got: Vec<Verdict> = run(&mut p, &frames).iter().map(|(v, _)| *v).collect();
+        let got = verdicts(&mut p, &frames);
         let want = [10, 11, 10, 10, 10, 12].map(Verdict::Tx);
         assert_eq!(got, want);
     }

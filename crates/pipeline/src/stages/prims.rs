@@ -105,8 +105,7 @@ impl Stage for CtLoadStage {
         let ct = self.0;
         each_lane!(i in lanes => {
             let m = b.meta_mut(i);
-            let v = cx.objects.ct_verdict(ct, m.flow) & 0xff;
-            m.reserved = (m.reserved & 0xff) | ((v as u16) << 8);
+            crate::field::set_ct_verdict(m, cx.objects.ct_verdict(ct, m.flow));
         });
     }
     fn describe(&self) -> String {

@@ -1291,11 +1291,7 @@ fn apply_fast(f: Fast, templates: &[EncapTemplate], edits: &[L2Edit], pool: &mut
         Fast::Nop | Fast::General => {}
         Fast::Encap { tpl, port } => encap(templates.get(tpl as usize), port, pool, b, i, cx),
         Fast::Rewrite { macs, port } => rewrite(&macs, port, pool, b, i),
-        Fast::CtCommit { ct, verdict } => {
-            let m = b.meta_mut(i);
-            cx.objects.ct_commit(ct, m.flow, u32::from(verdict));
-            m.reserved = (m.reserved & 0xff) | u16::from(verdict) << 8;
-        }
+        Fast::CtCommit { ct, verdict } => action::ct_commit(cx.objects, ct, b.meta_mut(i), u32::from(verdict)),
     }
 }
 
