@@ -146,7 +146,7 @@ pub struct Sessions {
 }
 
 /// Session maps hash with foldhash: bulk creation hashes three keys per session.
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type Map<K, V> = HashMap<K, V, foldhash::fast::SeedableRandomState>;
 
 impl Sessions {
     /// Sessions over `prog`, which must have the vbng session tables (`up_session`,
@@ -156,7 +156,26 @@ impl Sessions {
     /// # Errors
     /// What the program lacks.
     pub fn new(prog: &Program) -> Result<Sessions, String> {
-        Ok(Sessions { binding: Binding::of(prog)?, by_id: Map::default(), by_ip: Map::default(), by_identity: Map::default() })
+        Sessions::hashed(prog, foldhash::fast::SeedableRandomState::random())
+    }
+
+    /// As [`Sessions::new`], with the same hash seed in every process, for measurements: with a
+    /// random seed, creating 256k sessions costs a few million instructions more or less from
+    /// one run to the next, which `scripts/instructions` would count as per-packet noise.
+    ///
+    /// # Errors
+    /// What the program lacks.
+    pub fn fixed_seed(prog: &Program) -> Result<Sessions, String> {
+        Sessions::hashed(prog, foldhash::fast::SeedableRandomState::fixed())
+    }
+
+    fn hashed(prog: &Program, seed: foldhash::fast::SeedableRandomState) -> Result<Sessions, String> {
+        Ok(Sessions {
+            binding: Binding::of(prog)?,
+            by_id: Map::with_hasher(seed),
+            by_ip: Map::with_hasher(seed),
+            by_identity: Map::with_hasher(seed),
+        })
     }
 
     /// Number of sessions.

@@ -86,7 +86,7 @@ pub fn build(mut pipe: Pipeline, subs: u32, mix: Mix) -> Result<Scenario, String
         plan::mac_text(plan::GATEWAY_MAC)
     );
     pipe.load_entries("vbng bench", &fixed).map_err(|e| e.to_string())?;
-    let mut sessions = Sessions::new(pipe.program())?;
+    let mut sessions = Sessions::fixed_seed(pipe.program())?;
     let t0 = Instant::now();
     let (mut ops, mut undo) = (Vec::with_capacity(4 * subs as usize), Vec::new());
     for i in 0..subs {
