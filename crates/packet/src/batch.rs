@@ -262,6 +262,21 @@ impl Batch {
         n
     }
 
+    /// Empties the batch and refills it with `hs`, every packet already decided with verdict `v`
+    /// (none live); returns how many (at most [`BATCH_MAX`]). Only handles and verdicts are
+    /// written: the slots' metadata is left as it was and means nothing. For a traffic manager's
+    /// output with no egress program after it, which the worker only sends.
+    #[inline]
+    pub fn set_finished(&mut self, hs: impl Iterator<Item = PktId>, v: Verdict) -> usize {
+        let mut n = 0;
+        for (h, (slot, verdict)) in hs.zip(self.pkts.iter_mut().zip(self.verdict.iter_mut())) {
+            (*slot, *verdict) = (h, v);
+            n += 1;
+        }
+        (self.len, self.live) = (n, Lanes::NONE);
+        n
+    }
+
     /// The slots still marked `Continue` (a copy: safe to change verdicts while iterating).
     #[inline]
     pub fn live(&self) -> Lanes {
@@ -394,6 +409,21 @@ mod tests {
         b.set_verdict(3, Verdict::Continue);
         assert!(b.is_live(3));
         assert_eq!(b.meta(0).in_port, 1);
+    }
+
+    #[test]
+    fn set_finished_replaces_the_batch_with_decided_packets() {
+        let mut b = Batch::new();
+        for k in 0..7 {
+            b.push(PktId(k), 1);
+        }
+        let v = Verdict::Tx(3);
+        assert_eq!(b.set_finished((10..13).map(PktId), v), 3);
+        assert_eq!((b.len(), b.live()), (3, Lanes::NONE));
+        assert_eq!(b.handles(), &[PktId(10), PktId(11), PktId(12)]);
+        assert_eq!(b.verdicts(), &[v; 3]);
+        assert_eq!(b.set_finished((0..300).map(PktId), v), BATCH_MAX, "at most a batch");
+        assert!(b.is_full());
     }
 
     #[test]

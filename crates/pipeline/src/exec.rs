@@ -331,6 +331,14 @@ impl Pipeline {
         let Some(tm) = self.tm.as_mut() else { return 0 };
         let t0 = cycles();
         let n = tm.dequeue_burst(usize::from(port), BATCH_MAX, now_ns, &mut self.tm_out[..]);
+        if self.egress.is_empty() {
+            // Nothing runs after the traffic manager: each packet leaves as it is, so the batch
+            // gets handles and verdicts and no metadata.
+            b.set_finished(self.tm_out[..n].iter().map(|d| d.pkt), Verdict::Tx(port));
+            self.end_stats.pkts_in += n as u64;
+            self.tm_stats.cycles += cycles().wrapping_sub(t0);
+            return n;
+        }
         for d in &self.tm_out[..n] {
             b.push(d.pkt, d.user);
         }
@@ -338,20 +346,18 @@ impl Pipeline {
         if n == 0 {
             return 0;
         }
-        let all = b.live();
-        if !self.egress.is_empty() {
-            let st = &mut self.stats[0];
-            let mut trace = Vec::new();
-            let mut cx = StageCx {
-                now_ns,
-                drops: &mut st.drops,
-                objects: &mut self.objects,
-                trace_lanes: Lanes::NONE,
-                trace: &mut trace,
-                acl_keys: &mut self.acl_keys,
-            };
-            self.stages[0].run(pool, b, all, &mut cx);
-        }
+        // Egress parses the packets again first (stage 0, the parser).
+        let st = &mut self.stats[0];
+        let mut trace = Vec::new();
+        let mut cx = StageCx {
+            now_ns,
+            drops: &mut st.drops,
+            objects: &mut self.objects,
+            trace_lanes: Lanes::NONE,
+            trace: &mut trace,
+            acl_keys: &mut self.acl_keys,
+        };
+        self.stages[0].run(pool, b, b.live(), &mut cx);
         for (i, d) in self.tm_out[..n].iter().enumerate() {
             let m = b.meta_mut(i);
             m.out_port = port;
