@@ -438,24 +438,33 @@ impl Pipeline {
     /// port's queues, one burst per port; the rest had no verdict.
     fn enqueue(&mut self, pool: &mut Pool, b: &mut Batch, now_ns: u64, trace_lanes: Lanes) {
         let Some(tm) = self.tm.as_mut() else { return };
-        let live = b.live();
-        let mut todo = lanes_where::<true>(live, |i| b.meta(i).out_port != NO_PORT);
-        let unforwarded = live.and_not(todo);
-        for i in unforwarded {
-            b.finish(i, Verdict::Drop(DropReason::NoVerdict));
-        }
-        self.end_stats.pkts_in += unforwarded.count() as u64;
-        self.end_stats.drops[DropReason::NoVerdict as usize] += unforwarded.count() as u64;
+        let mut todo = b.live();
         let s = &mut self.tm_stats;
         s.calls += 1;
-        s.pkts_in += todo.count() as u64;
         let ecn = self.tm_ecn;
-        // Most batches go to one port: one pass per port in the batch, each a mask of its lanes
-        // (built in registers), then a dense gather of their descriptors.
+        // Most batches go to one port: one pass per port in the batch gathers its packets'
+        // descriptors densely and leaves the other ports' lanes for the next pass.
         while let Some(first) = todo.into_iter().next() {
             let port = b.meta(first).out_port;
+            if port == NO_PORT {
+                let mut rest = Lanes::NONE;
+                let mut unforwarded = 0u64;
+                for i in todo {
+                    if b.meta(i).out_port == NO_PORT {
+                        b.finish(i, Verdict::Drop(DropReason::NoVerdict));
+                        unforwarded += 1;
+                    } else {
+                        rest.insert(i);
+                    }
+                }
+                todo = rest;
+                self.end_stats.pkts_in += unforwarded;
+                self.end_stats.drops[DropReason::NoVerdict as usize] += unforwarded;
+                continue;
+            }
             if port == FLOOD_PORT {
                 todo.remove(first);
+                s.pkts_in += 1;
                 let to = FloodTo { tm, stats: s, fdb: self.flood.as_ref(), ecn };
                 let r = flood(to, pool, b, first, now_ns);
                 if let (true, Some((port, class, enq))) = (trace_lanes.contains(first), r) {
@@ -464,36 +473,56 @@ impl Pipeline {
                 }
                 continue;
             }
-            let group = lanes_where::<true>(todo, |i| b.meta(i).out_port == port);
-            todo = todo.and_not(group);
+            let mut rest = Lanes::NONE;
             let mut n = 0;
             let mut lanes = [0u8; BATCH_MAX];
             let tm_in = &mut self.tm_in;
-            match self.tm_pipe {
-                None => each_lane!(i in group => {
-                    tm_in[n % BATCH_MAX] = desc(pool, b.handle(i), b.meta(i), ecn);
-                    lanes[n % BATCH_MAX] = i as u8;
-                    n += 1;
-                }),
-                Some(f) => each_lane!(i in group => {
-                    let m = b.meta(i);
-                    tm_in[n % BATCH_MAX] = Desc { pipe: crate::field::read_meta(m, f), ..desc(pool, b.handle(i), m, ecn) };
-                    lanes[n % BATCH_MAX] = i as u8;
-                    n += 1;
-                }),
+            macro_rules! gather {
+                (|$m:ident| $pipe:expr) => {
+                    each_lane!(i in todo => {
+                        let $m = b.meta(i);
+                        if $m.out_port != port {
+                            rest.insert(i);
+                            continue;
+                        }
+                        tm_in[n % BATCH_MAX] = Desc { pipe: $pipe, ..desc(pool, b.handle(i), $m, ecn) };
+                        lanes[n % BATCH_MAX] = i as u8;
+                        n += 1;
+                    })
+                };
             }
+            match self.tm_pipe {
+                None => gather!(|m| 0),
+                // A subscriber's pipe in a register (vbng's `meta.sub`): one load.
+                Some(crate::ir::MetaField::Reg(r)) => {
+                    let r = usize::from(r);
+                    gather!(|m| m.regs.get(r).copied().unwrap_or(0))
+                }
+                Some(f) => gather!(|m| crate::field::read_meta(m, f)),
+            }
+            todo = rest;
+            s.pkts_in += n as u64;
             let (tm_in, res) = (&self.tm_in[..n], &mut self.tm_res[..n]);
             tm.enqueue_burst(usize::from(port), tm_in, now_ns, res);
-            for (&i, &r) in lanes[..n].iter().zip(res.iter()) {
-                let i = usize::from(i);
-                let v = match settle(s, pool, b.handle(i), b.meta(i), r) {
-                    None => Verdict::Queued(port),
-                    Some(reason) => Verdict::Drop(reason),
-                };
-                b.finish(i, v);
+            let lanes = &lanes[..n];
+            if res.iter().all(|&r| r == Enq::Queued) {
+                // Every packet taken, none marked (an uncongested port): only verdicts to write.
+                for &i in lanes {
+                    b.finish(usize::from(i), Verdict::Queued(port));
+                }
+                s.pkts_out += n as u64;
+            } else {
+                for (&i, &r) in lanes.iter().zip(res.iter()) {
+                    let i = usize::from(i);
+                    let v = match settle(s, pool, b.handle(i), b.meta(i), r) {
+                        None => Verdict::Queued(port),
+                        Some(reason) => Verdict::Drop(reason),
+                    };
+                    b.finish(i, v);
+                }
             }
             if !trace_lanes.is_empty() {
-                for (k, &i) in lanes[..n].iter().enumerate() {
+                for (k, &i) in lanes.iter().enumerate() {
                     let i = usize::from(i);
                     if trace_lanes.contains(i) {
                         let class = tm_in[k].class;

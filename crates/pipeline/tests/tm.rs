@@ -166,6 +166,50 @@ forward 1
 }
 
 #[test]
+fn a_batch_for_two_ports_and_none_is_split_lane_by_lane() {
+    // Interleaved lanes for port 0, port 1 and no port at all: each port's queue gets its
+    // packets in arrival order, the unforwarded ones are dropped as `no_verdict`, and the
+    // counters split the same way.
+    let text = r#"
+name = "split"
+[parser]
+headers = ["eth", "ipv4", "udp"]
+[control]
+ingress = '''
+if udp.dport == 1:
+    forward 0
+elif udp.dport == 2:
+    forward 1
+'''
+[tm]
+"#;
+    let mut p = fastpath_pipeline::compile("split.toml", text).unwrap_or_else(|e| panic!("{e}")).instantiate();
+    p.set_ports(2).unwrap();
+    let mut pool = Pool::new(64);
+    let dports = [1u16, 2, 0, 1, 0, 2, 2, 1, 1];
+    let frames: Vec<Vec<u8>> = dports
+        .iter()
+        .enumerate()
+        .map(|(k, &d)| FrameBuilder::eth(B, A).ipv4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)).udp(100 + k as u16, d).build())
+        .collect();
+    let v = offer(&mut p, &mut pool, &frames, 0);
+    let want: Vec<Verdict> = dports
+        .iter()
+        .map(|&d| match d {
+            0 => Verdict::Drop(DropReason::NoVerdict),
+            d => Verdict::Queued(d - 1),
+        })
+        .collect();
+    assert_eq!(v, want);
+    let sports = |out: Vec<(Verdict, Vec<u8>)>| -> Vec<u16> { out.iter().map(|(_, f)| u16::from_be_bytes([f[34], f[35]])).collect() };
+    assert_eq!(sports(drain(&mut p, &mut pool, 0, 0)), [100, 103, 107, 108]);
+    assert_eq!(sports(drain(&mut p, &mut pool, 1, 0)), [101, 105, 106]);
+    let t = row(&p, "tm");
+    assert_eq!((t.pkts_in, t.pkts_out), (7, 7));
+    assert_eq!(row(&p, "end").drops[DropReason::NoVerdict as usize], 2);
+}
+
+#[test]
 fn pcp_classification_reads_the_outer_tag() {
     let mut p = build("[tm]\nclassify = \"pcp\"\n");
     let mut pool = Pool::new(64);
