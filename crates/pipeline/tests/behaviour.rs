@@ -936,3 +936,50 @@ fn classifier_changes_and_folds_keep_every_replica_exact() {
     assert!(folds >= 3, "only {folds} folds: the test no longer covers them");
     assert_eq!(worker.table("acl").unwrap().len(), live.len());
 }
+
+/// A counter with a `ttl_dec` before it and one with a `ttl_dec` after it, each run in one loop:
+/// a packet whose TTL expires is counted only when the count came first, the drops land in the
+/// stage's row, and the compiled pipeline agrees with the reference interpreter.
+#[test]
+fn ttl_dec_next_to_a_count_keeps_the_order_of_the_two() {
+    let spec = r#"
+name = "ttl-count"
+[parser]
+headers = ["eth", "ipv4", "udp"]
+[metadata]
+idx = 8
+[[counter]]
+name = "seen"
+size = 4
+[control]
+ingress = '''
+if meta.in_port == 0:
+    set meta.idx = 2
+    ttl_dec
+    count seen meta.idx
+    forward 1
+else:
+    count seen 3
+    ttl_dec
+    forward 0
+'''
+"#;
+    let prog = fastpath_pipeline::compile("ttl-count.toml", spec).unwrap_or_else(|e| panic!("{e}"));
+    let frames: Vec<(u16, Vec<u8>)> =
+        [(0, 64), (0, 1), (0, 2), (1, 1), (1, 9), (1, 0)].iter().map(|&(port, ttl)| (port, udp4("10.0.0.1", "10.0.0.2", ttl))).collect();
+    let expired = Verdict::Drop(DropReason::TtlExpired);
+    for mut p in [prog.instantiate(), prog.instantiate_reference()] {
+        let out = run(&mut p, &frames);
+        let v: Vec<Verdict> = out.iter().map(|(v, _)| *v).collect();
+        assert_eq!(v, [Verdict::Tx(1), expired, Verdict::Tx(1), expired, Verdict::Tx(0), expired]);
+        assert_eq!(ipv4_ok(&out[0].1).ttl(), 63);
+        assert_eq!(ipv4_ok(&out[4].1).ttl(), 8);
+        let seen = &p.objects().counter("seen").unwrap().values;
+        assert_eq!((seen[2].0, seen[3].0), (2, 3), "ttl_dec first: 2 of 3 counted; count first: all 3");
+        assert_eq!((seen[2].1, seen[3].1), (2 * 64, 3 * 64));
+        let all: u64 = p.stats().iter().map(|(_, s)| s.drops[DropReason::TtlExpired as usize]).sum();
+        assert_eq!(all, 3);
+    }
+    let plan = prog.instantiate().show_plan();
+    assert!(plan.contains("ttl_dec ▸ count") && plan.contains("▸ ttl_dec (one loop)"), "{plan}");
+}

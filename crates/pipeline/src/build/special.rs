@@ -5,8 +5,9 @@
 //! - [`fast_form`]: a table entry whose body is `forward P`, a next-hop rewrite, a register write,
 //!   nothing, or a constant VXLAN encap is pre-digested at insert time into a [`Fast`].
 //! - [`prim_stage`]: a control-block primitive run that is l2fwd's MAC swap, a lone `ttl_dec`,
-//!   `forward CONST`, `vxlan_decap`, `ct_load` or a meter indexed by a register or a constant
-//!   becomes a tight loop with no dispatch.
+//!   `forward CONST`, `vxlan_decap`, `ct_load`, a meter or a counter indexed by a register or a
+//!   constant (the counter with a `ttl_dec` before or after it) becomes a tight loop with no
+//!   dispatch.
 //! - [`fuse_steps`]: a lone `ttl_dec` run just before a table on the same lanes runs inside the
 //!   table's key pass.
 //! - [`parser_classes`]: the traffic manager's DSCP classifier runs in the parser's loop.
@@ -20,7 +21,7 @@ use crate::ir::{
 use crate::stages::l2edit::{L2Edit, MAX_PUSH, MAX_REGS};
 use crate::stages::parser::Parser;
 use crate::stages::prims::{
-    ChainStage, CountStage, CtLoadStage, ForwardStage, MacSwapStage, MeterStage, PrimStage, TtlDecStage, VxlanDecapStage,
+    ChainStage, CountStage, CtLoadStage, ForwardStage, MacSwapStage, MeterStage, PrimStage, TtlDec, TtlDecStage, VxlanDecapStage,
 };
 use crate::stages::vxlan::{EncapTemplate, Tunnel};
 use fastpath_packet::{HdrSet, Slot};
@@ -174,29 +175,41 @@ fn l2_edit(body: &[Prim], val: impl Fn(&Operand) -> Option<u128>, eth_at: impl F
 }
 
 /// The stage for a run of primitives in a control block: a dedicated loop for one primitive
-/// that has one; for a longer run where some have, a chain of dedicated loops and interpreted
-/// runs.
+/// (or a pair, such as a counter next to a `ttl_dec`) that has one; for a longer run where
+/// some have, a chain of dedicated loops and interpreted runs.
 pub fn prim_stage(prims: &[Prim]) -> Box<dyn Stage> {
-    if prims.len() > 1 && chainable(prims) && prims.iter().any(|p| dedicated(std::slice::from_ref(p)).is_some()) {
-        let mut chain: Vec<Box<dyn Stage>> = Vec::new();
-        let mut run: Vec<Prim> = Vec::new();
-        for p in prims {
-            match dedicated(std::slice::from_ref(p)) {
-                Some(s) => {
-                    if !run.is_empty() {
-                        chain.push(Box::new(PrimStage { prims: std::mem::take(&mut run) }));
-                    }
-                    chain.push(s);
-                }
-                None => run.push(p.clone()),
-            }
-        }
-        if !run.is_empty() {
-            chain.push(Box::new(PrimStage { prims: run }));
-        }
-        return Box::new(ChainStage(chain));
+    if let Some(s) = dedicated(prims) {
+        return s;
     }
-    dedicated(prims).unwrap_or_else(|| Box::new(PrimStage { prims: prims.to_vec() }))
+    if prims.len() < 2 || !chainable(prims) {
+        return Box::new(PrimStage { prims: prims.to_vec() });
+    }
+    let mut chain: Vec<Box<dyn Stage>> = Vec::new();
+    let mut run: Vec<Prim> = Vec::new();
+    let mut k = 0;
+    while let Some(p) = prims.get(k) {
+        let (s, used) = match prims.get(k..k + 2).and_then(dedicated) {
+            Some(s) => (Some(s), 2),
+            None => (dedicated(std::slice::from_ref(p)), 1),
+        };
+        match s {
+            Some(s) => {
+                if !run.is_empty() {
+                    chain.push(Box::new(PrimStage { prims: std::mem::take(&mut run) }));
+                }
+                chain.push(s);
+            }
+            None => run.push(p.clone()),
+        }
+        k += used;
+    }
+    if chain.is_empty() {
+        return Box::new(PrimStage { prims: run });
+    }
+    if !run.is_empty() {
+        chain.push(Box::new(PrimStage { prims: run }));
+    }
+    Box::new(ChainStage(chain))
 }
 
 /// A chain runs each primitive over the whole batch before the next, where the interpreter runs
@@ -239,7 +252,15 @@ fn dedicated(prims: &[Prim]) -> Option<Box<dyn Stage>> {
         }
         [Prim::Count(counter, idx)] => {
             let (reg, index) = reg_or_const(idx)?;
-            Box::new(CountStage { counter: *counter, reg, index })
+            Box::new(CountStage { counter: *counter, reg, index, ttl: TtlDec::No })
+        }
+        [Prim::TtlDec, Prim::Count(counter, idx)] => {
+            let (reg, index) = reg_or_const(idx)?;
+            Box::new(CountStage { counter: *counter, reg, index, ttl: TtlDec::Before })
+        }
+        [Prim::Count(counter, idx), Prim::TtlDec] => {
+            let (reg, index) = reg_or_const(idx)?;
+            Box::new(CountStage { counter: *counter, reg, index, ttl: TtlDec::After })
         }
         _ => return None,
     })

@@ -175,7 +175,10 @@ impl Stage for MeterStage {
     }
 }
 
-/// `count C meta.REG` (a per-session counter) or `count C CONST`.
+/// `count C meta.REG` (a per-session counter) or `count C CONST`, with a `ttl_dec` right before
+/// or after it in the same loop when the control block has one there (vbng's downstream
+/// `ttl_dec; count sub_down meta.sub` and upstream `count sub_up meta.sub; ttl_dec`): one pass
+/// over the packets instead of two, the same results (a counter is not the packet's).
 pub struct CountStage {
     /// Counter array.
     pub counter: u16,
@@ -183,21 +186,81 @@ pub struct CountStage {
     pub reg: Option<u8>,
     /// The constant index when `reg` is `None`.
     pub index: u32,
+    /// Where a `ttl_dec` runs in the loop.
+    pub ttl: TtlDec,
+}
+
+/// Where [`CountStage`] runs a `ttl_dec`: a packet it drops (`ttl_expired`) is counted only
+/// when the count came first, as when the two run apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TtlDec {
+    /// No `ttl_dec`.
+    No,
+    /// `ttl_dec; count`.
+    Before,
+    /// `count; ttl_dec`.
+    After,
+}
+
+impl CountStage {
+    /// The loop for one index source and `ttl_dec` placement (`TTL`: 0 none, 1 before, 2 after).
+    #[inline(always)]
+    fn pass<const TTL: u8>(&self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>, index: impl Fn(&Meta) -> u32) {
+        // The array found once per batch (out-of-range indices are ignored: packet data must
+        // not crash us).
+        let Some(values) = cx.objects.counters.get_mut(usize::from(self.counter)).map(|c| &mut c.values[..]) else { return };
+        let bump = |values: &mut [(u64, u64)], k: u32, len: u64| {
+            if let Some(v) = values.get_mut(k as usize) {
+                (v.0, v.1) = (v.0 + 1, v.1 + len);
+            }
+        };
+        let mut expired = 0u64;
+        each_lane!(i in lanes => {
+            let m = b.meta(i);
+            let data = pool.data_mut(b.handle(i));
+            let (k, len) = (index(m), data.len() as u64);
+            if TTL == 2 {
+                bump(values, k, len);
+            }
+            if TTL != 0 && !action::ttl_dec(data, m) {
+                b.drop(i, DropReason::TtlExpired);
+                expired += 1;
+                continue;
+            }
+            if TTL != 2 {
+                bump(values, k, len);
+            }
+        });
+        cx.drops[DropReason::TtlExpired as usize] += expired;
+    }
 }
 
 impl Stage for CountStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
-        let (c, reg, index) = (self.counter, self.reg.map(usize::from), self.index);
-        each_lane!(i in lanes => {
-            let k = match reg {
-                Some(r) => b.meta(i).regs.get(r).copied().unwrap_or(0),
-                None => index,
+        macro_rules! by_ttl {
+            ($index:expr) => {
+                match self.ttl {
+                    TtlDec::No => self.pass::<0>(pool, b, lanes, cx, $index),
+                    TtlDec::Before => self.pass::<1>(pool, b, lanes, cx, $index),
+                    TtlDec::After => self.pass::<2>(pool, b, lanes, cx, $index),
+                }
             };
-            cx.objects.count(c, k as usize, pool.len(b.handle(i)) as u64);
-        });
+        }
+        match self.reg.map(usize::from) {
+            Some(r) => by_ttl!(|m: &Meta| m.regs.get(r).copied().unwrap_or(0)),
+            None => {
+                let index = self.index;
+                by_ttl!(|_: &Meta| index)
+            }
+        }
     }
     fn describe(&self) -> String {
-        format!("count #{} index {:?}/{}", self.counter, self.reg, self.index)
+        let count = format!("count #{} index {:?}/{}", self.counter, self.reg, self.index);
+        match self.ttl {
+            TtlDec::No => count,
+            TtlDec::Before => format!("ttl_dec ▸ {count} (one loop)"),
+            TtlDec::After => format!("{count} ▸ ttl_dec (one loop)"),
+        }
     }
 }
 
