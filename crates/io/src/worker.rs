@@ -487,6 +487,12 @@ impl<P: Processor> Worker<P> {
                 }
             }
         }
+        // A batch the traffic manager took whole (every packet `Queued`): nothing to send or
+        // free, one count.
+        if matches!(b.verdicts().first(), Some(Verdict::Queued(_))) && b.verdicts().iter().all(|v| matches!(v, Verdict::Queued(_))) {
+            s.queued += b.len() as u64;
+            return;
+        }
         // General path: gather per output port (one slot write per packet), free the rest.
         // Counters add up in locals and are stored once per batch.
         let punt_port = self.punt_port.map(usize::from);
@@ -695,6 +701,36 @@ mod tests {
         assert!(s.egress_batches >= 34, "three packets per egress batch: {}", s.egress_batches);
         assert_eq!(w.processor().held(), 0);
         assert_eq!(w.pool().available(), 256);
+    }
+
+    #[test]
+    fn a_batch_partly_queued_frees_only_what_was_not() {
+        // Verdicts Queued, Queued, Drop, Queued, ...: the queued packets stay with the processor,
+        // the dropped ones are freed and counted, batch by batch.
+        struct Some3(Vec<PktId>);
+        impl Processor for Some3 {
+            fn process(&mut self, _: &mut Pool, b: &mut Batch, _: u64) {
+                for i in 0..b.len() {
+                    if i % 3 == 2 {
+                        b.drop(i, fastpath_packet::DropReason::ActionDrop);
+                    } else {
+                        self.0.push(b.handle(i));
+                        b.set_verdict(i, Verdict::Queued(0));
+                    }
+                }
+            }
+        }
+        use crate::mem::{MemSink, MemSource};
+        let src = MemSource::new("src", &crate::mem::TrafficProfile::default()).unwrap().with_limit(90);
+        let ports: Vec<Box<dyn Port>> = vec![Box::new(MemSink::new("sink")), Box::new(src)];
+        let mut w = Worker::new(Pool::new(256), ports, Some3(Vec::new()));
+        while w.poll_once() > 0 {}
+        let s = w.stats();
+        assert_eq!(s.rx_pkts, 90);
+        let held = w.processor().0.len() as u64;
+        assert_eq!((s.queued, s.dropped), (held, 90 - held));
+        assert!(held >= 58, "{held}");
+        assert_eq!(w.pool().available(), 256 - held as usize, "the dropped ones were freed, the queued not");
     }
 
     /// An exception path that keeps what was punted and has packet-outs to send.
