@@ -209,11 +209,24 @@ struct Batch {
     count: [u8; CELLS],
     bytes: u64,
     rounds: usize,
+    /// The OR of every held packet's round: below `ROUNDS` unless the batch has one group (see
+    /// [`Hq::enqueue_held`]).
+    round_or: u64,
 }
 
 impl Default for Batch {
     fn default() -> Batch {
-        Batch { descs: [Desc::default(); BATCH], key: [0; BATCH], n: 0, groups: [0; BATCH], ng: 0, count: [0; CELLS], bytes: 0, rounds: 0 }
+        Batch {
+            descs: [Desc::default(); BATCH],
+            key: [0; BATCH],
+            n: 0,
+            groups: [0; BATCH],
+            ng: 0,
+            count: [0; CELLS],
+            bytes: 0,
+            rounds: 0,
+            round_or: 0,
+        }
     }
 }
 
@@ -224,7 +237,7 @@ impl Batch {
         if let Some(used) = self.count.get_mut(..self.rounds * PLACES) {
             used.fill(0);
         }
-        (self.n, self.ng, self.bytes, self.rounds) = (0, 0, 0, 0);
+        (self.n, self.ng, self.bytes, self.rounds, self.round_or) = (0, 0, 0, 0, 0);
     }
 }
 
@@ -578,7 +591,10 @@ impl<const C: usize> Hq<C> {
         }
         b.ng = ng;
         let fits = done == n
-            && (rounds < ROUNDS as u64 || ng == 1)
+            // Past `ROUNDS` rounds the cells wrap: only a batch of one group, sent in arrival
+            // order, may have them (a burst that brings a second group to such a batch, or a
+            // first group to a batch whose rounds wrap, takes the queues).
+            && ((rounds | b.round_or) < ROUNDS as u64 || ng == 1)
             && ng <= PLACES
             && b.bytes + bytes < 1 << 32
             && buf.free_pkts() >= n as u64
@@ -610,6 +626,7 @@ impl<const C: usize> Hq<C> {
         }
         b.n += n;
         b.bytes += bytes;
+        b.round_or |= rounds;
         // `rounds` is the OR of the rounds, at least their largest; a batch of one group may
         // have more rounds than cells (see `drain_held`), and its cells wrap.
         b.rounds = b.rounds.max((rounds as usize).min(ROUNDS - 1) + 1);
@@ -1454,6 +1471,31 @@ mod tests {
             assert_eq!(r.deq(64, 0), vec![desc(2, 0, 0, 1000)]);
             assert_eq!(r.h.sleeping_pipes(), 1);
         }
+    }
+
+    /// A held batch of one group may span more rounds than there are cells (it is sent in
+    /// arrival order); a second group's burst then takes the queues, where the round robin
+    /// interleaves the two groups, instead of joining cells that have wrapped.
+    #[test]
+    fn a_second_group_does_not_join_a_batch_whose_rounds_wrap() {
+        let cfg = HqosConfig {
+            classes: 4,
+            groups: vec![GroupConfig { pipes: 40, profile: 0, shaper: None }, GroupConfig { pipes: 40, profile: 0, shaper: None }],
+            quantum_bytes: 200,
+            ..HqosConfig::default()
+        };
+        let (mut a, mut b) = (Rig::new(&cfg), Rig::new(&cfg).unbatched());
+        // 30 packets of 150 bytes in group 0: 22 rounds of 200 bytes; then one in group 1.
+        let first: Vec<Desc> = (0..30).map(|k| desc(k, k, 0, 150)).collect();
+        let second = [desc(100, 50, 0, 150)];
+        for r in [&mut a, &mut b] {
+            assert_eq!(r.enq(&first), vec![Enq::Queued; 30]);
+            assert_eq!(r.enq(&second), vec![Enq::Queued]);
+        }
+        let sent = a.deq(64, 0);
+        assert_eq!(sent, b.deq(64, 0));
+        let at = sent.iter().position(|d| d.pkt.0 == 100).unwrap();
+        assert_eq!(at, 2, "group 1 sends after group 0's first quantum: {sent:?}");
     }
 
     #[test]
