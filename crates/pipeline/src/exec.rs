@@ -307,6 +307,7 @@ impl Pipeline {
             self.trace.begin_batch(pool, b, trace_lanes);
         }
         self.masks[0] = b.live();
+        self.objects.ct_changes = 0;
         run_steps(self, false, pool, b, now_ns, trace_lanes);
         if self.tm.is_some() {
             let t0 = cycles();
@@ -346,6 +347,7 @@ impl Pipeline {
         if n == 0 {
             return 0;
         }
+        self.objects.ct_changes = 0;
         // Egress parses the packets again first (stage 0, the parser).
         let st = &mut self.stats[0];
         let mut trace = Vec::new();

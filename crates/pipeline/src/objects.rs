@@ -105,6 +105,10 @@ pub struct Objects {
     pub counters: Vec<CounterBank>,
     /// Connection-tracking tables, in spec order.
     pub conntracks: Vec<Conntrack>,
+    /// Flows' cached verdicts written (`ct_commit`) and flows freed (ageing) since the batch
+    /// began: while it is 0, every packet's `ct.verdict` is still its flow's cached verdict
+    /// (conntrack loaded it), so a `ct_load` may skip the batch ([`crate::stages::prims::CtLoadStage`]).
+    pub(crate) ct_changes: u64,
 }
 
 /// A named connection-tracking table (`[[conntrack]]`).
@@ -156,6 +160,7 @@ impl Objects {
                     Conntrack { name: c.name.clone(), table }
                 })
                 .collect(),
+            ct_changes: 0,
         }
     }
 
@@ -163,6 +168,7 @@ impl Objects {
     /// or free ids are ignored).
     #[inline]
     pub fn ct_commit(&mut self, ct: u16, id: u32, verdict: u32) {
+        self.ct_changes += 1;
         if let Some(c) = self.conntracks.get_mut(usize::from(ct)) {
             c.table.set_action(id, verdict);
         }

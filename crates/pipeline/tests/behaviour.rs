@@ -983,3 +983,45 @@ else:
     let plan = prog.instantiate().show_plan();
     assert!(plan.contains("ttl_dec ▸ count") && plan.contains("▸ ttl_dec (one loop)"), "{plan}");
 }
+
+/// `ct_load` leaves a batch alone only when nothing but conntrack and `ct_commit` writes
+/// `ct.verdict`: here a `set ct.verdict = 0` before it makes it reload every batch, and an
+/// established flow's packet still finds its committed verdict; without the `set`, the plan
+/// says the load is skipped in a batch with no commit, and the verdicts are the same.
+#[test]
+fn ct_load_reloads_what_a_set_overwrote() {
+    let spec = |extra: &str| {
+        format!(
+            r#"
+name = "ct-load"
+[parser]
+headers = ["eth", "ipv4", "udp"]
+[[conntrack]]
+name = "flows"
+size = 64
+[control]
+ingress = '''
+conntrack flows
+if ct.new:
+    ct_commit flows 1
+{extra}
+ct_load flows
+if ct.verdict != 1:
+    drop acl_deny
+forward 1
+'''
+"#
+        )
+    };
+    let f = udp4("10.0.0.1", "10.0.0.2", 64);
+    // In a branch of its own, so that the `set` is not in `ct_load`'s primitive run.
+    for (extra, skipped) in [("if ipv4.valid:\n    set ct.verdict = 0", false), ("", true)] {
+        let prog = fastpath_pipeline::compile("ct-load.toml", &spec(extra)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(prog.instantiate().show_plan().contains("(skipped in a batch"), skipped, "{extra:?}");
+        for mut p in [prog.instantiate(), prog.instantiate_reference()] {
+            // The new flow's packet (committed), then the established flow's alone in a batch.
+            assert_eq!(verdicts(&mut p, &[(0, f.clone())]), [Verdict::Tx(1)], "{extra:?}");
+            assert_eq!(verdicts(&mut p, &[(0, f.clone()), (0, f.clone())]), [Verdict::Tx(1); 2], "{extra:?}");
+        }
+    }
+}

@@ -43,6 +43,7 @@ impl Program {
     pub fn instantiate_with(&self, opts: BuildOptions) -> Pipeline {
         let special = opts.specialise;
         let absorbed_dscp = if special { special::parser_classes(self) } else { None };
+        let ct_exact = special && special::ct_load_exact(self);
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
         for (_, s) in &self.stages {
             stages.push(match s {
@@ -54,7 +55,7 @@ impl Program {
                     })
                 }
                 StageDef::Table(t) => crate::table::build_stage(self, *t, special),
-                StageDef::Prims(p) if special => special::prim_stage(p),
+                StageDef::Prims(p) if special => special::prim_stage(p, ct_exact),
                 StageDef::Prims(p) => Box::new(crate::stages::prims::PrimStage { prims: p.clone() }),
                 StageDef::Conntrack(ct, zone) => Box::new(crate::stages::conntrack::ConntrackStage::new(*ct, *zone)),
                 StageDef::L2Switch(f) => Box::new(crate::stages::l2::L2Switch::new(&self.fdbs[*f])),

@@ -177,7 +177,10 @@ fn l2_edit(body: &[Prim], val: impl Fn(&Operand) -> Option<u128>, eth_at: impl F
 /// The stage for a run of primitives in a control block: a dedicated loop for one primitive
 /// (or a pair, such as a counter next to a `ttl_dec`) that has one; for a longer run where
 /// some have, a chain of dedicated loops and interpreted runs.
-pub fn prim_stage(prims: &[Prim]) -> Box<dyn Stage> {
+///
+/// `ct_exact`: `ct_load` may skip a batch with no commit or freed flow ([`ct_load_exact`]).
+pub fn prim_stage(prims: &[Prim], ct_exact: bool) -> Box<dyn Stage> {
+    let dedicated = |prims: &[Prim]| dedicated(prims, ct_exact);
     if let Some(s) = dedicated(prims) {
         return s;
     }
@@ -233,8 +236,28 @@ fn chainable(prims: &[Prim]) -> bool {
     true
 }
 
+/// Whether a packet's `ct.verdict` can differ from its flow's cached verdict only after a
+/// `ct_commit` or a freed flow: the program has one conntrack table (so every packet's flow is
+/// one of its flows) and no `set` or `swap` writes `ct.verdict` (a packet no conntrack saw
+/// has no flow and verdict 0, which is what `ct_load` gives it).
+pub fn ct_load_exact(p: &Program) -> bool {
+    let writes_verdict = |prim: &Prim| {
+        let v = |f: &FieldRef| f.loc == Loc::Meta(MetaField::CtVerdict);
+        match prim {
+            Prim::Set(f, _) => v(f),
+            Prim::Swap(a, b) => v(a) || v(b),
+            _ => false,
+        }
+    };
+    let prims = p.stages.iter().filter_map(|(_, s)| match s {
+        StageDef::Prims(v) => Some(v.as_slice()),
+        _ => None,
+    });
+    p.conntracks.len() == 1 && !p.actions.iter().map(|a| a.body.as_slice()).chain(prims).flatten().any(writes_verdict)
+}
+
 /// A dedicated loop for `prims`, if there is one.
-fn dedicated(prims: &[Prim]) -> Option<Box<dyn Stage>> {
+fn dedicated(prims: &[Prim], ct_exact: bool) -> Option<Box<dyn Stage>> {
     let reg_or_const = |o: &Operand| match o {
         Operand::Field(FieldRef { loc: Loc::Meta(MetaField::Reg(r)), .. }) => Some((Some(*r), 0)),
         Operand::Const(c) if *c <= u128::from(u32::MAX) => Some((None, *c as u32)),
@@ -245,7 +268,7 @@ fn dedicated(prims: &[Prim]) -> Option<Box<dyn Stage>> {
         [Prim::TtlDec] => Box::new(TtlDecStage),
         [Prim::Forward(Operand::Const(p))] if *p <= u128::from(u16::MAX) => Box::new(ForwardStage(*p as u16)),
         [Prim::VxlanDecap] => Box::new(VxlanDecapStage),
-        [Prim::CtLoad(ct)] => Box::new(CtLoadStage(*ct)),
+        [Prim::CtLoad(ct)] => Box::new(CtLoadStage { ct: *ct, skip_unchanged: ct_exact }),
         [Prim::Meter(meter, idx, drop_red)] => {
             let (reg, index) = reg_or_const(idx)?;
             Box::new(MeterStage { meter: *meter, reg, index, drop_red: *drop_red })

@@ -293,8 +293,10 @@ impl Stage for ConntrackStage {
             m.flow = if flags & CT_INVALID == 0 { id } else { NO_FLOW };
             m.hash = (self.hashes[k] >> 32) as u32 | 1;
         }
-        // Ageing with a small budget.
-        table.expire(now, EXPIRE_BUDGET.max(2 * n));
+        // Ageing with a small budget. A flow freed here may be a packet's of this batch (one
+        // whose deadline has passed the moment it was tracked): `ct_load` must then run.
+        let freed = table.expire(now, EXPIRE_BUDGET.max(2 * n));
+        cx.objects.ct_changes += freed as u64;
     }
 
     fn describe(&self) -> String {

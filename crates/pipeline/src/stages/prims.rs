@@ -98,18 +98,33 @@ impl Stage for VxlanDecapStage {
 }
 
 /// `ct_load CT`: the flow's cached verdict into `ct.verdict`.
-pub struct CtLoadStage(pub u16);
+pub struct CtLoadStage {
+    /// Conntrack table.
+    pub ct: u16,
+    /// The program has this one conntrack table and nothing writes `ct.verdict` but conntrack
+    /// and `ct_commit`: a packet's `ct.verdict` then differs from its flow's cached verdict only
+    /// after a commit or a freed flow in its batch, and a batch with neither is left as it is
+    /// (the overlay's established flows).
+    pub skip_unchanged: bool,
+}
 
 impl Stage for CtLoadStage {
     fn run(&mut self, _pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
-        let ct = self.0;
+        if self.skip_unchanged && cx.objects.ct_changes == 0 {
+            return;
+        }
+        let ct = self.ct;
         each_lane!(i in lanes => {
             let m = b.meta_mut(i);
             crate::field::set_ct_verdict(m, cx.objects.ct_verdict(ct, m.flow));
         });
     }
     fn describe(&self) -> String {
-        format!("ct_load conntrack #{}", self.0)
+        format!(
+            "ct_load conntrack #{}{}",
+            self.ct,
+            if self.skip_unchanged { " (skipped in a batch with no commit or freed flow)" } else { "" }
+        )
     }
 }
 
