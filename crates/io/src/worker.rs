@@ -489,7 +489,7 @@ impl<P: Processor> Worker<P> {
         }
         // A batch the traffic manager took whole (every packet `Queued`): nothing to send or
         // free, one count.
-        if matches!(b.verdicts().first(), Some(Verdict::Queued(_))) && b.verdicts().iter().all(|v| matches!(v, Verdict::Queued(_))) {
+        if b.verdicts().iter().all(|v| matches!(v, Verdict::Queued(_))) {
             s.queued += b.len() as u64;
             return;
         }

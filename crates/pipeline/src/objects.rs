@@ -96,6 +96,18 @@ pub struct CounterBank {
     pub values: Vec<(u64, u64)>,
 }
 
+impl CounterBank {
+    /// Adds one packet of `bytes` to counter `idx` (an index out of range is ignored: packet
+    /// data must not crash us).
+    #[inline]
+    pub fn count(&mut self, idx: usize, bytes: u64) {
+        if let Some(v) = self.values.get_mut(idx) {
+            v.0 += 1;
+            v.1 += bytes;
+        }
+    }
+}
+
 /// Every stateful object of one pipeline instance (one per worker).
 #[derive(Clone, Debug, Default)]
 pub struct Objects {
@@ -189,9 +201,8 @@ impl Objects {
     /// ignored: packet data must not crash us).
     #[inline]
     pub fn count(&mut self, c: u16, idx: usize, bytes: u64) {
-        if let Some(v) = self.counters.get_mut(usize::from(c)).and_then(|b| b.values.get_mut(idx)) {
-            v.0 += 1;
-            v.1 += bytes;
+        if let Some(bank) = self.counters.get_mut(usize::from(c)) {
+            bank.count(idx, bytes);
         }
     }
 

@@ -221,21 +221,15 @@ impl CountStage {
     /// The loop for one index source and `ttl_dec` placement (`TTL`: 0 none, 1 before, 2 after).
     #[inline(always)]
     fn pass<const TTL: u8>(&self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>, index: impl Fn(&Meta) -> u32) {
-        // The array found once per batch (out-of-range indices are ignored: packet data must
-        // not crash us).
-        let Some(values) = cx.objects.counters.get_mut(usize::from(self.counter)).map(|c| &mut c.values[..]) else { return };
-        let bump = |values: &mut [(u64, u64)], k: u32, len: u64| {
-            if let Some(v) = values.get_mut(k as usize) {
-                (v.0, v.1) = (v.0 + 1, v.1 + len);
-            }
-        };
+        // The array found once per batch.
+        let Some(bank) = cx.objects.counters.get_mut(usize::from(self.counter)) else { return };
         let mut expired = 0u64;
         each_lane!(i in lanes => {
             let m = b.meta(i);
             let data = pool.data_mut(b.handle(i));
             let (k, len) = (index(m), data.len() as u64);
             if TTL == 2 {
-                bump(values, k, len);
+                bank.count(k as usize, len);
             }
             if TTL != 0 && !action::ttl_dec(data, m) {
                 b.drop(i, DropReason::TtlExpired);
@@ -243,7 +237,7 @@ impl CountStage {
                 continue;
             }
             if TTL != 2 {
-                bump(values, k, len);
+                bank.count(k as usize, len);
             }
         });
         cx.drops[DropReason::TtlExpired as usize] += expired;
