@@ -692,10 +692,10 @@ impl TableStage {
                 cache.belong_to(acl);
                 let Some(ak) = &self.acl_key else { return None };
                 let nf = ak.fields();
+                let nop = nop_done.then_some((fast, bit));
                 if cache.in_use() {
                     // Through the cache: the raw key when the key has one (no per-word work),
                     // in a pass monomorphised for the key's form and width in `u64`s.
-                    let nop = nop_done.then_some((fast, bit));
                     let out = &mut sc.out;
                     macro_rules! cached {
                         ($k:literal, $form:expr) => {
@@ -721,7 +721,6 @@ impl TableStage {
                 // classifier, in a loop of its own.
                 // With a neighbour reading the same key, the first records the keys it reads
                 // and the second takes them, when they cover its lanes (see `KeyShare`).
-                let nop = nop_done.then_some((fast, bit));
                 let share = self.key_share;
                 let lend = match share {
                     KeyShare::Lend(me) => {
@@ -1383,10 +1382,10 @@ fn settle_hit(nop: Option<(&[Fast], u32)>, b: &mut Batch, i: usize, r: u32, hits
 }
 
 /// The classifier pass of a table through its result cache: each lane's key in `form` (`K`
-/// `u64`s), looked up in `cache`. With `nop`, a hit on an empty entry is finished here (as in [`direct_pass`]). Returns
-/// the other hits and the count of finished ones. Out of line, one instance per key form: a
-/// new form inside `TableStage::acl_pass` moved the overlay's exact-table passes (in
-/// `run_special`, which calls it) by 12 instructions a packet.
+/// `u64`s), looked up in `cache`. With `nop`, a hit on an empty entry is finished here (as in
+/// [`direct_pass`]). Returns the other hits and the count of finished ones. Out of line, one
+/// instance per key form: a new form inside `TableStage::acl_pass` moved the overlay's
+/// exact-table passes (in `run_special`, which calls it) by 12 instructions a packet.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn cached_pass<const K: usize>(
