@@ -171,7 +171,9 @@ impl Tuple {
             let at = usize::from(m.off[Slot::L3 as usize]) + 9;
             let Some(h) = d.get(at..at + 11).and_then(|h| <&[u8; 11]>::try_from(h).ok()) else { return self.raw_near_end(k, d, m) };
             hi |= u64::from(h[0]) << 32;
-            lo = u64::from_be_bytes([h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10]]);
+            // Masked here, apart from the other word: masked together, the two words became
+            // one vector, and the key went through the stack to the hash.
+            lo = u64::from_be_bytes([h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10]]) & self.mask_lo;
         } else if !self.l3.range {
             return [0, RAW_MISS];
         }
@@ -182,7 +184,7 @@ impl Tuple {
         } else if !self.l4_test.range {
             return [0, RAW_MISS];
         }
-        [lo & self.mask_lo, hi & self.mask_hi]
+        [lo, hi & self.mask_hi]
     }
 
     /// [`Tuple::read_raw`] of a frame that ends inside the headers: the words from the group
@@ -542,10 +544,14 @@ const ACL_CACHE_SLOTS: usize = 8192;
 pub(crate) struct AclCache {
     /// The classifier the entries came from (`Arc::as_ptr`), 0 for none.
     owner: usize,
-    /// Key (as [`AclKey::read`] or [`AclKey::read_raw`] gives it, unused words 0), result
-    /// (`MISS` for a miss), valid.
-    /// A fixed length, so that an index masked to it needs no bounds check.
-    slots: Box<[([u64; CACHE_KEY_WORDS], u32, bool); ACL_CACHE_SLOTS]>,
+    /// The slots, packed at the stride of the table's key form: slot `s` of a `K`-word key is
+    /// words `s·(K+1) ..= s·(K+1) + K`, its key then its tag (0: empty; else [`FILLED`], the
+    /// result in the low 32 bits, `MISS` for a miss, and [`CACHED_NOP`]). A 5-tuple's slot is
+    /// 24 bytes, so 1024 flows' slots fit the first-level data cache (48-byte slots did
+    /// not). A fixed length, so that an index masked to the slot count needs no bounds check.
+    slots: Box<[u64; ACL_CACHE_SLOTS * SLOT_WORDS]>,
+    /// `K + 1` of the key form the slots hold (0 before the first batch).
+    stride: usize,
     /// Misses of the current batch.
     misses: u32,
     /// Batches left before the cache, standing aside, is tried again (0: in use).
@@ -553,6 +559,12 @@ pub(crate) struct AclCache {
     /// Batches it stands aside next time.
     wait: u32,
 }
+
+/// A slot's tag when it holds a key.
+const FILLED: u64 = 1 << 32;
+/// In a cached answer: the entry does nothing (`no_action`, `permit`), so a table that
+/// finishes such hits in its classifier pass need not look the entry up.
+pub(crate) const CACHED_NOP: u64 = 1 << 33;
 
 /// Batches a cache that stood aside waits before it is first tried again.
 const RETRY_FIRST: u32 = 16;
@@ -563,7 +575,8 @@ impl AclCache {
     pub(crate) fn new() -> AclCache {
         AclCache {
             owner: 0,
-            slots: vec![([0; CACHE_KEY_WORDS], MISS, false); ACL_CACHE_SLOTS].into_boxed_slice().try_into().expect("ACL_CACHE_SLOTS slots"),
+            slots: vec![0; ACL_CACHE_SLOTS * SLOT_WORDS].into_boxed_slice().try_into().expect("ACL_CACHE_SLOTS slots"),
+            stride: 0,
             misses: 0,
             aside: 0,
             wait: RETRY_FIRST,
@@ -591,10 +604,22 @@ impl AclCache {
         }
     }
 
+    /// Keys of `K` words from here on (once per batch through the cache): a cache that held
+    /// keys of another width is emptied.
+    #[inline]
+    pub(crate) fn hold<const K: usize>(&mut self) {
+        if self.stride != K + 1 {
+            self.slots.fill(0);
+            self.stride = K + 1;
+        }
+    }
+
     /// Empties the cache: the live classifier changed. (Checking the owner alone could be
     /// fooled by a new build allocated where a freed one was.)
     pub(crate) fn forget(&mut self) {
-        self.slots.iter_mut().for_each(|s| s.2 = false);
+        if let Some(w) = self.stride.checked_sub(1) {
+            self.slots.iter_mut().skip(w).step_by(self.stride).for_each(|t| *t = 0);
+        }
         self.owner = 0;
     }
 
@@ -608,86 +633,108 @@ impl AclCache {
         }
     }
 
-    /// The classifier's answer for `key` (`acl` must be the owner), an entry index or `MISS`:
-    /// `K` words of a word key ([`AclKey::read`]) or a raw key ([`AclKey::read_raw`]); `words`
-    /// gives its `nf` key words, asked only on a miss. A key may live in two pairs of slots
-    /// (two choices, from two parts of its hash): the first is looked at first, the second
-    /// when the first does not hold it. A new key takes a free slot of its first pair, else of
-    /// its second, else the first pair's second slot after its first moved there (the pair
-    /// keeps its two most recent keys). With one pair per key, three keys of one pair took
-    /// turns evicting each other: 1024 flows missed 4.3 % of the time in 8192 slots.
+    /// Slot `s` of a `K`-word key: its key and its tag.
+    #[inline(always)]
+    fn slot<const K: usize>(&self, s: usize) -> (&[u64; K], u64) {
+        let w = s * (K + 1);
+        let (key, tag) = (self.slots[w..].first_chunk::<K>(), self.slots[w + K]);
+        (key.unwrap_or(&[0; K]), tag)
+    }
+
+    /// The cached answer in slot `s` when it holds `key`.
+    #[inline(always)]
+    fn holds<const K: usize>(&self, s: usize, key: &[u64; K]) -> Option<u64> {
+        let (k, tag) = self.slot::<K>(s);
+        // The tag first: an empty slot's key words are not compared. Word by word, in
+        // registers (an array compare took the key through the stack).
+        let differ = k.iter().zip(key).fold(0, |d, (a, b)| d | (a ^ b));
+        (tag != 0 && differ == 0).then_some(tag)
+    }
+
+    /// The classifier's answer for `key` (`acl` must be the owner; by value, so that a key of
+    /// two words stays in registers) as a tag: the entry index
+    /// or `MISS` in the low 32 bits, with [`CACHED_NOP`] when `nop` says the entry does
+    /// nothing. `K` words of a word key ([`AclKey::read`]) or a raw key
+    /// ([`AclKey::read_raw`]); `words` gives its `nf` key words, asked only on a miss, as is
+    /// `nop`. A key may live in two pairs of slots (two choices, from two parts of its hash):
+    /// the first is looked at first, the second when the first does not hold it. A new key
+    /// takes a free slot of its first pair, else of its second, else the first pair's first
+    /// slot, whose key moves to the second (dropping the one there). With one
+    /// pair per key, three keys of one pair took turns evicting each other: 1024 flows missed
+    /// 4.3 % of the time in 8192 slots.
     #[inline(always)]
     pub(crate) fn classify<const K: usize>(
         &mut self,
         acl: &Acl,
-        key: &[u64; K],
+        key: [u64; K],
         words: impl FnOnce(&[u64; K]) -> [u32; MAX_KEY_FIELDS],
         nf: usize,
-    ) -> u32 {
-        // Each word times its own odd constant, summed, then one folded multiply (the
-        // product's halves xored): every bit of every word reaches the index bits, which a
-        // plain multiply does not do for a word's top bits (a raw key's windows hold addresses
-        // there). Five 128-bit multiplies before; one now.
-        const MUL: [u64; 5] =
-            [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0xD6E8_FEB8_6659_FD93, 0xFF51_AFD7_ED55_8CCD];
-        let sum = key.iter().zip(MUL.iter().cycle()).fold(0u64, |h, (&w, &m)| h.wrapping_add(w.wrapping_mul(m)));
-        let p = u128::from(sum) * 0x9E37_79B9_7F4A_7C15;
-        let h = (p as u64) ^ (p >> 64) as u64;
-        let i = (h >> 40) as usize & (ACL_CACHE_SLOTS - 2);
-        let (a, b) = (&self.slots[i], &self.slots[i | 1]);
-        if a.2 && a.0.first_chunk::<K>() == Some(key) {
-            return a.1;
+        nop: impl FnOnce(u32) -> bool,
+    ) -> u64 {
+        let (i, j) = pairs(&key);
+        if let Some(t) = self.holds(i, &key).or_else(|| self.holds(i | 1, &key)) {
+            return t;
         }
-        if b.2 && b.0.first_chunk::<K>() == Some(key) {
-            return b.1;
-        }
-        let j = (h >> 16) as usize & (ACL_CACHE_SLOTS - 2);
-        self.second(acl, key, words, nf, i, j)
+        self.second(acl, key, words, nf, nop, i, j)
     }
 
     /// A key not in its first pair `i`: its second pair `j`, else a miss.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn second<const K: usize>(
         &mut self,
         acl: &Acl,
-        key: &[u64; K],
+        key: [u64; K],
         words: impl FnOnce(&[u64; K]) -> [u32; MAX_KEY_FIELDS],
         nf: usize,
+        nop: impl FnOnce(u32) -> bool,
         i: usize,
         j: usize,
-    ) -> u32 {
-        let (c, d) = (&self.slots[j], &self.slots[j | 1]);
-        if c.2 && c.0.first_chunk::<K>() == Some(key) {
-            return c.1;
+    ) -> u64 {
+        if let Some(t) = self.holds(j, &key).or_else(|| self.holds(j | 1, &key)) {
+            return t;
         }
-        if d.2 && d.0.first_chunk::<K>() == Some(key) {
-            return d.1;
-        }
-        self.fill(acl, key, &words(key), nf, i, j)
+        let r = classify_words(acl, &words(&key), nf).unwrap_or(MISS);
+        let tag = FILLED | u64::from(r) | if r != MISS && nop(r) { CACHED_NOP } else { 0 };
+        self.fill(&key, tag, i, j);
+        tag
     }
 
-    /// A cache miss: classifies `words` and stores `key` in pair `i` or `j`.
+    /// A cache miss: stores `key` and its `tag` in pair `i` or `j`.
     #[cold]
     #[inline(never)]
-    fn fill<const K: usize>(&mut self, acl: &Acl, key: &[u64; K], words: &[u32; MAX_KEY_FIELDS], nf: usize, i: usize, j: usize) -> u32 {
+    fn fill<const K: usize>(&mut self, key: &[u64; K], tag: u64, i: usize, j: usize) {
         self.misses += 1;
-        let mut full = [0u64; CACHE_KEY_WORDS];
-        full.iter_mut().zip(key).for_each(|(f, &k)| *f = k);
-        let r = classify_words(acl, words, nf).unwrap_or(MISS);
-        let at = [i, i | 1, j, j | 1].into_iter().find(|&s| !self.slots[s].2);
-        match at {
-            Some(s) => self.slots[s] = (full, r, true),
-            None => {
-                self.slots[i + 1] = self.slots[i];
-                self.slots[i] = (full, r, true);
-            }
-        }
-        r
+        let s = [i, i | 1, j, j | 1].into_iter().find(|&s| self.slot::<K>(s).1 == 0).unwrap_or_else(|| {
+            // Both pairs full: the first slot's key moves to the second.
+            let w = i * (K + 1);
+            self.slots.copy_within(w..w + K + 1, w + K + 1);
+            i
+        });
+        let w = s * (K + 1);
+        self.slots[w..w + K].copy_from_slice(key);
+        self.slots[w + K] = tag;
     }
 }
 
-/// `u64`s of a cached key: a word key's four, or a raw key's two windows and metadata word.
-const CACHE_KEY_WORDS: usize = 5;
+/// The first slots of a key's two pairs.
+#[inline(always)]
+fn pairs<const K: usize>(key: &[u64; K]) -> (usize, usize) {
+    // Each word times its own odd constant, summed, then one folded multiply (the product's
+    // halves xored): every bit of every word reaches the index bits, which a plain multiply
+    // does not do for a word's top bits (a raw key's windows hold addresses there). Five
+    // 128-bit multiplies before; one now.
+    const MUL: [u64; 5] =
+        [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0xD6E8_FEB8_6659_FD93, 0xFF51_AFD7_ED55_8CCD];
+    let sum = key.iter().zip(MUL.iter().cycle()).fold(0u64, |h, (&w, &m)| h.wrapping_add(w.wrapping_mul(m)));
+    let p = u128::from(sum) * 0x9E37_79B9_7F4A_7C15;
+    let h = (p as u64) ^ (p >> 64) as u64;
+    ((h >> 40) as usize & (ACL_CACHE_SLOTS - 2), (h >> 16) as usize & (ACL_CACHE_SLOTS - 2))
+}
+
+/// `u64`s of a slot at most: the widest key (a raw key's two windows and metadata word) and
+/// its tag.
+const SLOT_WORDS: usize = 5 + 1;
 
 /// The key words of a word key (as [`AclKey::read`] gives it).
 #[inline]
@@ -973,6 +1020,59 @@ mod tests {
     }
 
     #[test]
+    fn the_cache_keeps_each_pair_s_newest_keys_its_width_and_the_no_op_flag() {
+        // Entry 5 for key word 7, entry 6 (a no-op) for 9; every other key misses.
+        let rules = [(7, 5), (9, 6)].map(|(k, a)| AclRule { priority: a, fields: vec![FieldMatch::exact(k)], action: a });
+        let acl = Arc::new(Acl::build(&AclConfig::new(vec![32]), &rules).expect("builds"));
+        let mut c = AclCache::new();
+        c.belong_to(&acl);
+        // Says yes for anything but entry 5: a miss is not an entry, whatever it says.
+        let nop = |r: u32| r != 5;
+        let look = |c: &mut AclCache, key: [u64; 2]| {
+            c.hold::<2>();
+            let misses = c.misses;
+            let t = c.classify(&acl, key, unpack, 1, nop);
+            (t, c.misses > misses)
+        };
+        assert_eq!(look(&mut c, [7, 0]), (FILLED | 5, true));
+        assert_eq!(look(&mut c, [7, 0]), (FILLED | 5, false), "cached");
+        assert_eq!(look(&mut c, [9, 0]), (FILLED | CACHED_NOP | 6, true));
+        assert_eq!(look(&mut c, [9, 0]), (FILLED | CACHED_NOP | 6, false), "cached, with the no-op flag");
+        assert_eq!(look(&mut c, [8, 0]), (FILLED | u64::from(MISS), true), "a miss is cached too, never as a no-op");
+        // A key `x` whose four slots are all taken: two keys of its first pair, then two whose
+        // first pair is its second.
+        let key = |n: u64| [1000 + n, 1];
+        let (i, j) = pairs(&key(0));
+        let with_first = |p: usize, skip: usize| (1..).map(key).filter(|k| pairs(k).0 == p).nth(skip).expect("a key");
+        let [a, b, d, e] = [with_first(i, 0), with_first(i, 1), with_first(j, 0), with_first(j, 1)];
+        for k in [a, b, d, e] {
+            assert!(look(&mut c, k).1);
+        }
+        for k in [a, b, d, e] {
+            assert!(!look(&mut c, k).1, "four slots, four keys: {k:?}");
+        }
+        // `x` goes to its first pair's first slot; the key there moves to the second, and the
+        // one that was there is gone. The second pair is untouched.
+        assert!(look(&mut c, key(0)).1);
+        let [x_missed, moved_missed, dropped_missed] = [key(0), a, b].map(|k| look(&mut c, k).1);
+        assert!(!x_missed && !moved_missed, "the new key and the first slot's stay");
+        assert!(dropped_missed, "the second slot's key was dropped");
+        assert!(!look(&mut c, d).1 && !look(&mut c, e).1);
+        // Keys of another width empty the cache first: a one-word key is not answered from
+        // two-word slots.
+        c.hold::<1>();
+        assert!(c.slots.iter().all(|&w| w == 0));
+        let misses = c.misses;
+        assert_eq!(c.classify(&acl, [7], unpack, 1, nop), FILLED | 5);
+        assert_eq!(c.misses, misses + 1);
+        // A new classifier empties it too.
+        c.forget();
+        let misses = c.misses;
+        assert_eq!(c.classify(&acl, [7], unpack, 1, nop), FILLED | 5);
+        assert_eq!(c.misses, misses + 1);
+    }
+
+    #[test]
     fn the_cache_stands_aside_while_keys_do_not_repeat_and_comes_back() {
         let rule = AclRule { priority: 1, fields: vec![FieldMatch::exact(7)], action: 5 };
         let acl = Arc::new(Acl::build(&AclConfig::new(vec![32]), &[rule]).expect("builds"));
@@ -980,9 +1080,10 @@ mod tests {
         c.belong_to(&acl);
         let batch = |c: &mut AclCache, first: u64| {
             let used = c.in_use();
+            c.hold::<1>();
             if used {
                 for k in first..first + 32 {
-                    assert_eq!(c.classify(&acl, &[k], unpack, 1), if k == 7 { 5 } else { MISS });
+                    assert_eq!(c.classify(&acl, [k], unpack, 1, |_| false) as u32, if k == 7 { 5 } else { MISS });
                 }
                 c.judge(32);
             }

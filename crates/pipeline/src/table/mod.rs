@@ -1399,15 +1399,28 @@ fn cached_pass<const K: usize>(
     out: &mut [u32; BATCH_MAX],
     form: &impl aclkey::CacheKey<K>,
 ) -> (Lanes, u64) {
+    cache.hold::<K>();
     let (mut hits, mut nop_hits) = (Lanes::NONE, 0u64);
+    // Whether an entry does nothing is cached with it (entries never change: an index names
+    // one action and its arguments for the table's life).
+    // With `nop`, a no-op hit is finished here: its hit bit set and counted.
+    let (done, bit, fast) = match nop {
+        Some((fast, bit)) => (aclkey::CACHED_NOP, bit, fast),
+        None => (0, 0, &[][..]),
+    };
+    let is_nop = |r: u32| matches!(fast.get(r as usize), Some(Fast::Nop));
     each_lane!(i in lanes => {
-        let r = match form.read(pool.data(b.handle(i)), b.meta(i)) {
-            Some(k) => cache.classify(acl, &k, |k| form.words(k), nf),
-            None => MISS,
+        let t = match form.read(pool.data(b.handle(i)), b.meta(i)) {
+            Some(k) => cache.classify(acl, k, |k| form.words(k), nf, is_nop),
+            None => u64::from(MISS),
         };
+        let r = t as u32;
         out[i] = r;
-        if r != MISS {
-            settle_hit(nop, b, i, r, &mut hits, &mut nop_hits);
+        if t & done != 0 {
+            b.meta_mut(i).hits |= bit;
+            nop_hits += 1;
+        } else if r != MISS {
+            hits.insert(i);
         }
     });
     (hits, nop_hits)
