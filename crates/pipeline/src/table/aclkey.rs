@@ -96,10 +96,8 @@ pub(crate) struct Tuple {
     at: [usize; 6],
     /// The IPv4 header's test (the L3 group's).
     l3: Word,
-    /// The L4 header's test, when a port is in the key.
-    l4: Option<Word>,
-    /// `l4`'s test, or with no port in the key one that no packet passes (read as an absent
-    /// range), so that the raw reader has no `Option` to look at.
+    /// The L4 header's test when a port is in the key, else one that no packet passes (read
+    /// as an absent range), so that the readers have no `Option` to look at.
     l4_test: Word,
     /// The bits of the raw form ([`Tuple::read_raw`]) that hold the key's parts.
     mask_lo: u64,
@@ -144,7 +142,7 @@ impl Tuple {
             }
         }
         let never = Word { needs: HdrSet(u32::MAX), alt: HdrSet::EMPTY, range: true, ..l3? };
-        Some(Tuple { at, l3: l3?, l4, l4_test: l4.unwrap_or(never), mask_lo: masks[0], mask_hi: masks[1] })
+        Some(Tuple { at, l3: l3?, l4_test: l4.unwrap_or(never), mask_lo: masks[0], mask_hi: masks[1] })
     }
 
     /// The key of one packet in its raw form, for the cache: two `u64`s, each part at its
@@ -389,15 +387,13 @@ impl AclKey {
         } else if !t.l3.range {
             return None;
         }
-        if let Some(l4) = &t.l4 {
-            if l4.present(m) {
-                let at = usize::from(m.off[Slot::L4 as usize]);
-                let Some(p) = d.get(at..).and_then(|s| s.first_chunk::<4>()) else { return self.read_groups(d, m) };
-                w[t.at[4] & mask] = u32::from(u16::from_be_bytes([p[0], p[1]]));
-                w[t.at[5] & mask] = u32::from(u16::from_be_bytes([p[2], p[3]]));
-            } else if !l4.range {
-                return None;
-            }
+        if t.l4_test.present(m) {
+            let at = usize::from(m.off[Slot::L4 as usize]);
+            let Some(p) = d.get(at..).and_then(|s| s.first_chunk::<4>()) else { return self.read_groups(d, m) };
+            w[t.at[4] & mask] = u32::from(u16::from_be_bytes([p[0], p[1]]));
+            w[t.at[5] & mask] = u32::from(u16::from_be_bytes([p[2], p[3]]));
+        } else if !t.l4_test.range {
+            return None;
         }
         Some(std::array::from_fn(|j| {
             let lo = w.get(2 * j).copied().unwrap_or(0);
@@ -651,51 +647,34 @@ impl AclCache {
         (tag != 0 && differ == 0).then_some(tag)
     }
 
-    /// The classifier's answer for `key` (`acl` must be the owner; by value, so that a key of
-    /// two words stays in registers) as a tag: the entry index
-    /// or `MISS` in the low 32 bits, with [`CACHED_NOP`] when `nop` says the entry does
-    /// nothing. `K` words of a word key ([`AclKey::read`]) or a raw key
-    /// ([`AclKey::read_raw`]); `words` gives its `nf` key words, asked only on a miss, as is
-    /// `nop`. A key may live in two pairs of slots (two choices, from two parts of its hash):
-    /// the first is looked at first, the second when the first does not hold it. A new key
-    /// takes a free slot of its first pair, else of its second, else the first pair's first
-    /// slot, whose key moves to the second (dropping the one there). With one
-    /// pair per key, three keys of one pair took turns evicting each other: 1024 flows missed
-    /// 4.3 % of the time in 8192 slots.
+    /// The cached answer for `key` (by value, so that a key of two words stays in registers)
+    /// as a tag: the entry index or `MISS` in the low 32 bits, with [`CACHED_NOP`] when the
+    /// entry does nothing. `K` words of a word key ([`AclKey::read`]) or a raw key
+    /// ([`AclKey::read_raw`]). On a miss `classify` gives the classifier's answer (its owner's)
+    /// and whether the entry does nothing; it is one reference, made once per batch, so that
+    /// what it needs is not kept in registers through the lookup loop. A key may live in two
+    /// pairs of slots (two choices, from two parts of its hash): the first is looked at first,
+    /// the second when the first does not hold it. A new key takes a free slot of its first
+    /// pair, else of its second, else the first pair's first slot, whose key moves to the
+    /// second (dropping the one there). With one pair per key, three keys of one pair took
+    /// turns evicting each other: 1024 flows missed 4.3 % of the time in 8192 slots.
     #[inline(always)]
-    pub(crate) fn classify<const K: usize>(
-        &mut self,
-        acl: &Acl,
-        key: [u64; K],
-        words: impl FnOnce(&[u64; K]) -> [u32; MAX_KEY_FIELDS],
-        nf: usize,
-        nop: impl FnOnce(u32) -> bool,
-    ) -> u64 {
+    pub(crate) fn classify<const K: usize>(&mut self, key: [u64; K], classify: &impl Fn(&[u64; K]) -> (u32, bool)) -> u64 {
         let (i, j) = pairs(&key);
         if let Some(t) = self.holds(i, &key).or_else(|| self.holds(i | 1, &key)) {
             return t;
         }
-        self.second(acl, key, words, nf, nop, i, j)
+        self.second(key, classify, i, j)
     }
 
     /// A key not in its first pair `i`: its second pair `j`, else a miss.
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    fn second<const K: usize>(
-        &mut self,
-        acl: &Acl,
-        key: [u64; K],
-        words: impl FnOnce(&[u64; K]) -> [u32; MAX_KEY_FIELDS],
-        nf: usize,
-        nop: impl FnOnce(u32) -> bool,
-        i: usize,
-        j: usize,
-    ) -> u64 {
+    fn second<const K: usize>(&mut self, key: [u64; K], classify: &impl Fn(&[u64; K]) -> (u32, bool), i: usize, j: usize) -> u64 {
         if let Some(t) = self.holds(j, &key).or_else(|| self.holds(j | 1, &key)) {
             return t;
         }
-        let r = classify_words(acl, &words(&key), nf).unwrap_or(MISS);
-        let tag = FILLED | u64::from(r) | if r != MISS && nop(r) { CACHED_NOP } else { 0 };
+        let (r, nop) = classify(&key);
+        let tag = FILLED | u64::from(r) | if r != MISS && nop { CACHED_NOP } else { 0 };
         self.fill(&key, tag, i, j);
         tag
     }
@@ -1028,10 +1007,15 @@ mod tests {
         c.belong_to(&acl);
         // Says yes for anything but entry 5: a miss is not an entry, whatever it says.
         let nop = |r: u32| r != 5;
+        let answer = |k: &[u64; 2]| {
+            let r = classify_words(&acl, &unpack(k), 1).unwrap_or(MISS);
+            (r, nop(r))
+        };
+        let answer1 = |k: &[u64; 1]| (classify_words(&acl, &unpack(k), 1).unwrap_or(MISS), false);
         let look = |c: &mut AclCache, key: [u64; 2]| {
             c.hold::<2>();
             let misses = c.misses;
-            let t = c.classify(&acl, key, unpack, 1, nop);
+            let t = c.classify(key, &answer);
             (t, c.misses > misses)
         };
         assert_eq!(look(&mut c, [7, 0]), (FILLED | 5, true));
@@ -1063,12 +1047,12 @@ mod tests {
         c.hold::<1>();
         assert!(c.slots.iter().all(|&w| w == 0));
         let misses = c.misses;
-        assert_eq!(c.classify(&acl, [7], unpack, 1, nop), FILLED | 5);
+        assert_eq!(c.classify([7], &answer1), FILLED | 5);
         assert_eq!(c.misses, misses + 1);
         // A new classifier empties it too.
         c.forget();
         let misses = c.misses;
-        assert_eq!(c.classify(&acl, [7], unpack, 1, nop), FILLED | 5);
+        assert_eq!(c.classify([7], &answer1), FILLED | 5);
         assert_eq!(c.misses, misses + 1);
     }
 
@@ -1078,12 +1062,13 @@ mod tests {
         let acl = Arc::new(Acl::build(&AclConfig::new(vec![32]), &[rule]).expect("builds"));
         let mut c = AclCache::new();
         c.belong_to(&acl);
+        let answer = |k: &[u64; 1]| (classify_words(&acl, &unpack(k), 1).unwrap_or(MISS), false);
         let batch = |c: &mut AclCache, first: u64| {
             let used = c.in_use();
             c.hold::<1>();
             if used {
                 for k in first..first + 32 {
-                    assert_eq!(c.classify(&acl, [k], unpack, 1, |_| false) as u32, if k == 7 { 5 } else { MISS });
+                    assert_eq!(c.classify([k], &answer) as u32, if k == 7 { 5 } else { MISS });
                 }
                 c.judge(32);
             }

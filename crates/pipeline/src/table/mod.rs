@@ -1408,10 +1408,13 @@ fn cached_pass<const K: usize>(
         Some((fast, bit)) => (aclkey::CACHED_NOP, bit, fast),
         None => (0, 0, &[][..]),
     };
-    let is_nop = |r: u32| matches!(fast.get(r as usize), Some(Fast::Nop));
+    let classify = |k: &[u64; K]| {
+        let r = aclkey::classify_words(acl, &form.words(k), nf).unwrap_or(MISS);
+        (r, matches!(fast.get(r as usize), Some(Fast::Nop)))
+    };
     each_lane!(i in lanes => {
         let t = match form.read(pool.data(b.handle(i)), b.meta(i)) {
-            Some(k) => cache.classify(acl, k, |k| form.words(k), nf, is_nop),
+            Some(k) => cache.classify(k, &classify),
             None => u64::from(MISS),
         };
         let r = t as u32;
