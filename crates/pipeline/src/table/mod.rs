@@ -1401,9 +1401,9 @@ fn cached_pass<const K: usize>(
 ) -> (Lanes, u64) {
     cache.hold::<K>();
     let (mut hits, mut nop_hits) = (Lanes::NONE, 0u64);
-    // Whether an entry does nothing is cached with it (entries never change: an index names
-    // one action and its arguments for the table's life).
-    // With `nop`, a no-op hit is finished here: its hit bit set and counted.
+    // With `nop`, a hit on an entry that does nothing is finished here (its hit bit set and
+    // counted), known from the cached tag: an entry index names one action and its arguments
+    // for the table's life, so whether the entry does nothing is cached with it.
     let (done, bit, fast) = match nop {
         Some((fast, bit)) => (aclkey::CACHED_NOP, bit, fast),
         None => (0, 0, &[][..]),
