@@ -542,9 +542,12 @@ pub(crate) struct AclCache {
     owner: usize,
     /// The slots, packed at the stride of the table's key form: slot `s` of a `K`-word key is
     /// words `s·(K+1) ..= s·(K+1) + K`, its key then its tag (0: empty; else [`FILLED`], the
-    /// result in the low 32 bits, `MISS` for a miss, and [`CACHED_NOP`]). A 5-tuple's slot is
-    /// 24 bytes, so 1024 flows' slots fit the first-level data cache (48-byte slots did
-    /// not). A fixed length, so that an index masked to the slot count needs no bounds check.
+    /// result in the low 32 bits, `MISS` for a miss, and [`CACHED_NOP`] when the caller
+    /// marks the entry a no-op). A 5-tuple's slot is 24 bytes against 48 before, whatever the
+    /// key: one slot in four spans two cache lines instead of one in two, so 1024 flows spread
+    /// over the slots touch about 1,280 lines instead of about 1,540 (both more than a
+    /// first-level data cache holds). A fixed length, so that an index masked to the slot
+    /// count needs no bounds check.
     slots: Box<[u64; ACL_CACHE_SLOTS * SLOT_WORDS]>,
     /// `K + 1` of the key form the slots hold (0 before the first batch).
     stride: usize,
@@ -604,6 +607,7 @@ impl AclCache {
     /// keys of another width is emptied.
     #[inline]
     pub(crate) fn hold<const K: usize>(&mut self) {
+        const { assert!(K < SLOT_WORDS, "a key form as wide as the cache's slots leaves no room for the tag") };
         if self.stride != K + 1 {
             self.slots.fill(0);
             self.stride = K + 1;
@@ -641,15 +645,16 @@ impl AclCache {
     #[inline(always)]
     fn holds<const K: usize>(&self, s: usize, key: &[u64; K]) -> Option<u64> {
         let (k, tag) = self.slot::<K>(s);
-        // The tag first: an empty slot's key words are not compared. Word by word, in
+        // An empty slot (tag 0) never matches, whatever its key words. Word by word, in
         // registers (an array compare took the key through the stack).
         let differ = k.iter().zip(key).fold(0, |d, (a, b)| d | (a ^ b));
         (tag != 0 && differ == 0).then_some(tag)
     }
 
     /// The cached answer for `key` (by value, so that a key of two words stays in registers)
-    /// as a tag: the entry index or `MISS` in the low 32 bits, with [`CACHED_NOP`] when the
-    /// entry does nothing. `K` words of a word key ([`AclKey::read`]) or a raw key
+    /// as a tag: the entry index or `MISS` in the low 32 bits, with [`CACHED_NOP`] when
+    /// `classify` said the entry does nothing (the caller says so only when it finishes such
+    /// hits itself). `K` words of a word key ([`AclKey::read`]) or a raw key
     /// ([`AclKey::read_raw`]). On a miss `classify` gives the classifier's answer (its owner's)
     /// and whether the entry does nothing; it is one reference, made once per batch, so that
     /// what it needs is not kept in registers through the lookup loop. A key may live in two
