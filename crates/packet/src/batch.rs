@@ -179,6 +179,12 @@ pub struct Batch {
     pkts: [PktId; BATCH_MAX],
     meta: [Meta; BATCH_MAX],
     verdict: [Verdict; BATCH_MAX],
+    /// Per lane, two words a stage leaves for a later one beside the metadata: the parser's
+    /// record of the 5-tuple for the table right after it (`fastpath_pipeline`'s
+    /// `ParsedTuple`, which says when they hold anything). Word `w` of lane `i` is
+    /// `words[w][i]`, so that a loop over the lanes reaches it from the batch's address and the
+    /// lane's index alone.
+    words: [[u64; BATCH_MAX]; 2],
 }
 
 impl Default for Batch {
@@ -188,7 +194,7 @@ impl Default for Batch {
 }
 
 impl Batch {
-    /// An empty batch. About 18 KiB: keep it in a long-lived place (a worker's state), not on a
+    /// An empty batch. About 22 KiB: keep it in a long-lived place (a worker's state), not on a
     /// per-call stack.
     pub fn new() -> Batch {
         Batch {
@@ -197,6 +203,7 @@ impl Batch {
             pkts: [PktId(0); BATCH_MAX],
             meta: [Meta::default(); BATCH_MAX],
             verdict: [Verdict::Continue; BATCH_MAX],
+            words: [[0; BATCH_MAX]; 2],
         }
     }
 
@@ -306,6 +313,18 @@ impl Batch {
     #[inline]
     pub fn meta_mut(&mut self, i: usize) -> &mut Meta {
         &mut self.meta[i]
+    }
+    /// The two lane words of slot `i` ([`Batch::meta_and_words_mut`]).
+    #[inline(always)]
+    pub fn words(&self, i: usize) -> [u64; 2] {
+        [self.words[0][i % BATCH_MAX], self.words[1][i % BATCH_MAX]]
+    }
+    /// Metadata of slot `i` and its two lane words, writable together (a stage writing the
+    /// words as it fills the metadata).
+    #[inline(always)]
+    pub fn meta_and_words_mut(&mut self, i: usize) -> (&mut Meta, [&mut u64; 2]) {
+        let [w0, w1] = &mut self.words;
+        (&mut self.meta[i], [&mut w0[i % BATCH_MAX], &mut w1[i % BATCH_MAX]])
     }
     /// Verdict of slot `i`.
     #[inline]

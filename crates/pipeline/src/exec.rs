@@ -110,6 +110,9 @@ pub enum KeyShare {
     Lend(usize),
     /// Takes its keys from stage `.0`'s record when it covers the lanes.
     Borrow(usize),
+    /// Takes its 5-tuple from the parser's record (`aclkey::ParsedTuple`) when it covers the
+    /// lanes: the table runs right after the parser.
+    Parsed,
 }
 
 /// [`Stage::run_with_pre`] for a stage that does not fold `pre`: `pre` over `lanes`, then the
@@ -749,8 +752,11 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
     // The steps are a field of `p`, which the loop also borrows mutably for stages and stats:
     // take them out for the duration (a pointer swap, no allocation).
     let steps = std::mem::take(if is_egress { &mut p.egress } else { &mut p.ingress });
-    // Keys recorded for another batch are not this one's.
+    // Keys recorded for another batch are not this one's. The parser records 5-tuples for
+    // the ingress only (the egress parses again, before its steps, for stages that read no
+    // record).
     p.acl_keys.clear();
+    p.acl_keys.set_open(!is_egress);
     for step in &steps {
         match step {
             Step::Mask { dst, src, cond } => {
@@ -824,6 +830,7 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
             }
         }
     }
+    p.acl_keys.set_open(false);
     if is_egress {
         p.egress = steps;
     } else {

@@ -44,16 +44,20 @@ impl Program {
         let special = opts.specialise;
         let absorbed_dscp = if special { special::parser_classes(self) } else { None };
         let ct_exact = special && special::ct_load_exact(self);
+        let parser = |tuples: bool| -> Box<dyn Stage> {
+            let mut p = crate::stages::parser::Parser::new(self.headers, self.verify_ipv4_checksum, special);
+            if tuples {
+                p.with_tuples();
+            }
+            Box::new(match absorbed_dscp {
+                Some((_, map)) => p.with_dscp_classes(map),
+                None => p,
+            })
+        };
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
         for (_, s) in &self.stages {
             stages.push(match s {
-                StageDef::Parser => {
-                    let p = crate::stages::parser::Parser::new(self.headers, self.verify_ipv4_checksum, special);
-                    Box::new(match absorbed_dscp {
-                        Some((_, map)) => p.with_dscp_classes(map),
-                        None => p,
-                    })
-                }
+                StageDef::Parser => parser(false),
                 StageDef::Table(t) => crate::table::build_stage(self, *t, special),
                 StageDef::Prims(p) if special => special::prim_stage(p, ct_exact),
                 StageDef::Prims(p) => Box::new(crate::stages::prims::PrimStage { prims: p.clone() }),
@@ -82,6 +86,9 @@ impl Program {
             ingress = special::fuse_steps(self, &stages, ingress);
             egress = special::fuse_steps(self, &stages, egress);
             special::share_acl_keys(self, &mut stages, [&ingress, &egress]);
+            if special::parsed_tuple(self, &mut stages, &ingress) {
+                stages[0] = parser(true);
+            }
         }
         // 256 registers: the compiler uses fewer than 255, and register 255 (u8::MAX) stays
         // empty — it is the `∅` of the first `rest = mask ∖ ∅` of every `if`.

@@ -13,6 +13,8 @@
 //! - [`parser_classes`]: the traffic manager's DSCP classifier runs in the parser's loop.
 //! - [`share_acl_keys`]: two classifier tables run one after the other with the same key read
 //!   it from the packets once.
+//! - [`parsed_tuple`]: a classifier table on the 5-tuple right after the parser takes its key
+//!   from the parser.
 
 use crate::exec::{KeyShare, PreOp, Stage, Step};
 use crate::ir::{
@@ -404,6 +406,29 @@ pub fn share_acl_keys(p: &Program, stages: &mut [Box<dyn Stage>], lists: [&[Step
             }
             last = run;
         }
+    }
+}
+
+/// Whether the parser records each packet's 5-tuple for the table that runs right after it,
+/// which then takes its key from the record ([`KeyShare::Parsed`]): the first step after the
+/// parser's that runs a stage (only mask steps, which change no packet, in between) runs a
+/// classifier table whose key is parts of the 5-tuple and the input port, with the record's
+/// header tests (IPv4; UDP or TCP). Nothing runs between the two, so the record is the packet
+/// as the table would read it. The parser fills it from the bytes its fast path has loaded and
+/// checked, for about 12 instructions a packet; the switch's ACL then reads no packet, and its
+/// pass went from about 65 instructions a packet to about 40.
+pub fn parsed_tuple(p: &Program, stages: &mut [Box<dyn Stage>], ingress: &[Step]) -> bool {
+    if !crate::stages::parser::Parser::can_classify(p.headers) {
+        return false;
+    }
+    let mut runs = ingress.iter().filter(|s| !matches!(s, Step::Mask { .. } | Step::AndNot { .. }));
+    // The parser, alone or with the class it absorbed (which writes the class only).
+    if !matches!(runs.next(), Some(Step::Run { stage: 0, .. } | Step::Absorbed { stage: 0, .. })) {
+        return false;
+    }
+    match runs.next() {
+        Some(&Step::Run { stage, .. }) => stage != 0 && stages.get_mut(stage).is_some_and(|s| s.share_acl_key(KeyShare::Parsed)),
+        _ => false,
     }
 }
 

@@ -15,6 +15,7 @@
 // cost: see `fastpath bench` per-stage figures (parser row).
 
 use crate::exec::{Stage, StageCx};
+use crate::table::{ParsedTuple, TupleSink};
 use crate::trace::TraceRec;
 use fastpath_packet::each_lane;
 use fastpath_packet::hdr::{self, EtherType, IpProto, Malformed, VXLAN_PORT};
@@ -31,13 +32,26 @@ pub struct Parser {
     /// The traffic manager's DSCP ▸ class table, when the classifier runs in the parse loop
     /// ([`Parser::with_dscp_classes`]).
     dscp: Option<[u8; 64]>,
+    /// Whether each parsed packet's 5-tuple is recorded for the table after the parser
+    /// ([`Parser::with_tuples`]).
+    tuple: bool,
 }
 
 impl Parser {
     /// A parser for the headers in `hs`.
     /// `special`: use the fast paths for common header sets (the reference parser when false).
     pub fn new(hs: HdrSet, verify_ipv4_checksum: bool, special: bool) -> Parser {
-        Parser { hs, verify_ipv4_checksum, special, dscp: None }
+        Parser { hs, verify_ipv4_checksum, special, dscp: None, tuple: false }
+    }
+
+    /// This parser also records each parsed packet's 5-tuple (`aclkey::ParsedTuple`) during the
+    /// ingress, for the classifier table that runs right after it: in the fast path the
+    /// headers' bytes are at hand and their lengths checked. Only a parser with the fast paths
+    /// and headers past Ethernet ([`Parser::can_classify`]) records them; returns whether this
+    /// one does.
+    pub fn with_tuples(&mut self) -> bool {
+        self.tuple = self.special && Parser::can_classify(self.hs);
+        self.tuple
     }
 
     /// This parser also sets `meta.tc` from each parsed packet's DSCP by `map`, as the
@@ -120,14 +134,16 @@ impl Parser {
     /// Always inlined into the stage's loop (a call cost about 10 instructions per packet).
     #[inline(always)]
     pub fn parse_fast(&self, d: &[u8], m: &mut Meta) -> bool {
-        self.fast_as(self.hs, self.verify_ipv4_checksum, d, m)
+        self.fast_as(self.hs, self.verify_ipv4_checksum, d, m, &mut ())
     }
 
     /// [`Parser::parse_fast`] for the header set `hs` and checksum option `csum`, which the
     /// specialised loops ([`SPECIALISED`]) pass as constants: every `hs.has(..)` test and the
-    /// branches of the headers the set lacks then fold away.
+    /// branches of the headers the set lacks then fold away. The outer headers' 5-tuple goes to
+    /// `t` (`aclkey::ParsedTuple`; when the caller does not read it, its loads and stores
+    /// fold away too).
     #[inline(always)]
-    fn fast_as(&self, hs: HdrSet, csum: bool, d: &[u8], m: &mut Meta) -> bool {
+    fn fast_as(&self, hs: HdrSet, csum: bool, d: &[u8], m: &mut Meta, t: &mut impl TupleSink) -> bool {
         let Some(eth) = d.first_chunk::<14>() else { return false };
         let mut et = u16::from_be_bytes([eth[12], eth[13]]);
         let mut valid = HdrSet::EMPTY.with(Hdr::Eth);
@@ -139,38 +155,48 @@ impl Parser {
         // Untagged IPv4 first: tested before the tags, it takes one compare where the tag tests
         // and IPv6 cost three more, and `l3_fast` sees `et` as a constant.
         if et == EtherType::IPV4.0 {
-            return self.fast_from_l3(hs, csum, d, 14, et, valid, m);
+            return self.fast_from_l3(hs, csum, d, 14, et, valid, m, t);
         }
         let is_tag = |et: u16| et == EtherType::VLAN.0 || et == EtherType::QINQ.0;
         if !(hs.has(Hdr::Vlan) && is_tag(et)) {
             // Untagged, the common case: the rest inlined with the L3 offset a constant.
-            return self.fast_from_l3(hs, csum, d, 14, et, valid, m);
+            return self.fast_from_l3(hs, csum, d, 14, et, valid, m, t);
         }
         // One tag, or two (Q-in-Q: 0x88a8 or 0x8100, then the C-tag); as `parse_tags`.
-        let Some(t) = d.get(14..).and_then(|s| s.first_chunk::<8>()) else { return false };
+        let Some(tags) = d.get(14..).and_then(|s| s.first_chunk::<8>()) else { return false };
         valid.insert(Hdr::Vlan);
         m.set_offset(Slot::Vlan0, 12);
-        et = u16::from_be_bytes([t[2], t[3]]);
+        et = u16::from_be_bytes([tags[2], tags[3]]);
         if !is_tag(et) {
-            return self.fast_from_l3(hs, csum, d, 18, et, valid, m);
+            return self.fast_from_l3(hs, csum, d, 18, et, valid, m, t);
         }
         if !hs.has(Hdr::Qinq) {
             return done(m, valid);
         }
         valid.insert(Hdr::Qinq);
         m.set_offset(Slot::Vlan1, 16);
-        self.fast_from_l3(hs, csum, d, 22, u16::from_be_bytes([t[6], t[7]]), valid, m)
+        self.fast_from_l3(hs, csum, d, 22, u16::from_be_bytes([tags[6], tags[7]]), valid, m, t)
     }
 
     /// [`Parser::parse_fast`] from the outer L3 header (EtherType `et` at offset `l3`) on.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn fast_from_l3(&self, hs: HdrSet, csum: bool, d: &[u8], l3: usize, et: u16, mut valid: HdrSet, m: &mut Meta) -> bool {
+    fn fast_from_l3(
+        &self,
+        hs: HdrSet,
+        csum: bool,
+        d: &[u8],
+        l3: usize,
+        et: u16,
+        mut valid: HdrSet,
+        m: &mut Meta,
+        t: &mut impl TupleSink,
+    ) -> bool {
         let done = |m: &mut Meta, valid: HdrSet| {
             m.valid = valid;
             true
         };
-        let Some((proto, l4, end)) = (match Self::l3_fast(hs, csum, d, l3, et, false, &mut valid, m) {
+        let Some((proto, l4, end)) = (match Self::l3_fast(hs, csum, d, l3, et, false, &mut valid, m, t) {
             L3Fast::Bail => return false,
             L3Fast::Done => return done(m, valid),
             L3Fast::Upper(p, l4, end) => Some((p, l4, end)),
@@ -178,7 +204,7 @@ impl Parser {
             return false;
         };
         m.l4_proto = proto;
-        let udp_payload = match Self::l4_fast(hs, d, proto, l4, end, false, &mut valid, m) {
+        let udp_payload = match Self::l4_fast(hs, d, proto, l4, end, false, &mut valid, m, t) {
             L4Fast::Bail => return false,
             L4Fast::Done => return done(m, valid),
             L4Fast::Udp(p) => p,
@@ -209,12 +235,12 @@ impl Parser {
         m.set_offset(Slot::InnerEth, inner);
         let Some(ie) = d.get(inner..).and_then(|s| s.first_chunk::<14>()) else { return false };
         let iet = u16::from_be_bytes([ie[12], ie[13]]);
-        let (iproto, il4, iend) = match Self::l3_fast(hs, csum, d, inner + 14, iet, true, &mut valid, m) {
+        let (iproto, il4, iend) = match Self::l3_fast(hs, csum, d, inner + 14, iet, true, &mut valid, m, t) {
             L3Fast::Bail => return false,
             L3Fast::Done => return done(m, valid),
             L3Fast::Upper(p, l4, end) => (p, l4, end),
         };
-        match Self::l4_fast(hs, d, iproto, il4, iend, true, &mut valid, m) {
+        match Self::l4_fast(hs, d, iproto, il4, iend, true, &mut valid, m, t) {
             L4Fast::Bail => false,
             L4Fast::Done | L4Fast::Udp(_) => done(m, valid),
         }
@@ -224,7 +250,17 @@ impl Parser {
     /// the end of the IP payload.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn l3_fast(hs: HdrSet, csum: bool, d: &[u8], off: usize, et: u16, inner: bool, valid: &mut HdrSet, m: &mut Meta) -> L3Fast {
+    fn l3_fast(
+        hs: HdrSet,
+        csum: bool,
+        d: &[u8],
+        off: usize,
+        et: u16,
+        inner: bool,
+        valid: &mut HdrSet,
+        m: &mut Meta,
+        t: &mut impl TupleSink,
+    ) -> L3Fast {
         let (v4, v6, slot) = if inner { (Hdr::InnerIpv4, Hdr::InnerIpv6, Slot::InnerL3) } else { (Hdr::Ipv4, Hdr::Ipv6, Slot::L3) };
         if et == EtherType::IPV4.0 {
             if !hs.has(v4) {
@@ -242,6 +278,9 @@ impl Parser {
             }
             valid.insert(v4);
             m.set_offset(slot, off);
+            if !inner {
+                t.l3(u64::from_le_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]), h[9], m.in_port);
+            }
             // A non-first fragment has no L4 header: the 13-bit offset, tested in the bytes'
             // own order (flags and the offset's high bits in h[6], its low bits in h[7]).
             if u16::from_le_bytes([h[6], h[7]]) & 0xff1f != 0 {
@@ -272,7 +311,17 @@ impl Parser {
     /// full parser.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn l4_fast(hs: HdrSet, d: &[u8], proto: u8, off: usize, end: usize, inner: bool, valid: &mut HdrSet, m: &mut Meta) -> L4Fast {
+    fn l4_fast(
+        hs: HdrSet,
+        d: &[u8],
+        proto: u8,
+        off: usize,
+        end: usize,
+        inner: bool,
+        valid: &mut HdrSet,
+        m: &mut Meta,
+        t: &mut impl TupleSink,
+    ) -> L4Fast {
         let (udp, tcp, slot) = if inner { (Hdr::InnerUdp, Hdr::InnerTcp, Slot::InnerL4) } else { (Hdr::Udp, Hdr::Tcp, Slot::L4) };
         let room = end.saturating_sub(off);
         if proto == IpProto::UDP.0 && hs.has(udp) {
@@ -283,6 +332,9 @@ impl Parser {
             }
             valid.insert(udp);
             m.set_offset(slot, off);
+            if !inner {
+                t.l4(u32::from_le_bytes([u[0], u[1], u[2], u[3]]));
+            }
             return L4Fast::Udp(off + 8);
         }
         if proto == IpProto::TCP.0 && hs.has(tcp) {
@@ -293,6 +345,9 @@ impl Parser {
             }
             valid.insert(tcp);
             m.set_offset(slot, off);
+            if !inner {
+                t.l4(u32::from_le_bytes([h[0], h[1], h[2], h[3]]));
+            }
             return L4Fast::Done;
         }
         // ICMP the spec parses is left to the full parser; unparsed, the walk ends (as there).
@@ -472,28 +527,55 @@ impl Parser {
 
     /// The fast-path loop with the header set and checksum option as constants.
     #[inline(never)]
-    fn run_as<const HS: u32, const CSUM: bool, const DSCP: bool>(
+    fn run_as<const HS: u32, const CSUM: bool, const DSCP: bool, const TUPLE: bool>(
         &self,
         pool: &mut Pool,
         b: &mut Batch,
         lanes: Lanes,
         cx: &mut StageCx<'_>,
     ) {
-        self.run_fast::<DSCP>(HdrSet(HS), CSUM, pool, b, lanes, cx);
+        self.run_fast::<DSCP, TUPLE>(HdrSet(HS), CSUM, pool, b, lanes, cx);
     }
 
     /// The fast path for every lane, the full parser where it bails (which decides every drop);
-    /// with `DSCP`, each parsed packet's class from [`Parser::dscp`].
+    /// with `DSCP`, each parsed packet's class from [`Parser::dscp`]; with `TUPLE`, each parsed
+    /// packet's 5-tuple recorded ([`Parser::with_tuples`]) while the records are open.
     #[inline(always)]
-    fn run_fast<const DSCP: bool>(&self, hs: HdrSet, csum: bool, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+    fn run_fast<const DSCP: bool, const TUPLE: bool>(
+        &self,
+        hs: HdrSet,
+        csum: bool,
+        pool: &mut Pool,
+        b: &mut Batch,
+        lanes: Lanes,
+        cx: &mut StageCx<'_>,
+    ) {
+        if TUPLE && !cx.acl_keys.open() {
+            return self.run_fast::<DSCP, false>(hs, csum, pool, b, lanes, cx);
+        }
+        if TUPLE {
+            // As stage 0: the table after the parser checks that the records cover its lanes.
+            cx.acl_keys.begin(0, lanes);
+        }
         let map = self.dscp.unwrap_or([0; 64]);
         each_lane!(i in lanes => {
             let data = pool.data(b.handle(i));
-            let m = b.meta_mut(i);
-            if !self.fast_as(hs, csum, data, m) {
+            let (m, mut t) = b.meta_and_words_mut(i);
+            // The record is written in the lane's words as the headers come (kept in
+            // registers, it made the loop spill others).
+            let fast = if TUPLE {
+                *t[1] = 0;
+                self.fast_as(hs, csum, data, m, &mut t)
+            } else {
+                self.fast_as(hs, csum, data, m, &mut ())
+            };
+            if !fast {
                 if let Err(e) = self.parse_anew(data, m) {
                     cx.drop(b, i, e.drop_reason());
                     continue;
+                }
+                if TUPLE {
+                    [*t[0], *t[1]] = ParsedTuple::of(data, m);
                 }
             }
             if DSCP {
@@ -522,11 +604,15 @@ impl Stage for Parser {
                 // any other.
                 macro_rules! dispatch {
                     ($(($hs:expr, $csum:literal)),*) => {
-                        match (self.hs, self.verify_ipv4_checksum, self.dscp.is_some()) {
-                            $((h, $csum, false) if h == $hs => self.run_as::<{ $hs.0 }, $csum, false>(pool, b, lanes, cx),)*
-                            $((h, $csum, true) if h == $hs => self.run_as::<{ $hs.0 }, $csum, true>(pool, b, lanes, cx),)*
-                            (hs, csum, false) => self.run_fast::<false>(hs, csum, pool, b, lanes, cx),
-                            (hs, csum, true) => self.run_fast::<true>(hs, csum, pool, b, lanes, cx),
+                        match (self.hs, self.verify_ipv4_checksum, self.dscp.is_some(), self.tuple) {
+                            $((h, $csum, false, false) if h == $hs => self.run_as::<{ $hs.0 }, $csum, false, false>(pool, b, lanes, cx),)*
+                            $((h, $csum, true, false) if h == $hs => self.run_as::<{ $hs.0 }, $csum, true, false>(pool, b, lanes, cx),)*
+                            $((h, $csum, false, true) if h == $hs => self.run_as::<{ $hs.0 }, $csum, false, true>(pool, b, lanes, cx),)*
+                            $((h, $csum, true, true) if h == $hs => self.run_as::<{ $hs.0 }, $csum, true, true>(pool, b, lanes, cx),)*
+                            (hs, csum, false, false) => self.run_fast::<false, false>(hs, csum, pool, b, lanes, cx),
+                            (hs, csum, true, false) => self.run_fast::<true, false>(hs, csum, pool, b, lanes, cx),
+                            (hs, csum, false, true) => self.run_fast::<false, true>(hs, csum, pool, b, lanes, cx),
+                            (hs, csum, true, true) => self.run_fast::<true, true>(hs, csum, pool, b, lanes, cx),
                         }
                     };
                 }
@@ -612,13 +698,23 @@ mod tests {
             f.truncate(f.len().saturating_sub(cut % 40));
             for p in parsers() {
                 let mut fast = Meta::arrived(3);
-                if p.parse_fast(&f, &mut fast) {
+                // From a record that holds garbage: the fast path must write every word that
+                // matters (the second always, the first with an IPv4 header).
+                let (mut lo, mut hi) = (0x5a5a_5a5a_5a5a_5a5a, 0);
+                if p.fast_as(p.hs, p.verify_ipv4_checksum, &f, &mut fast, &mut [&mut lo, &mut hi]) {
                     let mut full = Meta::arrived(3);
                     prop_assert!(p.parse(&f, &mut full).is_ok(), "fast path accepted a frame the parser drops: {f:02x?}");
                     prop_assert_eq!(fast.valid, full.valid);
                     prop_assert_eq!(fast.l4_proto, full.l4_proto);
                     for h in Hdr::ALL.iter().filter(|h| full.valid.has(**h)) {
                         prop_assert_eq!(fast.offset(h.slot()), full.offset(h.slot()), "{:?}", h);
+                    }
+                    // The 5-tuple the fast path recorded on the way is the one read from the
+                    // full parser's metadata (what the full parser's frames get).
+                    let want = ParsedTuple::of(&f, &full);
+                    prop_assert_eq!(hi, want[1], "{:02x?}", f);
+                    if full.valid.has(Hdr::Ipv4) {
+                        prop_assert_eq!(lo, want[0], "{:02x?}", f);
                     }
                 }
             }

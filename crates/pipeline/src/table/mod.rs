@@ -24,8 +24,8 @@ use crate::stages::l2edit::L2Edit;
 use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
 use crate::value::Match;
-pub(crate) use aclkey::KeyMemo;
 use aclkey::{AclCache, AclKey, MISS};
+pub(crate) use aclkey::{KeyMemo, ParsedTuple, TupleSink};
 use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
 /// A built classifier (the engine of `acl` tables), shared read-only between replicas.
@@ -702,9 +702,14 @@ impl TableStage {
                             cached_pass::<$k>(cache, acl, nf, nop, pool, b, lanes, out, &$form)
                         };
                     }
+                    let parsed = matches!(self.key_share, KeyShare::Parsed) && memo.covers(0, lanes);
                     let r = match (ak.tuple(), ak.raw_groups(), nf.div_ceil(2)) {
-                        // Parts of the 5-tuple and the input port: two `u64`s.
-                        (Some(t), _, _) => cached!(2, aclkey::TupleForm(t, ak)),
+                        // Parts of the 5-tuple and the input port: two `u64`s, from the
+                        // parser's record when it made one for every lane.
+                        (Some(t), _, _) => match parsed.then(|| aclkey::ParsedForm::new(t)).flatten() {
+                            Some(form) => cached!(2, form),
+                            None => cached!(2, aclkey::TupleForm(t, ak)),
+                        },
                         // Up to two headers: a masked window each.
                         (None, Some(2), _) => cached!(5, aclkey::RawForm::<2>(ak)),
                         (None, Some(1), _) => cached!(3, aclkey::RawForm::<1>(ak)),
@@ -1170,12 +1175,18 @@ impl Stage for TableStage {
             KeyShare::Alone => "",
             KeyShare::Lend(_) => " (key kept for the next table)",
             KeyShare::Borrow(_) => " (key from the previous table)",
+            KeyShare::Parsed => " (key from the parser)",
         };
         format!("table {:?} size {} key [{}] entries {}{share}", self.def.imp, self.def.size, keys.join(", "), self.len)
     }
 
     fn share_acl_key(&mut self, share: KeyShare) -> bool {
         if !(self.special && self.acl_key.is_some()) {
+            return false;
+        }
+        // The parser records the 5-tuple only; a table that lends its keys reads them itself.
+        let tuple = self.acl_key.as_ref().and_then(|k| k.tuple()).and_then(|t| t.parsed_masks());
+        if matches!(share, KeyShare::Parsed) && (tuple.is_none() || !matches!(self.key_share, KeyShare::Alone)) {
             return false;
         }
         self.key_share = share;
@@ -1413,7 +1424,7 @@ fn cached_pass<const K: usize>(
         (r, matches!(fast.get(r as usize), Some(Fast::Nop)))
     };
     each_lane!(i in lanes => {
-        let t = match form.read(pool.data(b.handle(i)), b.meta(i)) {
+        let t = match form.read(pool, b, i) {
             Some(k) => cache.classify(k, &classify),
             None => u64::from(MISS),
         };
