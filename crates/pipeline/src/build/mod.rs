@@ -45,10 +45,8 @@ impl Program {
         let absorbed_dscp = if special { special::parser_classes(self) } else { None };
         let ct_exact = special && special::ct_load_exact(self);
         let parser = |tuples: bool| -> Box<dyn Stage> {
-            let mut p = crate::stages::parser::Parser::new(self.headers, self.verify_ipv4_checksum, special);
-            if tuples {
-                p.with_tuples();
-            }
+            let p = crate::stages::parser::Parser::new(self.headers, self.verify_ipv4_checksum, special);
+            let p = if tuples { p.with_tuples() } else { p };
             Box::new(match absorbed_dscp {
                 Some((_, map)) => p.with_dscp_classes(map),
                 None => p,

@@ -47,11 +47,10 @@ impl Parser {
     /// This parser also records each parsed packet's 5-tuple (`aclkey::ParsedTuple`) during the
     /// ingress, for the classifier table that runs right after it: in the fast path the
     /// headers' bytes are at hand and their lengths checked. Only a parser with the fast paths
-    /// and headers past Ethernet ([`Parser::can_classify`]) records them; returns whether this
-    /// one does.
-    pub fn with_tuples(&mut self) -> bool {
+    /// and headers past Ethernet ([`Parser::can_classify`]) records them.
+    pub fn with_tuples(mut self) -> Parser {
         self.tuple = self.special && Parser::can_classify(self.hs);
-        self.tuple
+        self
     }
 
     /// This parser also sets `meta.tc` from each parsed packet's DSCP by `map`, as the
