@@ -13,6 +13,7 @@
 //! most two groups goes to it raw ([`AclKey::read_raw`]), each group's 16 bytes masked to the
 //! bytes its words occupy. The words are made from the raw key only on a cache miss.
 
+use super::parsed::ParsedTuple;
 use crate::field::Extract;
 use crate::ir::MAX_KEY_FIELDS;
 use fastpath_packet::{Batch, Hdr, HdrSet, Lanes, Meta, Pool, Slot, BATCH_MAX};
@@ -216,93 +217,6 @@ impl Tuple {
 
 /// The raw form's miss (above the input port's bits in the second `u64`).
 const RAW_MISS: u64 = 1 << 63;
-
-/// The parser's record of a packet's 5-tuple, for a classifier table that runs right after it
-/// (`KeyShare::Parsed`, chosen by [`crate::build::special::parsed_tuple`]), in the batch's lane
-/// words ([`Batch::words`]; the [`KeyMemo`] says for which lanes of the batch the parser wrote
-/// them). The parser has the headers' bytes at hand and has checked their lengths, so it
-/// copies them as they are, in two stores, where the table, reading the packet again, paid a
-/// validity test, an offset load, a bounds check and a load per header (about 20 instructions
-/// a packet). Two `u64`s:
-/// - the IPv4 header's bytes 12..20 (source, destination), loaded little-endian;
-/// - the L4 header's bytes 0..4 (the ports), loaded little-endian, in bits 0..32 (0 without a
-///   UDP or TCP header); the protocol in bits 32..40, the input port in 40..56, and
-///   [`ParsedTuple::L3`] (the top bit) when the packet has an IPv4 header (else the word is 0
-///   but the ports).
-///
-/// The cache needs keys equal exactly when the key words are, not in any order: the table
-/// looks the record up as it is ([`ParsedForm`]) and turns it into words only on a miss. The
-/// `L3` bit keeps a record from equalling a key [`Tuple::read_raw`] reads (whose top bits are
-/// 0), should both ever meet in one cache.
-pub(crate) struct ParsedTuple;
-
-impl ParsedTuple {
-    /// The packet has an IPv4 header: the sign bit, one test.
-    pub(crate) const L3: u64 = 1 << 63;
-
-    /// The record's second word for an IPv4 header of protocol `proto` on a packet from `port`.
-    #[inline(always)]
-    pub(crate) fn l3_word(port: u16, proto: u8) -> u64 {
-        const { assert!(ParsedTuple::L3 == 1 << 31 << 32) };
-        // The port, the protocol and the header's bit in one shift.
-        u64::from(u32::from(port) << 8 | u32::from(proto) | 1 << 31) << 32
-    }
-
-    /// The record of a parsed packet from its metadata: for the frames the parser's fast path
-    /// leaves to the full parser. The parser has checked that each header it marks valid is
-    /// whole.
-    pub(crate) fn of(d: &[u8], m: &Meta) -> [u64; 2] {
-        let (mut lo, mut hi) = (0, 0);
-        let mut t = [&mut lo, &mut hi];
-        if m.valid.has(Hdr::Ipv4) {
-            if let Some(h) = d.get(m.offset(Slot::L3)..).and_then(|s| s.first_chunk::<20>()) {
-                t.l3(u64::from_le_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]), h[9], m.in_port);
-            }
-        }
-        if m.valid.has(Hdr::Udp) || m.valid.has(Hdr::Tcp) {
-            if let Some(p) = d.get(m.offset(Slot::L4)..).and_then(|s| s.first_chunk::<4>()) {
-                t.l4(u32::from_le_bytes(*p));
-            }
-        }
-        [lo, hi]
-    }
-
-    /// A record as [`Tuple::read_raw`] would have read the packet (for the classifier, on a
-    /// miss): the addresses and ports in big-endian order, the header bit dropped.
-    fn raw(t: &[u64; 2]) -> [u64; 2] {
-        [t[0].swap_bytes(), (t[1] & 0x00ff_ffff_0000_0000) | u64::from((t[1] as u32).swap_bytes())]
-    }
-}
-
-/// Where the parser puts the outer headers' parts of the 5-tuple as it meets them: a lane's
-/// record ([`ParsedTuple`], its lane words written in place; the second 0 beforehand), or
-/// nowhere (`()`: a parser that records nothing, whose calls then cost nothing).
-pub(crate) trait TupleSink {
-    /// An IPv4 header: its bytes 12..20 (the addresses) as one little-endian load, its
-    /// protocol, and the packet's input port.
-    fn l3(&mut self, addrs: u64, proto: u8, port: u16);
-    /// A UDP or TCP header: its first four bytes (the ports), little-endian.
-    fn l4(&mut self, ports: u32);
-}
-
-impl TupleSink for () {
-    #[inline(always)]
-    fn l3(&mut self, _: u64, _: u8, _: u16) {}
-    #[inline(always)]
-    fn l4(&mut self, _: u32) {}
-}
-
-impl TupleSink for [&mut u64; 2] {
-    #[inline(always)]
-    fn l3(&mut self, addrs: u64, proto: u8, port: u16) {
-        *self[0] = addrs;
-        *self[1] = ParsedTuple::l3_word(port, proto);
-    }
-    #[inline(always)]
-    fn l4(&mut self, ports: u32) {
-        *self[1] |= u64::from(ports);
-    }
-}
 
 impl Tuple {
     /// The masks of the parser's record ([`ParsedTuple`]) that keep this key's parts and the
@@ -1138,96 +1052,6 @@ mod tests {
         d[14 + 10] ^= 0xff;
         d[34] ^= 0xff;
         assert_eq!(t.read_raw(&k, &d, &m), before);
-    }
-
-    /// A table after the parser reads from the parser's record the key it would read from the
-    /// packet, for keys with and without each header's parts, on frames of every shape
-    /// (tagged, IPv6, ICMP, ARP, options, a later fragment), cut short or with a byte changed.
-    #[test]
-    fn parsed_records_read_as_the_packets() {
-        use crate::stages::parser::Parser;
-        use fastpath_packet::build::FrameBuilder;
-        use fastpath_packet::hdr::{ArpRepr, IpProto, Ipv4Repr, TcpFlags};
-        use proptest::prelude::*;
-        use std::net::{Ipv4Addr, Ipv6Addr};
-        let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(192, 168, 7, 9));
-        let e = || FrameBuilder::eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
-        let with = |f: &dyn Fn(&mut Ipv4Repr)| {
-            let mut r = Ipv4Repr::new(a, b, IpProto::UDP, 0);
-            f(&mut r);
-            e().ipv4_with(r).udp(7, 9).build()
-        };
-        let shapes = [
-            e().ipv4(a, b).udp(1000, 53).build(),
-            e().ipv4(a, b).tcp(40000, 80, TcpFlags::SYN, 1, 0).build(),
-            e().ipv4(a, b).icmp_echo(1, 2).build(),
-            e().vlan(10, 0).ipv4(a, b).udp(5060, 5061).build(),
-            e().qinq(20, 30).ipv4(a, b).tcp(1, 2, TcpFlags::ACK, 1, 1).build(),
-            e().ipv6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST).udp(1, 2).build(),
-            e().arp(ArpRepr::request([2, 0, 0, 0, 0, 2], a, b)).build(),
-            with(&|r| r.options = vec![1, 1, 1, 0]),
-            with(&|r| r.frag_offset = 8),
-        ];
-        let sport = Extract::Be16 { slot: Slot::L4, byte: 0, needs: HdrSet::EMPTY.with(Hdr::Udp), alt: HdrSet::EMPTY.with(Hdr::Tcp) };
-        let dport = Extract::Be16 { slot: Slot::L4, byte: 2, needs: HdrSet::EMPTY.with(Hdr::Udp), alt: HdrSet::EMPTY.with(Hdr::Tcp) };
-        let proto = Extract::Short { slot: Slot::L3, byte: 9, n: 1, needs: HdrSet::EMPTY.with(Hdr::Ipv4), alt: HdrSet::EMPTY };
-        let keys = [
-            five_tuple(),
-            vec![(v4(16), 32, false), (Extract::InPort, 9, false)],
-            vec![(sport, 16, true), (v4(12), 32, false), (proto, 8, false)],
-            vec![(Extract::InPort, 9, false), (dport, 16, true), (sport, 16, true), (v4(16), 32, false)],
-        ];
-        // Keys the record does not hold: an exact port (a packet without one misses), an
-        // address as a range.
-        for fields in [vec![(v4(12), 32, false), (dport, 16, false)], vec![(v4(12), 32, true)]] {
-            let k = AclKey::new(&fields).expect("a uniform key");
-            assert!(k.tuple().expect("a 5-tuple key").parsed_masks().is_none());
-        }
-        let hs = ["eth", "vlan", "arp", "ipv4", "ipv6", "icmp", "udp", "tcp"].iter().filter_map(|h| Hdr::from_name(h));
-        let parser = Parser::new(hs.fold(HdrSet::EMPTY, |s, h| s.with(h)), false, true);
-        let mut runner = proptest::test_runner::TestRunner::default();
-        runner
-            .run(&(0..shapes.len(), 0usize..60, 0usize..80, any::<u8>(), 0usize..80, any::<u16>()), |(shape, cut, at, v, at2, port)| {
-                // A frame, and the same frame with another byte changed (in or out of the key).
-                let mut f = shapes[shape].clone();
-                if let Some(x) = f.get_mut(at) {
-                    *x = v;
-                }
-                f.truncate(f.len().saturating_sub(cut));
-                let mut g = f.clone();
-                if let Some(x) = g.get_mut(at2) {
-                    *x ^= 0x41;
-                }
-                // Each frame's key words (what a cache miss asks the classifier) and key (what
-                // the cache compares): from its record, then from its bytes.
-                type Read = [(Option<[u32; MAX_KEY_FIELDS]>, Option<[u64; 2]>); 2];
-                let read = |f: &[u8], fields: &[(Extract, u8, bool)]| -> Option<Read> {
-                    let mut m = Meta::arrived(port);
-                    parser.parse(f, &mut m).ok()?;
-                    let (mut pool, mut batch) = (Pool::new(1), Batch::new());
-                    let h = pool.alloc().expect("one buffer");
-                    pool.set_data(h, f);
-                    batch.push(h, port);
-                    let (meta, [lo, hi]) = batch.meta_and_words_mut(0);
-                    *meta = m;
-                    [*lo, *hi] = ParsedTuple::of(f, &m);
-                    let k = AclKey::new(fields).expect("a uniform key");
-                    let t = k.tuple().expect("a 5-tuple key");
-                    let form = ParsedForm::new(t).expect("the record holds the key");
-                    let parsed = form.read(&pool, &batch, 0);
-                    let raw = t.read_raw(&k, f, &m);
-                    Some([(parsed.map(|p| form.words(&p)), parsed), (raw.map(|r| t.raw_words(&r)), raw)])
-                };
-                for fields in &keys {
-                    let (Some(a), Some(b)) = (read(&f, fields), read(&g, fields)) else { continue };
-                    // The record's key words are the packet's; two records are equal exactly
-                    // when the packets' keys are.
-                    prop_assert_eq!(a[0].0, a[1].0, "{:?} {:02x?}", fields, f);
-                    prop_assert_eq!(a[0].1 == b[0].1, a[1].1 == b[1].1, "{:?} {:02x?} {:02x?}", fields, f, g);
-                }
-                Ok(())
-            })
-            .expect("the parser's record reads as the packet");
     }
 
     #[test]

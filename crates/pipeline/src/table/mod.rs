@@ -10,6 +10,9 @@
 
 mod aclkey;
 pub mod ops;
+mod parsed;
+#[cfg(test)]
+mod parsed_tests;
 
 /// A full classifier build handed out by a table, to run on another thread, and its result.
 pub use fastpath_tables::acl::{FoldJob, Folded};
@@ -24,8 +27,8 @@ use crate::stages::l2edit::L2Edit;
 use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
 use crate::value::Match;
+pub(crate) use aclkey::KeyMemo;
 use aclkey::{AclCache, AclKey, MISS};
-pub(crate) use aclkey::{KeyMemo, ParsedTuple, TupleSink};
 use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Pool, BATCH_MAX};
 /// A built classifier (the engine of `acl` tables), shared read-only between replicas.
@@ -33,6 +36,7 @@ pub use fastpath_tables::acl::Acl;
 use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch, LiveAcl};
 use fastpath_tables::exact::ExactTable;
 use fastpath_tables::lpm::{Lpm4, Lpm6};
+pub(crate) use parsed::{ParsedTuple, TupleSink};
 use std::collections::HashMap;
 use std::sync::Arc;
 
