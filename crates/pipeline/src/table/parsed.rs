@@ -6,8 +6,8 @@ use fastpath_packet::{Hdr, Meta, Slot};
 
 /// The parser's record of a packet's 5-tuple, for a classifier table that runs right after it
 /// (`KeyShare::Parsed`, chosen by [`crate::build::special::parsed_tuple`]), in the batch's lane
-/// words ([`fastpath_packet::Batch::words`]; the `KeyMemo` says for which lanes of the batch the parser wrote
-/// them). The parser has the headers' bytes at hand and has checked their lengths, so it
+/// words ([`fastpath_packet::Batch::words`]; the `KeyMemo` says for which lanes of the batch
+/// the parser wrote them). The parser has the headers' bytes at hand and has checked their lengths, so it
 /// copies them as they are, in two stores, where the table, reading the packet again, paid a
 /// validity test, an offset load, a bounds check and a load per header (about 20 instructions
 /// a packet). Two `u64`s:
@@ -18,9 +18,9 @@ use fastpath_packet::{Hdr, Meta, Slot};
 ///   but the ports).
 ///
 /// The cache needs keys equal exactly when the key words are, not in any order: the table
-/// looks the record up as it is ([`ParsedForm`]) and turns it into words only on a miss. The
-/// `L3` bit keeps a record from equalling a key [`Tuple::read_raw`] reads (whose top bits are
-/// 0), should both ever meet in one cache.
+/// looks the record up as it is (`aclkey::ParsedForm`) and turns it into words only on a miss.
+/// The `L3` bit keeps a record from equalling a key `aclkey::Tuple::read_raw` reads (whose top
+/// bits are 0), should both ever meet in one cache.
 pub(crate) struct ParsedTuple;
 
 impl ParsedTuple {
@@ -54,7 +54,7 @@ impl ParsedTuple {
         [lo, hi]
     }
 
-    /// A record as [`Tuple::read_raw`] would have read the packet (for the classifier, on a
+    /// A record as `aclkey::Tuple::read_raw` would have read the packet (for the classifier, on a
     /// miss): the addresses and ports in big-endian order, the header bit dropped.
     pub(crate) fn raw(t: &[u64; 2]) -> [u64; 2] {
         [t[0].swap_bytes(), (t[1] & 0x00ff_ffff_0000_0000) | u64::from((t[1] as u32).swap_bytes())]
