@@ -869,17 +869,18 @@ impl KeyMemo {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use fastpath_packet::{Hdr, Meta};
     use fastpath_tables::acl::{AclConfig, AclRule, FieldMatch};
 
-    fn v4(byte: u16) -> Extract {
+    /// An IPv4 header word at `byte` (the addresses at 12 and 16).
+    pub(crate) fn v4(byte: u16) -> Extract {
         Extract::Be32 { slot: Slot::L3, byte, needs: HdrSet::EMPTY.with(Hdr::Ipv4), alt: HdrSet::EMPTY }
     }
 
     /// The switch's key: port, source, destination, protocol, destination port (a range).
-    fn five_tuple() -> Vec<(Extract, u8, bool)> {
+    pub(crate) fn five_tuple() -> Vec<(Extract, u8, bool)> {
         let dport = Extract::Be16 { slot: Slot::L4, byte: 2, needs: HdrSet::EMPTY.with(Hdr::Udp), alt: HdrSet::EMPTY.with(Hdr::Tcp) };
         let proto = Extract::Short { slot: Slot::L3, byte: 9, n: 1, needs: HdrSet::EMPTY.with(Hdr::Ipv4), alt: HdrSet::EMPTY };
         vec![(Extract::InPort, 9, false), (v4(12), 32, false), (v4(16), 32, false), (proto, 8, false), (dport, 16, true)]

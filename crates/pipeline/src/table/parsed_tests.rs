@@ -2,22 +2,12 @@
 //! a file of its own, as it uses both the parser and the table's key forms, which the record's
 //! module does not.
 
+use super::aclkey::tests::{five_tuple, v4};
 use super::aclkey::{AclKey, CacheKey, ParsedForm};
 use super::parsed::ParsedTuple;
 use crate::field::Extract;
 use crate::ir::MAX_KEY_FIELDS;
 use fastpath_packet::{Batch, Hdr, HdrSet, Meta, Pool, Slot};
-
-fn v4(byte: u16) -> Extract {
-    Extract::Be32 { slot: Slot::L3, byte, needs: HdrSet::EMPTY.with(Hdr::Ipv4), alt: HdrSet::EMPTY }
-}
-
-/// The switch's key: port, source, destination, protocol, destination port (a range).
-fn five_tuple() -> Vec<(Extract, u8, bool)> {
-    let dport = Extract::Be16 { slot: Slot::L4, byte: 2, needs: HdrSet::EMPTY.with(Hdr::Udp), alt: HdrSet::EMPTY.with(Hdr::Tcp) };
-    let proto = Extract::Short { slot: Slot::L3, byte: 9, n: 1, needs: HdrSet::EMPTY.with(Hdr::Ipv4), alt: HdrSet::EMPTY };
-    vec![(Extract::InPort, 9, false), (v4(12), 32, false), (v4(16), 32, false), (proto, 8, false), (dport, 16, true)]
-}
 
 /// A table after the parser reads from the parser's record the key it would read from the
 /// packet, for keys with and without each header's parts, on frames of every shape
