@@ -128,6 +128,38 @@ fn a_subscriber_downstream_gets_its_s_tag_and_c_tag() {
     assert_eq!(p.objects().counter("sub_down").unwrap().values[7], (1, 304));
 }
 
+/// The downstream session table (262,144 entries keyed by one IPv4 address) is kept as /32
+/// routes of a DIR-24-8, not a hash: it must still match exactly. Its neighbours in the same
+/// /24 and in other /24s miss; a second session in the /24 and deleting the first change only
+/// their own addresses; the table lists its keys as plain addresses.
+#[test]
+fn the_session_table_by_address_matches_exactly() {
+    let mut p = vbng(0);
+    let mut pool = Pool::new(64);
+    assert!(p.show_plan().contains("as /32 routes (DIR-24-8)"), "{}", p.show_plan());
+    let verdict = |p: &mut Pipeline, pool: &mut Pool, dst: Ipv4Addr| one(p, pool, 1, down(dst, 0, 300)).0;
+    let no_session = Verdict::Drop(DropReason::NoSession);
+    assert_eq!(verdict(&mut p, &mut pool, SUB_IP), Verdict::Queued(0));
+    for near in [[100, 64, 1, 6], [100, 64, 1, 8], [100, 64, 0, 7], [100, 64, 2, 7], [101, 64, 1, 7], [0, 0, 0, 0], [255, 255, 255, 255]] {
+        assert_eq!(verdict(&mut p, &mut pool, Ipv4Addr::from(near)), no_session, "{near:?}");
+    }
+    let second = Ipv4Addr::new(100, 64, 1, 8);
+    p.load_entries("e", "table down_session add 100.64.1.8 => session_down(8, 0, 100, 8, 02:5b:00:00:00:08)").unwrap();
+    assert_eq!(
+        p.entry_lines("down_session").unwrap(),
+        [
+            "table down_session add 100.64.1.7 => session_down(7, 0, 100, 7, 02:5b:00:00:00:07)",
+            "table down_session add 100.64.1.8 => session_down(8, 0, 100, 8, 02:5b:00:00:00:08)",
+        ]
+    );
+    assert_eq!(verdict(&mut p, &mut pool, second), Verdict::Queued(0));
+    p.load_entries("e", "table down_session del 100.64.1.7").unwrap();
+    assert_eq!(verdict(&mut p, &mut pool, SUB_IP), no_session);
+    assert_eq!(verdict(&mut p, &mut pool, second), Verdict::Queued(0));
+    assert_eq!(p.table("down_session").unwrap().len(), 1);
+    assert!(p.load_entries("e", "table down_session del 100.64.1.7").is_err(), "a deleted key is gone");
+}
+
 #[test]
 fn a_spoofed_source_is_dropped() {
     let mut p = vbng(0);

@@ -51,6 +51,13 @@ enum Engine {
     Exact64(ExactTable<u64, u32>),
     Exact128(ExactTable<u128, u32>),
     Lpm4(Box<Lpm4>),
+    /// An exact table of one 32-bit field with room for at least [`HOST4_MIN_SIZE`] entries (a
+    /// broadband gateway's sessions by subscriber address): its keys as /32 routes of a
+    /// DIR-24-8, as VPP's IPv4 FIB holds subscribers' host routes. A lookup is one load, two
+    /// when the key's /24 holds entries, against a hash table's hash, two bucket reads and a
+    /// key compare (`scripts/instructions vbng`: see docs/benchmarks.md). With only /32s in it
+    /// a lookup finds the key's own entry or nothing: exact match.
+    Host4(Box<Lpm4>),
     Lpm6(Box<Lpm6>),
     /// The rules (staged changes included), the classifier workers read, and whether changes
     /// are staged.
@@ -137,6 +144,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
     let chunks: Vec<Vec<u8>> = def.key.iter().map(|k| chunk_widths(k.field.width)).collect();
     let engine = match def.imp {
         TableImpl::Direct => Engine::Direct(vec![MISS; 1usize << width]),
+        TableImpl::Exact if def.key.len() == 1 && width == 32 && def.size >= HOST4_MIN_SIZE => Engine::Host4(Box::new(host4(def.size))),
         TableImpl::Exact if width <= 64 => Engine::Exact64(ExactTable::with_capacity(def.size)),
         TableImpl::Exact => Engine::Exact128(ExactTable::with_capacity(def.size)),
         TableImpl::Lpm if def.key[0].field.width == 32 => Engine::Lpm4(Box::new(Lpm4::new())),
@@ -447,6 +455,14 @@ impl TableOps for TableStage {
                 }
                 t.insert(v as u32, l, idx).map_err(|e| TableError::BadKey { table: self.def.name.clone(), msg: e.to_string() })?;
             }
+            Engine::Host4(t) => {
+                let k = host_key(&self.def, key)?;
+                added = t.get(k, 32).is_none();
+                if added && at_capacity {
+                    return Err(full);
+                }
+                t.insert(k, 32, idx).map_err(|e| TableError::BadKey { table: self.def.name.clone(), msg: e.to_string() })?;
+            }
             Engine::Lpm6(t) => {
                 let (v, l) = prefix_of(&self.def, key, 128)?;
                 added = t.get(v, l).is_none();
@@ -496,6 +512,7 @@ impl TableOps for TableStage {
                 let (v, l) = prefix_of(&self.def, key, 32)?;
                 t.remove(v as u32, l).is_ok()
             }
+            Engine::Host4(t) => t.remove(host_key(&self.def, key)?, 32).is_ok(),
             Engine::Lpm6(t) => {
                 let (v, l) = prefix_of(&self.def, key, 128)?;
                 t.remove(v, l).is_ok()
@@ -598,6 +615,7 @@ impl TableOps for TableStage {
             Engine::Exact64(t) => out.extend(t.iter().map(|(k, r)| view(unpack(u128::from(k)), 0, r))),
             Engine::Exact128(t) => out.extend(t.iter().map(|(k, r)| view(unpack(k), 0, r))),
             Engine::Lpm4(t) => out.extend(t.routes().map(|(p, l, r)| view(vec![Match::Prefix(u128::from(p), l)], 0, r))),
+            Engine::Host4(t) => out.extend(t.routes().map(|(p, _, r)| view(unpack(u128::from(p)), 0, r))),
             Engine::Lpm6(t) => out.extend(t.routes().map(|(p, l, r)| view(vec![Match::Prefix(p, l)], 0, r))),
             Engine::Acl { rules, .. } => out.extend(rules.rules().iter().map(|r| view(self.acl_key(&r.fields), r.priority, r.action))),
         }
@@ -616,6 +634,7 @@ impl TableOps for TableStage {
             Engine::Exact64(t) => *t = ExactTable::with_capacity(self.def.size),
             Engine::Exact128(t) => *t = ExactTable::with_capacity(self.def.size),
             Engine::Lpm4(t) => **t = Lpm4::new(),
+            Engine::Host4(t) => **t = host4(self.def.size),
             Engine::Lpm6(t) => **t = Lpm6::new(),
             Engine::Acl { rules, live, dirty, .. } => {
                 rules.clear();
@@ -650,6 +669,23 @@ fn self_pack(def: &TableDef, key: &[Match]) -> Result<u128, TableError> {
         k = if f.field.width >= 128 { *v } else { k << f.field.width | v };
     }
     Ok(k)
+}
+
+/// The smallest exact table of one 32-bit field kept as /32 routes ([`Engine::Host4`]): its
+/// DIR-24-8 root takes 64 MiB of address space (touched only where keys fall), which a small
+/// table's hash does not need.
+const HOST4_MIN_SIZE: usize = 1 << 16;
+
+/// The DIR-24-8 of an [`Engine::Host4`] table of `size` entries: each key needs at most one
+/// second-level group, so it is never full before `size` keys.
+fn host4(size: usize) -> Lpm4 {
+    Lpm4::with_max_groups(u32::try_from(size).unwrap_or(u32::MAX))
+}
+
+/// The 32-bit key of an [`Engine::Host4`] table.
+fn host_key(def: &TableDef, key: &[Match]) -> Result<u32, TableError> {
+    let k = self_pack(def, key)?;
+    u32::try_from(k).map_err(|_| TableError::BadKey { table: def.name.clone(), msg: format!("{k:#x} is wider than 32 bits") })
 }
 
 fn prefix_of(def: &TableDef, key: &[Match], width: u8) -> Result<(u128, u8), TableError> {
@@ -797,7 +833,7 @@ impl TableStage {
                         Engine::Direct(v) => v.get(k as usize).copied().filter(|&r| r != MISS),
                         Engine::Exact64(t) => t.lookup(&(k as u64)),
                         Engine::Exact128(t) => t.lookup(&k),
-                        Engine::Lpm4(t) => t.lookup(k as u32),
+                        Engine::Lpm4(t) | Engine::Host4(t) => t.lookup(k as u32),
                         Engine::Lpm6(t) => t.lookup(k),
                         Engine::Acl { .. } => None,
                     },
@@ -933,9 +969,11 @@ impl TableStage {
                         }
                     })
                 }
-                (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32),
+                (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_) | Engine::Host4(_)) => {
+                    pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32)
+                }
                 (x, Engine::Exact64(_) | Engine::Direct(_)) => by_variant!(x, pass, sc.k64, u64),
-                (e, Engine::Lpm4(_)) => pass!(e, sc.k32, u32),
+                (e, Engine::Lpm4(_) | Engine::Host4(_)) => pass!(e, sc.k32, u32),
                 (e, _) => pass!(e, sc.keys, u128),
             }
             if PRE && !dropped.is_empty() {
@@ -1015,7 +1053,7 @@ impl TableStage {
             Engine::Exact128(t) => {
                 t.lookup_lanes(&sc.keys, have, &mut sc.out, MISS);
             }
-            Engine::Lpm4(t) => {
+            Engine::Lpm4(t) | Engine::Host4(t) => {
                 t.lookup_lanes(&sc.k32, have, &mut sc.out);
             }
             Engine::Lpm6(t) => {
@@ -1181,7 +1219,8 @@ impl Stage for TableStage {
             KeyShare::Borrow(_) => " (key from the previous table)",
             KeyShare::Parsed => " (key from the parser)",
         };
-        format!("table {:?} size {} key [{}] entries {}{share}", self.def.imp, self.def.size, keys.join(", "), self.len)
+        let host = if matches!(self.engine, Engine::Host4(_)) { " as /32 routes (DIR-24-8)" } else { "" };
+        format!("table {:?}{host} size {} key [{}] entries {}{share}", self.def.imp, self.def.size, keys.join(", "), self.len)
     }
 
     fn share_acl_key(&mut self, share: KeyShare) -> bool {
