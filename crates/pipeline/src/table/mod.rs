@@ -969,9 +969,20 @@ impl TableStage {
                         }
                     })
                 }
-                (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_) | Engine::Host4(_)) => {
-                    pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32)
+                (Extract::Be32 { slot, byte, needs, alt }, Engine::Host4(t)) => {
+                    // Key and lookup in one loop: a host table's keys fall in few /24s (a
+                    // gateway's address pools), so its root entries stay in cache, and the
+                    // pass that prefetches them for a routing table would be work for nothing.
+                    let x = Extract::Be32 { slot, byte, needs, alt };
+                    each_lane!(i in lanes => {
+                        sc.out[i] = match x.read64(frame!(i), b.meta(i)) {
+                            Some(k) => t.lookup(k as u32).unwrap_or(MISS),
+                            None => MISS,
+                        };
+                    });
+                    fused = true;
                 }
+                (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32),
                 (x, Engine::Exact64(_) | Engine::Direct(_)) => by_variant!(x, pass, sc.k64, u64),
                 (e, Engine::Lpm4(_) | Engine::Host4(_)) => pass!(e, sc.k32, u32),
                 (e, _) => pass!(e, sc.keys, u128),
