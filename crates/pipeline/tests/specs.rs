@@ -83,3 +83,43 @@ fn shipped_parsers_are_specialised() {
         );
     }
 }
+
+/// Which exact tables are kept as /32 routes of a DIR-24-8 (`fastpath check` says so): one
+/// IPv4 address with room for 65,536 entries or more; not a smaller one, and not a 32-bit key
+/// that is not an address (its keys could take a 1.25 KiB group each).
+#[test]
+fn large_exact_tables_of_one_ipv4_address_are_host_routes() {
+    let spec = r#"
+name = "hosts"
+[parser]
+headers = ["eth", "ipv4"]
+[metadata]
+teid = 32
+[[table]]
+name = "by_addr"
+key = [{ field = "ipv4.src", match = "exact" }]
+actions = ["forward"]
+size = 65536
+[[table]]
+name = "few_addrs"
+key = [{ field = "ipv4.dst", match = "exact" }]
+actions = ["forward"]
+size = 65535
+[[table]]
+name = "by_id"
+key = [{ field = "meta.teid", match = "exact" }]
+actions = ["forward"]
+size = 1048576
+[control]
+ingress = '''
+apply by_addr
+apply few_addrs
+apply by_id
+'''
+"#;
+    let plan = fastpath_pipeline::compile("hosts.toml", spec).unwrap_or_else(|e| panic!("{e}")).instantiate().show_plan();
+    let line = |t: &str| plan.lines().find(|l| l.starts_with(t)).unwrap_or_else(|| panic!("no {t} in {plan}")).to_string();
+    assert!(line("by_addr").contains("as /32 routes"), "{plan}");
+    assert!(!line("few_addrs").contains("as /32 routes"), "{plan}");
+    assert!(!line("by_id").contains("as /32 routes"), "{plan}");
+}

@@ -9,7 +9,7 @@
 //! Compilation resolves every name once: header fields become offset/width extractors, parameters
 //! become argument indices, tables pick their implementation from their key (a direct array for
 //! ≤ 16-bit exact keys, a bucketised cuckoo hash for wider exact keys (the build keeps a large
-//! table of one 32-bit field as /32 routes of a DIR-24-8 instead), DIR-24-8 / multibit trie
+//! table of one IPv4 address as /32 routes of a DIR-24-8 instead), DIR-24-8 / multibit trie
 //! for a single LPM field, the decision-tree classifier for anything with ternary or range
 //! fields), and `if`/`elif`/`else` become lane-mask steps. Every problem is reported with its
 //! place in the file; compilation goes on after an error to report as many as it can.

@@ -22,7 +22,7 @@ use crate::action;
 use crate::build::special::{fast_form, Fast};
 use crate::exec::{KeyShare, Pre, PreOp, Stage, StageCx};
 use crate::field::Extract;
-use crate::ir::{MatchKind, Prim, Program, TableDef, TableImpl, MAX_ARGS, MAX_KEY_FIELDS};
+use crate::ir::{MatchKind, Prim, Program, TableDef, TableImpl, ValueKind, MAX_ARGS, MAX_KEY_FIELDS};
 use crate::stages::l2edit::L2Edit;
 use crate::stages::vxlan::EncapTemplate;
 use crate::trace::TraceRec;
@@ -51,7 +51,7 @@ enum Engine {
     Exact64(ExactTable<u64, u32>),
     Exact128(ExactTable<u128, u32>),
     Lpm4(Box<Lpm4>),
-    /// An exact table of one 32-bit field with room for at least [`HOST4_MIN_SIZE`] entries (a
+    /// An exact table of one IPv4 address with room for at least [`HOST4_MIN_SIZE`] entries (a
     /// broadband gateway's sessions by subscriber address): its keys as /32 routes of a
     /// DIR-24-8, as VPP's IPv4 FIB holds subscribers' host routes. A lookup is one load, two
     /// when the key's /24 holds entries, against a hash table's hash, two bucket reads and a
@@ -144,7 +144,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
     let chunks: Vec<Vec<u8>> = def.key.iter().map(|k| chunk_widths(k.field.width)).collect();
     let engine = match def.imp {
         TableImpl::Direct => Engine::Direct(vec![MISS; 1usize << width]),
-        TableImpl::Exact if def.key.len() == 1 && width == 32 && def.size >= HOST4_MIN_SIZE => Engine::Host4(Box::new(host4(def.size))),
+        TableImpl::Exact if host_table(&def) => Engine::Host4(Box::new(host4(def.size))),
         TableImpl::Exact if width <= 64 => Engine::Exact64(ExactTable::with_capacity(def.size)),
         TableImpl::Exact => Engine::Exact128(ExactTable::with_capacity(def.size)),
         TableImpl::Lpm if def.key[0].field.width == 32 => Engine::Lpm4(Box::new(Lpm4::new())),
@@ -671,10 +671,20 @@ fn self_pack(def: &TableDef, key: &[Match]) -> Result<u128, TableError> {
     Ok(k)
 }
 
-/// The smallest exact table of one 32-bit field kept as /32 routes ([`Engine::Host4`]): its
+/// The smallest exact table of one IPv4 address kept as /32 routes ([`Engine::Host4`]): its
 /// DIR-24-8 root takes 64 MiB of address space (touched only where keys fall), which a small
 /// table's hash does not need.
 const HOST4_MIN_SIZE: usize = 1 << 16;
+
+/// Whether table `def` is kept as /32 routes ([`Engine::Host4`]): exact, one IPv4 address, at
+/// least [`HOST4_MIN_SIZE`] entries. Addresses, not any 32-bit key: each /24 that holds keys
+/// takes a 1.25 KiB group, which addresses handed out from pools share, and keys spread over
+/// the whole space (tunnel ids, hashes) would not.
+fn host_table(def: &TableDef) -> bool {
+    matches!(def.imp, TableImpl::Exact)
+        && matches!(def.key.as_slice(), [k] if k.field.kind == ValueKind::Ipv4)
+        && def.size >= HOST4_MIN_SIZE
+}
 
 /// The DIR-24-8 of an [`Engine::Host4`] table of `size` entries: each key needs at most one
 /// second-level group, so it is never full before `size` keys.
