@@ -13,6 +13,7 @@
 //! TSC cycles (two `rdtsc` per stage per batch).
 
 use crate::action;
+use crate::field::Extract;
 use crate::ir::FdbDef;
 use crate::ir::{CmpOp, CondC, MetaField, Program};
 use crate::objects::Objects;
@@ -659,16 +660,29 @@ fn cond_mask(cond: &CondC, src: Lanes, pool: &Pool, b: &Batch) -> Lanes {
             by_op!(false, *op, |i, o| x.read64(pool.data(b.handle(i)), b.meta(i)).is_some_and(|a| o(a, v)))
         }
         // `ipv4.src != meta.sip`: false when either is missing.
-        CondC::FieldCmp(fa, op, fb) if narrow(fa) && narrow(fb) => {
-            let (xa, xb) = (fa.extractor(), fb.extractor());
-            by_op!(false, *op, |i, o| {
+        CondC::FieldCmp(fa, op, fb) if narrow(fa) && narrow(fb) => match (fa.extractor(), fb.extractor()) {
+            // A 32-bit header field against a register (vbng's anti-spoofing, `ipv4.src !=
+            // meta.sip`): the variants named, so both reads are inline in the loop. With the
+            // generic arm below its closure stayed out of line, a call per packet and a jump on
+            // the extractor (`scripts/instructions -n 100000 vbng --subscribers 256000 --size
+            // 1400`: 734.2 → 730.6, about 32 instructions per upstream packet).
+            (Extract::Be32 { slot, byte, needs, alt }, Extract::Reg(r)) => {
+                let r = usize::from(r);
+                by_op!(false, *op, |i, o| {
+                    let m = b.meta(i);
+                    // Built here, in the closure, so that its variant is a constant there.
+                    let xa = Extract::Be32 { slot, byte, needs, alt };
+                    xa.read64(pool.data(b.handle(i)), m).is_some_and(|a| o(a, u64::from(m.regs.get(r).copied().unwrap_or(0))))
+                })
+            }
+            (xa, xb) => by_op!(false, *op, |i, o| {
                 let (d, m) = (pool.data(b.handle(i)), b.meta(i));
                 match (xa.read64(d, m), xb.read64(d, m)) {
                     (Some(a), Some(c)) => o(a, c),
                     _ => false,
                 }
-            })
-        }
+            }),
+        },
         _ => lanes_where::<false>(src, |i| cond.eval(pool.data(b.handle(i)), b.meta(i))),
     }
 }
