@@ -855,10 +855,10 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
 /// The traffic manager's view of a packet; `ecn`: read its ECN field (only WRED looks at it).
 #[inline]
 fn desc(pool: &Pool, h: PktId, m: &Meta, ecn: bool) -> Desc {
-    let frame = pool.data(h);
     let ip = m.valid.has(Hdr::Ipv4) || m.valid.has(Hdr::Ipv6);
-    let ecn = if ecn && ip { fastpath_tm::wred::ecn_of(frame, m.offset(Slot::L3)) } else { 0 };
-    Desc { pkt: h, len_bytes: frame.len() as u32, pipe: 0, class: m.tc & 7, ecn, user: m.in_port }
+    // The frame's bytes only for WRED's ECN field; its length alone otherwise.
+    let ecn = if ecn && ip { fastpath_tm::wred::ecn_of(pool.data(h), m.offset(Slot::L3)) } else { 0 };
+    Desc { pkt: h, len_bytes: pool.len(h) as u32, pipe: 0, class: m.tc & 7, ecn, user: m.in_port }
 }
 
 /// Counts an enqueue result under the `tm` row and writes the CE mark of a marked packet;
