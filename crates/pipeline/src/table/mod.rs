@@ -676,14 +676,12 @@ fn self_pack(def: &TableDef, key: &[Match]) -> Result<u128, TableError> {
 /// table's hash does not need.
 const HOST4_MIN_SIZE: usize = 1 << 16;
 
-/// Whether table `def` is kept as /32 routes ([`Engine::Host4`]): exact, one IPv4 address, at
+/// Whether exact table `def` is kept as /32 routes ([`Engine::Host4`]): one IPv4 address, at
 /// least [`HOST4_MIN_SIZE`] entries. Addresses, not any 32-bit key: each /24 that holds keys
 /// takes a 1.25 KiB group, which addresses handed out from pools share, and keys spread over
 /// the whole space (tunnel ids, hashes) would not.
 fn host_table(def: &TableDef) -> bool {
-    matches!(def.imp, TableImpl::Exact)
-        && matches!(def.key.as_slice(), [k] if k.field.kind == ValueKind::Ipv4)
-        && def.size >= HOST4_MIN_SIZE
+    matches!(def.key.as_slice(), [k] if k.field.kind == ValueKind::Ipv4) && def.size >= HOST4_MIN_SIZE
 }
 
 /// The DIR-24-8 of an [`Engine::Host4`] table of `size` entries: each key needs at most one
