@@ -76,6 +76,7 @@ def main():
     if a.addr.startswith("unix:"):
         unix_authority()
     sh.setup(device_id=a.device_id, grpc_addr=a.addr, election_id=(0, a.election_id), verbose=False)
+    print(f"connected to {a.addr} as device {a.device_id}; learning from packet-ins", flush=True)
     known = {}
     punts = 0
     end = None if a.duration is None else time.time() + a.duration

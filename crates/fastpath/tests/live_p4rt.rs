@@ -527,7 +527,23 @@ fn packet_out_to_the_wire_and_packet_in_from_it_and_the_learning_example() {
         .spawn()
         .unwrap();
     let mut controller = ChildGuard::new(ctl);
-    std::thread::sleep(Duration::from_secs(2));
+    // Traffic only once the controller is connected: p4runtime-shell's set-up took more than
+    // the 2 s this test once slept on a loaded machine, and the first frame's packet-in was
+    // lost (CI, 2026-11-30). Its output is collected on a thread meanwhile.
+    let stdout = controller.child().stdout.take().unwrap();
+    let (connected, wait) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if l.starts_with("connected to ") {
+                let _ = connected.send(());
+            }
+            all.push_str(&l);
+            all.push('\n');
+        }
+        all
+    });
+    wait.recv_timeout(Duration::from_secs(60)).expect("the example controller connects");
     let delivered = rig
         .peer
         .run(|| {
@@ -554,7 +570,8 @@ fn packet_out_to_the_wire_and_packet_in_from_it_and_the_learning_example() {
             [first, second, third]
         })
         .unwrap();
-    let (status, out, err) = finish(&mut controller, Duration::from_secs(30));
+    let (status, _, err) = finish(&mut controller, Duration::from_secs(30));
+    let out = reader.join().unwrap();
     assert!(status.success(), "example: {status}\n{out}\n{err}");
     assert!(delivered.iter().all(Option::is_some), "every frame delivered: {delivered:?}\n{out}");
     assert!(out.contains("learned 02:00:00:00:00:0a on port 0") && out.contains("learned 02:00:00:00:00:0b on port 1"), "{out}");
