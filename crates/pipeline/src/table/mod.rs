@@ -978,16 +978,7 @@ impl TableStage {
                     })
                 }
                 (Extract::Be32 { slot, byte, needs, alt }, Engine::Host4(t)) => {
-                    // Key and lookup in one loop: a host table's keys fall in few /24s (a
-                    // gateway's address pools), so its root entries stay in cache, and the
-                    // pass that prefetches them for a routing table would be work for nothing.
-                    let x = Extract::Be32 { slot, byte, needs, alt };
-                    each_lane!(i in lanes => {
-                        sc.out[i] = match x.read64(frame!(i), b.meta(i)) {
-                            Some(k) => t.lookup(k as u32).unwrap_or(MISS),
-                            None => MISS,
-                        };
-                    });
+                    host_pass::<PRE>(t, (slot, byte, needs, alt), pool, b, lanes, &mut sc.out, pre.as_mut(), &mut dropped);
                     fused = true;
                 }
                 (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32),
@@ -1268,6 +1259,43 @@ impl Stage for TableStage {
 /// another kind.
 trait ApplyFast {
     fn apply(&self, f: &Fast, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) -> bool;
+}
+
+/// The key and lookup loop of a host-route table ([`Engine::Host4`]) keyed by a 32-bit header
+/// field (`Extract::Be32`'s fields): each lane's result into `out` (`MISS` when the key is
+/// missing or has no entry), with `pre` first when folded (the lanes it drops go to
+/// `dropped`). One loop: a host table's keys fall in few /24s (a gateway's address pools), so
+/// its root entries stay in cache, and the pass that prefetches them for a routing table would
+/// be work for nothing. Out of line: inside `TableStage::run_special` it moved the router's key
+/// pass by 2 instructions a packet (register allocation).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn host_pass<const PRE: bool>(
+    t: &Lpm4,
+    (slot, byte, needs, alt): (fastpath_packet::Slot, u16, fastpath_packet::HdrSet, fastpath_packet::HdrSet),
+    pool: &mut Pool,
+    b: &mut Batch,
+    lanes: Lanes,
+    out: &mut [u32; BATCH_MAX],
+    mut pre: Option<&mut Pre<'_>>,
+    dropped: &mut Lanes,
+) {
+    let x = Extract::Be32 { slot, byte, needs, alt };
+    each_lane!(i in lanes => {
+        let d = pool.data_mut(b.handle(i));
+        if let (true, Some(pre)) = (PRE, pre.as_mut()) {
+            if let Err(reason) = pre.op.apply(d, b.meta(i)) {
+                b.drop(i, reason);
+                pre.drops[reason as usize] += 1;
+                dropped.insert(i);
+                continue;
+            }
+        }
+        out[i] = match x.read64(d, b.meta(i)) {
+            Some(k) => t.lookup(k as u32).unwrap_or(MISS),
+            None => MISS,
+        };
+    });
 }
 
 /// The action pass of a table whose entries are all of one kind and whose miss drops `reason`:
