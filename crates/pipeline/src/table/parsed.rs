@@ -7,10 +7,10 @@ use fastpath_packet::{Hdr, Meta, Slot};
 /// The parser's record of a packet's 5-tuple, for a classifier table that runs right after it
 /// (`KeyShare::Parsed`, chosen by [`crate::build::special::parsed_tuple`]), in the batch's lane
 /// words ([`fastpath_packet::Batch::words`]; the `KeyMemo` says for which lanes of the batch
-/// the parser wrote them). The parser has the headers' bytes at hand and has checked their lengths, so it
-/// copies them as they are, in two stores, where the table, reading the packet again, paid a
-/// validity test, an offset load, a bounds check and a load per header (about 20 instructions
-/// a packet). Two `u64`s:
+/// the parser wrote them). The parser has the headers' bytes at hand and has checked their
+/// lengths, so it copies them as they are, in two stores, where the table, reading the packet
+/// again, paid a validity test, an offset load, a bounds check and a load per header (about 20
+/// instructions a packet). Two `u64`s:
 /// - the IPv4 header's bytes 12..20 (source, destination), loaded little-endian;
 /// - the L4 header's bytes 0..4 (the ports), loaded little-endian, in bits 0..32 (0 without a
 ///   UDP or TCP header); the protocol in bits 32..40, the input port in 40..56, and
