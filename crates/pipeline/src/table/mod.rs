@@ -1154,9 +1154,9 @@ impl TableStage {
                         let apply = Apply { edits, templates };
                         let get = $get;
                         hits = if bit != 0 {
-                            uniform_pass::<_, _, true>(fast, bit, $reason, &get, pool, b, act_lanes, cx, apply)
+                            uniform_pass::<_, _, _, true>(fast, bit, $reason, &get, pool, b, act_lanes, cx, apply)
                         } else {
-                            uniform_pass::<_, _, false>(fast, bit, $reason, &get, pool, b, act_lanes, cx, apply)
+                            uniform_pass::<_, _, _, false>(fast, bit, $reason, &get, pool, b, act_lanes, cx, apply)
                         }
                     }};
                 }
@@ -1167,6 +1167,17 @@ impl TableStage {
                     }
                     (Some(reason), Fast::SET_REG) => {
                         uniform!(reason, |f, _p, b, i, _c, _e, _t| &Fast::SetReg { reg, value } => set_reg(b, i, reg, value))
+                    }
+                    // Every entry an edit, and no other edit (the default drops): entry `r`'s edit is
+                    // `edits[r]`, found with no look at `fast` (measured on
+                    // `scripts/instructions vbng`: 707.7 -> 696.7 instructions a packet).
+                    (Some(reason), Fast::L2) if edits.len() == fast.len() => {
+                        let get = $get;
+                        hits = if bit != 0 {
+                            uniform_pass::<_, _, _, true>(edits, bit, reason, &get, pool, b, act_lanes, cx, EditApply)
+                        } else {
+                            uniform_pass::<_, _, _, false>(edits, bit, reason, &get, pool, b, act_lanes, cx, EditApply)
+                        }
                     }
                     (Some(reason), Fast::L2) => {
                         uniform!(reason, |f, pool, b, i, cx, edits, _t| &Fast::L2 { edit } => l2(edits.get(edit as usize), pool, b, i, cx))
@@ -1257,8 +1268,19 @@ impl Stage for TableStage {
 
 /// One kind of pre-digested action, as [`uniform_pass`] applies it: false when `f` is of
 /// another kind.
-trait ApplyFast {
-    fn apply(&self, f: &Fast, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) -> bool;
+trait ApplyFast<T = Fast> {
+    fn apply(&self, f: &T, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) -> bool;
+}
+
+/// A table's layer-2 edits, each run by [`uniform_pass`] straight from the edit list.
+struct EditApply;
+
+impl ApplyFast<L2Edit> for EditApply {
+    #[inline(always)]
+    fn apply(&self, e: &L2Edit, pool: &mut Pool, b: &mut Batch, i: usize, cx: &mut StageCx<'_>) -> bool {
+        l2(Some(e), pool, b, i, cx);
+        true
+    }
 }
 
 /// The key and lookup loop of a host-route table ([`Engine::Host4`]) keyed by a 32-bit header
@@ -1306,8 +1328,8 @@ fn host_pass<const PRE: bool>(
 /// and spilled and reloaded about 8 of them for every packet (router).
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn uniform_pass<G, F, const HIT: bool>(
-    fast: &[Fast],
+fn uniform_pass<T, G, F, const HIT: bool>(
+    fast: &[T],
     bit: u32,
     reason: DropReason,
     get: G,
@@ -1319,7 +1341,7 @@ fn uniform_pass<G, F, const HIT: bool>(
 ) -> u64
 where
     G: Fn(&Batch, usize) -> u32,
-    F: ApplyFast,
+    F: ApplyFast<T>,
 {
     // The misses are counted (the rare branch), the hits are the rest.
     let mut missed = 0u64;
