@@ -46,12 +46,19 @@
 //! no slab, no lists and no grinder; any other call links the batch into the queues first.
 //! A batch of one group is sent in arrival order whatever its rounds: its group never passes
 //! the turn, for want of another group.
-//! On a shaped port that dequeue also needs every bucket to pass the whole batch: the port's
-//! its bytes, each group's the group's bytes, each pipe's its one packet. The grinder would then
-//! refuse nothing, so it would send the same packets in the same order, and every bucket pays
-//! the same bytes; a bucket that could not pass its share sends the batch to the queues, where
-//! the grinder shapes it packet by packet. (A shaper bucket's refill at one instant is the same
-//! whether it is done once or again, so checking first changes nothing when the check fails.)
+//! On a shaped port every bucket must also pass the whole batch, as the grinder's steps at the
+//! dequeue's time would: each pipe's its one packet, the port's its bytes, each group's the
+//! group's bytes. A pipe's bucket is refilled, checked and paid when its packet is held (one that
+//! cannot pay sends the burst to the queues): exactly what the grinder would do at a dequeue at
+//! the same time, which is the worker's case (one clock reading per round). A dequeue at a later
+//! time has each held pipe's bucket take its payment back, refill and pay again; that is exact,
+//! since the bucket passed the packet and has only filled since (nothing else takes from a held
+//! pipe; a new profile sends the batch to the queues first, refunded). The dequeue then checks
+//! the port's and groups' buckets: if all pass, the grinder would refuse nothing, so it would
+//! send the same packets in the same order, and every bucket pays the same bytes; if one cannot
+//! pass its share, the batch goes to the queues, each pipe's bucket refunded, where the grinder
+//! shapes it packet by packet. (A shaper bucket's refill at one instant is the same whether it
+//! is done once or in steps, so an early refill changes nothing.)
 //!
 //! **Memory.** Per pipe, one record: 32 bytes (bucket, credit, list link, group, profile,
 //! class mask, cursor, the profile's strict and weighted masks) + 16 bytes per class queue
@@ -212,7 +219,13 @@ struct Batch {
     /// The OR of every held packet's round: below `ROUNDS` unless the batch has one group (see
     /// [`Hq::enqueue_held`]).
     round_or: u64,
+    /// When the held packets' pipe buckets paid for them: the time of the batch's bursts, or
+    /// [`MIXED`] when they came at different times.
+    at: u64,
 }
+
+/// [`Batch::at`] of a batch whose bursts came at different times.
+const MIXED: u64 = u64::MAX;
 
 impl Default for Batch {
     fn default() -> Batch {
@@ -226,6 +239,7 @@ impl Default for Batch {
             bytes: 0,
             rounds: 0,
             round_or: 0,
+            at: MIXED,
         }
     }
 }
@@ -376,10 +390,11 @@ impl HqosPort {
     /// pass, and the threshold of a queue holding `s` shared bytes passes when `s` is below α ×
     /// what would be free after the *whole* burst (free only shrinks during an enqueue). A
     /// packet that fails this cheaper test, or any packet of a burst that does not fit, takes
-    /// the exact per-packet check, so results never differ.
+    /// the exact per-packet check, so results never differ. `now_ns` is the burst's time (a
+    /// held-back burst's pipe buckets pay at it); times never decrease.
     #[inline]
-    pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
-        each!(&mut self.0, h => h.enqueue_burst(buf, slab, pkts, res))
+    pub fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], now_ns: u64, res: &mut [Enq]) -> usize {
+        each!(&mut self.0, h => h.enqueue_burst(buf, slab, pkts, now_ns, res))
     }
 
     /// Sends up to `budget` packets (at most `out.len()`) into `out` at `now_ns`; returns how
@@ -405,8 +420,8 @@ impl HqosPort {
     /// # Errors
     /// `Problem::ProfileOutOfRange` for an unknown profile; `Problem::TooManyPipes` for an
     /// unknown pipe.
-    pub fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
-        each!(&mut self.0, h => h.set_pipe_profile(port, pipe, profile))
+    pub fn set_pipe_profile(&mut self, slab: &mut Slab, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
+        each!(&mut self.0, h => h.set_pipe_profile(slab, port, pipe, profile))
     }
 
     /// Counters of `class` in `group` (`None` when either does not exist).
@@ -511,14 +526,14 @@ impl<const C: usize> Hq<C> {
 
     /// [`HqosPort::enqueue_burst`].
     #[inline]
-    fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], res: &mut [Enq]) -> usize {
+    fn enqueue_burst(&mut self, buf: &mut SharedBuffer, slab: &mut Slab, pkts: &[Desc], now_ns: u64, res: &mut [Enq]) -> usize {
         let n = pkts.len().min(res.len());
         let (pkts, res) = (&pkts[..n], &mut res[..n]);
         if self.batching {
             let b = &self.batch;
             // A batch starts only on an empty port; nothing sleeps while it is held (only the
             // grinder puts pipes to sleep, and a dequeue sends or links the batch first).
-            if (b.n > 0 || (self.ghead == NIL && self.wheel.sleeping == 0)) && b.n + n < BATCH && self.enqueue_held(buf, pkts) {
+            if (b.n > 0 || (self.ghead == NIL && self.wheel.sleeping == 0)) && b.n + n < BATCH && self.enqueue_held(buf, pkts, now_ns) {
                 res.fill(Enq::Queued);
                 return n;
             }
@@ -541,13 +556,14 @@ impl<const C: usize> Hq<C> {
 
     /// Holds a burst back (see "Held-back bursts" in the module doc) if every packet would be
     /// accepted, each into an empty queue of a pipe with no other packet; false, with nothing
-    /// changed, otherwise. One pass marks each packet's pipe active, places its group among
-    /// the batch's groups and gives the packet its cell; the burst's buffer check is the one
-    /// of [`enqueue_burst`](Self::enqueue_burst) with every queue empty.
+    /// changed, otherwise. One pass has each packet's pipe bucket pay for it at `now_ns`,
+    /// marks the pipe active, places its group among the batch's groups and gives the packet
+    /// its cell; the burst's buffer check is the one of [`enqueue_burst`](Self::enqueue_burst)
+    /// with every queue empty.
     #[inline(never)]
-    fn enqueue_held(&mut self, buf: &mut SharedBuffer, pkts: &[Desc]) -> bool {
+    fn enqueue_held(&mut self, buf: &mut SharedBuffer, pkts: &[Desc], now_ns: u64) -> bool {
         let n = pkts.len();
-        let Hq { pipes, groups, batch, limit_q, q_inv, .. } = self;
+        let Hq { pipes, groups, profiles, batch, limit_q, q_inv, .. } = self;
         let b = &mut **batch;
         let (n0, ng0) = (b.n, b.ng);
         let mut ng = ng0;
@@ -561,6 +577,15 @@ impl<const C: usize> Hq<C> {
             // takes the per-packet path.
             if c >= C || len > limit_q[c & 7] || rec.pipe.active != 0 {
                 break;
+            }
+            // The pipe's bucket pays now, as the grinder would at a dequeue now; one that
+            // cannot takes the queues.
+            if let Some(pp) = profiles.get(usize::from(rec.pipe.profile)).and_then(|x| x.shaper.as_ref()) {
+                rec.pipe.tb.refill(pp, now_ns);
+                if !rec.pipe.tb.conforms(len) {
+                    break;
+                }
+                rec.pipe.tb.consume(len);
             }
             let g = rec.pipe.group;
             let Some(grp) = groups.get_mut(usize::from(g)) else { break };
@@ -606,6 +631,7 @@ impl<const C: usize> Hq<C> {
                 b.count[usize::from(k)] -= 1;
                 let Some(rec) = self.pipes.get_mut(d.pipe as usize) else { continue };
                 rec.pipe.active = 0;
+                refund(&self.profiles, rec, d.len_bytes);
                 if let Some(grp) = self.groups.get_mut(usize::from(rec.pipe.group)) {
                     grp.bbytes -= u64::from(d.len_bytes);
                     let ctr = &mut grp.ctr[usize::from(d.class) & 7];
@@ -624,6 +650,7 @@ impl<const C: usize> Hq<C> {
         if let Some(dst) = b.descs.get_mut(n0..n0 + n) {
             dst.copy_from_slice(pkts);
         }
+        b.at = if n0 == 0 || b.at == now_ns { now_ns } else { MIXED };
         b.n += n;
         b.bytes += bytes;
         b.round_or |= rounds;
@@ -648,7 +675,8 @@ impl<const C: usize> Hq<C> {
 
     /// Links the held-back batch into the queues, in arrival order, as
     /// [`enqueue_one`](Self::enqueue_one) would have (the buffer and the counters already
-    /// count it). Nothing to do when none is held.
+    /// count it), and gives each pipe bucket back what it paid (the grinder's step will pay).
+    /// Nothing to do when none is held.
     fn flush_held(&mut self, slab: &mut Slab) {
         let n = self.batch.n;
         if n == 0 {
@@ -657,6 +685,7 @@ impl<const C: usize> Hq<C> {
         for d in self.batch.descs.get(..n).unwrap_or_default() {
             if let Some(rec) = self.pipes.get_mut(d.pipe as usize) {
                 rec.pipe.active = 0;
+                refund(&self.profiles, rec, d.len_bytes);
                 if let Some(grp) = self.groups.get_mut(usize::from(rec.pipe.group)) {
                     grp.ctr[usize::from(d.class) & 7].settle_hwm();
                 }
@@ -670,14 +699,27 @@ impl<const C: usize> Hq<C> {
         self.reset_held();
     }
 
-    /// On a shaped port, whether every bucket passes the held-back batch at `now_ns` (see
-    /// "Held-back bursts" in the module doc); if so every bucket pays for it, as the grinder's
-    /// steps would have, and the batch may be drained. The port's bucket was refilled by the
-    /// dequeue.
+    /// On a shaped port, whether the port's and the groups' buckets pass the held-back batch
+    /// at `now_ns` (see "Held-back bursts" in the module doc); if so they pay for it, as the
+    /// grinder's steps would have, and the batch may be drained. The pipes' buckets paid when
+    /// their packets were held; in a batch held at another time they pay again at `now_ns` (a
+    /// refund, a refill and the payment: each passed its packet then, and has only filled
+    /// since). The port's bucket was refilled by the dequeue.
     #[inline(never)]
     fn held_shaped(&mut self, now_ns: u64) -> bool {
         let Hq { pipes, groups, profiles, batch, tb, shaper, group_shaped, .. } = self;
-        let b = &**batch;
+        let b = &mut **batch;
+        if b.at != now_ns {
+            for d in b.descs.get(..b.n).unwrap_or_default() {
+                let Some(rec) = pipes.get_mut(d.pipe as usize) else { continue };
+                if let Some(pp) = profiles.get(usize::from(rec.pipe.profile)).and_then(|x| x.shaper.as_ref()) {
+                    rec.pipe.tb.refund(d.len_bytes);
+                    rec.pipe.tb.refill(pp, now_ns);
+                    rec.pipe.tb.consume(d.len_bytes);
+                }
+            }
+            b.at = now_ns;
+        }
         // `b.bytes` < 2^32 (`enqueue_held`), and so is every group's share.
         let total = b.bytes as u32;
         if shaper.is_some() && !tb.conforms(total) {
@@ -694,25 +736,6 @@ impl<const C: usize> Hq<C> {
                     }
                 }
             }
-        }
-        // Each pipe has one packet: refill, check and pay in one pass; a refusal gives back
-        // what the pass took.
-        let descs = b.descs.get(..b.n).unwrap_or_default();
-        for (k, d) in descs.iter().enumerate() {
-            let Some(rec) = pipes.get_mut(d.pipe as usize) else { continue };
-            let p = &mut rec.pipe;
-            let Some(pp) = profiles.get(usize::from(p.profile)).and_then(|x| x.shaper.as_ref()) else { continue };
-            p.tb.refill(pp, now_ns);
-            if !p.tb.conforms(d.len_bytes) {
-                for d in descs.get(..k).unwrap_or_default() {
-                    let Some(rec) = pipes.get_mut(d.pipe as usize) else { continue };
-                    if profiles.get(usize::from(rec.pipe.profile)).is_some_and(|x| x.shaper.is_some()) {
-                        rec.pipe.tb.refund(d.len_bytes);
-                    }
-                }
-                return false;
-            }
-            p.tb.consume(d.len_bytes);
         }
         if shaper.is_some() {
             tb.consume(total);
@@ -1174,9 +1197,15 @@ impl<const C: usize> Hq<C> {
     }
 
     /// [`HqosPort::set_pipe_profile`].
-    fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
+    fn set_pipe_profile(&mut self, slab: &mut Slab, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
         let e = |problem| ConfigError { loc: Loc::Port(port), problem };
         let prof = *self.profiles.get(usize::from(profile)).ok_or(e(Problem::ProfileOutOfRange(profile)))?;
+        let held = self.pipes.get(pipe as usize).ok_or(e(Problem::TooManyPipes(u64::from(pipe))))?.pipe.active == HELD;
+        // A held-back packet's bucket paid already: the batch takes the queues first, giving
+        // the old bucket back its payment, and the new bucket pays at the grinder's step.
+        if held {
+            self.flush_held(slab);
+        }
         let rec = self.pipes.get_mut(pipe as usize).ok_or(e(Problem::TooManyPipes(u64::from(pipe))))?;
         let p = &mut rec.pipe;
         p.profile = profile;
@@ -1229,6 +1258,15 @@ impl<const C: usize> Hq<C> {
     fn queue_bytes(&self, pipe: u32, class: usize) -> u32 {
         let held = self.batch.descs.iter().take(self.batch.n).filter(|d| d.pipe == pipe && usize::from(d.class) == class);
         held.map(|d| d.len_bytes).sum::<u32>() + self.pipes.get(pipe as usize).and_then(|p| p.q.get(class)).map_or(0, |q| q.bytes)
+    }
+}
+
+/// Gives pipe `rec`'s bucket back the `len` bytes it paid for a held-back packet (exact: it
+/// passed the packet, and has not been refilled since).
+#[inline]
+fn refund<const C: usize>(profiles: &[Profile], rec: &mut PipeRec<C>, len: u32) {
+    if profiles.get(usize::from(rec.pipe.profile)).is_some_and(|x| x.shaper.is_some()) {
+        rec.pipe.tb.refund(len);
     }
 }
 
@@ -1306,11 +1344,13 @@ mod tests {
         h: HqosPort,
         buf: SharedBuffer,
         slab: Slab,
+        /// The last dequeue's time, which the next enqueue is at.
+        now: u64,
     }
 
     impl Rig {
         fn new(cfg: &HqosConfig) -> Rig {
-            Rig { h: HqosPort::new(cfg), buf: SharedBuffer::new(1 << 30, 1 << 20, 0), slab: Slab::new(1 << 20) }
+            Rig { h: HqosPort::new(cfg), buf: SharedBuffer::new(1 << 30, 1 << 20, 0), slab: Slab::new(1 << 20), now: 0 }
         }
         /// This rig with held-back bursts off: every burst takes the queues.
         fn unbatched(mut self) -> Rig {
@@ -1322,11 +1362,12 @@ mod tests {
         }
         fn enq(&mut self, ds: &[Desc]) -> Vec<Enq> {
             let mut res = vec![Enq::Queued; ds.len()];
-            self.h.enqueue_burst(&mut self.buf, &mut self.slab, ds, &mut res);
+            self.h.enqueue_burst(&mut self.buf, &mut self.slab, ds, self.now, &mut res);
             res
         }
         fn deq(&mut self, budget: usize, now: u64) -> Vec<Desc> {
             let mut out = vec![Desc::default(); budget];
+            self.now = now;
             let n = self.h.dequeue_burst(&mut self.buf, &mut self.slab, budget, now, &mut out);
             out.truncate(n);
             out
@@ -1397,12 +1438,15 @@ mod tests {
             };
             let pipes = cfg.pipes();
             let (total, slots) = if !many && rnd(2) == 0 { (20_000 + rnd(60_000), 50 + rnd(100) as u32) } else { (1 << 30, 1 << 16) };
-            let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, slots, 0), slab: Slab::new(slots) };
+            let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, slots, 0), slab: Slab::new(slots), now: 0 };
             let (mut a, mut b) = (new(), new().unbatched());
             let (mut id, mut now) = (0, 0);
             for step in 0..60 {
-                // Steps of 0.1 µs to 1 ms: buckets from dry to full, sleepers due or not.
-                now += [100, 1000, 10_000, 1_000_000][rnd(4) as usize];
+                // Steps of 0 to 1 ms: buckets from dry to full, sleepers due or not; bursts at
+                // this time, dequeued at it (a held batch's pipes paid right) or later (they
+                // pay again).
+                now += [0, 100, 1000, 10_000, 1_000_000][rnd(5) as usize];
+                (a.now, b.now) = (now, now);
                 match rnd(9) {
                     0..=2 => {
                         // Half the bursts as a held batch takes them: each pipe once, valid
@@ -1445,7 +1489,7 @@ mod tests {
                     }
                     _ => {
                         let (pipe, prof) = (rnd(pipes) as u32, rnd(u64::from(np)) as u16);
-                        assert_eq!(a.h.set_pipe_profile(0, pipe, prof), b.h.set_pipe_profile(0, pipe, prof));
+                        assert_eq!(a.h.set_pipe_profile(&mut a.slab, 0, pipe, prof), b.h.set_pipe_profile(&mut b.slab, 0, pipe, prof));
                     }
                 }
                 assert_eq!((a.buf.used_bytes(), a.buf.used_pkts()), (b.buf.used_bytes(), b.buf.used_pkts()), "case {case} step {step}");
@@ -1563,10 +1607,53 @@ mod tests {
         // per turn, class 0 first (the cursor starts at 0).
         let mut r = Rig::new(&cfg);
         r.enq(&ds);
-        r.h.set_pipe_profile(0, 0, 1).unwrap();
+        r.h.set_pipe_profile(&mut r.slab, 0, 0, 1).unwrap();
         let ids: Vec<u32> = r.deq(16, 0).iter().map(|d| d.pkt.0).collect();
         assert_eq!(ids, vec![0, 2, 1, 3]);
         assert_eq!(r.slab.used(), 0);
+    }
+
+    /// A held packet's pipe given a new profile: its new bucket pays for the packet (the batch
+    /// takes the queues first, the old bucket refunded), as when the packet was queued.
+    #[test]
+    fn a_new_profile_on_a_held_pipe_pays_for_its_packet() {
+        let shaped = |burst| PipeProfile { shaper: Some(ShaperConfig::new(1_000_000, burst)), ..PipeProfile::default() };
+        let cfg = HqosConfig { profiles: vec![shaped(3000), shaped(2000)], quantum_bytes: 1500, ..HqosConfig::default() };
+        let (mut a, mut b) = (Rig::new(&cfg), Rig::new(&cfg).unbatched());
+        for r in [&mut a, &mut b] {
+            r.enq(&[desc(1, 0, 0, 1000)]);
+            r.h.set_pipe_profile(&mut r.slab, 0, 0, 1).unwrap();
+            let ids: Vec<u32> = r.deq(16, 0).iter().map(|d| d.pkt.0).collect();
+            assert_eq!(ids, vec![1]);
+            // The new 2000-byte bucket has 1000 left: one more packet now, not two.
+            r.enq(&[desc(2, 0, 0, 1000), desc(3, 0, 0, 1000)]);
+            let ids: Vec<u32> = r.deq(16, 0).iter().map(|d| d.pkt.0).collect();
+            assert_eq!(ids, vec![2]);
+        }
+    }
+
+    /// A batch whose bursts came at different times: each held pipe pays again at the
+    /// dequeue's time, so a bucket that was full at its burst loses the fill its cap holds back.
+    #[test]
+    fn a_batch_held_over_time_pays_at_the_dequeue() {
+        let prof = PipeProfile { shaper: Some(ShaperConfig::new(1_000_000, 3000)), ..PipeProfile::default() };
+        let cfg = HqosConfig { profiles: vec![prof], quantum_bytes: 1500, ..HqosConfig::default() };
+        let ms = 1_000_000;
+        let (mut a, mut b) = (Rig::new(&cfg), Rig::new(&cfg).unbatched());
+        let mut sent = |r: &mut Rig, at: u64, ds: &[Desc]| -> Vec<u32> {
+            r.now = at;
+            r.enq(ds);
+            r.deq(16, at).iter().map(|d| d.pkt.0).collect()
+        };
+        for r in [&mut a, &mut b] {
+            r.enq(&[desc(1, 0, 0, 1000)]);
+            // 1 Mbit/s: 125 bytes a millisecond. Pipe 0's bucket pays 1000 at 1 ms, from full.
+            assert_eq!(sent(r, ms, &[desc(2, 1, 0, 1000)]), vec![1, 2]);
+            assert_eq!(sent(r, ms, &[desc(3, 0, 0, 1000), desc(4, 0, 0, 1000)]), vec![3, 4]);
+            // Empty at 1 ms, 1000 bytes at 9 ms: not enough for 1100.
+            assert_eq!(sent(r, 9 * ms, &[desc(5, 0, 0, 1100)]), Vec::<u32>::new());
+            assert_eq!(sent(r, 10 * ms, &[]), vec![5]);
+        }
     }
 
     #[test]
@@ -1694,7 +1781,7 @@ mod tests {
         let reserved: u64 = cfg.queues.iter().map(|q| u64::from(q.min_bytes)).sum();
         let mut seed = 99u64;
         for total in [5_000u64, 20_000, 60_000, 1 << 30] {
-            let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, 200, reserved), slab: Slab::new(200) };
+            let new = || Rig { h: HqosPort::new(&cfg), buf: SharedBuffer::new(total, 200, reserved), slab: Slab::new(200), now: 0 };
             let (mut burst, mut single) = (new(), new());
             let mut refused = [0u32; TmDrop::COUNT];
             for round in 0..40u32 {

@@ -202,14 +202,14 @@ impl Tm {
     }
 
     /// Offers `pkts` to `port`; writes one result per packet into `res` and returns how many
-    /// packets it handled, `min(pkts.len(), res.len())`. `now_ns` is the batch's time (kept for
-    /// the API's symmetry and for WRED idle decay; enqueue does not depend on it today). Worker
-    /// only; never allocates; never panics; O(1) per packet.
+    /// packets it handled, `min(pkts.len(), res.len())`. `now_ns` is the batch's time, never
+    /// less than the last call's (a hierarchical port holding a burst back has its pipes'
+    /// buckets pay at it; the results do not depend on it). Worker only; never allocates; never
+    /// panics; O(1) per packet.
     pub fn enqueue_burst(&mut self, port: usize, pkts: &[Desc], now_ns: u64, res: &mut [Enq]) -> usize {
-        let _ = now_ns;
         match self.ports.get_mut(port) {
             Some(Port::Flat(p)) => p.enqueue_burst(&mut self.buffer, &mut self.rng, pkts, res),
-            Some(Port::Hqos(h)) => h.enqueue_burst(&mut self.buffer, &mut self.slab, pkts, res),
+            Some(Port::Hqos(h)) => h.enqueue_burst(&mut self.buffer, &mut self.slab, pkts, now_ns, res),
             None => {
                 let n = pkts.len().min(res.len());
                 for r in res.iter_mut().take(n) {
@@ -301,7 +301,7 @@ impl Tm {
     /// An unknown port, pipe or profile.
     pub fn set_pipe_profile(&mut self, port: usize, pipe: u32, profile: u16) -> Result<(), ConfigError> {
         match self.ports.get_mut(port) {
-            Some(Port::Hqos(h)) => h.set_pipe_profile(port, pipe, profile),
+            Some(Port::Hqos(h)) => h.set_pipe_profile(&mut self.slab, port, pipe, profile),
             _ => Err(ConfigError { loc: config::Loc::Port(port), problem: config::Problem::NoPipes }),
         }
     }
