@@ -1640,7 +1640,7 @@ mod tests {
         let cfg = HqosConfig { profiles: vec![prof], quantum_bytes: 1500, ..HqosConfig::default() };
         let ms = 1_000_000;
         let (mut a, mut b) = (Rig::new(&cfg), Rig::new(&cfg).unbatched());
-        let mut sent = |r: &mut Rig, at: u64, ds: &[Desc]| -> Vec<u32> {
+        let sent = |r: &mut Rig, at: u64, ds: &[Desc]| -> Vec<u32> {
             r.now = at;
             r.enq(ds);
             r.deq(16, at).iter().map(|d| d.pkt.0).collect()
