@@ -1129,6 +1129,17 @@ impl TableStage {
         macro_rules! dispatch {
             ($get:expr) => {{
                 let (fast, bit, edits, templates) = (&self.fast[..], self.bit, &self.edits[..], &self.templates[..]);
+                // [`uniform_pass`] over `forms` (one per entry), with or without the hit bit.
+                macro_rules! pass {
+                    ($forms:expr, $reason:expr, $apply:expr) => {{
+                        let get = $get;
+                        hits = if bit != 0 {
+                            uniform_pass::<_, _, _, true>($forms, bit, $reason, &get, pool, b, act_lanes, cx, $apply)
+                        } else {
+                            uniform_pass::<_, _, _, false>($forms, bit, $reason, &get, pool, b, act_lanes, cx, $apply)
+                        }
+                    }};
+                }
                 macro_rules! uniform {
                     ($reason:expr, |$f:ident, $pool:ident, $b:ident, $i:ident, $cx:ident, $edits:ident, $templates:ident| $pat:pat => $body:expr) => {{
                         // A type rather than a closure, so that its method is inlined into the
@@ -1151,13 +1162,7 @@ impl TableStage {
                                 }
                             }
                         }
-                        let apply = Apply { edits, templates };
-                        let get = $get;
-                        hits = if bit != 0 {
-                            uniform_pass::<_, _, _, true>(fast, bit, Some($reason), &get, pool, b, act_lanes, cx, apply)
-                        } else {
-                            uniform_pass::<_, _, _, false>(fast, bit, Some($reason), &get, pool, b, act_lanes, cx, apply)
-                        }
+                        pass!(fast, Some($reason), Apply { edits, templates })
                     }};
                 }
                 match (self.def.default_drop, self.kinds) {
@@ -1168,19 +1173,13 @@ impl TableStage {
                     (Some(reason), Fast::SET_REG) => {
                         uniform!(reason, |f, _p, b, i, _c, _e, _t| &Fast::SetReg { reg, value } => set_reg(b, i, reg, value))
                     }
-                    // Every entry an edit, and no other edit (the default drops): entry `r`'s edit is
-                    // `edits[r]`, found with no look at `fast` (measured on
-                    // `scripts/instructions vbng`: 707.7 -> 696.7 instructions a packet).
-                    // So is one whose miss runs nothing (vbng's `up_session`, whose miss the
-                    // control block tests): only the hits take a step (measured on
-                    // `scripts/instructions vbng`: 688.7 -> 684.5).
+                    // Every entry an edit and no other edit (the default drops, or runs nothing
+                    // as vbng's `up_session`, whose miss the control block tests): entry `r`'s
+                    // edit is `edits[r]`, found with no look at `fast` (measured on
+                    // `scripts/instructions vbng`: 707.7 -> 696.7 instructions a packet, and
+                    // 688.7 -> 684.5 for the miss that runs nothing).
                     (reason, Fast::L2) if edits.len() == fast.len() && (reason.is_some() || matches!(self.default_fast, Fast::Nop)) => {
-                        let get = $get;
-                        hits = if bit != 0 {
-                            uniform_pass::<_, _, _, true>(edits, bit, reason, &get, pool, b, act_lanes, cx, EditApply)
-                        } else {
-                            uniform_pass::<_, _, _, false>(edits, bit, reason, &get, pool, b, act_lanes, cx, EditApply)
-                        }
+                        pass!(edits, reason, EditApply)
                     }
                     (Some(reason), Fast::L2) => {
                         uniform!(reason, |f, pool, b, i, cx, edits, _t| &Fast::L2 { edit } => l2(edits.get(edit as usize), pool, b, i, cx))
@@ -1324,15 +1323,16 @@ fn host_pass<const PRE: bool>(
 }
 
 /// The action pass of a table whose entries are all of one kind and whose miss drops `reason`
-/// (`None`: runs nothing): `apply` runs an entry (false when it is of another kind, which then
-/// counts as a miss) on each lane of `lanes` whose result, `get`, is a hit, and sets the hit
-/// bit `bit` when `HIT` (some condition tests it); returns the hits. Out of line and generic over `get` and `apply`: inlined
-/// into [`TableStage::run_special`], this loop shared the registers of the stage's other passes
-/// and spilled and reloaded about 8 of them for every packet (router).
+/// (`None`: runs nothing): `apply` runs an entry's form in `forms` (false when it is of another
+/// kind, which then counts as a miss) on each lane of `lanes` whose result, `get`, is a hit,
+/// and sets the hit bit `bit` when `HIT` (some condition tests it); returns the hits. Out of
+/// line and generic over `get` and `apply`: inlined into [`TableStage::run_special`], this
+/// loop shared the registers of the stage's other passes and spilled and reloaded about 8 of
+/// them for every packet (router).
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn uniform_pass<T, G, F, const HIT: bool>(
-    fast: &[T],
+    forms: &[T],
     bit: u32,
     reason: Option<DropReason>,
     get: G,
@@ -1350,7 +1350,7 @@ where
     let mut missed = 0u64;
     each_lane!(i in lanes => {
         let r = get(b, i);
-        match fast.get(r as usize) {
+        match forms.get(r as usize) {
             Some(f) if apply.apply(f, pool, b, i, cx) => {
                 if HIT {
                     b.meta_mut(i).hits |= bit;
