@@ -847,8 +847,9 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
 
 /// Gathers the descriptors of `todo`'s packets bound for `port`, each with its pipe, densely
 /// into `tm_in` and their lanes into `lanes`; returns how many, and the lanes bound elsewhere.
-/// Out of line, one body per way of reading the pipe and per ECN setting: inside `enqueue`, the loop kept
-/// its counters on the stack (measured on `scripts/instructions vbng`).
+/// Out of line, one body per way of reading the pipe and per ECN setting: inside `enqueue`,
+/// the loop kept its counters on the stack (`scripts/instructions -n 100000 vbng --subscribers
+/// 256000 --size 1400 --mix 8:1`: 723.0 -> 710.3 instructions a packet).
 #[inline(never)]
 fn gather<const ECN: bool>(
     pool: &Pool,
