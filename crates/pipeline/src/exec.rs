@@ -6,6 +6,7 @@
 //!                     │ AndNot{dst,src,sub}: dst = src ∖ sub        (if / elif / else)
 //!                     │ Run{mask, stage}: stage.run(batch, mask ∩ live)
 //!                     │ Fused{mask, pre, stage}: pre then stage in stage's own pass
+//!                     │ Tailed{mask, stage, post}: stage then post in stage's own pass
 //!                     └ Absorbed{mask, stage, absorbed}: stage, which does absorbed's work too
 //! ```
 //! Branches become lane masks, so every stage still runs once per batch over the packets its
@@ -94,6 +95,20 @@ pub trait Stage: Send {
     fn run_with_pre(&mut self, pre: Pre<'_>, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) -> Lanes {
         run_apart(self, pre, pool, b, lanes, cx)
     }
+    /// Whether [`Stage::run_with_post`] may run `post` inside this stage's own per-packet pass
+    /// (the build step then fuses a `post` stage that runs just after this one on the same
+    /// lanes: [`Step::Tailed`]).
+    fn folds_post(&self, _post: PostCount) -> bool {
+        false
+    }
+    /// Runs this stage on `lanes` and `post` on each packet it leaves live, counting `post`'s
+    /// drops in `post.drops` and its lanes in `post.dropped`. The same results as running this
+    /// stage over `lanes` and then `post`'s stage over the lanes left live, packet for packet:
+    /// `post` touches only its own packet, after this stage is done with it.
+    fn run_with_post(&mut self, post: &mut Post<'_>, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
+        self.run(pool, b, lanes, cx);
+        post.run(cx.objects, pool, b, lanes.and(b.live()));
+    }
     /// Takes the part `share` gives this stage in reading a classifier key once for two tables
     /// (chosen by [`crate::build::special::share_acl_keys`]); false when the stage cannot (it is
     /// not a classifier table on the specialised path), and then nothing changed.
@@ -171,6 +186,108 @@ impl PreOp {
     }
 }
 
+/// Where a `ttl_dec` runs beside a count ([`PostCount`], [`crate::stages::prims::CountStage`]):
+/// a packet it drops (`ttl_expired`) is counted only when the count came first, as when the
+/// two run apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TtlDec {
+    /// No `ttl_dec`.
+    No,
+    /// `ttl_dec; count`.
+    Before,
+    /// `count; ttl_dec`.
+    After,
+}
+
+/// One packet's count in `values[k]` (an index out of range counts nothing) and its `ttl_dec`
+/// (`TTL`: 0 none, 1 before the count, 2 after); false when the `ttl_dec` drops it.
+#[inline(always)]
+pub fn count_ttl<const TTL: u8>(values: &mut [(u64, u64)], k: usize, data: &mut [u8], m: &Meta) -> bool {
+    let len = data.len() as u64;
+    let count = |values: &mut [(u64, u64)]| {
+        if let Some(v) = values.get_mut(k) {
+            v.0 += 1;
+            v.1 += len;
+        }
+    };
+    if TTL == 2 {
+        count(values);
+    }
+    if TTL != 0 && !action::ttl_dec(data, m) {
+        return false;
+    }
+    if TTL != 2 {
+        count(values);
+    }
+    true
+}
+
+/// [`count_ttl`] on each packet of `lanes`, counter index `index`; drops the packets whose
+/// `ttl_dec` fails (`ttl_expired`) and returns them.
+#[inline(always)]
+pub fn count_pass<const TTL: u8>(
+    values: &mut [(u64, u64)],
+    pool: &mut Pool,
+    b: &mut Batch,
+    lanes: Lanes,
+    index: impl Fn(&Meta) -> u32,
+) -> Lanes {
+    let mut expired = Lanes::NONE;
+    each_lane!(i in lanes => {
+        let m = b.meta(i);
+        if !count_ttl::<TTL>(values, index(m) as usize, pool.data_mut(b.handle(i)), m) {
+            b.drop(i, DropReason::TtlExpired);
+            expired.insert(i);
+        }
+    });
+    expired
+}
+
+/// `count C meta.R`, with a `ttl_dec` before or after it or none: the work of a
+/// [`crate::stages::prims::CountStage`] indexed by a register, which a stage may run at the end
+/// of its own per-packet pass ([`Stage::folds_post`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PostCount {
+    /// Counter array.
+    pub counter: u16,
+    /// The register that holds the index.
+    pub reg: u8,
+    /// Where a `ttl_dec` runs.
+    pub ttl: TtlDec,
+}
+
+/// The count a fused step runs last, its stage's drop counters and the packets it dropped.
+pub struct Post<'a> {
+    /// The count.
+    pub op: PostCount,
+    /// Its stage's drops by reason.
+    pub drops: &'a mut [u64; DropReason::COUNT],
+    /// The packets its `ttl_dec` dropped.
+    pub dropped: Lanes,
+}
+
+impl Post<'_> {
+    /// Runs the count on `lanes` in a pass of its own.
+    pub fn run(&mut self, objects: &mut Objects, pool: &mut Pool, b: &mut Batch, lanes: Lanes) {
+        let Some(bank) = objects.counters.get_mut(usize::from(self.op.counter)) else { return };
+        let r = usize::from(self.op.reg);
+        let index = |m: &Meta| m.regs.get(r).copied().unwrap_or(0);
+        let expired = match self.op.ttl {
+            TtlDec::No => count_pass::<0>(&mut bank.values, pool, b, lanes, index),
+            TtlDec::Before => count_pass::<1>(&mut bank.values, pool, b, lanes, index),
+            TtlDec::After => count_pass::<2>(&mut bank.values, pool, b, lanes, index),
+        };
+        self.expired(expired);
+    }
+
+    /// Records the packets the count's `ttl_dec` dropped.
+    #[inline]
+    pub fn expired(&mut self, lanes: Lanes) {
+        self.drops[DropReason::TtlExpired as usize] += lanes.count() as u64;
+        self.dropped = self.dropped.or(lanes);
+    }
+}
+
 /// One step of a compiled control block.
 pub enum Step {
     /// `masks[dst] = masks[src] ∩ live ∩ cond`.
@@ -211,6 +328,20 @@ pub enum Step {
         pre_stage: usize,
         /// The stage that runs it.
         stage: usize,
+    },
+    /// `Run { mask, stage }` then `Run { mask, stage: post_stage }`, where `post_stage` is the
+    /// count `post` and `stage` runs it in its own pass ([`Stage::run_with_post`]; chosen by
+    /// [`crate::build::special::fuse_steps`]). Counters are kept for both stages as if they ran
+    /// apart; `post`'s cycles count in `stage`'s. A traced batch runs them apart.
+    Tailed {
+        /// Guard register.
+        mask: u8,
+        /// The stage that runs.
+        stage: usize,
+        /// The count.
+        post: PostCount,
+        /// Its stage (for counters and traces).
+        post_stage: usize,
     },
     /// `Run { mask, stage }` then `Run { mask, stage: absorbed }`, where `stage` does
     /// `absorbed`'s work in its own pass and `absorbed` drops nothing (the parser that sets
@@ -755,6 +886,58 @@ fn run_stage(p: &mut Pipeline, stage: usize, pool: &mut Pool, b: &mut Batch, lan
     }
 }
 
+/// The two stages of a fused step (`Fused`, `Tailed`), `first` then `second` on `lanes`, as one:
+/// `run` calls stage `host` (one of the two) with the other's drop counters and returns the
+/// lanes live between the two. The counters are kept per stage as if they ran apart; the
+/// cycles count in `host`'s row. A batch with traced packets runs the two apart, so each gets
+/// its trace record.
+#[allow(clippy::too_many_arguments)]
+fn run_pair(
+    p: &mut Pipeline,
+    [first, second]: [usize; 2],
+    host: usize,
+    pool: &mut Pool,
+    b: &mut Batch,
+    lanes: Lanes,
+    now_ns: u64,
+    trace_lanes: Lanes,
+    run: impl FnOnce(&mut dyn Stage, &mut [u64; DropReason::COUNT], &mut Pool, &mut Batch, &mut StageCx<'_>) -> Lanes,
+) {
+    if lanes.is_empty() {
+        return;
+    }
+    let both = if trace_lanes.and(lanes).is_empty() { p.stats.get_disjoint_mut([first, second]).ok() } else { None };
+    let Some([s1, s2]) = both else {
+        run_stage(p, first, pool, b, lanes, now_ns, trace_lanes);
+        let lanes = lanes.and(b.live());
+        run_stage(p, second, pool, b, lanes, now_ns, trace_lanes);
+        return;
+    };
+    let between = {
+        let (h, other) = if host == second { (&mut *s2, &mut *s1) } else { (&mut *s1, &mut *s2) };
+        let mut cx = StageCx {
+            now_ns,
+            drops: &mut h.drops,
+            objects: &mut p.objects,
+            trace_lanes: Lanes::NONE,
+            trace: &mut p.trace_buf,
+            acl_keys: &mut p.acl_keys,
+        };
+        let t0 = cycles();
+        let between = run(&mut *p.stages[host], &mut other.drops, pool, b, &mut cx);
+        h.cycles += cycles().wrapping_sub(t0);
+        between
+    };
+    s1.calls += 1;
+    s1.pkts_in += lanes.count() as u64;
+    s1.pkts_out += between.count() as u64;
+    if !between.is_empty() {
+        s2.calls += 1;
+        s2.pkts_in += between.count() as u64;
+        s2.pkts_out += between.and(b.live()).count() as u64;
+    }
+}
+
 fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, now_ns: u64, trace_lanes: Lanes) {
     // The steps are a field of `p`, which the loop also borrows mutably for stages and stats:
     // take them out for the duration (a pointer swap, no allocation).
@@ -790,37 +973,17 @@ fn run_steps(p: &mut Pipeline, is_egress: bool, pool: &mut Pool, b: &mut Batch, 
             }
             Step::Fused { mask, pre, pre_stage, stage } => {
                 let lanes = p.masks[usize::from(*mask)].and(b.live());
-                if lanes.is_empty() {
-                    continue;
-                }
-                // Traced lanes get a record after each stage: those batches run the two apart.
-                let both = if trace_lanes.and(lanes).is_empty() { p.stats.get_disjoint_mut([*pre_stage, *stage]).ok() } else { None };
-                let Some([pst, st]) = both else {
-                    run_stage(p, *pre_stage, pool, b, lanes, now_ns, trace_lanes);
-                    let lanes = lanes.and(b.live());
-                    run_stage(p, *stage, pool, b, lanes, now_ns, trace_lanes);
-                    continue;
-                };
-                let mut cx = StageCx {
-                    now_ns,
-                    drops: &mut st.drops,
-                    objects: &mut p.objects,
-                    trace_lanes: Lanes::NONE,
-                    trace: &mut p.trace_buf,
-                    acl_keys: &mut p.acl_keys,
-                };
-                let t0 = cycles();
-                let kept = p.stages[*stage].run_with_pre(Pre { op: *pre, drops: &mut pst.drops }, pool, b, lanes, &mut cx);
-                let t1 = cycles();
-                pst.calls += 1;
-                pst.pkts_in += lanes.count() as u64;
-                pst.pkts_out += kept.count() as u64;
-                if !kept.is_empty() {
-                    st.calls += 1;
-                    st.pkts_in += kept.count() as u64;
-                    st.pkts_out += kept.and(b.live()).count() as u64;
-                }
-                st.cycles += t1.wrapping_sub(t0);
+                run_pair(p, [*pre_stage, *stage], *stage, pool, b, lanes, now_ns, trace_lanes, |s, drops, pool, b, cx| {
+                    s.run_with_pre(Pre { op: *pre, drops }, pool, b, lanes, cx)
+                });
+            }
+            Step::Tailed { mask, stage, post, post_stage } => {
+                let lanes = p.masks[usize::from(*mask)].and(b.live());
+                run_pair(p, [*stage, *post_stage], *stage, pool, b, lanes, now_ns, trace_lanes, |s, drops, pool, b, cx| {
+                    let mut post = Post { op: *post, drops, dropped: Lanes::NONE };
+                    s.run_with_post(&mut post, pool, b, lanes, cx);
+                    lanes.and(b.live()).or(post.dropped)
+                });
             }
             Step::Absorbed { mask, stage, absorbed } => {
                 let lanes = p.masks[usize::from(*mask)].and(b.live());

@@ -991,7 +991,8 @@ fn sdn_overlay_specialised_equals_reference() {
 #[test]
 fn vbng_specialised_equals_reference() {
     let cov = reference_pipeline("vbng.toml", 24, Mix { vxlan_pct: 0, tags: true });
-    for r in ["no_session", "spoofed_source", "not_ip"] {
+    // `ttl_expired`: the downstream `ttl_dec` runs in the session table's edit pass.
+    for r in ["no_session", "spoofed_source", "not_ip", "ttl_expired"] {
         assert!(dropped(&cov, r) > 0, "vbng: no packet dropped as {r}: {cov:?}");
     }
 }
@@ -1050,4 +1051,31 @@ fn random_specs_mostly_compile() {
         }
     }
     assert!(ok * 100 >= N * 80, "only {ok} of {N} generated specs compile; first rejected:\n{}", first_err.unwrap_or_default());
+}
+
+/// A count by a register right after a table of layer-2 edits, which the specialised build runs
+/// in the table's edit pass (`Step::Tailed`): on each hit the edit leaves live, and on each miss
+/// when the miss runs nothing, with its `ttl_dec` before it, after it or none.
+#[test]
+fn a_count_in_an_edit_tables_pass_equals_reference() {
+    let cases = [("", "ttl_dec\ncount c meta.m0"), ("default = \"drop(no_route)\"\n", "count c meta.m0\nttl_dec"), ("", "count c meta.m0")];
+    for (default, tail) in cases {
+        let (_, params, body, _, _) = ACTIONS.iter().find(|a| a.0 == "retag").copied().unwrap_or_else(|| panic!("no retag action"));
+        let params: Vec<String> = params.iter().map(|p| format!("\"{p}\"")).collect();
+        let spec = format!(
+            "name = \"tail\"\n[parser]\nheaders = [\"eth\", \"vlan\", \"ipv4\", \"udp\"]\n[metadata]\nm0 = 8\n\
+             [[counter]]\nname = \"c\"\nsize = 8\n\
+             [[action]]\nname = \"retag\"\nparams = [{}]\nbody = '''\n{body}\n'''\n\
+             [[table]]\nname = \"t\"\nkey = [{{ field = \"ipv4.dst\", match = \"exact\" }}]\nactions = [\"retag\"]\nsize = 64\n{default}\
+             [control]\ningress = '''\napply t\n{tail}\n'''\n",
+            params.join(", ")
+        );
+        let prog = fastpath_pipeline::compile("tail.toml", &spec).unwrap_or_else(|e| panic!("{e}\n{spec}"));
+        let cov = run(16, (entry_sel(), batches(), any::<u8>()), |(e, b, trace), cov| {
+            let entries = gen_entries(&prog, &e, 40);
+            differential(&spec, &entries, &b, Mix { vxlan_pct: 0, tags: true }, usize::from(trace % 8), cov)
+        });
+        let expired = dropped(&cov, "ttl_expired") > 0;
+        assert!(cov.hits > 0 && cov.misses > 0 && expired == tail.contains("ttl_dec"), "{tail}: {cov:?}");
+    }
 }

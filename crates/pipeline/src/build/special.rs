@@ -9,14 +9,15 @@
 //!   constant (the counter with a `ttl_dec` before or after it) becomes a tight loop with no
 //!   dispatch.
 //! - [`fuse_steps`]: a lone `ttl_dec` run just before a table on the same lanes runs inside the
-//!   table's key pass.
+//!   table's key pass; a count by a register (with its `ttl_dec`) run just after a table of
+//!   layer-2 edits runs inside the table's action pass.
 //! - [`parser_classes`]: the traffic manager's DSCP classifier runs in the parser's loop.
 //! - [`share_acl_keys`]: two classifier tables run one after the other with the same key read
 //!   it from the packets once.
 //! - [`parsed_tuple`]: a classifier table on the 5-tuple right after the parser takes its key
 //!   from the parser.
 
-use crate::exec::{KeyShare, PreOp, Stage, Step};
+use crate::exec::{KeyShare, PostCount, PreOp, Stage, Step};
 use crate::ir::{
     Classify, CondC, FieldRef, Loc, MatchKind, MetaField, Operand, Prim, Program, StageDef, SymStep, TableImpl, ValueKind, MAX_ARGS,
 };
@@ -326,24 +327,44 @@ fn is_mac_swap(a: &FieldRef, b: &FieldRef) -> bool {
     mac(a) && mac(b) && a.loc != b.loc
 }
 
-/// Fuses each run of a lone `ttl_dec` (a router's `ttl_dec; apply fib4`) with the run right
-/// after it on the same lanes, when that stage folds it into its own per-packet pass
-/// ([`Stage::folds`]): one pass over the packets instead of two (a frame's address, its
-/// metadata and the loop once, not twice; 37 instructions per packet down to about 12 in the
-/// router).
+/// Fuses two runs on the same lanes into one pass over the packets (a frame's address, its
+/// metadata and the loop once, not twice), when a stage folds the other into its own pass:
+/// - a lone `ttl_dec` and the run right after it ([`Stage::folds`], [`Step::Fused`]: a
+///   router's `ttl_dec; apply fib4`, 37 instructions per packet down to about 12);
+/// - a run and the count by a register right after it, with its `ttl_dec` if any
+///   ([`Stage::folds_post`], [`Step::Tailed`]: vbng's `apply down_session; ttl_dec; count
+///   sub_down meta.sub`).
 pub fn fuse_steps(p: &Program, stages: &[Box<dyn Stage>], steps: Vec<Step>) -> Vec<Step> {
-    let pre_of = |s: usize| match p.stages.get(s) {
-        Some((_, StageDef::Prims(v))) if matches!(v.as_slice(), [Prim::TtlDec]) => Some(PreOp::TtlDec),
-        _ => None,
+    let prims = |s: usize| match p.stages.get(s) {
+        Some((_, StageDef::Prims(v))) => v.as_slice(),
+        _ => &[],
+    };
+    let pre_of = |s: usize| matches!(prims(s), [Prim::TtlDec]).then_some(PreOp::TtlDec);
+    let post_of = |s: usize| {
+        let count = |c: &u16, i: &Operand, ttl| match i {
+            Operand::Field(FieldRef { loc: Loc::Meta(MetaField::Reg(r)), .. }) => Some(PostCount { counter: *c, reg: *r, ttl }),
+            _ => None,
+        };
+        match prims(s) {
+            [Prim::Count(c, i)] => count(c, i, TtlDec::No),
+            [Prim::TtlDec, Prim::Count(c, i)] => count(c, i, TtlDec::Before),
+            [Prim::Count(c, i), Prim::TtlDec] => count(c, i, TtlDec::After),
+            _ => None,
+        }
     };
     let mut out = Vec::with_capacity(steps.len());
     let mut it = steps.into_iter().peekable();
     while let Some(step) = it.next() {
-        if let Step::Run { mask, stage: pre_stage } = step {
-            if let (Some(pre), Some(&Step::Run { mask: m, stage })) = (pre_of(pre_stage), it.peek()) {
-                if m == mask && stages.get(stage).is_some_and(|s| s.folds(pre)) {
+        if let (&Step::Run { mask, stage: first }, Some(&Step::Run { mask: m, stage: next })) = (&step, it.peek()) {
+            if m == mask {
+                if let Some(pre) = pre_of(first).filter(|&pre| stages.get(next).is_some_and(|s| s.folds(pre))) {
                     it.next();
-                    out.push(Step::Fused { mask, pre, pre_stage, stage });
+                    out.push(Step::Fused { mask, pre, pre_stage: first, stage: next });
+                    continue;
+                }
+                if let Some(post) = post_of(next).filter(|&post| stages.get(first).is_some_and(|s| s.folds_post(post))) {
+                    it.next();
+                    out.push(Step::Tailed { mask, stage: first, post, post_stage: next });
                     continue;
                 }
             }
@@ -473,6 +494,69 @@ mod tests {
         let f = fused_steps("router.toml");
         assert_eq!(f.len(), 2, "{f:?}");
         assert!(f.iter().all(|(pre, t)| *pre == PreOp::TtlDec && t.contains("fib")), "{f:?}");
+    }
+
+    /// vbng's downstream `apply down_session; ttl_dec; count sub_down meta.sub` runs the count
+    /// in the session table's edit pass; the upstream count after the class ACL runs apart
+    /// (a classifier has no edit pass).
+    #[test]
+    fn vbng_counts_downstream_in_the_session_tables_pass() {
+        let text = std::fs::read_to_string(format!("{}/../../pipelines/vbng.toml", env!("CARGO_MANIFEST_DIR"))).unwrap_or_default();
+        let pl = crate::compile::compile("vbng.toml", &text).map(|p| p.instantiate());
+        let tailed: Vec<(String, PostCount)> = pl
+            .map(|pl| {
+                let name = |s: usize| pl.stage_names[s].clone();
+                pl.ingress
+                    .iter()
+                    .filter_map(|s| if let Step::Tailed { stage, post, .. } = s { Some((name(*stage), *post)) } else { None })
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(tailed.len(), 1, "{tailed:?}");
+        assert!(tailed[0].0.contains("down_session") && tailed[0].1.ttl == TtlDec::Before, "{tailed:?}");
+    }
+
+    /// Only a count by a register, with at most its `ttl_dec`, right after a table on the same
+    /// lanes runs in the table's pass; in a specialised build only.
+    #[test]
+    fn only_a_register_count_right_after_a_table_fuses() {
+        let spec = |ctl: &str| {
+            let head = r#"name = "t"
+[parser]
+headers = ["eth", "vlan", "ipv4"]
+[metadata]
+sub = 8
+[[counter]]
+name = "c"
+size = 16
+[[action]]
+name = "tag"
+params = ["s"]
+body = "set meta.sub = s; push_vlan 7; forward 1"
+[[table]]
+name = "t"
+key = [{ field = "ipv4.dst", match = "exact" }]
+actions = ["tag"]
+size = 16
+[control]
+"#;
+            format!("{head}ingress = '''\n{ctl}'''\n")
+        };
+        let tailed = |ctl: &str, special: bool| {
+            let p = crate::compile::compile("t.toml", &spec(ctl)).map_err(|e| e.to_string());
+            let pl = p.map(|p| if special { p.instantiate() } else { p.instantiate_reference() });
+            pl.map(|pl| {
+                pl.ingress.iter().filter_map(|s| if let Step::Tailed { post, .. } = s { Some(post.ttl) } else { None }).collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(tailed("apply t\ncount c meta.sub\n", true), Ok(vec![TtlDec::No]));
+        assert_eq!(tailed("apply t\nttl_dec\ncount c meta.sub\n", true), Ok(vec![TtlDec::Before]));
+        assert_eq!(tailed("apply t\ncount c meta.sub\nttl_dec\n", true), Ok(vec![TtlDec::After]));
+        assert_eq!(tailed("apply t\ncount c meta.sub\n", false), Ok(vec![]));
+        assert_eq!(tailed("apply t\ncount c 3\n", true), Ok(vec![]));
+        assert_eq!(tailed("apply t\nttl_dec\n", true), Ok(vec![]));
+        assert_eq!(tailed("apply t\nhash\ncount c meta.sub\n", true), Ok(vec![]));
+        assert_eq!(tailed("if ipv4.valid:\n    apply t\ncount c meta.sub\n", true), Ok(vec![]));
     }
 
     /// A `ttl_dec` with more primitives after it in the same run is not fused, nor is one the

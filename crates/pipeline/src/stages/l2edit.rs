@@ -88,6 +88,23 @@ const HEAD: usize = 12 + 4 * MAX_PUSH;
 /// and what is left after two pops holds an Ethernet header (22 - 8 = 14).
 const FAST_MIN_LEN: usize = 22;
 
+/// What runs on a frame right after its edit ([`L2Edit::run_then`]): nothing (`()`), or a
+/// folded count and `ttl_dec`; false drops the packet.
+pub trait Then {
+    /// Nothing to run: the frame need not be looked up.
+    const NOTHING: bool = false;
+    /// Runs on the edited frame and its metadata.
+    fn frame(&mut self, data: &mut [u8], m: &Meta) -> bool;
+}
+
+impl Then for () {
+    const NOTHING: bool = true;
+    #[inline(always)]
+    fn frame(&mut self, _data: &mut [u8], _m: &Meta) -> bool {
+        true
+    }
+}
+
 impl L2Edit {
     /// The edit with its fast path worked out: the new first bytes and each tag count's
     /// step when it sets both MAC addresses (a session's or a next hop's rewrite), or nothing
@@ -115,6 +132,14 @@ impl L2Edit {
 
     /// Runs the edit on slot `i`. False when the frame has no room for the tags (the caller
     /// drops it as `no_headroom`, as `push_vlan` does).
+    #[inline(always)]
+    pub fn run(&self, pool: &mut Pool, b: &mut Batch, i: usize) -> bool {
+        self.run_then(pool, b, i, &mut ()).is_some()
+    }
+
+    /// Runs the edit on slot `i`, then `then` on the frame and metadata it leaves (a folded
+    /// count and `ttl_dec`: the frame's address is at hand); `then`'s verdict, or `None` when the
+    /// frame has no room for the tags, and `then` does not run.
     ///
     /// A sealed edit that sets both MAC addresses, on a frame of at least [`FAST_MIN_LEN`]
     /// bytes with at least 8 bytes of headroom, writes the new addresses and tags in one
@@ -123,7 +148,7 @@ impl L2Edit {
     /// shape was worked out when it was sealed ([`Step`]), and it is inlined into the table's
     /// action pass; anything else takes the general path, out of line.
     #[inline(always)]
-    pub fn run(&self, pool: &mut Pool, b: &mut Batch, i: usize) -> bool {
+    pub fn run_then<T: Then>(&self, pool: &mut Pool, b: &mut Batch, i: usize, then: &mut T) -> Option<bool> {
         // The sealed edit tested first: one compare for the common case.
         let fast = if let Shape::Sealed(f) = &self.shape {
             f
@@ -133,28 +158,38 @@ impl L2Edit {
             if let Some(p) = self.port {
                 m.out_port = p;
             }
-            return true;
+            return Some(T::NOTHING || then.frame(pool.data_mut(b.handle(i)), b.meta(i)));
         } else {
-            return self.run_general(pool, b, i);
+            return self.general_then(pool, b, i, then);
         };
         let h = b.handle(i);
         let (off, len) = (pool.headroom(h), pool.len(h));
         if len < FAST_MIN_LEN || off < HEAD - 12 {
-            return self.run_general(pool, b, i);
+            return self.general_then(pool, b, i, then);
         }
         let m = b.meta_mut(i);
         self.set_regs(m);
         let s = &fast.by_tags[tags(m)];
         let keep = off + usize::from(s.keep);
-        let Some(d) = pool.buffer_mut(h).get_mut(keep - HEAD..keep) else { return false };
-        d.copy_from_slice(&fast.head);
+        let buf = pool.buffer_mut(h);
+        buf.get_mut(keep - HEAD..keep)?.copy_from_slice(&fast.head);
         // `off >= 8` and the start moves back by at most 8: no wrap below 0.
-        let (start, grow) = ((off as u16).wrapping_add(s.start), s.grow);
-        if !pool.set_bounds(h, usize::from(start), usize::from((len as u16).wrapping_add(grow))) {
-            return false;
-        }
+        let (start, new_len) = ((off as u16).wrapping_add(s.start), (len as u16).wrapping_add(s.grow));
+        let (start, new_len) = (usize::from(start), usize::from(new_len));
+        // Within the buffer, so `set_bounds` below takes it.
+        let frame = buf.get_mut(start..start + new_len)?;
         self.finish(m, s);
-        true
+        let kept = then.frame(frame, m);
+        pool.set_bounds(h, start, new_len).then_some(kept)
+    }
+
+    /// The general path, then `then` (see [`L2Edit::run_then`]).
+    #[inline(always)]
+    fn general_then<T: Then>(&self, pool: &mut Pool, b: &mut Batch, i: usize, then: &mut T) -> Option<bool> {
+        if !self.run_general(pool, b, i) {
+            return None;
+        }
+        Some(T::NOTHING || then.frame(pool.data_mut(b.handle(i)), b.meta(i)))
     }
 
     /// `set meta.R = V`, in order.

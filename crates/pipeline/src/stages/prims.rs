@@ -2,7 +2,8 @@
 //! interpreter and the dedicated loops [`crate::build::special`] picks for common shapes.
 
 use crate::action;
-use crate::exec::{PreOp, Stage, StageCx};
+pub use crate::exec::TtlDec;
+use crate::exec::{count_pass, PreOp, Stage, StageCx};
 use crate::ir::{Prim, MAX_ARGS};
 use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Lanes, Meta, Pool};
@@ -205,42 +206,14 @@ pub struct CountStage {
     pub ttl: TtlDec,
 }
 
-/// Where [`CountStage`] runs a `ttl_dec`: a packet it drops (`ttl_expired`) is counted only
-/// when the count came first, as when the two run apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TtlDec {
-    /// No `ttl_dec`.
-    No,
-    /// `ttl_dec; count`.
-    Before,
-    /// `count; ttl_dec`.
-    After,
-}
-
 impl CountStage {
     /// The loop for one index source and `ttl_dec` placement (`TTL`: 0 none, 1 before, 2 after).
     #[inline(always)]
     fn pass<const TTL: u8>(&self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>, index: impl Fn(&Meta) -> u32) {
         // The array found once per batch.
         let Some(bank) = cx.objects.counters.get_mut(usize::from(self.counter)) else { return };
-        let mut expired = 0u64;
-        each_lane!(i in lanes => {
-            let m = b.meta(i);
-            let data = pool.data_mut(b.handle(i));
-            let (k, len) = (index(m), data.len() as u64);
-            if TTL == 2 {
-                bank.count(k as usize, len);
-            }
-            if TTL != 0 && !action::ttl_dec(data, m) {
-                b.drop(i, DropReason::TtlExpired);
-                expired += 1;
-                continue;
-            }
-            if TTL != 2 {
-                bank.count(k as usize, len);
-            }
-        });
-        cx.drops[DropReason::TtlExpired as usize] += expired;
+        let expired = count_pass::<TTL>(&mut bank.values, pool, b, lanes, index);
+        cx.drops[DropReason::TtlExpired as usize] += expired.count() as u64;
     }
 }
 
