@@ -891,6 +891,7 @@ fn run_stage(p: &mut Pipeline, stage: usize, pool: &mut Pool, b: &mut Batch, lan
 /// lanes live between the two. The counters are kept per stage as if they ran apart; the
 /// cycles count in `host`'s row. A batch with traced packets runs the two apart, so each gets
 /// its trace record.
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn run_pair(
     p: &mut Pipeline,

@@ -1184,7 +1184,7 @@ impl TableStage {
                     (reason, Fast::L2) if edits.len() == fast.len() && (reason.is_some() || matches!(self.default_fast, Fast::Nop)) => {
                         match post.take() {
                             // The count after the table in this pass, on the frame and metadata
-                            // the edit leaves (`scripts/instructions vbng`: 684.5 -> 673.9
+                            // the edit leaves (`scripts/instructions vbng`: 684.5 -> 673.6
                             // instructions a packet). Its array leaves `cx` for the pass, which
                             // hands `cx` to the edits (they count nothing).
                             Some(post) => {
