@@ -86,10 +86,12 @@ pub(crate) struct AclKey {
 }
 
 /// A key made of parts of the IPv4 5-tuple and the input port (`acl_in` and `acl_out` of the
-/// overlay, a switch's ACL), read with fixed offsets: per header one test, one bounds check and
-/// a load per part, no loop over groups and words. (The group reader cost about 110
-/// instructions for the overlay's 4-field key: its loops' bounds, and a descriptor's four
-/// fields loaded per word.)
+/// overlay, a switch's ACL), and at most one register where the key lacks an address (vbng's
+/// `class_acl`: the subscriber's ACL profile, protocol and destination port), read with fixed
+/// offsets: per header one test, one bounds check and a load per part, no loop over groups and
+/// words. (The group reader cost about 110 instructions for the overlay's 4-field key: its
+/// loops' bounds, and a descriptor's four fields loaded per word. vbng's key through the
+/// two-window raw form cost 166 a packet to read, hash and look up in the cache.)
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Tuple {
     /// Key word of each part, [`TUPLE_NONE`] when the key lacks it: input port, protocol,
@@ -100,17 +102,42 @@ pub(crate) struct Tuple {
     /// The L4 header's test when a port is in the key, else one that no packet passes (read
     /// as an absent range), so that the readers have no `Option` to look at.
     l4_test: Word,
-    /// The bits of the raw form ([`Tuple::read_raw`]) that hold the key's parts.
+    /// The bits of the raw form ([`Tuple::read_raw`]) that hold the key's parts (the
+    /// register's apart).
     mask_lo: u64,
     mask_hi: u64,
+    /// The register, when the key has one.
+    reg: RegPart,
+}
+
+/// A [`Tuple`] key's register: its key word ([`TUPLE_NONE`] when the key has none), its index,
+/// the mask of its width, and its shift in the raw form's first `u64` (the half of the address
+/// the key lacks).
+#[derive(Clone, Copy, Debug)]
+struct RegPart {
+    at: usize,
+    index: usize,
+    mask: u32,
+    shift: u32,
+}
+
+impl RegPart {
+    const NONE: RegPart = RegPart { at: TUPLE_NONE, index: 0, mask: 0, shift: 0 };
+
+    /// The register's value in a packet, masked to its width.
+    #[inline(always)]
+    fn read(&self, m: &Meta) -> u32 {
+        m.regs.get(self.index).copied().unwrap_or(0) & self.mask
+    }
 }
 
 /// A [`Tuple`] part that is not in the key: written to a word past the key's.
 const TUPLE_NONE: usize = MAX_KEY_FIELDS;
 
 impl Tuple {
-    /// The tuple form of a key of these header groups and no metadata word but the port.
-    fn of(groups: &[Group], ports: u32) -> Option<Tuple> {
+    /// The tuple form of a key of these header groups, the port and these metadata words (at
+    /// most one register, in a key without one of the addresses).
+    fn of(groups: &[Group], ports: u32, metas: &[(usize, Extract, u32)]) -> Option<Tuple> {
         let mut at = [TUPLE_NONE; 6];
         match ports.count_ones() {
             0 => {}
@@ -142,8 +169,21 @@ impl Tuple {
                 masks[word] |= ((1u64 << bits) - 1) << shift;
             }
         }
+        let reg = match metas {
+            [] => RegPart::NONE,
+            // In the half of the first `u64` that the absent address leaves.
+            &[(k, Extract::Reg(r), mask)] => {
+                let shift = match (at[2], at[3]) {
+                    (_, TUPLE_NONE) => 0,
+                    (TUPLE_NONE, _) => 32,
+                    _ => return None,
+                };
+                RegPart { at: k, index: usize::from(r), mask, shift }
+            }
+            _ => return None,
+        };
         let never = Word { needs: HdrSet(u32::MAX), alt: HdrSet::EMPTY, range: true, ..l3? };
-        Some(Tuple { at, l3: l3?, l4_test: l4.unwrap_or(never), mask_lo: masks[0], mask_hi: masks[1] })
+        Some(Tuple { at, l3: l3?, l4_test: l4.unwrap_or(never), mask_lo: masks[0], mask_hi: masks[1], reg })
     }
 
     /// The key of one packet in its raw form, for the cache: two `u64`s, each part at its
@@ -153,14 +193,24 @@ impl Tuple {
     /// [`AclKey::read`]). Measured on `switch-acl --rules 24`, the two-window raw form cost
     /// about 75 instructions a packet to read, hash and compare (five `u64`s); this one about
     /// 50.
+    /// `REG`: the key has a register ([`Tuple::has_reg`]), in the first `u64`.
     #[inline(always)]
-    pub(crate) fn read_raw(&self, k: &AclKey, d: &[u8], m: &Meta) -> Option<[u64; 2]> {
+    pub(crate) fn read_raw<const REG: bool>(&self, k: &AclKey, d: &[u8], m: &Meta) -> Option<[u64; 2]> {
         // A miss is a bit no part uses, so that the key stays in two registers (an `Option`
         // of the cold path's result went through the stack).
-        let raw = self.raw_or_miss(k, d, m);
+        let mut raw = self.raw_or_miss(k, d, m);
+        if REG {
+            raw[0] |= u64::from(self.reg.read(m)) << (self.reg.shift % 64);
+        }
         (raw[1] & RAW_MISS == 0).then_some(raw)
     }
 
+    /// Whether the key has a register.
+    pub(crate) fn has_reg(&self) -> bool {
+        self.reg.at != TUPLE_NONE
+    }
+
+    /// The raw form without the register (the near-end path's has it).
     #[inline(always)]
     fn raw_or_miss(&self, k: &AclKey, d: &[u8], m: &Meta) -> [u64; 2] {
         let mut lo = 0u64;
@@ -199,6 +249,7 @@ impl Tuple {
                 raw[word] |= u64::from(x) << shift;
             }
         }
+        // `read_raw` adds the register.
         raw
     }
 
@@ -211,6 +262,9 @@ impl Tuple {
                 *x = (raw[word] >> shift & ((1u64 << bits) - 1)) as u32;
             }
         }
+        if let Some(x) = w.get_mut(self.reg.at) {
+            *x = (raw[0] >> (self.reg.shift % 64)) as u32 & self.reg.mask;
+        }
         w
     }
 }
@@ -221,9 +275,13 @@ const RAW_MISS: u64 = 1 << 63;
 impl Tuple {
     /// The masks of the parser's record ([`ParsedTuple`]) that keep this key's parts and the
     /// header bit, when the record holds the key: its IPv4 test is the record's and not a
-    /// range's, and its ports, if any, are `range` fields of a UDP or TCP header (which the
-    /// record reads as 0 without one, as the key does). `None` otherwise.
+    /// range's, its ports, if any, are `range` fields of a UDP or TCP header (which the
+    /// record reads as 0 without one, as the key does), and it has no register. `None`
+    /// otherwise.
     pub(crate) fn parsed_masks(&self) -> Option<[u64; 2]> {
+        if self.has_reg() {
+            return None;
+        }
         let v4 = HdrSet::EMPTY.with(Hdr::Ipv4);
         let (udp, tcp) = (HdrSet::EMPTY.with(Hdr::Udp), HdrSet::EMPTY.with(Hdr::Tcp));
         let l3 = self.l3.slot == Slot::L3 as usize && self.l3.needs == v4 && self.l3.alt == HdrSet::EMPTY && !self.l3.range;
@@ -300,7 +358,7 @@ impl AclKey {
             bits += 32 - mask.leading_zeros();
         }
         let raw = ng <= 2 && bits <= 64;
-        let tuple = if nm == 0 { Tuple::of(&groups[..ng], ports) } else { None };
+        let tuple = Tuple::of(&groups[..ng], ports, &metas[..nm]);
         Some(AclKey { ports, metas, nm, groups, ng, nf: fields.len(), masks, meta_shift, raw, tuple })
     }
 
@@ -413,6 +471,9 @@ impl AclKey {
         } else if !t.l4_test.range {
             return None;
         }
+        if t.has_reg() {
+            w[t.reg.at & mask] = t.reg.read(m);
+        }
         Some(std::array::from_fn(|j| {
             let lo = w.get(2 * j).copied().unwrap_or(0);
             let hi = w.get(2 * j + 1).copied().unwrap_or(0);
@@ -491,13 +552,13 @@ pub(crate) trait CacheKey<const K: usize> {
     fn words(&self, key: &[u64; K]) -> [u32; MAX_KEY_FIELDS];
 }
 
-/// The 5-tuple's raw form ([`Tuple::read_raw`]).
-pub(crate) struct TupleForm<'a>(pub &'a Tuple, pub &'a AclKey);
+/// The 5-tuple's raw form ([`Tuple::read_raw`]); `REG`: with its register.
+pub(crate) struct TupleForm<'a, const REG: bool>(pub &'a Tuple, pub &'a AclKey);
 
-impl CacheKey<2> for TupleForm<'_> {
+impl<const REG: bool> CacheKey<2> for TupleForm<'_, REG> {
     #[inline(always)]
     fn read(&self, pool: &Pool, b: &Batch, i: usize) -> Option<[u64; 2]> {
-        self.0.read_raw(self.1, pool.data(b.handle(i)), b.meta(i))
+        self.0.read_raw::<REG>(self.1, pool.data(b.handle(i)), b.meta(i))
     }
     fn words(&self, key: &[u64; 2]) -> [u32; MAX_KEY_FIELDS] {
         self.0.raw_words(key)
@@ -967,9 +1028,11 @@ pub(crate) mod tests {
     }
 
     /// The 5-tuple reader gives the group reader's key on any frame (cut anywhere, with or
-    /// without its IPv4 and L4 headers, ports read as a range or not), for the keys it takes:
-    /// the overlay's (source, destination, destination port, protocol), the switch's (port
-    /// first) and the full 5-tuple; keys with other fields keep the group reader.
+    /// without its IPv4 and L4 headers, ports read as a range or not, any register values),
+    /// for the keys it takes: the overlay's (source, destination, destination port, protocol),
+    /// the switch's (port first), the full 5-tuple, and vbng's (a register, protocol,
+    /// destination port) and a register with one address; keys with other fields keep the
+    /// group reader.
     #[test]
     fn five_tuple_keys_read_as_the_groups_do() {
         use proptest::prelude::*;
@@ -984,16 +1047,21 @@ pub(crate) mod tests {
             five_tuple(),
             vec![proto, dst, l4(0, false), src, l4(2, false)],
             vec![dst, (Extract::InPort, 9, false)],
+            vec![(Extract::Reg(2), 8, false), proto, l4(2, true)],
+            vec![(Extract::InPort, 9, false), src, (Extract::Reg(0), 32, false)],
+            vec![dst, (Extract::Reg(4), 12, false), l4(0, true)],
         ];
         for fields in &keys {
             let k = AclKey::new(fields).expect("a uniform key");
             assert!(k.tuple.is_some(), "{fields:?}");
             let mut runner = proptest::test_runner::TestRunner::default();
-            let strat = (proptest::collection::vec(any::<u8>(), 64), 0usize..=64, any::<bool>(), any::<bool>(), any::<u16>());
+            let strat =
+                (proptest::collection::vec(any::<u8>(), 64), 0usize..=64, any::<bool>(), any::<bool>(), any::<u16>(), any::<[u32; 5]>());
             runner
-                .run(&strat, |(bytes, cut, ip, udp, port)| {
+                .run(&strat, |(bytes, cut, ip, udp, port, regs)| {
                     let (_, mut m) = frame(udp);
                     m.in_port = port;
+                    m.regs = regs;
                     if !ip {
                         m.valid = HdrSet::EMPTY.with(Hdr::Eth);
                     }
@@ -1003,39 +1071,64 @@ pub(crate) mod tests {
                 })
                 .expect("the tuple and group readers agree");
         }
-        // Not a 5-tuple: an address at another offset, a register, a part twice.
+        // Not a 5-tuple: an address at another offset, a part twice, a register with both
+        // addresses, two registers, a metadata field that is not a register.
         assert!(AclKey::new(&[(v4(0), 32, false), (v4(12), 32, false)]).expect("uniform").tuple.is_none());
         assert!(AclKey::new(&[src, dst, src]).expect("uniform").tuple.is_none());
-        assert!(AclKey::new(&[src, (Extract::Reg(1), 8, false)]).expect("uniform").tuple.is_none());
+        assert!(AclKey::new(&[src, dst, (Extract::Reg(1), 8, false)]).expect("uniform").tuple.is_none());
+        assert!(AclKey::new(&[proto, (Extract::Reg(1), 8, false), (Extract::Reg(2), 8, false)]).expect("uniform").tuple.is_none());
+        assert!(AclKey::new(&[proto, (Extract::Meta(crate::ir::MetaField::Color), 8, false)]).expect("uniform").tuple.is_none());
     }
 
     /// The 5-tuple's raw form gives the word form's key words, on any frame (cut anywhere,
-    /// with or without its IPv4 and L4 headers), and a frame with one byte changed keeps its
-    /// raw key exactly when it keeps its key words: parts outside the key (the source port of the switch's key,
-    /// both ports of a key without them) do not enter it.
+    /// with or without its IPv4 and L4 headers, any register values), and a frame with one
+    /// byte or one register changed keeps its raw key exactly when it keeps its key words:
+    /// parts outside the key (the source port of the switch's key, both ports of a key
+    /// without them, a register's bits past its width, other registers) do not enter it.
     #[test]
     fn tuple_raw_keys_are_the_word_keys() {
         use proptest::prelude::*;
         let sport = Extract::Be16 { slot: Slot::L4, byte: 0, needs: HdrSet::EMPTY.with(Hdr::Udp), alt: HdrSet::EMPTY.with(Hdr::Tcp) };
-        let keys = [five_tuple(), vec![(v4(16), 32, false), (Extract::InPort, 9, false)], vec![(sport, 16, false), (v4(12), 32, true)]];
+        let proto = (Extract::Short { slot: Slot::L3, byte: 9, n: 1, needs: HdrSet::EMPTY.with(Hdr::Ipv4), alt: HdrSet::EMPTY }, 8, false);
+        let dport =
+            (Extract::Be16 { slot: Slot::L4, byte: 2, needs: HdrSet::EMPTY.with(Hdr::Udp), alt: HdrSet::EMPTY.with(Hdr::Tcp) }, 16, true);
+        let keys = [
+            five_tuple(),
+            vec![(v4(16), 32, false), (Extract::InPort, 9, false)],
+            vec![(sport, 16, false), (v4(12), 32, true)],
+            // vbng's class_acl: ACL profile, protocol, destination port.
+            vec![(Extract::Reg(2), 8, false), proto, dport],
+            vec![(v4(16), 32, false), (Extract::Reg(0), 32, false), (Extract::InPort, 9, false)],
+            vec![(Extract::Reg(4), 3, false), (v4(12), 32, true)],
+        ];
         for fields in &keys {
             let k = AclKey::new(fields).expect("a uniform key");
             let t = k.tuple().expect("a 5-tuple key");
-            let frame_strat = || (proptest::collection::vec(any::<u8>(), 64), 0usize..=64, any::<bool>(), any::<bool>(), any::<u16>());
+            let frame_strat =
+                || (proptest::collection::vec(any::<u8>(), 64), 0usize..=64, any::<bool>(), any::<bool>(), any::<u16>(), any::<[u32; 5]>());
             let mut runner = proptest::test_runner::TestRunner::default();
             runner
-                .run(&(frame_strat(), 0usize..64, 1u8..), |(a, at, flip)| {
-                    // The same frame with one byte changed, in or out of the key.
+                .run(&(frame_strat(), 0usize..69, 1u8..), |(a, at, flip)| {
+                    // The same frame with one byte or register changed, in or out of the key.
                     let mut b = a.clone();
-                    b.0[at] ^= flip;
-                    let read = |(bytes, cut, ip, udp, port): &(Vec<u8>, usize, bool, bool, u16)| {
+                    match at.checked_sub(64) {
+                        None => b.0[at] ^= flip,
+                        Some(r) => b.5[r] ^= u32::from(flip) << (at % 4 * 8),
+                    }
+                    let read = |(bytes, cut, ip, udp, port, regs): &(Vec<u8>, usize, bool, bool, u16, [u32; 5])| {
                         let (_, mut m) = frame(*udp);
                         m.in_port = *port;
+                        m.regs = *regs;
                         if !ip {
                             m.valid = HdrSet::EMPTY.with(Hdr::Eth);
                         }
                         let words = k.read::<4>(&bytes[..*cut], &m).map(|w| unpack(&w));
-                        (t.read_raw(&k, &bytes[..*cut], &m), words)
+                        let raw = if t.has_reg() {
+                            t.read_raw::<true>(&k, &bytes[..*cut], &m)
+                        } else {
+                            t.read_raw::<false>(&k, &bytes[..*cut], &m)
+                        };
+                        (raw, words)
                     };
                     let ((raw_a, words_a), (raw_b, words_b)) = (read(&a), read(&b));
                     prop_assert_eq!(raw_a.map(|r| t.raw_words(&r)), words_a);
@@ -1048,11 +1141,17 @@ pub(crate) mod tests {
         let k = AclKey::new(&five_tuple()).expect("a uniform key");
         let t = k.tuple().expect("a 5-tuple key");
         let (mut d, m) = frame(true);
-        let before = t.read_raw(&k, &d, &m);
+        let before = t.read_raw::<false>(&k, &d, &m);
         assert_eq!(before, Some([0x0a00_0001_0a00_0002, 3 << 40 | 17 << 32 | 0x1234]));
         d[14 + 10] ^= 0xff;
         d[34] ^= 0xff;
-        assert_eq!(t.read_raw(&k, &d, &m), before);
+        assert_eq!(t.read_raw::<false>(&k, &d, &m), before);
+        // vbng's key: the register where the addresses would be, in the half the key lacks.
+        let k = AclKey::new(&[(Extract::Reg(2), 8, false), proto, dport]).expect("a uniform key");
+        let t = k.tuple().expect("a 5-tuple key");
+        let mut m = m;
+        m.regs[2] = 0x1_07;
+        assert_eq!(t.read_raw::<true>(&k, &d, &m), Some([7, 17 << 32 | 0x1234]));
     }
 
     #[test]

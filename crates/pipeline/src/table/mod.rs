@@ -752,11 +752,13 @@ impl TableStage {
                     }
                     let parsed = matches!(self.key_share, KeyShare::Parsed) && memo.covers(0, lanes);
                     let r = match (ak.tuple(), ak.raw_groups(), nf.div_ceil(2)) {
-                        // Parts of the 5-tuple and the input port: two `u64`s, from the
-                        // parser's record when it made one for every lane.
+                        // Parts of the 5-tuple, the input port and a register: two `u64`s,
+                        // from the parser's record when it made one for every lane (and the
+                        // key has no register).
                         (Some(t), _, _) => match parsed.then(|| aclkey::ParsedForm::new(t)).flatten() {
                             Some(form) => cached!(2, form),
-                            None => cached!(2, aclkey::TupleForm(t, ak)),
+                            None if t.has_reg() => cached!(2, aclkey::TupleForm::<true>(t, ak)),
+                            None => cached!(2, aclkey::TupleForm::<false>(t, ak)),
                         },
                         // Up to two headers: a masked window each.
                         (None, Some(2), _) => cached!(5, aclkey::RawForm::<2>(ak)),

@@ -47,8 +47,10 @@ fn parsed_records_read_as_the_packets() {
         vec![(Extract::InPort, 9, false), (dport, 16, true), (sport, 16, true), (v4(16), 32, false)],
     ];
     // Keys the record does not hold: an exact port (a packet without one misses), an
-    // address as a range.
-    for fields in [vec![(v4(12), 32, false), (dport, 16, false)], vec![(v4(12), 32, true)]] {
+    // address as a range, a register.
+    for fields in
+        [vec![(v4(12), 32, false), (dport, 16, false)], vec![(v4(12), 32, true)], vec![(Extract::Reg(0), 8, false), (proto, 8, false)]]
+    {
         let k = AclKey::new(&fields).expect("a uniform key");
         assert!(k.tuple().expect("a 5-tuple key").parsed_masks().is_none());
     }
@@ -84,7 +86,7 @@ fn parsed_records_read_as_the_packets() {
                 let t = k.tuple().expect("a 5-tuple key");
                 let form = ParsedForm::new(t).expect("the record holds the key");
                 let parsed = form.read(&pool, &batch, 0);
-                let raw = t.read_raw(&k, f, &m);
+                let raw = t.read_raw::<false>(&k, f, &m);
                 Some([(parsed.map(|p| form.words(&p)), parsed), (raw.map(|r| t.raw_words(&r)), raw)])
             };
             for fields in &keys {
