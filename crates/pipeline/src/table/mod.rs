@@ -13,6 +13,7 @@ pub mod ops;
 mod parsed;
 #[cfg(test)]
 mod parsed_tests;
+mod rowkey;
 
 /// A full classifier build handed out by a table, to run on another thread, and its result.
 pub use fastpath_tables::acl::{FoldJob, Folded};
@@ -110,6 +111,8 @@ pub struct TableStage {
     extract: Option<Extract>,
     /// Every key field's extractor, width and whether it is a `range` field, in key order.
     key_x: Vec<(Extract, u8, bool)>,
+    /// A key of several fields read a packet at a time (specialised build only).
+    row_key: Option<rowkey::RowKey>,
     /// Classifier tables: the results of recent keys (specialised build only).
     acl_cache: Option<Box<AclCache>>,
     /// Classifier tables whose fields are the input port or whole header fields of 1, 2 or 4
@@ -152,6 +155,9 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         TableImpl::Acl => Engine::Acl { rules: Box::new(live_acl(chunks.iter().flatten().copied().collect())), live: None, dirty: false },
     };
     let (da, dargs) = def.default;
+    // Every key field's extractor, width and whether it is a `range` field.
+    let key_x: Vec<(Extract, u8, bool)> =
+        def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect();
     let bodies: Vec<Vec<Prim>> = p.actions.iter().map(|a| a.body.clone()).collect();
     let (mut templates, mut edits) = (Vec::new(), Vec::new());
     let default_fast =
@@ -178,7 +184,7 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
         misses: 0,
         chunks,
         extract: (def.key.len() == 1).then(|| def.key[0].field.extractor()),
-        key_x: def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect(),
+        row_key: (special && def.imp != TableImpl::Acl).then(|| rowkey::RowKey::new(&key_x)).flatten(),
         scratch: Box::new(Scratch { keys: [0; BATCH_MAX], k32: [0; BATCH_MAX], k64: [0; BATCH_MAX], out: [MISS; BATCH_MAX] }),
         acl_cache: (special && def.imp == TableImpl::Acl).then(|| Box::new(AclCache::new())),
         port_out: (special
@@ -186,11 +192,8 @@ pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
             && matches!(def.key.as_slice(), [k] if matches!(k.field.extractor(), Extract::InPort)))
         .then(|| vec![MISS; PORTS].into_boxed_slice().try_into().ok())
         .flatten(),
-        acl_key: (special && def.imp == TableImpl::Acl)
-            .then(|| {
-                AclKey::new(&def.key.iter().map(|k| (k.field.extractor(), k.field.width, k.kind == MatchKind::Range)).collect::<Vec<_>>())
-            })
-            .flatten(),
+        acl_key: (special && def.imp == TableImpl::Acl).then(|| AclKey::new(&key_x)).flatten(),
+        key_x,
         key_share: KeyShare::Alone,
         def,
     })
@@ -1023,11 +1026,18 @@ impl TableStage {
                 }
                 _ => two!(x0, x1),
             }
+        } else if let Some(rk) = &self.row_key {
+            // The input port, registers and up to 4 header fields of at most 8 bytes (vbng's
+            // upstream session: port, two VLAN ids, MAC), a packet at a time.
+            missing = rk.pass(pool, b, lanes, &mut sc.keys);
+            if matches!(self.engine, Engine::Exact64(_) | Engine::Direct(_)) {
+                each_lane!(i in lanes => { sc.k64[i] = sc.keys[i] as u64 });
+            }
         } else {
-            // Any other key (vbng's upstream session: port, two VLAN ids, MAC), built column
-            // by column: each field's extractor variant is matched once per batch and named in
-            // its loop, not matched per field of every packet. A lane that lacks a field is
-            // missing; the fields after it still shift its (unused) key.
+            // Any other key, built column by column: each field's extractor variant is matched
+            // once per batch and named in its loop, not matched per field of every packet. A
+            // lane that lacks a field is missing; the fields after it still shift its (unused)
+            // key.
             each_lane!(i in lanes => { sc.keys[i] = 0 });
             for &(x, width, _) in &self.key_x {
                 let shift = u32::from(width.min(127));
