@@ -383,16 +383,6 @@ fn unpack_key(def: &TableDef, mut k: u128) -> Vec<Match> {
 
 /// Packs the key fields of one packet into a u128 (concatenated, first field highest).
 #[inline]
-/// The key fields packed into one value (most significant first); `None` when one is missing.
-fn key128(key: &[(Extract, u8, bool)], data: &[u8], m: &fastpath_packet::Meta) -> Option<u128> {
-    let mut k = 0u128;
-    for &(x, width, _) in key {
-        let v = x.read(data, m)?;
-        k = if width >= 128 { v } else { k << width | v };
-    }
-    Some(k)
-}
-
 fn width_max(w: u8) -> u32 {
     if w >= 32 {
         u32::MAX
@@ -840,7 +830,7 @@ impl TableStage {
                     }
                     _ => None,
                 },
-                engine => match key128(&self.key_x, data, m) {
+                engine => match rowkey::key128(&self.key_x, data, m) {
                     None => None,
                     Some(k) => match engine {
                         Engine::Direct(v) => v.get(k as usize).copied().filter(|&r| r != MISS),

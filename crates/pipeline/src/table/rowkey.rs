@@ -9,10 +9,20 @@
 //! a shift and a mask), so one loop over the packets runs them all without a jump on the
 //! field's kind, each field ORed in at its place in the key.
 
-use super::key128;
 use crate::field::Extract;
 use crate::ir::MAX_KEY_FIELDS;
 use fastpath_packet::{each_lane, Batch, HdrSet, Lanes, Meta, Pool, Slot, BATCH_MAX};
+
+/// The key fields packed into one value (most significant first); `None` when one is missing.
+/// The reference build's reader of every exact key, and [`RowKey`]'s near a frame's end.
+pub(crate) fn key128(key: &[(Extract, u8, bool)], data: &[u8], m: &Meta) -> Option<u128> {
+    let mut k = 0u128;
+    for &(x, width, _) in key {
+        let v = x.read(data, m)?;
+        k = if width >= 128 { v } else { k << width | v };
+    }
+    Some(k)
+}
 
 /// A header field of at most 8 bytes, as the key reads it.
 #[derive(Clone, Copy, Debug)]
