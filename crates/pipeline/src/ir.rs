@@ -1,6 +1,6 @@
 //! The intermediate representation: a checked pipeline as plain data.
 //!
-//! The compiler ([`crate::compile`]) turns a spec into a [`Program`]; the build step
+//! The compiler ([`mod@crate::compile`]) turns a spec into a [`Program`]; the build step
 //! ([`crate::build`]) turns a `Program` into a runnable [`crate::Pipeline`]; the XDP back end
 //! (`fastpath-xdp`) compiles the same `Program` to eBPF. Everything here is data with every name
 //! resolved — fields are offsets and widths, parameters are argument indices, tables and objects

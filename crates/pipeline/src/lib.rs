@@ -1,6 +1,6 @@
 //! fastpath-pipeline: the programmable part of the data plane.
 //!
-//! Owns the pipeline spec (a TOML file, [`spec`]), its compiler ([`compile`]) into the IR, a
+//! Owns the pipeline spec (a TOML file, [`spec`]), its compiler ([`mod@compile`]) into the IR, a
 //! checked program as plain data ([`ir`]), the build step that makes the IR runnable and holds
 //! every special case ([`build`]), the batch executor ([`exec`]), the built-in stages (the
 //! parser, table stages, primitive stages), the action primitives ([`action`]), per-stage

@@ -1,9 +1,9 @@
 //! The compiler: spec file ▸ checked [`Program`] (the IR, [`crate::ir`]). The build step
 //! ([`crate::build`]) makes it runnable.
 //!
-//! One file per concern: [`parser`] (headers, metadata), [`objects`] (meters, counters,
-//! conntrack), [`actions`] (action bodies and primitives), [`tables`] (keys, match kinds, the
-//! implementation, defaults), [`control`] (the ingress / egress blocks and conditions) and [`tm`]
+//! One file per concern: `parser` (headers, metadata), `objects` (meters, counters,
+//! conntrack), `actions` (action bodies and primitives), `tables` (keys, match kinds, the
+//! implementation, defaults), `control` (the ingress / egress blocks and conditions) and `tm`
 //! (the traffic manager).
 //!
 //! Compilation resolves every name once: header fields become offset/width extractors, parameters

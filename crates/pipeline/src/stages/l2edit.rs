@@ -141,11 +141,11 @@ impl L2Edit {
     /// count and `ttl_dec`: the frame's address is at hand); `then`'s verdict, or `None` when the
     /// frame has no room for the tags, and `then` does not run.
     ///
-    /// A sealed edit that sets both MAC addresses, on a frame of at least [`FAST_MIN_LEN`]
+    /// A sealed edit that sets both MAC addresses, on a frame of at least `FAST_MIN_LEN`
     /// bytes with at least 8 bytes of headroom, writes the new addresses and tags in one
     /// 20-byte copy ending where the kept bytes begin, and moves the frame's start: the old
     /// addresses need not move, since both are replaced. Everything it needs about the edit's
-    /// shape was worked out when it was sealed ([`Step`]), and it is inlined into the table's
+    /// shape was worked out when it was sealed (`Step`), and it is inlined into the table's
     /// action pass; anything else takes the general path, out of line.
     #[inline(always)]
     pub fn run_then<T: Then>(&self, pool: &mut Pool, b: &mut Batch, i: usize, then: &mut T) -> Option<bool> {

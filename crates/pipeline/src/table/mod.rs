@@ -140,7 +140,7 @@ struct Scratch {
 
 /// Builds the stage for table `t` of `p`.
 /// `special`: pre-digest entries into fast forms and use the monomorphised passes; when false the
-/// stage is the plain interpreter ([`TableStage::run_reference`]).
+/// stage is the plain interpreter (`TableStage::run_reference`).
 pub fn build_stage(p: &Program, t: usize, special: bool) -> Box<dyn Stage> {
     let def = p.tables[t].clone();
     let width: u32 = def.key.iter().map(|k| u32::from(k.field.width)).sum();
