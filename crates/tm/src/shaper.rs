@@ -109,12 +109,14 @@ impl TokenBucket {
     }
 
     /// Adds the credit earned since the last refill. Idempotent for one `now_ns`; worker only;
-    /// never panics.
+    /// never panics. No sum overflows: the tokens are at most the cap (below 2⁶³, see the
+    /// module doc) and `dt · rate_bps` at most the cap plus one rate, so their sum stays below
+    /// 2⁶⁴ and is not saturated.
     #[inline]
     pub fn refill(&mut self, p: &ShaperParams, now_ns: u64) {
         if now_ns > self.last_ns {
             let dt = (now_ns - self.last_ns).min(p.fill_ns);
-            self.tokens = self.tokens.saturating_add(dt * p.rate_bps).min(p.cap);
+            self.tokens = (self.tokens + dt * p.rate_bps).min(p.cap);
             self.last_ns = now_ns;
         }
     }
