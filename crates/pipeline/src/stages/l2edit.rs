@@ -61,8 +61,9 @@ struct Sealed {
     /// `8 - 4 * n_push` are filler that lands in the headroom): written in one copy just in
     /// front of the bytes the edit keeps.
     head: [u8; HEAD],
-    /// By the arriving frame's tags (0, 1 or 2).
-    by_tags: [Step; 3],
+    /// By the arriving frame's VLAN validity bits ([`tag_bits`]): 0, 1 and 2 tags, and 2
+    /// again for the bits of `qinq` alone, so that a packet pays no clamp on its tag count.
+    by_bits: [Step; 4],
 }
 
 /// What a sealed edit does to a frame that arrives with a given number of tags.
@@ -124,8 +125,11 @@ impl L2Edit {
             for (k, t) in self.push[..push].iter().enumerate() {
                 head[at + 12 + 4 * k..at + 16 + 4 * k].copy_from_slice(t);
             }
-            let by_tags = std::array::from_fn(|tags| Step::new(tags, usize::from(self.pops).min(tags), push));
-            self.shape = Shape::Sealed(Sealed { head, by_tags });
+            let by_bits = std::array::from_fn(|bits| {
+                let tags = bits.min(2);
+                Step::new(tags, usize::from(self.pops).min(tags), push)
+            });
+            self.shape = Shape::Sealed(Sealed { head, by_bits });
         }
         self
     }
@@ -169,7 +173,7 @@ impl L2Edit {
         }
         let m = b.meta_mut(i);
         self.set_regs(m);
-        let s = &fast.by_tags[tags(m)];
+        let s = &fast.by_bits[tag_bits(m)];
         let keep = off + usize::from(s.keep);
         let buf = pool.buffer_mut(h);
         buf.get_mut(keep - HEAD..keep)?.copy_from_slice(&fast.head);
@@ -290,12 +294,17 @@ impl Step {
     }
 }
 
-/// Tags the frame has (0, 1 or 2): two when `qinq` is valid, else one when `vlan` is. Read as
-/// the two validity bits side by side, 0 to 3, at most 2 (no branch).
+/// The frame's two VLAN validity bits side by side, 0 to 3 (`vlan` the low one).
+#[inline(always)]
+fn tag_bits(m: &Meta) -> usize {
+    const _: () = assert!(Hdr::Qinq as u32 == Hdr::Vlan as u32 + 1);
+    ((m.valid.0 >> Hdr::Vlan as u32) & 3) as usize
+}
+
+/// Tags the frame has (0, 1 or 2): two when `qinq` is valid, else one when `vlan` is.
 #[inline(always)]
 fn tags(m: &Meta) -> usize {
-    const _: () = assert!(Hdr::Qinq as u32 == Hdr::Vlan as u32 + 1);
-    ((m.valid.0 >> Hdr::Vlan as u32) & 3).min(2) as usize
+    tag_bits(m).min(2)
 }
 
 /// Everything after the old tags (offsets at or past `end`) moves by `by` (wrapping); Ethernet
