@@ -489,7 +489,9 @@ impl<P: Processor> Worker<P> {
         }
         // A batch the traffic manager took whole (every packet `Queued`): nothing to send or
         // free, one count.
-        if b.verdicts().iter().all(|v| matches!(v, Verdict::Queued(_))) {
+        // A fold, not `all`: without the early exit it is a few vector instructions per 8
+        // verdicts instead of a compare and branch per packet.
+        if b.verdicts().iter().fold(true, |all, v| all & matches!(v, Verdict::Queued(_))) {
             s.queued += b.len() as u64;
             return;
         }

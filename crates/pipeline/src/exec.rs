@@ -635,7 +635,9 @@ impl Pipeline {
             let (tm_in, res) = (&self.tm_in[..n], &mut self.tm_res[..n]);
             tm.enqueue_burst(usize::from(port), tm_in, now_ns, res);
             let lanes = &lanes[..n];
-            if res.iter().all(|&r| r == Enq::Queued) {
+            // A fold, not `all`: without the early exit the test is a few vector instructions
+            // per 32 results instead of a compare and branch per packet.
+            if res.iter().fold(true, |all, &r| all & (r == Enq::Queued)) {
                 // Every packet taken, none marked (an uncongested port): only verdicts to write.
                 for &i in lanes {
                     b.finish(usize::from(i), Verdict::Queued(port));
