@@ -39,6 +39,9 @@ pub struct L2Edit {
     shape: Shape,
 }
 
+// A table of edits is read at random (vbng's 256k sessions): each entry in two cache lines.
+const _: () = assert!(std::mem::size_of::<L2Edit>() <= 128);
+
 /// The kinds of edit [`L2Edit::run`] tells apart, worked out when the edit is sealed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Shape {
@@ -78,9 +81,12 @@ struct Step {
     grow: u16,
     /// Header offsets at or past this (the end of the arriving tags) move by `grow`.
     end: u16,
-    /// The VLAN headers' validity after the edit: `valid & keep_valid | set_valid`.
-    keep_valid: u32,
-    set_valid: u32,
+    /// The VLAN headers' validity after the edit: `valid & !clear_valid | set_valid` (16 bits:
+    /// `vlan` and `qinq` are among the low ones, and a 12-byte step keeps an edit, a table
+    /// entry, in two cache lines: at 16 bytes its fourth step grew it to 144 bytes and vbng
+    /// lost about 10 % of its Mpps).
+    clear_valid: u16,
+    set_valid: u16,
 }
 
 /// Bytes of [`Sealed::head`]: both MAC addresses and the most tags pushed.
@@ -261,11 +267,11 @@ impl L2Edit {
         if s.grow != 0 {
             shift_offsets(m, s.end, s.grow);
         }
-        m.valid.0 = m.valid.0 & s.keep_valid | s.set_valid;
-        if s.set_valid & Hdr::Vlan.bit() != 0 {
+        m.valid.0 = m.valid.0 & !u32::from(s.clear_valid) | u32::from(s.set_valid);
+        if u32::from(s.set_valid) & Hdr::Vlan.bit() != 0 {
             m.set_offset(Slot::Vlan0, 12);
         }
-        if s.set_valid & Hdr::Qinq.bit() != 0 {
+        if u32::from(s.set_valid) & Hdr::Qinq.bit() != 0 {
             m.set_offset(Slot::Vlan1, 16);
         }
         if let Some(p) = self.port {
@@ -288,8 +294,8 @@ impl Step {
             start: (keep as u16).wrapping_sub(12 + 4 * push as u16),
             grow: (4 * push as u16).wrapping_sub(4 * popped as u16),
             end: (12 + 4 * tags) as u16,
-            keep_valid: if changed { !(vlan | qinq) } else { u32::MAX },
-            set_valid: set,
+            clear_valid: if changed { (vlan | qinq) as u16 } else { 0 },
+            set_valid: set as u16,
         }
     }
 }
