@@ -1395,11 +1395,12 @@ impl<const TTL: u8> Then for CountAfter<'_, TTL> {
 /// The key and lookup loop of a host-route table ([`Engine::Host4`]) keyed by a 32-bit header
 /// field (`Extract::Be32`'s fields): each lane's result into `out` (`MISS` when the key is
 /// missing or has no entry), with `pre` first when folded (the lanes it drops go to
-/// `dropped`). Only with a pre-op folded or a trace to write: otherwise the action pass looks the
-/// packets up itself ([`HostGet`]). One loop: a host table's keys fall in few /24s (a gateway's address pools), so
-/// its root entries stay in cache, and the pass that prefetches them for a routing table would
-/// be work for nothing. Out of line: inside `TableStage::run_special` it moved the router's key
-/// pass by 2 instructions a packet (register allocation).
+/// `dropped`). Only with a pre-op folded or a trace to write: otherwise the action pass looks
+/// the packets up itself ([`HostGet`]). One loop: a host table's keys fall in few /24s (a
+/// gateway's address pools), so its root entries stay in cache, and the pass that prefetches
+/// them for a routing table would be work for nothing. Out of line: inside
+/// `TableStage::run_special` it moved the router's key pass by 2 instructions a packet
+/// (register allocation).
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn host_pass<const PRE: bool>(
@@ -1446,7 +1447,6 @@ impl<F: Fn(&Pool, &Batch, usize) -> u32> GetResult for F {
 /// `Extract::Be32` field: slot, byte, needed and alternative headers) in `t`. A type and not a
 /// closure so that it is inlined into the pass (LLVM kept the closure out of line: a call per
 /// packet).
-#[derive(Clone, Copy)]
 struct HostGet<'a> {
     t: &'a Lpm4,
     at: (fastpath_packet::Slot, u16, fastpath_packet::HdrSet, fastpath_packet::HdrSet),
