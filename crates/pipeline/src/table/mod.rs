@@ -980,12 +980,12 @@ impl TableStage {
                         }
                     })
                 }
+                // A host-route table's lookup happens in the action pass ([`HostGet`]); with a
+                // pre-op or a trace, the keys here and the bulk lookup below.
                 (Extract::Be32 { .. }, Engine::Host4(_)) if host_in_act => fused = true,
-                (Extract::Be32 { slot, byte, needs, alt }, Engine::Host4(t)) => {
-                    host_pass::<PRE>(t, (slot, byte, needs, alt), pool, b, lanes, &mut sc.out, pre.as_mut(), &mut dropped);
-                    fused = true;
+                (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_) | Engine::Host4(_)) => {
+                    pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32)
                 }
-                (Extract::Be32 { slot, byte, needs, alt }, Engine::Lpm4(_)) => pass!(Extract::Be32 { slot, byte, needs, alt }, sc.k32, u32),
                 (x, Engine::Exact64(_) | Engine::Direct(_)) => by_variant!(x, pass, sc.k64, u64),
                 (e, Engine::Lpm4(_) | Engine::Host4(_)) => pass!(e, sc.k32, u32),
                 (e, _) => pass!(e, sc.keys, u128),
@@ -1390,45 +1390,6 @@ impl<const TTL: u8> Then for CountAfter<'_, TTL> {
         let k = m.regs.get(self.reg).copied().unwrap_or(0) as usize;
         count_ttl::<TTL>(self.values, k, data, m)
     }
-}
-
-/// The key and lookup loop of a host-route table ([`Engine::Host4`]) keyed by a 32-bit header
-/// field (`Extract::Be32`'s fields): each lane's result into `out` (`MISS` when the key is
-/// missing or has no entry), with `pre` first when folded (the lanes it drops go to
-/// `dropped`). Only with a pre-op folded or a trace to write: otherwise the action pass looks
-/// the packets up itself ([`HostGet`]). One loop: a host table's keys fall in few /24s (a
-/// gateway's address pools), so its root entries stay in cache, and the pass that prefetches
-/// them for a routing table would be work for nothing. Out of line: inside
-/// `TableStage::run_special` it moved the router's key pass by 2 instructions a packet
-/// (register allocation).
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-fn host_pass<const PRE: bool>(
-    t: &Lpm4,
-    (slot, byte, needs, alt): (fastpath_packet::Slot, u16, fastpath_packet::HdrSet, fastpath_packet::HdrSet),
-    pool: &mut Pool,
-    b: &mut Batch,
-    lanes: Lanes,
-    out: &mut [u32; BATCH_MAX],
-    mut pre: Option<&mut Pre<'_>>,
-    dropped: &mut Lanes,
-) {
-    let x = Extract::Be32 { slot, byte, needs, alt };
-    each_lane!(i in lanes => {
-        let d = pool.data_mut(b.handle(i));
-        if let (true, Some(pre)) = (PRE, pre.as_mut()) {
-            if let Err(reason) = pre.op.apply(d, b.meta(i)) {
-                b.drop(i, reason);
-                pre.drops[reason as usize] += 1;
-                dropped.insert(i);
-                continue;
-            }
-        }
-        out[i] = match x.read64(d, b.meta(i)) {
-            Some(k) => t.lookup(k as u32).unwrap_or(MISS),
-            None => MISS,
-        };
-    });
 }
 
 /// Where an action pass finds lane `i`'s lookup result (an entry's index, `MISS` for none).
