@@ -74,8 +74,10 @@ pub fn encap(pool: &mut Pool, h: PktId, m: &mut Meta, t: &Tunnel) -> bool {
     encap_with(pool, h, m, &EncapTemplate::new(t))
 }
 
-/// [`encap`] from a prebuilt template: a 50-byte copy and four per-packet fields.
-#[inline]
+/// [`encap`] from a prebuilt template: a 50-byte copy and four per-packet fields. Inlined into
+/// the table's action pass: as a call it saved and restored five registers a packet (about 12
+/// instructions of the overlay's 75 here).
+#[inline(always)]
 pub fn encap_with(pool: &mut Pool, h: PktId, m: &mut Meta, t: &EncapTemplate) -> bool {
     if m.hash == 0 {
         m.hash = flow_hash(pool.data(h), m);
