@@ -718,6 +718,58 @@ if meta.out_port == 4:
     assert_eq!(out[3].0, Verdict::Drop(DropReason::TableMiss));
 }
 
+/// A table whose entries set registers: while every entry sets the same one, the action pass
+/// stores their values straight from a list; entries of an action on another register, added
+/// later, must still set theirs.
+#[test]
+fn a_table_of_register_sets_writes_each_entrys_own_register() {
+    let spec = r#"
+name = "regs"
+[parser]
+headers = ["eth", "ipv4", "udp"]
+[metadata]
+a = 16
+b = 16
+[[action]]
+name = "set_a"
+params = ["v"]
+body = "set meta.a = v"
+[[action]]
+name = "set_b"
+params = ["v"]
+body = "set meta.b = v"
+[[table]]
+name = "m"
+key = [{ field = "eth.src", match = "exact" }]
+actions = ["set_a", "set_b"]
+size = 64
+default = "drop"
+[control]
+ingress = '''
+apply m
+if meta.a == 7:
+    forward 1
+elif meta.b == 9:
+    forward 2
+else:
+    forward 3
+'''
+"#;
+    let from = |last: u8| {
+        FrameBuilder::eth(B, [2, 0, 0, 0, 0, last]).ipv4("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap()).udp(5, 6).build()
+    };
+    let frames = [(0, from(1)), (0, from(2)), (0, from(3)), (0, from(4))];
+    let mut p = inline(spec);
+    // Every entry sets meta.a.
+    p.load_entries("e", "table m add 02:00:00:00:00:01 => set_a(7)\ntable m add 02:00:00:00:00:02 => set_a(5)\n").unwrap();
+    let v = verdicts(&mut p, &frames);
+    assert_eq!(v, [Verdict::Tx(1), Verdict::Tx(3), Verdict::Drop(DropReason::TableMiss), Verdict::Drop(DropReason::TableMiss)]);
+    // Then entries that set meta.b.
+    p.load_entries("f", "table m add 02:00:00:00:00:03 => set_b(9)\ntable m add 02:00:00:00:00:04 => set_b(7)\n").unwrap();
+    let v = verdicts(&mut p, &frames);
+    assert_eq!(v, [Verdict::Tx(1), Verdict::Tx(3), Verdict::Tx(2), Verdict::Tx(3)], "each entry sets its own register");
+}
+
 #[test]
 fn meters_colour_by_rate_and_drop_red() {
     let spec = r#"
