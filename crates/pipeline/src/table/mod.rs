@@ -93,7 +93,8 @@ pub struct TableStage {
     /// The register every entry sets, while each one is a `Fast::SetReg` of the same register
     /// (`ONE_REG_NONE` before the first entry, `ONE_REG_MIXED` once two differ), and entry
     /// `r`'s value in `reg_values[r]`: the action pass of such a table (the overlay's VNI,
-    /// policer and tunnel mappings) stores the value with no look at the entry's form.
+    /// policer and tunnel mappings) stores the value with no look at the entry's form. Empty
+    /// once mixed.
     one_reg: u16,
     reg_values: Vec<u32>,
     /// Action entry ▸ index; foldhash: every entry a control plane adds is hashed here (a
@@ -258,7 +259,13 @@ impl TableStage {
             _ => (ONE_REG_MIXED, 0),
         };
         self.one_reg = if self.one_reg == ONE_REG_NONE || self.one_reg == reg { reg } else { ONE_REG_MIXED };
-        self.reg_values.push(value);
+        // Once mixed, always mixed (entries are only appended): the list is not kept, so a table
+        // of other actions (vbng's 256k session edits) does not carry 4 bytes an entry for it.
+        if self.one_reg == ONE_REG_MIXED {
+            self.reg_values = Vec::new();
+        } else {
+            self.reg_values.push(value);
+        }
         self.fast.push(f);
         self.intern.insert(e, i);
         i
