@@ -770,6 +770,53 @@ else:
     assert_eq!(v, [Verdict::Tx(1), Verdict::Tx(3), Verdict::Tx(2), Verdict::Tx(3)], "each entry sets its own register");
 }
 
+/// A table of register sets whose miss drops sets the register in its lookup's loop: a batch
+/// of one key (hit or miss), a mixed batch, a packet without the key's header, and the hit bit
+/// a later condition tests; the drops are counted as the table's.
+#[test]
+fn a_register_table_sets_hits_and_drops_misses_in_its_lookup() {
+    let spec = r#"
+name = "regs"
+[parser]
+headers = ["eth", "arp", "ipv4", "udp"]
+[metadata]
+a = 16
+[[action]]
+name = "set_a"
+params = ["v"]
+body = "set meta.a = v"
+[[table]]
+name = "m"
+key = [{ field = "ipv4.dst", match = "exact" }]
+actions = ["set_a"]
+size = 64
+default = "drop"
+[control]
+ingress = '''
+apply m
+if m.hit and meta.a == 7:
+    forward 1
+elif m.hit:
+    forward 2
+else:
+    forward 3
+'''
+"#;
+    let to = |dst: &str| udp4("198.18.0.1", dst, 64);
+    let mut p = inline(spec);
+    p.load_entries("e", "table m add 10.0.0.7 => set_a(7)\ntable m add 10.0.0.5 => set_a(5)\n").unwrap();
+    let miss = Verdict::Drop(DropReason::TableMiss);
+    let one: Vec<(u16, Vec<u8>)> = (0..40).map(|_| (0, to("10.0.0.7"))).collect();
+    assert!(verdicts(&mut p, &one).iter().all(|v| *v == Verdict::Tx(1)), "a batch of one key that hits");
+    let one: Vec<(u16, Vec<u8>)> = (0..40).map(|_| (0, to("10.0.0.9"))).collect();
+    assert!(verdicts(&mut p, &one).iter().all(|v| *v == miss), "a batch of one key that misses");
+    let arp =
+        FrameBuilder::eth([0xff; 6], A).arp(hdr::ArpRepr::request(A, Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2))).build();
+    let mixed = [(0, to("10.0.0.5")), (0, to("10.0.0.7")), (0, to("10.0.0.9")), (0, arp), (0, to("10.0.0.5"))];
+    assert_eq!(verdicts(&mut p, &mixed), [Verdict::Tx(2), Verdict::Tx(1), miss, miss, Verdict::Tx(2)]);
+    assert_eq!(drops(&p, "m", DropReason::TableMiss), 40 + 2, "each miss counted once");
+}
+
 #[test]
 fn meters_colour_by_rate_and_drop_red() {
     let spec = r#"

@@ -227,6 +227,35 @@ pub struct ExactTable<K, V> {
     bfs: Vec<Node>,
 }
 
+/// Where a batch lookup ([`ExactTable::lookup_into`]) puts each lane's result.
+pub trait LaneSink<V: Copy> {
+    /// Lane `i`'s result (`None`: a miss).
+    fn put(&mut self, i: usize, r: Option<V>);
+    /// The one result of every lane of `lanes` (a batch of one key).
+    #[inline]
+    fn all(&mut self, lanes: Lanes, r: Option<V>) {
+        each_lane!(i in lanes => { self.put(i, r) });
+    }
+}
+
+/// Results into an array, `miss` for a miss ([`ExactTable::lookup_lanes`]).
+struct Results<'a, V> {
+    out: &'a mut [V; BATCH_MAX],
+    miss: V,
+}
+
+impl<V: Copy> LaneSink<V> for Results<'_, V> {
+    #[inline(always)]
+    fn put(&mut self, i: usize, r: Option<V>) {
+        self.out[i % BATCH_MAX] = r.unwrap_or(self.miss);
+    }
+    #[inline(always)]
+    fn all(&mut self, lanes: Lanes, r: Option<V>) {
+        let v = r.unwrap_or(self.miss);
+        each_lane!(i in lanes => { self.out[i % BATCH_MAX] = v });
+    }
+}
+
 impl<K: Key, V: Copy> ExactTable<K, V> {
     /// An empty table that holds up to `n` entries (at least 1; `n` ≤ 2^31). Control thread.
     pub fn with_capacity(n: usize) -> Self {
@@ -407,6 +436,15 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
     /// no entry, e.g. [`crate::MISS`]); other slots of `out` are untouched. Returns the number
     /// of hits. Worker; never panics, never allocates.
     pub fn lookup_lanes(&self, keys: &[K; BATCH_MAX], lanes: Lanes, out: &mut [V; BATCH_MAX], miss: V) -> u64 {
+        self.lookup_into(keys, lanes, &mut Results { out, miss })
+    }
+
+    /// [`lookup_lanes`](Self::lookup_lanes) with each lane's result handed to `sink` instead of
+    /// written to an array, so that a caller acts on it in the lookup's own loop (a table whose
+    /// entries each set one register: no second loop over the results). Returns the number of
+    /// hits.
+    #[inline]
+    pub fn lookup_into<S: LaneSink<V>>(&self, keys: &[K; BATCH_MAX], lanes: Lanes, sink: &mut S) -> u64 {
         // A batch whose keys are all one (one VNI or one tunnel endpoint, as a VXLAN gateway
         // sees from a peer; VPP's VXLAN input keeps its last tunnel for the same reason): one
         // lookup serves every lane. Any other batch stops at its first differing key, most
@@ -423,8 +461,7 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
             };
             if uniform {
                 let r = self.lookup(&k0);
-                let v = r.unwrap_or(miss);
-                each_lane!(i in lanes => { out[i] = v });
+                sink.all(lanes, r);
                 return if r.is_some() { lanes.count() as u64 } else { 0 };
             }
         }
@@ -453,7 +490,7 @@ impl<K: Key, V: Copy> ExactTable<K, V> {
                 r = self.probe(alt(p, s, mask), s, &keys[i]);
             }
             hits += u64::from(r.is_some());
-            out[i] = r.unwrap_or(miss);
+            sink.put(i, r);
         });
         hits
     }
