@@ -27,7 +27,7 @@ use crate::field::Extract;
 use crate::ir::Operand;
 use fastpath_packet::each_lane;
 use fastpath_packet::{Batch, DropReason, Hdr, Lanes, Meta, Pool, Slot, BATCH_MAX};
-use fastpath_tables::flow::{hash_key, proto, Dir, FlowKey, InsertError, Segment, Side, NO_FLOW};
+use fastpath_tables::flow::{hash_key, proto, Dir, FlowId, FlowKey, FlowSink, FlowTable, InsertError, Segment, Side, NO_FLOW};
 
 /// `ct.new` bit of `Meta::reserved`.
 pub const CT_NEW: u16 = 1;
@@ -206,6 +206,56 @@ fn wscale(opts: &[u8]) -> u8 {
     Segment::NO_WSCALE
 }
 
+/// Pass 2's answers ([`FlowSink`]): a hit is tracked and its packet's metadata written there
+/// and then; a miss is listed in `missed` for pass 3. Indexed by the batch's key number `j`.
+struct Track<'a> {
+    b: &'a mut Batch,
+    slots: &'a [u8],
+    sides: &'a [Side],
+    segs: &'a [Segment],
+    hashes: &'a [u64],
+    now: u64,
+    missed: &'a mut [u32; BATCH_MAX],
+    nmissed: usize,
+}
+
+impl FlowSink for Track<'_> {
+    #[inline(always)]
+    fn hit(&mut self, table: &mut FlowTable, j: usize, id: FlowId) {
+        let (Some(&slot), Some(&side), Some(seg), Some(&h)) = (self.slots.get(j), self.sides.get(j), self.segs.get(j), self.hashes.get(j))
+        else {
+            return;
+        };
+        let (flags, verdict) = tracked(table, id, side, seg, self.now);
+        settle(self.b.meta_mut(usize::from(slot)), flags, verdict, id, h);
+    }
+
+    #[inline(always)]
+    fn miss(&mut self, j: usize) {
+        self.missed[self.nmissed % BATCH_MAX] = j as u32;
+        self.nmissed += 1;
+    }
+}
+
+/// Tracks a packet of connection `id` from `side`: its `ct` flags and the connection's cached
+/// verdict (`ct.verdict`).
+#[inline(always)]
+fn tracked(table: &mut FlowTable, id: FlowId, side: Side, seg: &Segment, now: u64) -> (u16, u16) {
+    match table.track_action(id, side, seg, now) {
+        Ok((dir, action)) => (CT_ESTABLISHED | if dir == Dir::Reply { CT_REPLY } else { 0 }, action as u16 & 0xff),
+        Err(_) => (CT_INVALID, 0),
+    }
+}
+
+/// Writes a tracked packet's metadata: its flags and verdict, its flow (none when invalid) and
+/// its key's hash (never 0: the encap's entropy).
+#[inline(always)]
+fn settle(m: &mut Meta, flags: u16, verdict: u16, id: FlowId, hash: u64) {
+    m.reserved = flags | verdict << 8;
+    m.flow = if flags & CT_INVALID == 0 { id } else { NO_FLOW };
+    m.hash = (hash >> 32) as u32 | 1;
+}
+
 impl Stage for ConntrackStage {
     fn run(&mut self, pool: &mut Pool, b: &mut Batch, lanes: Lanes, cx: &mut StageCx<'_>) {
         let now = cx.now_ns;
@@ -241,66 +291,66 @@ impl Stage for ConntrackStage {
             Zone::Reg(r) => keys!(|_: &[u8], m: &Meta| m.regs.get(r).copied().unwrap_or(0)),
             Zone::Read(x) => keys!(|d: &[u8], m: &Meta| x.read64(d, m).unwrap_or(0) as u32),
         }
-        // Pass 2: bulk lookup with prefetch.
-        table.lookup_batch_hashed(&self.keys[..n], &self.hashes[..n], now, &mut self.ids[..n]);
-        // Pass 3: state machine. `opened` has a bit per hash class of the keys this pass
-        // inserted: a miss whose class is clear cannot have been opened by an earlier packet of
-        // the batch, so the lookup's miss still holds and the insert skips its bucket search.
-        // A miss whose class is set is most often the same connection's next packet (a SYN
-        // and its SYN-ACK in one batch): the class's last opening is checked first, one key
-        // compare where the insert's search of both buckets cost about 75 instructions.
+        // Pass 2: bulk lookup with prefetch. A packet of a connection the table holds is
+        // tracked in the lookup's own loop, while its entry is in the cache; the others are
+        // listed (in `ids`) for pass 3. In a pass of their own, the tracked packets paid a loop
+        // and the reloads of their entry, their key's fields and the batch's arrays again.
+        let mut track = Track {
+            b: &mut *b,
+            slots: &self.slots[..n],
+            sides: &self.sides[..n],
+            segs: &self.segs[..n],
+            hashes: &self.hashes[..n],
+            now,
+            missed: &mut self.ids,
+            nmissed: 0,
+        };
+        table.lookup_batch_into(&self.keys[..n], &self.hashes[..n], now, &mut track);
+        let nmissed = track.nmissed;
+        // Pass 3: the packets whose key the table did not hold, in lane order. `opened` has a
+        // bit per hash class of the keys this pass inserted: a miss whose class is clear cannot
+        // have been opened by an earlier packet of the batch, so the lookup's miss still holds
+        // and the insert skips its bucket search. A miss whose class is set is most often the
+        // same connection's next packet (a SYN and its SYN-ACK in one batch): the class's last
+        // opening is checked first, one key compare where the insert's search of both buckets
+        // cost about 75 instructions.
         let mut opened = [0u64; OPENED_WORDS];
-        for k in 0..n {
+        for &k in &self.ids[..nmissed] {
+            let k = k as usize % BATCH_MAX;
             let i = usize::from(self.slots[k]);
-            let (side, seg) = (self.sides[k], &self.segs[k]);
-            let mut id = self.ids[k];
-            let mut flags = 0u16;
-            if id == NO_FLOW {
-                let h = self.hashes[k];
-                let c = opened_class(h);
-                let (w, bit) = (c / 64, 1u64 << (c % 64));
-                let r = if opened[w] & bit == 0 {
-                    opened[w] |= bit;
-                    table.insert_absent(&self.keys[k], h, side, seg, now)
+            let (side, seg, h) = (self.sides[k], &self.segs[k], self.hashes[k]);
+            let c = opened_class(h);
+            let (w, bit) = (c / 64, 1u64 << (c % 64));
+            let r = if opened[w] & bit == 0 {
+                opened[w] |= bit;
+                table.insert_absent(&self.keys[k], h, side, seg, now)
+            } else {
+                let x = self.last[c];
+                if table.entry(x).is_some_and(|e| *e.key() == self.keys[k]) {
+                    Err(InsertError::Exists(x))
                 } else {
-                    let x = self.last[c];
-                    if table.entry(x).is_some_and(|e| *e.key() == self.keys[k]) {
-                        Err(InsertError::Exists(x))
-                    } else {
-                        table.insert(&self.keys[k], h, side, seg, now)
-                    }
-                };
-                match r {
-                    Ok(x) => {
-                        id = x;
-                        flags = CT_NEW;
-                        self.last[c] = x;
-                    }
-                    // An earlier packet of this batch opened it.
-                    Err(InsertError::Exists(x)) => id = x,
-                    Err(InsertError::Full) => {
-                        b.drop(i, DropReason::FlowTableFull);
-                        drops[DropReason::FlowTableFull as usize] += 1;
-                        continue;
-                    }
-                    Err(InsertError::Invalid(_)) => flags = CT_INVALID,
+                    table.insert(&self.keys[k], h, side, seg, now)
                 }
-            }
-            // A new entry's cached action is 0.
-            let mut verdict = 0;
-            if flags == 0 {
-                flags = match table.track_action(id, side, seg, now) {
-                    Ok((dir, action)) => {
-                        verdict = action as u16 & 0xff;
-                        CT_ESTABLISHED | if dir == Dir::Reply { CT_REPLY } else { 0 }
-                    }
-                    Err(_) => CT_INVALID,
-                };
-            }
-            let m = b.meta_mut(i);
-            m.reserved = flags | verdict << 8;
-            m.flow = if flags & CT_INVALID == 0 { id } else { NO_FLOW };
-            m.hash = (self.hashes[k] >> 32) as u32 | 1;
+            };
+            let (id, flags, verdict) = match r {
+                // A new entry's cached action is 0.
+                Ok(x) => {
+                    self.last[c] = x;
+                    (x, CT_NEW, 0)
+                }
+                // An earlier packet of this batch opened it.
+                Err(InsertError::Exists(x)) => {
+                    let (flags, verdict) = tracked(table, x, side, seg, now);
+                    (x, flags, verdict)
+                }
+                Err(InsertError::Full) => {
+                    b.drop(i, DropReason::FlowTableFull);
+                    drops[DropReason::FlowTableFull as usize] += 1;
+                    continue;
+                }
+                Err(InsertError::Invalid(_)) => (NO_FLOW, CT_INVALID, 0),
+            };
+            settle(b.meta_mut(i), flags, verdict, id, h);
         }
         // Ageing with a small budget. A flow freed here may be a packet's of this batch (one
         // whose deadline has passed the moment it was tracked): `ct_load` must then run.

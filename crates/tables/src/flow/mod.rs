@@ -217,6 +217,14 @@ pub fn symmetric_hash(k: &FlowKey) -> u32 {
     (hash_key(k, SYM_SEED) >> 32) as u32
 }
 
+/// What a bulk lookup ([`FlowTable::lookup_batch_into`]) does with each key's answer.
+pub trait FlowSink {
+    /// Key `j` is live entry `id`; `table` is there to track it.
+    fn hit(&mut self, table: &mut FlowTable, j: usize, id: FlowId);
+    /// Key `j` has no entry.
+    fn miss(&mut self, j: usize);
+}
+
 /// Table configuration (control path).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowConfig {
@@ -596,8 +604,33 @@ impl FlowTable {
     /// [`lookup_batch`](Self::lookup_batch) with precomputed hashes (from [`FlowTable::hash`]);
     /// handles `min(keys, hashes, out)` packets. Returns the number of hits. Worker only.
     pub fn lookup_batch_hashed(&mut self, keys: &[FlowKey], hashes: &[u64], now_ns: u64, out: &mut [FlowId]) -> usize {
+        struct Out<'a>(&'a mut [FlowId]);
+        impl FlowSink for Out<'_> {
+            #[inline(always)]
+            fn hit(&mut self, _: &mut FlowTable, j: usize, id: FlowId) {
+                if let Some(o) = self.0.get_mut(j) {
+                    *o = id;
+                }
+            }
+            #[inline(always)]
+            fn miss(&mut self, j: usize) {
+                if let Some(o) = self.0.get_mut(j) {
+                    *o = NO_FLOW;
+                }
+            }
+        }
         let n = keys.len().min(hashes.len()).min(out.len());
-        let (keys, hashes, out) = (&keys[..n], &hashes[..n], &mut out[..n]);
+        self.lookup_batch_into(&keys[..n], &hashes[..n], now_ns, &mut Out(&mut out[..n]))
+    }
+
+    /// [`lookup_batch_hashed`](Self::lookup_batch_hashed) with each key's answer handed to
+    /// `sink` in the lookup's own loop, in key order, while the entry of a hit is in the cache
+    /// (conntrack tracks an established connection's packet there). Handles `min(keys,
+    /// hashes)` keys; returns the number of hits. Worker only.
+    #[inline]
+    pub fn lookup_batch_into<S: FlowSink>(&mut self, keys: &[FlowKey], hashes: &[u64], now_ns: u64, sink: &mut S) -> usize {
+        let n = keys.len().min(hashes.len());
+        let (keys, hashes) = (&keys[..n], &hashes[..n]);
         let mut cand = [EMPTY; CAND];
         let mut hits = 0;
         // Prologue, steady state (all three stages, no per-stage bounds tests), epilogue.
@@ -613,13 +646,13 @@ impl FlowTable {
             self.stage_bucket(hashes[i]);
             cand[(i - PIPE_D) % CAND] = self.stage_entry(hashes[i - PIPE_D]);
             let j = i - 2 * PIPE_D;
-            hits += self.stage_key(&keys[j], hashes[j], cand[j % CAND], now_ns, &mut out[j]);
+            hits += self.stage_key(&keys[j], hashes[j], cand[j % CAND], now_ns, j, sink);
         }
         for j in n.saturating_sub(PIPE_D)..n {
             cand[j % CAND] = self.stage_entry(hashes[j]);
         }
         for j in n.saturating_sub(2 * PIPE_D)..n {
-            hits += self.stage_key(&keys[j], hashes[j], cand[j % CAND], now_ns, &mut out[j]);
+            hits += self.stage_key(&keys[j], hashes[j], cand[j % CAND], now_ns, j, sink);
         }
         hits
     }
@@ -650,7 +683,7 @@ impl FlowTable {
     /// lookup. A freed entry (lazily expired earlier in this batch) keeps its key but has state
     /// `None`, so a stale candidate never hits.
     #[inline(always)]
-    fn stage_key(&mut self, key: &FlowKey, h: u64, c: u32, now_ns: u64, out: &mut FlowId) -> usize {
+    fn stage_key<S: FlowSink>(&mut self, key: &FlowKey, h: u64, c: u32, now_ns: u64, j: usize, sink: &mut S) -> usize {
         let r = match self.entries.get(c as usize) {
             Some(e) if e.conn.state != State::None && e.key == *key && e.expires_ns > now_ns => Some(c),
             Some(_) => self.lookup(key, h, now_ns),
@@ -658,8 +691,16 @@ impl FlowTable {
             // bucket, which stage 2 prefetched, can hold the key.
             None => self.lookup_alt(key, h, now_ns),
         };
-        *out = r.unwrap_or(NO_FLOW);
-        usize::from(r.is_some())
+        match r {
+            Some(id) => {
+                sink.hit(self, j, id);
+                1
+            }
+            None => {
+                sink.miss(j);
+                0
+            }
+        }
     }
 
     /// Which way a packet from `side` travels on connection `id`.
@@ -760,7 +801,7 @@ impl FlowTable {
     /// # Errors
     /// The tracker's reason when the packet is invalid (nothing changes but
     /// [`FlowStats::invalid`]); `NotInitial` for a free or unknown `id`.
-    #[inline]
+    #[inline(always)]
     pub fn track_action(&mut self, id: FlowId, side: Side, seg: &Segment, now_ns: u64) -> Result<(Dir, u32), Invalid> {
         let window_check = self.cfg.window_check;
         let Some(e) = self.entries.get_mut(id as usize).filter(|e| e.conn.state != State::None) else {

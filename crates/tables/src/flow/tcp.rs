@@ -375,7 +375,7 @@ impl Conn {
 
     /// Tracks one packet travelling `dir`. `window_check` turns on sequence-window validation.
     /// On `Accept` the state may change; on `Invalid` nothing changes. Never panics.
-    #[inline]
+    #[inline(always)]
     pub fn step(&mut self, dir: Dir, seg: &Segment, window_check: bool) -> TcpVerdict {
         // Fast path for the bulk of traffic: a plain ACK (with or without data) on an
         // established connection changes no state; only the window moves. Same result as the
