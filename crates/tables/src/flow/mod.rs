@@ -685,7 +685,11 @@ impl FlowTable {
     #[inline(always)]
     fn stage_key<S: FlowSink>(&mut self, key: &FlowKey, h: u64, c: u32, now_ns: u64, j: usize, sink: &mut S) -> usize {
         let r = match self.entries.get(c as usize) {
-            Some(e) if e.conn.state != State::None && e.key == *key && e.expires_ns > now_ns => Some(c),
+            Some(e) if e.conn.state != State::None && e.key == *key && e.expires_ns > now_ns => {
+                // The hit of the fast path, handed over here where its entry was just checked.
+                sink.hit(self, j, c);
+                return 1;
+            }
             Some(_) => self.lookup(key, h, now_ns),
             // No signature matched in the primary bucket (stage 2 looked): only the alternative
             // bucket, which stage 2 prefetched, can hold the key.
