@@ -761,7 +761,7 @@ impl TableStage {
                     let out = &mut sc.out;
                     macro_rules! cached {
                         ($k:literal, $form:expr) => {
-                            cached_pass::<$k>(cache, acl, nf, nop, pool, b, lanes, out, &$form)
+                            cached_pass::<$k, _>(cache, acl, nf, nop, pool, b, lanes, out, &$form)
                         };
                     }
                     let parsed = matches!(self.key_share, KeyShare::Parsed) && memo.covers(0, lanes);
@@ -1768,7 +1768,7 @@ fn settle_hit(nop: Option<(&[Fast], u32)>, b: &mut Batch, i: usize, r: u32, hits
 /// exact-table passes (in `run_special`, which calls it) by 12 instructions a packet.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn cached_pass<const K: usize>(
+fn cached_pass<const K: usize, F: aclkey::CacheKey<K>>(
     cache: &mut AclCache,
     acl: &fastpath_tables::acl::Acl,
     nf: usize,
@@ -1777,7 +1777,7 @@ fn cached_pass<const K: usize>(
     b: &mut Batch,
     lanes: Lanes,
     out: &mut [u32; BATCH_MAX],
-    form: &impl aclkey::CacheKey<K>,
+    form: &F,
 ) -> (Lanes, u64) {
     cache.hold::<K>();
     let (mut hits, mut nop_hits) = (Lanes::NONE, 0u64);
@@ -1794,7 +1794,7 @@ fn cached_pass<const K: usize>(
     };
     each_lane!(i in lanes => {
         let t = match form.read(pool, b, i) {
-            Some(k) => cache.classify(k, &classify),
+            Some(k) => cache.classify(k, F::NONZERO, &classify),
             None => u64::from(MISS),
         };
         let r = t as u32;
