@@ -760,8 +760,9 @@ impl AclCache {
     #[inline(always)]
     fn holds<const K: usize>(&self, s: usize, key: &[u64; K], nonzero: bool) -> Option<u64> {
         let (k, tag) = self.slot::<K>(s);
-        // An empty slot (tag 0) never matches, whatever its key words. Word by word, in
-        // registers (an array compare took the key through the stack).
+        // An empty slot (tag 0) never matches: by its tag, or, for a key never 0, by its key
+        // words, which are 0 in an empty slot. Word by word, in registers (an array compare
+        // took the key through the stack).
         let differ = k.iter().zip(key).fold(0, |d, (a, b)| d | (a ^ b));
         ((nonzero || tag != 0) && differ == 0).then_some(tag)
     }
@@ -828,9 +829,10 @@ fn pairs<const K: usize>(key: &[u64; K]) -> (usize, usize) {
 /// ([`fastpath_packet::prefetch::crc32c_u64`]), as DPDK's `rte_hash` hashes its keys by
 /// default. A 32-bit CRC tells apart any two inputs that differ only within 32 consecutive
 /// bits (it detects every burst error that long), so keys that differ in one address or in
-/// the ports never share a hash, and addresses handed out in sequence spread over the slots. A folded 128-bit multiply took about 6 instructions more a packet of the switch's
-/// ACL. Keys crafted to share slots cost their sender cache misses, which the classifier
-/// answers: the cache needs no secret seed.
+/// the ports never share a hash, and addresses handed out in sequence spread over the slots.
+/// A folded 128-bit multiply took about 6 instructions more a packet of the switch's ACL. Keys
+/// crafted to share slots cost their sender cache misses, which the classifier answers: the
+/// cache needs no secret seed.
 #[inline(always)]
 fn slot_hash<const K: usize>(key: &[u64; K]) -> u32 {
     key.iter().fold(0, |h, &w| fastpath_packet::prefetch::crc32c_u64(h, w))
